@@ -1,0 +1,133 @@
+"""One settings object for the whole product.
+
+Every CLI flag maps to a field here (`add_settings_args` / `settings_from_args`),
+and every field can also come from the environment as `SAGA_<FIELD>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any, Iterable, Literal, get_args, get_origin
+
+import platformdirs
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+# Offline defaults: no cost-map download, no hub access, no slow MLflow exit.
+OFFLINE_ENV = {
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING": "false",
+}
+
+
+def apply_offline_env() -> None:
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+
+
+def default_data_dir() -> Path:
+    """`data/` of a source checkout, else the copy a wheel carries as `saga_dspy/_data`."""
+    checkout = PACKAGE_DIR.parent / "data"
+    return checkout if checkout.is_dir() else PACKAGE_DIR / "_data"
+
+
+Variant = Literal["full", "no-type-filter", "no-type-state", "no-answer-type", "spinach"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SAGA_", extra="ignore")
+
+    # --- knowledge graph -------------------------------------------------
+    kg: Literal["wikidata", "freebase"] = Field("wikidata", description="which knowledge graph")
+    endpoint: str = Field("embedded", description="'embedded' (bundled sample) or a SPARQL endpoint URL")
+    search: str = Field(
+        "auto",
+        description="entity search: 'auto' (local index, or Wikidata's API for query.wikidata.org), 'local', or 'wikidata-api'",
+    )
+    data_dir: Path = Field(default_factory=default_data_dir, description="bundled data directory")
+    cache_dir: Path = Field(
+        default_factory=lambda: Path(platformdirs.user_cache_dir("saga-dspy")),
+        description="cache directory (store, result cache, model)",
+    )
+    query_timeout: float = Field(20.0, description="deadline per SPARQL query, seconds")
+    row_cap: int = Field(1000, description="at most this many rows are kept from a result")
+    result_cache: bool = Field(True, description="cache successful query results on disk")
+    http_retries: int = Field(3, description="attempts on 429 / 5xx / connection errors")
+    embedded_workers: int = Field(2, description="worker processes for the embedded store")
+    user_agent: str = Field(
+        "saga-dspy/0.1 (https://github.com/saga-dspy/saga-dspy; research KGQA agent)",
+        description="HTTP User-Agent (query.wikidata.org requires one)",
+    )
+
+    # --- schema and grounding -------------------------------------------
+    schema_index: Path | None = Field(None, description="schema index JSON (default: the bundled one)")
+    filter_mode: Literal["closure", "bare"] = Field("closure", description="domain check through P279* or the paper's bare P31 intersection")
+    schema_coverage: int = Field(100, description="share of formal constraints kept (0/25/50/75/100)")
+    coverage_seed: int = Field(0, description="seed of the coverage mask")
+    observation_chars: int = Field(3000, description="character budget of one tool observation")
+
+    # --- agent ----------------------------------------------------------------
+    variant: Variant = Field("full", description="ablation variant")
+    max_steps: int = Field(15, description="ReAct steps per question")
+    check_answer: bool = Field(False, description="run the CheckAnswer step (beyond the paper)")
+    demos: int = Field(3, description="controller demonstrations selected per question (0: none)")
+    program: Path | None = Field(None, description="compiled program JSON to load")
+
+    # --- language model ---------------------------------------------------
+    lm: str = Field("local", description="'local' (bundled Qwen2.5-Coder-1.5B) or a dspy/litellm model string")
+    api_base: str | None = Field(None, description="OpenAI-compatible server URL")
+    api_key: str | None = Field(None, description="API key for the server")
+    temperature: float = Field(0.0, description="sampling temperature")
+    max_tokens: int = Field(512, description="generation cap per LM call (always applied)")
+    seed: int = Field(0, description="LM seed")
+    lm_cache: bool = Field(True, description="cache LM responses on disk")
+    context_window: int = Field(8192, description="local model context window, tokens")
+
+    # --- evaluation -------------------------------------------------------------
+    dataset: str = Field("qald10", description="benchmark name")
+    split: str = Field("test", description="benchmark split")
+    limit: int | None = Field(None, description="at most this many questions")
+    num_threads: int = Field(1, description="questions evaluated in parallel")
+    metric_mode: Literal["answers", "rows"] = Field("answers", description="F1 over answer sets or SPINACH's row matching")
+    out: Path | None = Field(None, description="output directory of a run")
+    mlflow: bool = Field(True, description="track runs in MLflow")
+    mlflow_uri: str | None = Field(None, description="MLflow tracking URI (default: sqlite under the cache dir)")
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.endpoint.strip().lower() == "embedded"
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_settings_args(parser: argparse.ArgumentParser, names: Iterable[str]) -> None:
+    """Add one flag per named Settings field; help text and type come from the field."""
+    for name in names:
+        info = Settings.model_fields[name]
+        annotation = info.annotation
+        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": info.description}
+        if annotation is bool:
+            parser.add_argument(_flag(name), action=argparse.BooleanOptionalAction, **kwargs)
+            continue
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if get_origin(annotation) is Literal:
+            kwargs["choices"] = list(get_args(annotation))
+        elif args and get_origin(args[0]) is Literal:
+            kwargs["choices"] = list(get_args(args[0]))
+        elif annotation in (int, float) or (args and args[0] in (int, float)):
+            kwargs["type"] = annotation if annotation in (int, float) else args[0]
+        parser.add_argument(_flag(name), **kwargs)
+
+
+def settings_from_args(args: argparse.Namespace, **extra: Any) -> Settings:
+    overrides = {k: v for k, v in vars(args).items() if k in Settings.model_fields}
+    overrides.update(extra)
+    return Settings(**overrides)

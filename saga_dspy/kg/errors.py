@@ -1,0 +1,47 @@
+"""Errors an endpoint can raise. Messages are short enough to show an LLM."""
+
+from __future__ import annotations
+
+MAX_MESSAGE = 400
+
+
+def _clip(text: str, limit: int = MAX_MESSAGE) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class SparqlError(Exception):
+    """Base class: the query did not produce a result."""
+
+    kind = "error"
+
+    def __init__(self, message: str):
+        super().__init__(_clip(message))
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class QuerySyntaxError(SparqlError):
+    """The endpoint's parser rejected the query; the message is the parser's."""
+
+    kind = "syntax"
+
+
+class QueryRefused(SparqlError):
+    """Refused before reaching the endpoint: an update, or a SERVICE call outside the allowlist."""
+
+    kind = "refused"
+
+
+class QueryTimeout(SparqlError):
+    """The query ran past its deadline."""
+
+    kind = "timeout"
+
+
+class EndpointUnavailable(SparqlError):
+    """The endpoint could not be reached or kept failing (connection, 429, 5xx)."""
+
+    kind = "unavailable"

@@ -1,0 +1,76 @@
+"""Child process that owns a read-only pyoxigraph store and answers queries.
+
+Started by `EmbeddedEndpoint` as `python -m saga_dspy.kg.oxigraph_worker STORE`;
+requests and answers are pickled over stdin/stdout. Living in its own process
+lets the parent kill a query that runs past its deadline."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+
+XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
+RDF_LANGSTRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
+
+
+def _term(term):
+    import pyoxigraph
+
+    if term is None:
+        return None
+    if isinstance(term, pyoxigraph.NamedNode):
+        return ("uri", term.value, None, None)
+    if isinstance(term, pyoxigraph.BlankNode):
+        return ("bnode", term.value, None, None)
+    if isinstance(term, pyoxigraph.Literal):
+        datatype = term.datatype.value
+        if term.language or datatype in (XSD_STRING, RDF_LANGSTRING):
+            datatype = None
+        return ("literal", term.value, datatype, term.language)
+    return ("literal", str(term), None, None)
+
+
+def answer(store, sparql: str, row_cap: int, prefixes: dict) -> tuple:
+    import pyoxigraph
+
+    try:
+        result = store.query(sparql, prefixes=prefixes)
+        if isinstance(result, pyoxigraph.QueryBoolean):
+            return ("ask", bool(result))
+        if isinstance(result, pyoxigraph.QuerySolutions):
+            variables = [v.value for v in result.variables]
+            items = ([solution[i] for i in range(len(variables))] for solution in result)
+        else:  # CONSTRUCT / DESCRIBE: triples as subject/predicate/object rows
+            variables = ["subject", "predicate", "object"]
+            items = ([t.subject, t.predicate, t.object] for t in result)
+        rows, capped = [], False
+        for item in items:
+            if len(rows) >= row_cap:
+                capped = True
+                break
+            rows.append([_term(term) for term in item])
+        return ("select", variables, rows, capped)
+    except SyntaxError as exc:
+        return ("syntax", str(exc))
+    except Exception as exc:  # evaluation errors from Oxigraph
+        return ("error", f"{type(exc).__name__}: {exc}")
+
+
+def main() -> None:
+    import pyoxigraph
+
+    store = pyoxigraph.Store.read_only(sys.argv[1])
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    pickle.dump(("ready",), stdout)
+    stdout.flush()
+    while True:
+        try:
+            sparql, row_cap, prefixes = pickle.load(stdin)
+        except EOFError:
+            return
+        pickle.dump(answer(store, sparql, row_cap, prefixes), stdout, protocol=pickle.HIGHEST_PROTOCOL)
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

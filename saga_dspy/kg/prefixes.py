@@ -1,0 +1,50 @@
+"""The prefixes query.wikidata.org predeclares (Oxigraph and QLever do not)."""
+
+from __future__ import annotations
+
+from .query_text import declared_prefixes, tokenize, used_prefixes
+
+WIKIDATA_PREFIXES: dict[str, str] = {
+    "wd": "http://www.wikidata.org/entity/",
+    "wds": "http://www.wikidata.org/entity/statement/",
+    "wdv": "http://www.wikidata.org/value/",
+    "wdt": "http://www.wikidata.org/prop/direct/",
+    "wdtn": "http://www.wikidata.org/prop/direct-normalized/",
+    "p": "http://www.wikidata.org/prop/",
+    "ps": "http://www.wikidata.org/prop/statement/",
+    "psv": "http://www.wikidata.org/prop/statement/value/",
+    "pq": "http://www.wikidata.org/prop/qualifier/",
+    "pqv": "http://www.wikidata.org/prop/qualifier/value/",
+    "pr": "http://www.wikidata.org/prop/reference/",
+    "prov": "http://www.w3.org/ns/prov#",
+    "wikibase": "http://wikiba.se/ontology#",
+    "bd": "http://www.bigdata.com/rdf#",
+    "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
+    "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
+    "xsd": "http://www.w3.org/2001/XMLSchema#",
+    "owl": "http://www.w3.org/2002/07/owl#",
+    "skos": "http://www.w3.org/2004/02/skos/core#",
+    "schema": "http://schema.org/",
+    "geo": "http://www.opengis.net/ont/geosparql#",
+    "geof": "http://www.opengis.net/def/function/geosparql/",
+    "mwapi": "https://www.mediawiki.org/ontology#API/",
+    "hint": "http://www.bigdata.com/queryHints#",
+}
+
+FREEBASE_PREFIXES: dict[str, str] = {
+    "ns": "http://rdf.freebase.com/ns/",
+    "fb": "http://rdf.freebase.com/ns/",
+    "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
+    "rdfs": "http://www.w3.org/2000/01/rdf-schema#",
+    "xsd": "http://www.w3.org/2001/XMLSchema#",
+}
+
+
+def with_prefixes(query: str, prefixes: dict[str, str] = WIKIDATA_PREFIXES) -> str:
+    """Prepend declarations for the known prefixes a query uses but does not declare."""
+    tokens = tokenize(query)
+    missing = sorted((used_prefixes(tokens) - set(declared_prefixes(tokens))) & set(prefixes))
+    if not missing:
+        return query
+    head = "".join(f"PREFIX {p}: <{prefixes[p]}>\n" for p in missing)
+    return head + query

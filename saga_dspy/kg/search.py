@@ -1,0 +1,225 @@
+"""Search over entity and property labels: a local SQLite FTS5 index built with
+the bundled store, and Wikidata's own `wbsearchentities` API for the live graph.
+
+Ranking of the local index: exact label match, then exact alias match, then
+text relevance (BM25 over label, aliases, description), then popularity (the
+number of statements about the entity)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import threading
+import urllib.parse
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol
+
+from .errors import EndpointUnavailable
+
+WD = "http://www.wikidata.org/entity/"
+WIKIBASE = "http://wikiba.se/ontology#"
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    id: str
+    label: str
+    description: str = ""
+    kind: str = "item"  # item | property
+    datatype: str | None = None
+    score: float = 0.0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class Search(Protocol):
+    def search(self, text: str, limit: int = 10, kind: str | None = None) -> list[SearchHit]: ...
+
+
+# --- the local index -----------------------------------------------------------------
+
+_TERMS_QUERY = """
+SELECT ?e ?kind ?text WHERE {
+  { ?e <http://www.w3.org/2000/01/rdf-schema#label> ?text . BIND("label" AS ?kind) }
+  UNION { ?e <http://www.w3.org/2004/02/skos/core#altLabel> ?text . BIND("alias" AS ?kind) }
+  UNION { ?e <http://schema.org/description> ?text . BIND("description" AS ?kind) }
+}"""
+_DATATYPE_QUERY = "SELECT ?e ?t WHERE { ?e <http://wikiba.se/ontology#propertyType> ?t }"
+
+
+def _local_id(iri: str) -> str | None:
+    return iri[len(WD):] if iri.startswith(WD) else None
+
+
+def build_label_index(store, path: Path) -> None:
+    """Write the FTS5 index for every labelled entity of a pyoxigraph store."""
+    entries: dict[str, dict] = {}
+    for row in store.query(_TERMS_QUERY):
+        qid = _local_id(row["e"].value)
+        if qid is None:
+            continue
+        entry = entries.setdefault(qid, {"label": "", "aliases": [], "description": ""})
+        kind, text = row["kind"].value, row["text"].value
+        if kind == "label":
+            entry["label"] = text
+        elif kind == "alias":
+            entry["aliases"].append(text)
+        else:
+            entry["description"] = text
+    datatypes = {}
+    for row in store.query(_DATATYPE_QUERY):
+        qid = _local_id(row["e"].value)
+        if qid:
+            datatypes[qid] = row["t"].value.removeprefix(WIKIBASE)
+    popularity: dict[str, int] = {}
+    for quad in store.quads_for_pattern(None, None, None):
+        subject = quad.subject
+        if hasattr(subject, "value") and subject.value.startswith(WD):
+            qid = subject.value[len(WD):]
+            if qid in entries:
+                popularity[qid] = popularity.get(qid, 0) + 1
+    path.unlink(missing_ok=True)
+    db = sqlite3.connect(path)
+    db.executescript(
+        """
+        CREATE TABLE entity(rowid INTEGER PRIMARY KEY, id TEXT UNIQUE, label TEXT, label_lc TEXT,
+                            aliases TEXT, aliases_lc TEXT, description TEXT, kind TEXT, datatype TEXT,
+                            popularity INTEGER);
+        CREATE INDEX entity_label_lc ON entity(label_lc);
+        CREATE VIRTUAL TABLE entity_fts USING fts5(label, aliases, description, content='entity',
+                                                   tokenize='unicode61 remove_diacritics 2');
+        """
+    )
+    rows = []
+    for qid in sorted(entries, key=lambda x: (x[0], int(x[1:]) if x[1:].isdigit() else 0)):
+        e = entries[qid]
+        aliases = sorted(set(e["aliases"]))
+        rows.append(
+            (
+                qid,
+                e["label"],
+                e["label"].lower(),
+                "\n".join(aliases),
+                "\n" + "\n".join(a.lower() for a in aliases) + "\n",
+                e["description"],
+                "property" if qid.startswith("P") else "item",
+                datatypes.get(qid),
+                popularity.get(qid, 0),
+            )
+        )
+    db.executemany(
+        "INSERT INTO entity(id,label,label_lc,aliases,aliases_lc,description,kind,datatype,popularity)"
+        " VALUES (?,?,?,?,?,?,?,?,?)",
+        rows,
+    )
+    db.execute("INSERT INTO entity_fts(rowid,label,aliases,description) SELECT rowid,label,aliases,description FROM entity")
+    db.commit()
+    db.close()
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class LocalSearch:
+    """The FTS5 label index of the bundled store (read-only, one connection per thread)."""
+
+    def __init__(self, path: Path):
+        if not Path(path).exists():
+            raise FileNotFoundError(f"no label index at {path}; run `python -m saga_dspy.kg build`")
+        self.path = Path(path)
+        self._local = threading.local()
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
+            self._local.db = db
+        return db
+
+    def search(self, text: str, limit: int = 10, kind: str | None = None) -> list[SearchHit]:
+        text = text.strip()
+        words = _WORD.findall(text.lower())
+        if not words:
+            return []
+        # A bare identifier ("Q42", "P19") is looked up directly.
+        if re.fullmatch(r"[QqPp][1-9]\d*", text):
+            row = self._db().execute(
+                "SELECT id,label,description,kind,datatype,popularity FROM entity WHERE id=?", (text.upper(),)
+            ).fetchone()
+            return [self._hit(row, 1e9)] if row else []
+        lc = text.lower()
+        kind_sql, kind_args = ("AND e.kind=?", [kind]) if kind else ("", [])
+        candidates: dict[str, tuple] = {}
+        exact = self._db().execute(
+            f"SELECT e.id,e.label,e.description,e.kind,e.datatype,e.popularity, 0.0 FROM entity e "
+            f"WHERE (e.label_lc=? OR instr(e.aliases_lc, ?) > 0) {kind_sql} ORDER BY e.popularity DESC LIMIT 200",
+            [lc, f"\n{lc}\n", *kind_args],
+        ).fetchall()
+        for row in exact:
+            candidates[row[0]] = row
+        for match in (" ".join(f'"{w}"' for w in words), " OR ".join(f'"{w}"' for w in words)):
+            fts = self._db().execute(
+                f"SELECT e.id,e.label,e.description,e.kind,e.datatype,e.popularity,"
+                f" bm25(entity_fts, 10.0, 5.0, 1.0) FROM entity_fts JOIN entity e ON e.rowid=entity_fts.rowid "
+                f"WHERE entity_fts MATCH ? {kind_sql} ORDER BY bm25(entity_fts, 10.0, 5.0, 1.0) LIMIT ?",
+                [match, *kind_args, max(50, limit * 5)],
+            ).fetchall()
+            for row in fts:
+                candidates.setdefault(row[0], row)
+            if len(candidates) >= limit:
+                break
+
+        def rank(row):
+            label_exact = row[1].lower() == lc
+            alias_exact = not label_exact and lc in self._aliases(row[0])
+            return (not label_exact, not alias_exact, row[6], -row[5])
+
+        ordered = sorted(candidates.values(), key=rank)[:limit]
+        return [self._hit(row, -row[6] if row[6] else 0.0) for row in ordered]
+
+    def _aliases(self, qid: str) -> set[str]:
+        row = self._db().execute("SELECT aliases_lc FROM entity WHERE id=?", (qid,)).fetchone()
+        return {a for a in (row[0].split("\n") if row else []) if a}
+
+    @staticmethod
+    def _hit(row, score: float) -> SearchHit:
+        return SearchHit(row[0], row[1] or row[0], row[2] or "", row[3], row[4], float(score))
+
+
+# --- live Wikidata -----------------------------------------------------------------------
+
+class WikidataApiSearch:
+    """Wikidata's `wbsearchentities` API (items and properties), for the live graph."""
+
+    def __init__(self, api_url: str = "https://www.wikidata.org/w/api.php", user_agent: str = "saga-dspy", timeout: float = 10.0):
+        self.api_url = api_url
+        self.user_agent = user_agent
+        self.timeout = timeout
+
+    def _call(self, text: str, limit: int, entity_type: str) -> list[dict]:
+        params = urllib.parse.urlencode(
+            {"action": "wbsearchentities", "search": text, "language": "en", "uselang": "en",
+             "type": entity_type, "limit": min(limit, 50), "format": "json"}
+        )
+        request = urllib.request.Request(f"{self.api_url}?{params}", headers={"User-Agent": self.user_agent})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read().decode("utf-8")).get("search", [])
+        except (OSError, ValueError) as exc:
+            raise EndpointUnavailable(f"Wikidata search API failed: {exc}") from exc
+
+    def search(self, text: str, limit: int = 10, kind: str | None = None) -> list[SearchHit]:
+        hits: list[SearchHit] = []
+        for entity_type in (["item", "property"] if kind is None else [kind]):
+            for rank, obj in enumerate(self._call(text, limit, entity_type)):
+                hits.append(
+                    SearchHit(obj["id"], obj.get("label", obj["id"]), obj.get("description", ""),
+                              entity_type, obj.get("datatype"), float(-rank))
+                )
+        if kind is None:  # interleave: items first by rank, properties after equal ranks
+            hits.sort(key=lambda h: (-h.score, h.kind != "item"))
+        return hits[:limit]

@@ -1,0 +1,96 @@
+"""The bundled Wikidata sample as a persistent Oxigraph store in the cache directory.
+
+Built on first use from `data/wikidata-sample/*.nt.gz`; later opens reuse it. The
+store directory is named by a hash of the dump, so a changed dump is rebuilt.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import gzip
+import hashlib
+import shutil
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..config import Settings
+
+SAMPLE_NAME = "wikidata-sample"
+READY = "READY"
+
+
+def sample_dir(settings: Settings) -> Path:
+    return Path(settings.data_dir) / SAMPLE_NAME
+
+
+def dump_files(settings: Settings) -> list[Path]:
+    files = sorted(sample_dir(settings).glob("*.nt.gz"))
+    if not files:
+        raise FileNotFoundError(
+            f"no bundled sample in {sample_dir(settings)}; run scripts/build_sample.py --sources ../shared/data"
+        )
+    return files
+
+
+def dump_hash(settings: Settings) -> str:
+    digest = hashlib.sha256()
+    for path in dump_files(settings):
+        digest.update(path.name.encode())
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def store_path(settings: Settings) -> Path:
+    return Path(settings.cache_dir) / "stores" / f"{SAMPLE_NAME}-{dump_hash(settings)}"
+
+
+@contextmanager
+def _build_lock(root: Path):
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_store(settings: Settings, force: bool = False, log=None) -> Path:
+    """Path of a ready store for the bundled dump, building it (and its search index) if needed."""
+    path = store_path(settings)
+    if (path / READY).exists() and not force:
+        return path
+    with _build_lock(path.parent):
+        if (path / READY).exists() and not force:
+            return path
+        _build(settings, path, log or (lambda msg: None))
+    return path
+
+
+def _build(settings: Settings, path: Path, log) -> None:
+    import pyoxigraph
+
+    from .search import build_label_index
+
+    started = time.monotonic()
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    store = pyoxigraph.Store(str(tmp))
+    for dump in dump_files(settings):
+        log(f"loading {dump.name}")
+        with gzip.open(dump, "rb") as handle:
+            store.bulk_load(handle, format=pyoxigraph.RdfFormat.N_TRIPLES)
+    store.flush()
+    store.optimize()
+    log("building the label index")
+    build_label_index(store, tmp / "search.sqlite")
+    del store
+    (tmp / READY).write_text(f"built in {time.monotonic() - started:.1f}s\n")
+    shutil.rmtree(path, ignore_errors=True)
+    tmp.rename(path)
+    for old in path.parent.glob(f"{SAMPLE_NAME}-*"):
+        if old != path and not old.name.endswith(".lock"):
+            shutil.rmtree(old, ignore_errors=True)

