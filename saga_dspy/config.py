@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     endpoint: str = Field("embedded", description="'embedded' (bundled sample) or a SPARQL endpoint URL")
     search: str = Field(
         "auto",
-        description="entity search: 'auto' (local index, or Wikidata's API for query.wikidata.org), 'local', or 'wikidata-api'",
+        description="entity search: 'auto' (Wikidata's API for wikidata.org endpoints, else the bundled index), 'local', 'wikidata-api', or a wbsearchentities API URL",
     )
     data_dir: Path = Field(default_factory=default_data_dir, description="bundled data directory")
     cache_dir: Path = Field(

@@ -223,3 +223,26 @@ class WikidataApiSearch:
         if kind is None:  # interleave: items first by rank, properties after equal ranks
             hits.sort(key=lambda h: (-h.score, h.kind != "item"))
         return hits[:limit]
+
+
+WIKIDATA_HOSTS = {"query.wikidata.org", "www.wikidata.org", "wikidata.org"}
+
+
+def open_search(settings, endpoint=None) -> Search:
+    """The search that fits the endpoint: Wikidata's API for the live graph, else the bundled index."""
+    from urllib.parse import urlparse
+
+    from .store import ensure_store
+
+    choice = settings.search
+    if choice == "auto":
+        host = urlparse(settings.endpoint).hostname if not settings.is_embedded else None
+        choice = "wikidata-api" if host in WIKIDATA_HOSTS else "local"
+    if choice == "wikidata-api":
+        return WikidataApiSearch(user_agent=settings.user_agent)
+    if choice == "local":
+        store = getattr(endpoint, "store_path", None) or ensure_store(settings)
+        return LocalSearch(Path(store) / "search.sqlite")
+    if choice.startswith(("http://", "https://")):
+        return WikidataApiSearch(api_url=choice, user_agent=settings.user_agent)
+    raise ValueError(f"search must be auto, local, wikidata-api or an API URL, not {choice!r}")

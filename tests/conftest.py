@@ -1,0 +1,94 @@
+"""Shared fixtures: the real bundled store (built once per machine into a test cache),
+a real Oxigraph HTTP server on a free loopback port."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from saga_dspy.config import Settings, apply_offline_env
+
+apply_offline_env()
+REPO = Path(__file__).resolve().parents[1]
+TEST_CACHE = Path(os.environ.get("SAGA_TEST_CACHE_DIR", REPO / ".cache" / "test"))
+
+
+def make_settings(**overrides) -> Settings:
+    base = {"cache_dir": TEST_CACHE, "result_cache": False, "query_timeout": 20.0}
+    base.update(overrides)
+    return Settings(**base)
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return make_settings()
+
+
+@pytest.fixture(scope="session")
+def store_path(settings) -> Path:
+    from saga_dspy.kg.store import ensure_store
+
+    return ensure_store(settings)
+
+
+@pytest.fixture(scope="session")
+def endpoint(settings, store_path):
+    from saga_dspy.kg.endpoint import EmbeddedEndpoint
+
+    ep = EmbeddedEndpoint(settings, store_path)
+    yield ep
+    ep.close()
+
+
+@pytest.fixture(scope="session")
+def search(settings, store_path):
+    from saga_dspy.kg.search import LocalSearch
+
+    return LocalSearch(store_path / "search.sqlite")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def oxigraph_binary() -> str:
+    exe = Path(sys.executable).with_name("oxigraph")
+    return str(exe) if exe.exists() else (shutil.which("oxigraph") or "oxigraph")
+
+
+@pytest.fixture(scope="session")
+def oxigraph_server(store_path):
+    """A real `oxigraph serve-read-only` over the sample store; yields its query URL."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [oxigraph_binary(), "serve-read-only", "--location", str(store_path), "--bind", f"127.0.0.1:{port}",
+         "--timeout-s", "3"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/query"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
+            break
+        except OSError as exc:
+            if getattr(exc, "code", None):  # an HTTP answer of any status: it is up
+                break
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("oxigraph server did not start")
+    yield url
+    proc.terminate()
+    proc.wait(10)
