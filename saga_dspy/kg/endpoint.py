@@ -54,7 +54,7 @@ class Endpoint(ABC):
     def query(self, sparql: str, timeout: float | None = None) -> QueryResult:
         prepared = self.prepare(sparql)
         row_cap = self.settings.row_cap
-        key = ResultCache.key(self.cache_id, prepared, row_cap) if self.cache else None
+        key = ResultCache.key(self.cache_id, prepared, row_cap) if self.cache is not None else None
         if key and (hit := self.cache.get(key)) is not None:
             return hit
         result = self._run(prepared, timeout or self.settings.query_timeout, row_cap)
