@@ -283,7 +283,10 @@ def _reason(rec: dict[str, Any]) -> str | None:
         return None
     if rec["answerable"] is None:
         return "not_frozen"
-    return rec["gold_error"] or "empty"
+    if rec["gold_error"]:
+        return rec["gold_error"]
+    gold = json.loads(rec["gold"]) if rec.get("gold") else {}
+    return "ask_false_unconfirmed" if "boolean" in gold else "empty"
 
 
 def load_benchmark(
@@ -412,7 +415,7 @@ def freeze_gold(
         iterator = tqdm(records, desc=f"{name}/{split}", unit="q")
     frozen = []
     errors: dict[str, int] = {}
-    empty = capped = 0
+    empty = capped = ask_false = 0
     with_source = compared = agree = 0
     f1_sum = 0.0
     for rec in iterator:
@@ -432,12 +435,6 @@ def freeze_gold(
                 result_json = result.to_json()
                 n_rows = len(result.rows) if hasattr(result, "rows") else None
                 capped += bool(getattr(result, "capped", False))
-        if error is not None:
-            errors[error["kind"]] = errors.get(error["kind"], 0) + 1
-            answerable = False
-        else:
-            answerable = "boolean" in result_json or bool(result_json["results"]["bindings"])
-            empty += not answerable
         source_f1 = None
         if rec["source_answers"] is not None:
             with_source += 1
@@ -446,6 +443,17 @@ def freeze_gold(
                 compared += 1
                 f1_sum += source_f1
                 agree += source_f1 >= 1.0 - 1e-9
+        if error is not None:
+            errors[error["kind"]] = errors.get(error["kind"], 0) + 1
+            answerable = False
+        elif "boolean" in result_json:
+            # On a sample, `false` may only mean missing data: it counts when the
+            # dataset's own answer confirms it.
+            answerable = bool(result_json["boolean"]) or (source_f1 is not None and source_f1 >= 1.0 - 1e-9)
+            ask_false += not answerable
+        else:
+            answerable = bool(result_json["results"]["bindings"])
+            empty += not answerable
         frozen.append(
             {
                 "id": rec["id"],
@@ -469,6 +477,7 @@ def freeze_gold(
         "total": total,
         "answerable": sum(1 for f in frozen if f["answerable"]),
         "empty": empty,
+        "ask_false_unconfirmed": ask_false,
         "errors": dict(sorted(errors.items())),
         "capped": capped,
         "source_answers": {

@@ -263,6 +263,7 @@ def small_benchmark(tmp_path):
         {"id": "broken", "question": "q4", "sparql": "Q_BROKEN", "source_answers": _sa("Q9")},
         {"id": "slow", "question": "q5", "sparql": "Q_SLOW"},
         {"id": "ask", "question": "q6", "sparql": "Q_ASK", "source_answers": {"head": {}, "boolean": False}},
+        {"id": "ask_unconfirmed", "question": "q7", "sparql": "Q_ASK2", "source_answers": None},
     ]
     path = tmp_path / "small.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
@@ -274,6 +275,7 @@ def small_benchmark(tmp_path):
             "Q_BROKEN": QuerySyntaxError("Parse error at line 1: unexpected token"),
             "Q_SLOW": QueryTimeout("the query ran past 5.0 s"),
             "Q_ASK": AskResult(False),
+            "Q_ASK2": AskResult(False),
         }
     )
     return path, endpoint
@@ -283,9 +285,9 @@ def test_freeze_gold_with_fake_endpoint(small_benchmark, tmp_path):
     data_file, endpoint = small_benchmark
     out = tmp_path / "gold-fake-test.jsonl.gz"
     summary = freeze_gold("small", "test", endpoint, out, data_file=data_file, timeout=5.0, date="2025-01-02")
-    assert [c[1] for c in endpoint.calls] == [5.0] * 6
+    assert [c[1] for c in endpoint.calls] == [5.0] * 7
     gold = read_gold(out)
-    assert list(gold) == ["agree", "differ", "empty", "broken", "slow", "ask"]
+    assert list(gold) == ["agree", "differ", "empty", "broken", "slow", "ask", "ask_unconfirmed"]
     assert gold["agree"]["answerable"] and gold["agree"]["source_f1"] == 1.0
     assert parse_sparql_json(gold["agree"]["result"]).rows  # SPARQL-JSON as stored
     assert gold["differ"]["source_f1"] == pytest.approx(2 / 3)
@@ -294,11 +296,14 @@ def test_freeze_gold_with_fake_endpoint(small_benchmark, tmp_path):
     assert gold["broken"]["result"] is None and gold["broken"]["answerable"] is False
     assert gold["slow"]["error"]["kind"] == "timeout"
     assert gold["ask"]["answerable"] is True and gold["ask"]["result"] == {"head": {}, "boolean": False}
+    # a `false` the dataset does not confirm may only mean the sample lacks the data
+    assert gold["ask_unconfirmed"]["answerable"] is False
     assert all(g["endpoint"] == "fake-endpoint" and g["date"] == "2025-01-02" for g in gold.values())
 
-    assert summary["total"] == 6
+    assert summary["total"] == 7
     assert summary["answerable"] == 3
     assert summary["empty"] == 1
+    assert summary["ask_false_unconfirmed"] == 1
     assert summary["errors"] == {"syntax": 1, "timeout": 1}
     # source answers: agree, differ, broken (error: not compared), ask
     assert summary["source_answers"] == {"with": 4, "compared": 3, "agree": 2, "agreement": pytest.approx(2 / 3),
@@ -316,16 +321,16 @@ def test_answerable_filter_and_report(small_benchmark, tmp_path):
     out = tmp_path / "gold.jsonl.gz"
     freeze_gold("small", "test", endpoint, out, data_file=data_file, date="2025-01-02")
     full = load_benchmark("small", "test", data_file=data_file, gold_file=out)
-    assert full["answerable"] == [True, True, False, False, False, True]
-    assert full["gold_error"] == [None, None, None, "syntax", "timeout", None]
+    assert full["answerable"] == [True, True, False, False, False, True, False]
+    assert full["gold_error"] == [None, None, None, "syntax", "timeout", None, None]
     assert json.loads(full[0]["gold"])["results"]["bindings"]
     assert filter_report(full) is None
 
     ds = load_benchmark("small", "test", data_file=data_file, gold_file=out, answerable_only=True)
     assert ds["id"] == ["agree", "differ", "ask"]
     report = filter_report(ds)
-    assert report["total"] == 6 and report["kept"] == 3 and report["left_out"] == 3
-    assert report["reasons"] == {"empty": 1, "syntax": 1, "timeout": 1}
+    assert report["total"] == 7 and report["kept"] == 3 and report["left_out"] == 4
+    assert report["reasons"] == {"empty": 1, "syntax": 1, "timeout": 1, "ask_false_unconfirmed": 1}
 
     with pytest.raises(ValueError, match="no frozen gold"):
         load_benchmark("small", "test", data_file=data_file, answerable_only=True)
@@ -339,7 +344,8 @@ def test_unfrozen_ids_are_reported(small_benchmark, tmp_path):
     write_jsonl_gz(out, partial)
     ds = load_benchmark("small", "test", data_file=data_file, gold_file=out, answerable_only=True)
     assert ds["id"] == ["differ", "ask"]
-    assert filter_report(ds)["reasons"] == {"empty": 1, "not_frozen": 1, "syntax": 1, "timeout": 1}
+    assert filter_report(ds)["reasons"] == {"empty": 1, "not_frozen": 1, "syntax": 1, "timeout": 1,
+                                            "ask_false_unconfirmed": 1}
 
 
 def test_bundled_gold_is_joined_for_the_embedded_endpoint(tmp_path):
