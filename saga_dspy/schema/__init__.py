@@ -1,0 +1,45 @@
+"""Schema layer: the property schema index, the class hierarchy and the domain check
+(issue 3 §1–2). Imports only from `saga_dspy.kg` and `saga_dspy.config`."""
+
+from .compat import (
+    Decision,
+    EntityTypes,
+    Outcome,
+    check_domain,
+    check_range,
+    check_types,
+    entity_types,
+    entity_types_many,
+)
+from .hierarchy import MAX_DEPTH, ROOT, ClassHierarchy, load_hierarchy
+from .index import (
+    FORMAT_VERSION,
+    BuildOptions,
+    PropertySchema,
+    SchemaIndex,
+    TypeEvidence,
+    build_schema_index,
+    load_schema_index,
+)
+
+__all__ = [
+    "BuildOptions",
+    "ClassHierarchy",
+    "Decision",
+    "EntityTypes",
+    "FORMAT_VERSION",
+    "MAX_DEPTH",
+    "Outcome",
+    "PropertySchema",
+    "ROOT",
+    "SchemaIndex",
+    "TypeEvidence",
+    "build_schema_index",
+    "check_domain",
+    "check_range",
+    "check_types",
+    "entity_types",
+    "entity_types_many",
+    "load_hierarchy",
+    "load_schema_index",
+]

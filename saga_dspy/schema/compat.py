@@ -1,0 +1,232 @@
+"""Entity types and the domain check, with three outcomes: COMPATIBLE, CONFLICT, UNKNOWN.
+
+`closure` (default) follows Wikidata's own constraint semantics: an entity satisfies a
+subject-type constraint when one of its types is a constraint class or a subclass of
+one (P279*). A CONFLICT must be demonstrated: no relevant type reaches a domain class
+*and* every relevant type is known (its closure reaches the root "entity"). Missing
+types, hierarchy gaps and soft evidence (empirical, or a "suggestion" constraint) give
+UNKNOWN. Only a CONFLICT removes a property.
+
+`bare` is the paper's Eq. 3: keep p iff δ(p) is empty or δ(p) ∩ τ(e) ≠ ∅, where τ(e)
+is the entity's P31 set (no subclass reasoning, no class-level typing); a property
+is still never judged against an entity without types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Iterable, Literal
+
+from ..kg.results import SelectResult
+from .hierarchy import ClassHierarchy
+from .index import FB, WD, TypeEvidence, normalize_pid
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..kg.endpoint import Endpoint
+
+Mode = Literal["closure", "bare"]
+
+
+class Outcome(str, Enum):
+    COMPATIBLE = "compatible"
+    CONFLICT = "conflict"
+    UNKNOWN = "unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    reason: str
+    matched: str | None = None  # the domain class that made it COMPATIBLE
+
+    @property
+    def keep(self) -> bool:
+        """Only a demonstrated conflict removes a property."""
+        return self.outcome is not Outcome.CONFLICT
+
+
+@dataclass(frozen=True)
+class EntityTypes:
+    """τ(e) and where it came from.
+
+    `types`: the P31 types; for a class without P31 (e.g. Q3624078 "sovereign state"),
+    its P279 superclasses, which are then its type evidence (`source == "p279"`).
+    `superclasses`: the direct P279 superclasses (empty unless `is_class`).
+    `source`: "p31" | "p279" | "freebase" | "given" | "none"."""
+
+    types: tuple[str, ...]
+    is_class: bool = False
+    source: str = "p31"
+    qid: str | None = None
+    superclasses: tuple[str, ...] = ()
+
+    @property
+    def p31(self) -> tuple[str, ...]:
+        """The declared instance types only (what the paper's bare filter sees)."""
+        return self.types if self.source in ("p31", "freebase", "given") else ()
+
+    @classmethod
+    def of(cls, value: "EntityTypes | Iterable[str] | None") -> "EntityTypes":
+        if isinstance(value, EntityTypes):
+            return value
+        types = tuple(dict.fromkeys(normalize_pid(t) for t in (value or ())))
+        return cls(types, False, "given" if types else "none")
+
+
+# --- fetching types ----------------------------------------------------------------------------------------
+
+_TYPES_QUERY = """SELECT ?e ?k ?t WHERE {{
+  VALUES ?e {{ {values} }}
+  {{ ?e wdt:P31 ?t BIND("i" AS ?k) }} UNION {{ ?e wdt:P279 ?t BIND("s" AS ?k) }}
+}}"""
+_FB_TYPES_QUERY = """SELECT ?e ?k ?t WHERE {{ VALUES ?e {{ {values} }} ?e <http://rdf.freebase.com/ns/type.object.type> ?t BIND("i" AS ?k) }}"""
+
+
+def _kg_of(endpoint: "Endpoint") -> str:
+    return getattr(getattr(endpoint, "settings", None), "kg", "wikidata")
+
+
+def entity_types(endpoint: "Endpoint", qid: str) -> EntityTypes:
+    """τ(e) in one query: the P31 types, and the P279 superclasses when the entity is a class."""
+    key = normalize_pid(qid)
+    return entity_types_many(endpoint, [key])[key]
+
+
+def entity_types_many(endpoint: "Endpoint", qids: Iterable[str], batch: int = 200) -> dict[str, EntityTypes]:
+    """`entity_types` for many entities, one query per `batch` of them."""
+    keys = list(dict.fromkeys(normalize_pid(q) for q in qids))
+    freebase = _kg_of(endpoint) == "freebase"
+    prefix = FB if freebase else WD
+    template = _FB_TYPES_QUERY if freebase else _TYPES_QUERY
+    found: dict[str, tuple[list[str], list[str]]] = {k: ([], []) for k in keys}
+    for start in range(0, len(keys), batch):
+        chunk = keys[start:start + batch]
+        values = " ".join(f"<{prefix}{k}>" for k in chunk)
+        result = endpoint.query(template.format(values=values))
+        if not isinstance(result, SelectResult):
+            continue
+        for row in result.rows:
+            e, t = row.get("e"), row.get("t")
+            if e is None or t is None or not t.value.startswith(prefix):
+                continue
+            entry = found.get(e.value[len(prefix):])
+            if entry is None:
+                continue
+            bucket = entry[0] if row["k"].value == "i" else entry[1]
+            cls = t.value[len(prefix):]
+            if cls not in bucket:
+                bucket.append(cls)
+    out = {}
+    for key, (p31, p279) in found.items():
+        if freebase:
+            out[key] = EntityTypes(tuple(p31), False, "freebase" if p31 else "none", key)
+        elif p31:
+            out[key] = EntityTypes(tuple(p31), bool(p279), "p31", key, tuple(p279))
+        elif p279:
+            out[key] = EntityTypes(tuple(p279), True, "p279", key, tuple(p279))
+        else:
+            out[key] = EntityTypes((), False, "none", key)
+    return out
+
+
+# --- the check ---------------------------------------------------------------------------------------------------
+
+def _fmt(classes: Iterable[str], limit: int = 5) -> str:
+    items = list(classes)
+    text = ", ".join(items[:limit])
+    return text + (f" … (+{len(items) - limit})" if len(items) > limit else "")
+
+
+def check_types(
+    entity_types: "EntityTypes | Iterable[str] | None",
+    evidence: TypeEvidence | None,
+    hierarchy: ClassHierarchy | None,
+    mode: Mode = "closure",
+    role: str = "domain",
+) -> Decision:
+    """Is an entity with these types compatible with this evidence? (`role` only words the reason.)"""
+    et = EntityTypes.of(entity_types)
+    if evidence is None or not evidence.classes:
+        return Decision(Outcome.UNKNOWN, f"no {role} known")
+    wanted = frozenset(evidence.classes)
+    if mode == "bare":
+        return _bare(et, evidence, wanted, role)
+    if mode != "closure":
+        raise ValueError(f"mode must be 'closure' or 'bare', not {mode!r}")
+    if hierarchy is None:
+        raise ValueError("the closure mode needs a ClassHierarchy")
+    return _closure(et, evidence, wanted, hierarchy, role)
+
+
+def check_domain(
+    entity_types: "EntityTypes | Iterable[str] | None",
+    evidence: TypeEvidence | None,
+    hierarchy: ClassHierarchy | None,
+    mode: Mode = "closure",
+) -> Decision:
+    """Subject-side check: may an entity with these types be the subject of a property with this domain?"""
+    return check_types(entity_types, evidence, hierarchy, mode, "domain")
+
+
+def check_range(
+    entity_types: "EntityTypes | Iterable[str] | None",
+    evidence: TypeEvidence | None,
+    hierarchy: ClassHierarchy | None,
+    mode: Mode = "closure",
+) -> Decision:
+    """Object-side check (value-type constraint semantics): same outcomes as `check_domain`."""
+    return check_types(entity_types, evidence, hierarchy, mode, "range")
+
+
+def _bare(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], role: str) -> Decision:
+    tau = et.p31
+    if not tau:
+        return Decision(Outcome.UNKNOWN, "the entity has no P31 types: filter skipped")
+    hit = next((t for t in tau if t in wanted), None)
+    if hit:
+        return Decision(Outcome.COMPATIBLE, f"type {hit} is in the {role}", hit)
+    return Decision(Outcome.CONFLICT, f"types {_fmt(tau)} ∩ {role} {{{_fmt(evidence.classes)}}} = ∅")
+
+
+def _closure(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], hierarchy: ClassHierarchy,
+             role: str) -> Decision:
+    relation = evidence.relation
+    # The probes whose closures are tested. Instance side: the P31 types (for a class without P31,
+    # its superclasses: its type evidence). Subclass side: the class entity itself (P279*).
+    instance_side = list(et.types)
+    subclass_side: list[str] = []
+    if et.is_class:
+        subclass_side = list(et.superclasses) if et.superclasses else (list(et.types) if et.source == "p279" else [])
+    if relation == "instance_of":
+        probes = instance_side
+    elif relation == "subclass_of":
+        probes = subclass_side
+        if not probes:
+            return Decision(Outcome.UNKNOWN, f"the {role} asks for a subclass of {_fmt(evidence.classes)}; "
+                                             "the entity is not known as a class")
+    else:  # instance_or_subclass_of, or not stated: the permissive reading
+        probes = list(dict.fromkeys(instance_side + subclass_side))
+    if et.qid and et.qid in wanted and relation != "instance_of" and et.is_class:
+        return Decision(Outcome.COMPATIBLE, f"{et.qid} is itself a {role} class", et.qid)
+    if not probes:
+        return Decision(Outcome.UNKNOWN, "the entity has no types: filter skipped")
+    hierarchy.prefetch(probes)
+    for probe in probes:
+        closure = hierarchy.ancestors(probe)
+        if not closure.isdisjoint(wanted):
+            hit = probe if probe in wanted else sorted(closure & wanted)[0]
+            via = f"type {probe}" if probe == hit else f"type {probe} is a subclass of {hit}, which"
+            return Decision(Outcome.COMPATIBLE, f"{via} is in the {role}", hit)
+    unknown = [p for p in probes if not hierarchy.is_known(p)]
+    if unknown:
+        return Decision(Outcome.UNKNOWN, f"no path to the root class for {_fmt(unknown)}: undecidable")
+    if evidence.is_soft:
+        kind = "empirical" if evidence.source == "empirical" else "suggestion-constraint"
+        return Decision(Outcome.UNKNOWN, f"types {_fmt(probes)} are outside the {kind} {role} "
+                                         f"{{{_fmt(evidence.classes)}}} (soft evidence: kept)")
+    return Decision(Outcome.CONFLICT, f"types {_fmt(probes)} are not (subclasses of) the {role} "
+                                      f"{{{_fmt(evidence.classes)}}}")

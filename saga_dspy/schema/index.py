@@ -1,0 +1,890 @@
+"""The schema index: one entry per property with its label, description, datatype,
+domain and range evidence (paper: "Schema Index and Type State").
+
+Evidence sources
+- `p2302`: Wikidata property constraints P2302 "subject type" (Q21503250, the domain)
+  and "value type" (Q21510865, the range) with their P2308 classes, P2309 relation
+  and P2316 status.
+- `empirical`: for a property without a formal constraint, the frequent P31 types
+  of a bounded sample of its subjects / objects (soft evidence).
+- `freebase-schema`: Freebase `type.property.schema` / `type.property.expected_type`.
+- unknown: `None`.
+
+Everything is read through SPARQL (`endpoint.query`), with the same paged queries
+for the bundled sample and for query.wikidata.org. The index is saved as versioned,
+gzipped JSON; the prebuilt index of the bundled sample (which also carries the
+sample's P279 edges for the class hierarchy) ships in `data/schema/`.
+"""
+
+from __future__ import annotations
+
+import array
+import base64
+import bisect
+import datetime as _dt
+import gzip
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal, Mapping, Sequence
+
+import numpy as np
+
+from ..config import Settings
+from ..kg.errors import SparqlError
+from ..kg.results import SelectResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..kg.endpoint import Endpoint
+
+FORMAT = "saga-schema-index"
+FORMAT_VERSION = 1
+BUNDLED_NAME = "wikidata-sample.json.gz"
+
+Source = Literal["p2302", "empirical", "freebase-schema"]
+FORMAL_SOURCES = frozenset({"p2302", "freebase-schema"})
+
+WD = "http://www.wikidata.org/entity/"
+WDT = "http://www.wikidata.org/prop/direct/"
+WIKIBASE = "http://wikiba.se/ontology#"
+FB = "http://rdf.freebase.com/ns/"
+
+SUBJECT_TYPE = "Q21503250"  # P2302 value: subject type constraint (domain)
+VALUE_TYPE = "Q21510865"  # P2302 value: value type constraint (range)
+RELATIONS = {  # P2309 values
+    "Q21503252": "instance_of",
+    "Q21514624": "subclass_of",
+    "Q30208840": "instance_or_subclass_of",
+}
+STATUSES = {  # P2316 values; absent = a normal constraint (or not stated by the source)
+    "Q21502408": "mandatory",
+    "Q62026391": "suggestion",
+}
+# Properties that apply to anything: a sampled "domain" of theirs would be an artefact of the sample.
+UNIVERSAL_PROPERTIES = frozenset({"P31", "P279"})
+ITEM_DATATYPES = frozenset({"WikibaseItem", "WikibaseProperty", "WikibaseLexeme", "WikibaseForm", "WikibaseSense", "entity"})
+FREEBASE_LITERAL_TYPES = frozenset(
+    {"type.int", "type.float", "type.boolean", "type.datetime", "type.text", "type.rawstring", "type.uri",
+     "type.enumeration", "type.id", "type.key"}
+)
+
+
+# --- the data model -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TypeEvidence:
+    """Domain or range evidence of a property.
+
+    `relation`: "instance_of" | "subclass_of" | "instance_or_subclass_of" | None (not stated).
+    `status`: "mandatory" | "suggestion" | None (a normal constraint, or not stated).
+    `sample`: for empirical evidence, how many typed entities the classes were induced from."""
+
+    classes: tuple[str, ...]
+    source: Source
+    relation: str | None = None
+    status: str | None = None
+    sample: int | None = None
+
+    @property
+    def is_formal(self) -> bool:
+        return self.source in FORMAL_SOURCES
+
+    @property
+    def is_soft(self) -> bool:
+        """Soft evidence annotates but never demonstrates a conflict (in the `closure` mode)."""
+        return self.source == "empirical" or self.status == "suggestion"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"classes": list(self.classes), "source": self.source}
+        if self.relation:
+            out["relation"] = self.relation
+        if self.status:
+            out["status"] = self.status
+        if self.sample is not None:
+            out["sample"] = self.sample
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any] | None) -> "TypeEvidence | None":
+        if not obj:
+            return None
+        return cls(tuple(obj["classes"]), obj["source"], obj.get("relation"), obj.get("status"), obj.get("sample"))
+
+
+@dataclass(frozen=True)
+class PropertySchema:
+    pid: str
+    label: str
+    description: str
+    datatype: str | None
+    domain: TypeEvidence | None  # None = unknown
+    range: TypeEvidence | None  # None = unknown
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"label": self.label}
+        if self.description:
+            out["description"] = self.description
+        if self.datatype:
+            out["datatype"] = self.datatype
+        if self.domain:
+            out["domain"] = self.domain.to_json()
+        if self.range:
+            out["range"] = self.range.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, pid: str, obj: Mapping[str, Any]) -> "PropertySchema":
+        return cls(
+            pid,
+            obj.get("label", ""),
+            obj.get("description", ""),
+            obj.get("datatype"),
+            TypeEvidence.from_json(obj.get("domain")),
+            TypeEvidence.from_json(obj.get("range")),
+        )
+
+
+class ParentTable(Mapping[str, tuple[str, ...]]):
+    """child → direct superclasses for Q-id classes, held as compact arrays (CSR: sorted child ids,
+    offsets, parent ids) so that a quarter-million P279 edges load in milliseconds.
+
+    On disk: little-endian uint32 arrays, base64; the sorted children delta-encoded."""
+
+    ENCODING = "csr-uint32-delta-base64"
+
+    def __init__(self, children: np.ndarray, offsets: np.ndarray, parents: np.ndarray):
+        # numpy for the vectorised encode/decode; lookups bisect plain arrays (far cheaper per call)
+        self._np = (children, offsets, parents)
+        self._children = _pyarray(children)
+        self._offsets = _pyarray(offsets)
+        self._parents = _pyarray(parents)
+
+    @classmethod
+    def from_dict(cls, edges: Mapping[str, Iterable[str]]) -> "ParentTable":
+        items = sorted((int(c[1:]), sorted({int(p[1:]) for p in ps})) for c, ps in edges.items() if ps)
+        children = np.array([c for c, _ in items], dtype=np.uint32)
+        counts = np.array([len(ps) for _, ps in items], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        parents = np.array([p for _, ps in items for p in ps], dtype=np.uint32)
+        return cls(children, offsets, parents)
+
+    @staticmethod
+    def encodable(edges: Mapping[str, Iterable[str]]) -> bool:
+        return all(_is_qid(c) and all(_is_qid(p) for p in ps) for c, ps in edges.items())
+
+    def to_json(self) -> dict[str, Any]:
+        children, offsets, parents = self._np
+        delta = np.diff(children.astype(np.int64), prepend=0).astype("<u4")
+        counts = np.diff(offsets).astype("<u4")
+        return {"encoding": self.ENCODING, "edges": int(len(parents)),
+                "children": _b64(delta), "counts": _b64(counts), "parents": _b64(parents)}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "ParentTable":
+        if obj.get("encoding") != cls.ENCODING:
+            raise ValueError(f"unknown P279 encoding {obj.get('encoding')!r}")
+        children = np.cumsum(_unb64(obj["children"]), dtype=np.int64).astype(np.uint32)
+        offsets = np.concatenate([[0], np.cumsum(_unb64(obj["counts"]), dtype=np.int64)])
+        return cls(children, offsets, _unb64(obj["parents"]))
+
+    def _find(self, qid: str) -> int:
+        if not _is_qid(qid):
+            return -1
+        n = int(qid[1:])
+        i = bisect.bisect_left(self._children, n)
+        return i if i < len(self._children) and self._children[i] == n else -1
+
+    def __getitem__(self, qid: str) -> tuple[str, ...]:
+        i = self._find(qid)
+        if i < 0:
+            raise KeyError(qid)
+        return tuple(f"Q{p}" for p in self._parents[self._offsets[i]:self._offsets[i + 1]])
+
+    def get(self, qid: str, default: Any = None) -> Any:
+        i = self._find(qid)
+        if i < 0:
+            return default
+        return tuple(f"Q{p}" for p in self._parents[self._offsets[i]:self._offsets[i + 1]])
+
+    def __contains__(self, qid: object) -> bool:
+        return isinstance(qid, str) and self._find(qid) >= 0
+
+    def __iter__(self) -> Iterator[str]:
+        return (f"Q{c}" for c in self._children)
+
+    def __len__(self) -> int:
+        return len(self._children)
+
+    @property
+    def edge_count(self) -> int:
+        return int(len(self._parents))
+
+
+def _is_qid(text: str) -> bool:
+    return isinstance(text, str) and len(text) > 1 and text[0] == "Q" and text[1:].isdigit()
+
+
+def _pyarray(values: np.ndarray) -> array.array:
+    out = array.array("q")
+    out.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
+    return out
+
+
+def _b64(values: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(values, dtype="<u4").tobytes()).decode("ascii")
+
+
+def _unb64(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype="<u4").astype(np.uint32)
+
+
+def normalize_pid(pid: str) -> str:
+    """'P19', 'wdt:P19', 'p:P19', a Wikidata IRI, 'ns:people.person.x' or a Freebase IRI → the bare id."""
+    text = str(pid).strip().strip("<>")
+    if text.startswith(("http://", "https://")):
+        if text.startswith(FB):
+            return text[len(FB):]
+        return text.rstrip("/").rsplit("/", 1)[-1].rsplit("#", 1)[-1]
+    if ":" in text:
+        text = text.split(":", 1)[1]
+    return text
+
+
+class SchemaIndex:
+    """Per-property domain/range evidence, class labels and (for the sample) P279 edges.
+
+    Properties are materialised lazily from the raw JSON, so loading stays fast."""
+
+    def __init__(
+        self,
+        properties: Mapping[str, Mapping[str, Any]],
+        class_labels: Mapping[str, str] | None = None,
+        p279: Mapping[str, Sequence[str]] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        masked: frozenset[tuple[str, str]] = frozenset(),
+        coverage: tuple[int, int] | None = None,
+    ):
+        self._raw = dict(properties)
+        self._labels = dict(class_labels or {})
+        self._p279 = p279
+        self.meta: dict[str, Any] = dict(meta or {})
+        self._masked = masked
+        self.coverage = coverage  # (percent, seed) when a coverage mask is applied
+        self._cache: dict[str, PropertySchema] = {}
+
+    # --- lookups ------------------------------------------------------------------------------------
+    def get(self, pid: str) -> PropertySchema | None:
+        key = normalize_pid(pid)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        raw = self._raw.get(key)
+        if raw is None:
+            return None
+        schema = PropertySchema.from_json(key, raw)
+        if self._masked:
+            if (key, "domain") in self._masked:
+                schema = PropertySchema(schema.pid, schema.label, schema.description, schema.datatype, None, schema.range)
+            if (key, "range") in self._masked:
+                schema = PropertySchema(schema.pid, schema.label, schema.description, schema.datatype, schema.domain, None)
+        self._cache[key] = schema
+        return schema
+
+    def __contains__(self, pid: object) -> bool:
+        return isinstance(pid, str) and normalize_pid(pid) in self._raw
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def __iter__(self) -> Iterator[PropertySchema]:
+        for pid in self._raw:
+            yield self.get(pid)  # type: ignore[misc]
+
+    def pids(self) -> list[str]:
+        return list(self._raw)
+
+    def class_label(self, qid: str) -> str:
+        """The English label of a class (or any labelled entity the index knows), else the id itself."""
+        key = normalize_pid(qid)
+        return self._labels.get(key) or key
+
+    @property
+    def class_labels(self) -> Mapping[str, str]:
+        return self._labels
+
+    @property
+    def kg(self) -> str:
+        return self.meta.get("kg", "wikidata")
+
+    @property
+    def p279_edges(self) -> Mapping[str, Sequence[str]] | None:
+        """child → direct superclasses, when the index carries the hierarchy (the bundled sample)."""
+        return self._p279
+
+    @property
+    def counts(self) -> dict[str, Any]:
+        return compute_counts(self)
+
+    # --- coverage masks (paper Table 6) ----------------------------------------------------------------
+    def formal_constraints(self) -> list[tuple[str, str]]:
+        """Every (pid, 'domain'|'range') carrying formal evidence, in index order."""
+        out = []
+        for pid, raw in self._raw.items():
+            for role in ("domain", "range"):
+                ev = raw.get(role)
+                if ev and ev.get("source") in FORMAL_SOURCES:
+                    out.append((pid, role))
+        return out
+
+    def with_coverage(self, percent: int, seed: int = 0) -> "SchemaIndex":
+        """A view keeping a seeded random `percent` % of the formal constraints (the others become
+        unknown). Deterministic per seed and nested: the 25 % set is inside the 50 % set."""
+        if not 0 <= percent <= 100:
+            raise ValueError(f"coverage must be within 0..100, not {percent}")
+        units = [u for u in self.formal_constraints() if u not in self._masked]
+        order = sorted(units, key=lambda u: hashlib.sha256(f"{seed}:{u[0]}:{u[1]}".encode()).hexdigest())
+        keep = round(len(order) * percent / 100)
+        dropped = frozenset(order[keep:])
+        view = SchemaIndex(self._raw, self._labels, self._p279, self.meta, self._masked | dropped, (percent, seed))
+        return view
+
+    # --- persistence --------------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        props = {s.pid: s.to_json() for s in self} if self._masked else self._raw
+        meta = {k: v for k, v in self.meta.items() if k not in ("format", "format_version", "counts")}
+        out: dict[str, Any] = {"format": FORMAT, "format_version": FORMAT_VERSION, **meta, "counts": self.counts}
+        if self.coverage:
+            out["coverage"] = {"percent": self.coverage[0], "seed": self.coverage[1]}
+        out["properties"] = props
+        out["class_labels"] = self._labels
+        if self._p279 is not None:
+            if isinstance(self._p279, ParentTable):
+                out["p279"] = self._p279.to_json()
+            elif ParentTable.encodable(self._p279):
+                out["p279"] = ParentTable.from_dict(self._p279).to_json()
+            else:  # e.g. Freebase type ids
+                out["p279"] = {c: list(ps) for c, ps in self._p279.items()}
+        return out
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+        tmp = path.with_name(path.name + ".tmp")
+        if path.suffix == ".gz":
+            with gzip.GzipFile(tmp, "wb", compresslevel=6, mtime=0) as handle:
+                handle.write(text.encode("utf-8"))
+        else:
+            tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SchemaIndex":
+        path = Path(path)
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        obj = json.loads(raw)
+        return cls.from_json(obj, source=str(path))
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], source: str = "<json>") -> "SchemaIndex":
+        if obj.get("format") != FORMAT:
+            raise ValueError(f"{source}: not a schema index (format {obj.get('format')!r})")
+        version = obj.get("format_version")
+        if version != FORMAT_VERSION:
+            raise ValueError(f"{source}: schema index format version {version}, this code reads {FORMAT_VERSION}; rebuild it")
+        meta = {k: v for k, v in obj.items() if k not in ("properties", "class_labels", "p279", "coverage")}
+        cov = obj.get("coverage")
+        p279 = obj.get("p279")
+        if isinstance(p279, Mapping) and "encoding" in p279:
+            p279 = ParentTable.from_json(p279)
+        return cls(
+            obj["properties"], obj.get("class_labels"), p279, meta,
+            coverage=(cov["percent"], cov["seed"]) if cov else None,
+        )
+
+
+def compute_counts(index: SchemaIndex) -> dict[str, Any]:
+    """Per property: `formal` (a formal domain or range), else `empirical`, else `unknown`;
+    and the same split per role."""
+    counts: dict[str, Any] = {"properties": 0, "formal": 0, "empirical": 0, "unknown": 0,
+                              "domain": {"formal": 0, "empirical": 0, "unknown": 0},
+                              "range": {"formal": 0, "empirical": 0, "unknown": 0}}
+    for schema in index:
+        counts["properties"] += 1
+        kinds = []
+        for role in ("domain", "range"):
+            ev = getattr(schema, role)
+            kind = "unknown" if ev is None else ("formal" if ev.is_formal else "empirical")
+            counts[role][kind] += 1
+            kinds.append(kind)
+        counts["formal" if "formal" in kinds else "empirical" if "empirical" in kinds else "unknown"] += 1
+    return counts
+
+
+# --- loading the index for a settings object -------------------------------------------------------------
+
+def bundled_index_path(settings: Settings) -> Path:
+    return Path(settings.data_dir) / "schema" / BUNDLED_NAME
+
+
+def endpoint_slug(endpoint: str, kg: str = "wikidata") -> str:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", endpoint.split("://", 1)[-1]).strip("-").lower()[:60]
+    digest = hashlib.sha256(f"{kg}\n{endpoint}".encode()).hexdigest()[:8]
+    return f"{kg}-{slug}-{digest}"
+
+
+def cached_index_path(settings: Settings) -> Path:
+    """Where `python -m saga_dspy.schema build` writes an index for this endpoint by default."""
+    return Path(settings.cache_dir) / "schema" / f"{endpoint_slug(settings.endpoint, settings.kg)}.json.gz"
+
+
+def index_path(settings: Settings) -> Path:
+    """The file `load_schema_index` reads: `settings.schema_index`, else the bundled index for the
+    embedded sample, else the one built for this endpoint in the cache."""
+    if settings.schema_index:
+        return Path(settings.schema_index)
+    if settings.is_embedded and settings.kg == "wikidata":
+        return bundled_index_path(settings)
+    return cached_index_path(settings)
+
+
+_LOADED: dict[tuple, SchemaIndex] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def load_schema_index(settings: Settings) -> SchemaIndex:
+    """The schema index for these settings (with `settings.schema_coverage` applied), cached per process."""
+    path = index_path(settings)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no schema index at {path}; build it with: python -m saga_dspy.schema build "
+            f"--endpoint {settings.endpoint} --kg {settings.kg}"
+        )
+    stat = path.stat()
+    base_key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    key = base_key + (settings.schema_coverage, settings.coverage_seed)
+    with _LOAD_LOCK:
+        hit = _LOADED.get(key)
+        if hit is not None:
+            return hit
+        base = _LOADED.get(base_key + (100, None))
+        if base is None:
+            base = SchemaIndex.load(path)
+            _LOADED[base_key + (100, None)] = base
+        index = base if settings.schema_coverage >= 100 else base.with_coverage(settings.schema_coverage, settings.coverage_seed)
+        _LOADED[key] = index
+        return index
+
+
+# --- building -----------------------------------------------------------------------------------------------
+
+@dataclass
+class BuildOptions:
+    """Bounds of a build. The defaults keep a live build at a few hundred queries."""
+
+    page_size: int = 20000  # rows per LIMIT/OFFSET page (capped by the endpoint's row cap)
+    values_batch: int = 200  # properties per VALUES batch
+    empirical: bool = True
+    sample_pairs: int = 50  # subject–object pairs sampled per property
+    empirical_batch: int = 20  # properties per empirical query
+    min_share: float = 0.2  # a type must cover this share of the typed sampled entities
+    max_types: int = 5
+    min_typed: int = 3  # fewer typed sampled entities than this: no evidence
+    max_empirical: int | None = None  # at most this many properties sampled (None: all)
+    hierarchy: bool | None = None  # include the P279 edges (default: for the embedded sample)
+    entity_type_labels: bool | None = None  # labels for every P31 class (default: with the hierarchy)
+    properties: tuple[str, ...] | None = None  # index only these properties (a partial index; tests)
+
+
+def _local(iri: str, prefix: str) -> str | None:
+    return iri[len(prefix):] if iri.startswith(prefix) else None
+
+
+def _select(endpoint: "Endpoint", sparql: str, timeout: float | None = None) -> SelectResult:
+    result = endpoint.query(sparql, timeout=timeout)
+    if not isinstance(result, SelectResult):
+        raise SparqlError("expected a SELECT result")
+    return result
+
+
+def _select_values(endpoint: "Endpoint", template: str, ids: list[str],
+                   render: Callable[[list[str]], str] | None = None) -> list[dict]:
+    """Rows of `template` with `{values}` filled from `ids`; a batch whose answer hit the row cap is
+    halved until it fits, so nothing is silently lost."""
+    render = render or _values
+    result = _select(endpoint, template.format(values=render(ids)))
+    if not result.capped:
+        return result.rows
+    if len(ids) == 1:
+        raise SparqlError(f"the answer for {ids[0]} exceeds the endpoint's row cap; raise --row-cap")
+    half = len(ids) // 2
+    return _select_values(endpoint, template, ids[:half], render) + _select_values(endpoint, template, ids[half:], render)
+
+
+def _page_size(endpoint: "Endpoint", wanted: int) -> int:
+    cap = getattr(getattr(endpoint, "settings", None), "row_cap", wanted)
+    return max(1, min(wanted, cap))
+
+
+def _paged(endpoint: "Endpoint", body: str, order: str | None, page: int, log: Callable[[str], None],
+           what: str) -> Iterator[dict]:
+    """Rows of `SELECT … WHERE { body } [ORDER BY order]`, page by page (LIMIT/OFFSET)."""
+    offset = 0
+    ordering = f" ORDER BY {order}" if order else ""
+    while True:
+        result = _select(endpoint, f"{body}{ordering} LIMIT {page} OFFSET {offset}")
+        yield from result.rows
+        offset += len(result.rows)
+        if len(result.rows) < page:
+            break
+        if offset % (page * 10) == 0:
+            log(f"{what}: {offset} rows")
+
+
+def _batches(items: list, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _values(ids: Iterable[str], prefix: str = "wd:") -> str:
+    return " ".join(f"{prefix}{i}" for i in ids)
+
+
+_PROPERTIES_BODY = """SELECT ?p ?dt WHERE { ?p a wikibase:Property . OPTIONAL { ?p wikibase:propertyType ?dt } }"""
+_DATATYPES_QUERY = """SELECT ?p ?dt WHERE {{ VALUES ?p {{ {values} }} ?p wikibase:propertyType ?dt }}"""
+# Properties with constraints but no property entity in the data (the sample has ~340, newer than its dump).
+_CONSTRAINED_BODY = """SELECT DISTINCT ?p WHERE { ?p p:P2302 [] }"""
+
+_TERMS_QUERY = """SELECT ?p ?k ?v WHERE {{
+  VALUES ?p {{ {values} }}
+  {{ ?p rdfs:label ?v BIND("label" AS ?k) }} UNION {{ ?p schema:description ?v BIND("description" AS ?k) }}
+  FILTER(LANG(?v) = "en")
+}}"""
+
+# The formal type constraints: P2302 subject type (domain) and value type (range), with their
+# P2308 classes, P2309 relation and P2316 status (a UNION, not OPTIONALs: much faster on Oxigraph).
+CONSTRAINT_QUERY = """SELECT ?p ?kind ?q ?v WHERE {{
+  VALUES ?p {{ {values} }}
+  ?p p:P2302 ?st . ?st ps:P2302 ?kind .
+  FILTER(?kind = wd:Q21503250 || ?kind = wd:Q21510865)
+  {{ ?st pq:P2308 ?v BIND("class" AS ?q) }} UNION {{ ?st pq:P2309 ?v BIND("relation" AS ?q) }}
+  UNION {{ ?st pq:P2316 ?v BIND("status" AS ?q) }}
+}}"""
+
+_LABELS_QUERY = """SELECT ?c ?label WHERE {{ VALUES ?c {{ {values} }} ?c rdfs:label ?label FILTER(LANG(?label) = "en") }}"""
+
+# A bounded sample of each property's triples (one query for a batch of properties) …
+_SAMPLE_PART = "{{ SELECT ?s ?o (wd:{pid} AS ?p) WHERE {{ ?s wdt:{pid} ?o }} LIMIT {n} }}"
+_SAMPLE_QUERY = "SELECT ?p ?s ?o WHERE {{ {parts} }}"
+# … and the P31 types of the sampled entities (VALUES batches).
+_P31_QUERY = "SELECT ?e ?t WHERE {{ VALUES ?e {{ {values} }} ?e wdt:P31 ?t }}"
+
+_HIERARCHY_BODY = "SELECT ?c ?sup WHERE { ?c wdt:P279 ?sup }"
+_HIERARCHY_COUNT = "SELECT (COUNT(*) AS ?n) WHERE { ?c wdt:P279 ?sup }"
+_TYPE_LABELS_BODY = (
+    'SELECT ?c ?label WHERE { { SELECT DISTINCT ?c WHERE { [] wdt:P31 ?c } } '
+    '?c rdfs:label ?label FILTER(LANG(?label) = "en") }'
+)
+
+
+def build_schema_index(
+    endpoint: "Endpoint",
+    kg: str = "wikidata",
+    options: BuildOptions | None = None,
+    log: Callable[[str], None] | None = None,
+) -> SchemaIndex:
+    """Build the schema index of a Wikidata or Freebase endpoint through SPARQL."""
+    options = options or BuildOptions()
+    log = log or (lambda msg: None)
+    started = time.monotonic()
+    if kg == "freebase":
+        index = _build_freebase(endpoint, options, log)
+    elif kg == "wikidata":
+        index = _build_wikidata(endpoint, options, log)
+    else:
+        raise ValueError(f"unknown kg {kg!r}")
+    index.meta.update({
+        "kg": kg,
+        "endpoint": getattr(endpoint, "name", str(endpoint)),
+        "endpoint_id": getattr(endpoint, "cache_id", getattr(endpoint, "name", "")),
+        "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "build_seconds": round(time.monotonic() - started, 1),
+        "options": {k: v for k, v in vars(options).items()},
+    })
+    index.meta["counts"] = index.counts
+    return index
+
+
+def _build_wikidata(endpoint: "Endpoint", options: BuildOptions, log: Callable[[str], None]) -> SchemaIndex:
+    page = _page_size(endpoint, options.page_size)
+    is_embedded = getattr(endpoint, "name", "") == "embedded"
+    partial = options.properties is not None
+    with_hierarchy = (is_embedded and not partial) if options.hierarchy is None else options.hierarchy
+    with_type_labels = with_hierarchy if options.entity_type_labels is None else options.entity_type_labels
+
+    # 1. every property with its datatype
+    props: dict[str, dict[str, Any]] = {}
+    if options.properties is not None:
+        wanted_pids = [normalize_pid(p) for p in options.properties]
+        props = {pid: {"label": ""} for pid in wanted_pids}
+        rows = [r for chunk in _batches(wanted_pids, options.values_batch)
+                for r in _select_values(endpoint, _DATATYPES_QUERY, chunk)]
+    else:
+        rows = _paged(endpoint, _PROPERTIES_BODY, "?p", page, log, "properties")
+    for row in rows:
+        pid = _local(row["p"].value, WD)
+        if not pid or not pid.startswith("P"):
+            continue
+        entry = props.setdefault(pid, {"label": ""})
+        if "dt" in row:
+            entry["datatype"] = row["dt"].value.removeprefix(WIKIBASE)
+    if options.properties is None:
+        for row in _paged(endpoint, _CONSTRAINED_BODY, "?p", page, log, "constrained properties"):
+            pid = _local(row["p"].value, WD)
+            if pid and pid.startswith("P"):
+                props.setdefault(pid, {"label": ""})
+    pids = sorted(props, key=lambda p: int(p[1:]) if p[1:].isdigit() else 0)
+    log(f"{len(pids)} properties")
+
+    # 2. labels and descriptions, 3. formal constraints: VALUES batches
+    batch = max(1, min(options.values_batch, page // 4 or 1))
+    formal: dict[tuple[str, str], dict[str, Any]] = {}
+    for chunk in _batches(pids, batch):
+        for row in _select_values(endpoint, _TERMS_QUERY, chunk):
+            props[_local(row["p"].value, WD)][row["k"].value] = row["v"].value
+        for row in _select_values(endpoint, CONSTRAINT_QUERY, chunk):
+            pid = _local(row["p"].value, WD)
+            role = "domain" if row["kind"].value.endswith(SUBJECT_TYPE) else "range"
+            value = _local(row["v"].value, WD)
+            if not pid or not value:
+                continue
+            ev = formal.setdefault((pid, role), {"classes": [], "source": "p2302"})
+            what = row["q"].value
+            if what == "class" and value not in ev["classes"]:
+                ev["classes"].append(value)
+            elif what == "relation" and value in RELATIONS:
+                ev["relation"] = RELATIONS[value]
+            elif what == "status" and value in STATUSES:
+                ev["status"] = STATUSES[value]
+    for (pid, role), ev in formal.items():
+        if ev["classes"]:  # a type constraint without P2308 classes says nothing
+            ev["classes"].sort(key=_qid_order)
+            props[pid][role] = {k: ev[k] for k in ("classes", "source", "relation", "status") if k in ev}
+    log(f"formal constraints: {sum(1 for k in formal if k[1] == 'domain')} domains, "
+        f"{sum(1 for k in formal if k[1] == 'range')} ranges")
+
+    # 4. empirical evidence for what has no formal constraint
+    if options.empirical:
+        _induce_empirical(endpoint, props, options, log)
+
+    # 5. class labels (every evidence class; with the hierarchy, every P31 class too)
+    labels: dict[str, str] = {}
+    if with_type_labels:
+        for row in _paged(endpoint, _TYPE_LABELS_BODY, "?c", page, log, "type labels"):
+            cls = _local(row["c"].value, WD)
+            if cls:
+                labels[cls] = row["label"].value
+    wanted = sorted({c for e in props.values() for r in ("domain", "range") if e.get(r) for c in e[r]["classes"]} - set(labels))
+    for chunk in _batches(wanted, batch):
+        for row in _select_values(endpoint, _LABELS_QUERY, chunk):
+            cls = _local(row["c"].value, WD)
+            if cls:
+                labels[cls] = row["label"].value
+    log(f"{len(labels)} class labels")
+
+    # 6. the P279 edges (bundled sample: the hierarchy then needs no queries at run time)
+    p279: Mapping[str, Sequence[str]] | None = None
+    if with_hierarchy:
+        # Sorting 250k edges per page is too slow for the embedded store, so the pages are
+        # unordered (a plain index scan, stable within one store) and checked against a count.
+        edges: dict[str, list[str]] = {}
+        expected = int(_select(endpoint, _HIERARCHY_COUNT).rows[0]["n"].value)
+        seen: set[tuple[str, str]] = set()
+        for row in _paged(endpoint, _HIERARCHY_BODY, None, page, log, "P279 edges"):
+            seen.add((row["c"].value, row["sup"].value))
+            child, sup = _local(row["c"].value, WD), _local(row["sup"].value, WD)
+            if child and sup:
+                edges.setdefault(child, []).append(sup)
+        if len(seen) != expected:
+            raise SparqlError(f"P279 paging returned {len(seen)} distinct edges, the endpoint counts {expected}")
+        p279 = ParentTable.from_dict(edges) if ParentTable.encodable(edges) else edges
+        log(f"{len(seen)} P279 edges over {len(edges)} classes")
+
+    ordered = {pid: _ordered_entry(props[pid]) for pid in pids}
+    return SchemaIndex(ordered, dict(sorted(labels.items(), key=lambda kv: _qid_order(kv[0]))), p279,
+                       {"hierarchy_root": "Q35120" if with_hierarchy else None})
+
+
+def _qid_order(qid: str) -> tuple[int, str]:
+    return (int(qid[1:]) if qid[1:].isdigit() else 1 << 62, qid)
+
+
+def _ordered_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    keys = ("label", "description", "datatype", "domain", "range")
+    return {k: entry[k] for k in keys if entry.get(k) is not None}
+
+
+def _induce_empirical(endpoint: "Endpoint", props: dict[str, dict[str, Any]], options: BuildOptions,
+                      log: Callable[[str], None]) -> None:
+    """Soft domain/range evidence from the P31 types of a bounded sample of each property's triples."""
+    todo = []
+    for pid, entry in props.items():
+        if pid in UNIVERSAL_PROPERTIES:
+            continue
+        need_domain = "domain" not in entry
+        need_range = "range" not in entry and entry.get("datatype", "WikibaseItem") in ITEM_DATATYPES
+        if need_domain or need_range:
+            todo.append(pid)
+    todo.sort(key=lambda p: int(p[1:]) if p[1:].isdigit() else 0)
+    if options.max_empirical is not None:
+        todo = todo[: options.max_empirical]
+    log(f"empirical induction for {len(todo)} properties")
+    found = {"domain": 0, "range": 0}
+    for n, chunk in enumerate(_batches(todo, max(1, options.empirical_batch))):
+        for pid, stats in _sample_robust(endpoint, chunk, options, log).items():
+            entry = props[pid]
+            for role, key in (("domain", "s"), ("range", "o")):
+                if role in entry or (role == "range" and entry.get("datatype", "WikibaseItem") not in ITEM_DATATYPES):
+                    continue
+                evidence = _frequent(stats[key], options)
+                if evidence:
+                    entry[role] = evidence
+                    found[role] += 1
+        if n and n % 50 == 0:
+            log(f"empirical: {n * options.empirical_batch}/{len(todo)} properties")
+    log(f"empirical evidence: {found['domain']} domains, {found['range']} ranges")
+
+
+def _sample_robust(endpoint: "Endpoint", pids: list[str], options: BuildOptions,
+                   log: Callable[[str], None]) -> dict[str, dict[str, dict[str, set[str]]]]:
+    """`_sample_types`, retried property by property when a batch fails (a live endpoint's timeout on
+    one huge property must not sink the build); a property that still fails stays unknown."""
+    try:
+        return _sample_types(endpoint, pids, options)
+    except SparqlError as exc:
+        if len(pids) == 1:
+            log(f"empirical: {pids[0]} skipped ({exc.kind}: {exc})")
+            return {}
+    out: dict[str, dict[str, dict[str, set[str]]]] = {}
+    for pid in pids:
+        out.update(_sample_robust(endpoint, [pid], options, log))
+    return out
+
+
+def _sample_types(endpoint: "Endpoint", pids: list[str], options: BuildOptions) -> dict[str, dict[str, dict[str, set[str]]]]:
+    """pid → {'s': subject → P31 types, 'o': object → P31 types} over ≤ sample_pairs triples of each."""
+    parts = " UNION ".join(_SAMPLE_PART.format(pid=pid, n=options.sample_pairs) for pid in pids)
+    result = _select(endpoint, _SAMPLE_QUERY.format(parts=parts))
+    if result.capped and len(pids) > 1:  # more rows than one answer holds: halve the batch
+        half = len(pids) // 2
+        return {**_sample_types(endpoint, pids[:half], options), **_sample_types(endpoint, pids[half:], options)}
+    pairs: dict[str, list[tuple[str | None, str | None]]] = {pid: [] for pid in pids}
+    for row in result.rows:
+        pid = _local(row["p"].value, WD)
+        if pid in pairs:
+            s, o = row.get("s"), row.get("o")
+            pairs[pid].append((_local(s.value, WD) if s is not None and s.is_iri else None,
+                               _local(o.value, WD) if o is not None and o.is_iri else None))
+    entities = sorted({e for items in pairs.values() for pair in items for e in pair if e}, key=_qid_order)
+    types = _p31_types(endpoint, entities, max(1, min(options.values_batch * 2, _page_size(endpoint, 10**9) // 4)))
+    out: dict[str, dict[str, dict[str, set[str]]]] = {}
+    for pid, items in pairs.items():
+        side: dict[str, dict[str, set[str]]] = {"s": {}, "o": {}}
+        for s, o in items:
+            if s:
+                side["s"][s] = types.get(s, set())
+            if o:
+                side["o"][o] = types.get(o, set())
+        out[pid] = side
+    return out
+
+
+def _p31_types(endpoint: "Endpoint", entities: list[str], batch: int) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for chunk in _batches(entities, batch):
+        for row in _select_values(endpoint, _P31_QUERY, chunk):
+            e, t = _local(row["e"].value, WD), _local(row["t"].value, WD)
+            if e and t:
+                out.setdefault(e, set()).add(t)
+    return out
+
+
+def _frequent(types_by_entity: dict[str, set[str]], options: BuildOptions) -> dict[str, Any] | None:
+    typed = [types for types in types_by_entity.values() if types]
+    if len(typed) < options.min_typed:
+        return None
+    freq: dict[str, int] = {}
+    for types in typed:
+        for cls in types:
+            freq[cls] = freq.get(cls, 0) + 1
+    ranked = sorted(freq.items(), key=lambda kv: (-kv[1], _qid_order(kv[0])))
+    keep = [cls for cls, count in ranked if count / len(typed) >= options.min_share][: options.max_types]
+    if not keep:
+        return None
+    return {"classes": keep, "source": "empirical", "sample": len(typed)}
+
+
+# --- Freebase -------------------------------------------------------------------------------------------------
+
+_FB_PROPERTIES_BODY = (
+    "SELECT ?p ?schema ?expected WHERE { "
+    "{ ?p <http://rdf.freebase.com/ns/type.property.schema> ?schema } UNION { ?p <http://rdf.freebase.com/ns/type.object.type> <http://rdf.freebase.com/ns/type.property> } "
+    "OPTIONAL { ?p <http://rdf.freebase.com/ns/type.property.schema> ?schema } OPTIONAL { ?p <http://rdf.freebase.com/ns/type.property.expected_type> ?expected } }"
+)
+_FB_NAMES_QUERY = """SELECT ?x ?name ?desc WHERE {{
+  VALUES ?x {{ {values} }}
+  OPTIONAL {{ ?x <http://rdf.freebase.com/ns/type.object.name> ?name FILTER(LANG(?name) = "en" || LANG(?name) = "") }}
+  OPTIONAL {{ ?x <http://rdf.freebase.com/ns/common.topic.description> ?desc FILTER(LANG(?desc) = "en" || LANG(?desc) = "") }}
+}}"""
+_FB_INCLUDED_BODY = "SELECT ?c ?sup WHERE { ?c <http://rdf.freebase.com/ns/freebase.type_hints.included_types> ?sup }"
+
+
+def _build_freebase(endpoint: "Endpoint", options: BuildOptions, log: Callable[[str], None]) -> SchemaIndex:
+    page = _page_size(endpoint, options.page_size)
+    props: dict[str, dict[str, Any]] = {}
+    for row in _paged(endpoint, _FB_PROPERTIES_BODY, "?p ?schema ?expected", page, log, "properties"):
+        pid = _local(row["p"].value, FB)
+        if not pid:
+            continue
+        entry = props.setdefault(pid, {"label": ""})
+        if "schema" in row and (cls := _local(row["schema"].value, FB)):
+            ev = entry.setdefault("domain", {"classes": [], "source": "freebase-schema"})
+            if cls not in ev["classes"]:
+                ev["classes"].append(cls)
+        if "expected" in row and (cls := _local(row["expected"].value, FB)):
+            if cls in FREEBASE_LITERAL_TYPES:
+                entry["datatype"] = cls
+            else:
+                entry["datatype"] = "entity"
+                ev = entry.setdefault("range", {"classes": [], "source": "freebase-schema"})
+                if cls not in ev["classes"]:
+                    ev["classes"].append(cls)
+    pids = sorted(props)
+    classes = sorted({c for e in props.values() for r in ("domain", "range") if e.get(r) for c in e[r]["classes"]})
+    labels: dict[str, str] = {}
+    fb_values = lambda ids: " ".join(f"<{FB}{i}>" for i in ids)  # noqa: E731  (dotted ids need full IRIs)
+    for chunk in _batches(pids + classes, max(1, min(options.values_batch, page // 2 or 1))):
+        for row in _select_values(endpoint, _FB_NAMES_QUERY, chunk, fb_values):
+            key = _local(row["x"].value, FB)
+            if key in props:
+                if "name" in row:
+                    props[key]["label"] = row["name"].value
+                if "desc" in row:
+                    props[key]["description"] = row["desc"].value
+            elif key and "name" in row:
+                labels[key] = row["name"].value
+    included: dict[str, list[str]] = {}
+    for row in _paged(endpoint, _FB_INCLUDED_BODY, "?c ?sup", page, log, "included types"):
+        child, sup = _local(row["c"].value, FB), _local(row["sup"].value, FB)
+        if child and sup:
+            included.setdefault(child, []).append(sup)
+    log(f"{len(pids)} Freebase properties, {len(labels)} type labels, {len(included)} types with included types")
+    return SchemaIndex({pid: _ordered_entry(props[pid]) for pid in pids}, labels, included,
+                       {"hierarchy_root": None})
