@@ -1,0 +1,295 @@
+"""The per-question context the five tools work on.
+
+`QuestionContext` carries everything one question needs and nothing shared that is
+mutable: the type state Θ, the execution records, the counters, the ablation flags and
+the final query. The endpoint, search, schema index and class hierarchy it points to are
+shared read-only services (thread-safe on their side). Create one context per question;
+never share one between threads."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from ..config import Settings
+from ..kg.errors import SparqlError
+from ..kg.results import QueryResult, SelectResult
+from .flavour import Flavour, flavour_for
+from .state import TypeState
+
+PruneFn = Callable[[str, str], Sequence[str]]
+
+# --- ablation switches ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroundingFlags:
+    """Which SAGA mechanisms are on. `GroundingFlags.for_variant(name)` is the one place variants map to flags."""
+
+    type_filter: bool = True  # Eq. 3 at lookup time
+    conflict_check: bool = True  # the execute tool's domain-conflict check ([BLOCKED])
+    type_state: bool = True  # Θ persists across steps and is rendered (types, variable types, log)
+    answer_type_prior: bool = True  # rank lookups by the expected answer type
+    schema_annotations: bool = True  # [domain | range] in search hits and lookups
+    prune_all: bool = False  # SPINACH: LM-prune every neighbourhood (via the context's prune callable)
+
+    @classmethod
+    def for_variant(cls, variant: str) -> "GroundingFlags":
+        try:
+            return VARIANT_FLAGS[variant]
+        except KeyError:
+            raise ValueError(f"unknown variant {variant!r} (known: {', '.join(VARIANT_FLAGS)})") from None
+
+    @property
+    def variant(self) -> str:
+        for name, flags in VARIANT_FLAGS.items():
+            if flags == self:
+                return name
+        return "custom"
+
+
+VARIANT_FLAGS: dict[str, GroundingFlags] = {
+    "full": GroundingFlags(),
+    # the filter ablation removes both type constraints used as filters: lookup filtering and [BLOCKED]
+    "no-type-filter": GroundingFlags(type_filter=False, conflict_check=False),
+    "no-type-state": GroundingFlags(type_state=False),
+    "no-answer-type": GroundingFlags(answer_type_prior=False),
+    "spinach": GroundingFlags(type_filter=False, conflict_check=False, type_state=False, answer_type_prior=False,
+                              schema_annotations=False, prune_all=True),
+}
+
+
+# --- execution records ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Execution:
+    """One execute_sparql call. status: ok | empty | blocked | error."""
+
+    sparql: str
+    result: QueryResult | None
+    error: str | None
+    status: str
+    conflicts: list[str] = field(default_factory=list)
+    rows: int = 0
+    seconds: float = 0.0
+    error_kind: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status in ("ok", "empty", "blocked") and self.error is None
+
+
+COUNTER_KEYS = ("searches", "lookups", "examples", "executions", "blocked", "empty", "errors", "stops",
+                "prune_calls", "sparql_queries")
+
+
+class _CountingEndpoint:
+    """The endpoint seen through the context: every round trip is counted."""
+
+    def __init__(self, endpoint, counters: Counter):
+        self._endpoint = endpoint
+        self._counters = counters
+        self.settings = getattr(endpoint, "settings", None)
+        self.name = getattr(endpoint, "name", "endpoint")
+
+    def query(self, sparql: str, timeout: float | None = None) -> QueryResult:
+        self._counters["sparql_queries"] += 1
+        return self._endpoint.query(sparql, timeout)
+
+    def __getattr__(self, item):
+        return getattr(self._endpoint, item)
+
+
+# --- the context -----------------------------------------------------------------------------------------------
+
+
+class QuestionContext:
+    """Per-question state and services for the grounding tools.
+
+    settings:  the Settings (filter_mode, observation_chars, variant, kg …)
+    endpoint:  a `kg.endpoint.Endpoint`
+    search:    a `kg.search.Search` (None: search_wikidata answers that search is unavailable)
+    schema:    a `SchemaIndex` (default: `load_schema_index(settings)`, coverage applied)
+    hierarchy: a `ClassHierarchy` (default: `load_hierarchy(settings, endpoint, schema)`)
+    question:  the question text (given to the fallback prune callable)
+    variant:   full | no-type-filter | no-type-state | no-answer-type | spinach (default: settings.variant)
+    flags:     explicit `GroundingFlags` (overrides `variant`)
+    prune:     callable(question, neighbourhood_text) -> list of PIDs, the fallback pruning for
+               entities without types (and for every lookup in spinach mode); None = no pruning
+    answer_type: (label, qid) of the expected answer type, if already known
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        endpoint,
+        search=None,
+        schema=None,
+        hierarchy=None,
+        *,
+        question: str = "",
+        variant: str | None = None,
+        flags: GroundingFlags | None = None,
+        prune: PruneFn | None = None,
+        answer_type: tuple[str, str] | None = None,
+        kg: str | None = None,
+    ):
+        self.settings = settings
+        self.counters: Counter = Counter({k: 0 for k in COUNTER_KEYS})
+        self.endpoint = _CountingEndpoint(endpoint, self.counters)
+        self.search = search
+        if schema is None:
+            from ..schema import load_schema_index
+
+            schema = load_schema_index(settings)
+        if hierarchy is None:
+            from ..schema import load_hierarchy
+
+            hierarchy = load_hierarchy(settings, endpoint, schema)
+        self.schema = schema
+        self.hierarchy = hierarchy
+        self.flavour: Flavour = flavour_for(kg or settings.kg)
+        self.flags = flags if flags is not None else GroundingFlags.for_variant(variant or settings.variant)
+        self.filter_mode = settings.filter_mode
+        self.budget = max(400, int(settings.observation_chars))
+        self.question = question
+        self.prune = prune
+        self.state = TypeState()
+        self.executions: list[Execution] = []
+        self.final_sparql: str | None = None
+        self.final_execution: Execution | None = None
+        self.stopped = False
+        # ids → labels of things the agent has seen (lookups, search hits, results): unknown-IRI hints
+        self.seen: dict[str, str] = {}
+        self._types_cache: dict[str, Any] = {}  # id → EntityTypes (internal; not the rendered Θ)
+        self._label_cache: dict[str, str] = {}
+        self.trace: list[dict[str, Any]] = []  # (tool, argument, seconds, queries) per call
+        if answer_type:
+            self.set_answer_type(*answer_type)
+
+    # --- configuration ---------------------------------------------------------------------------------
+    @property
+    def variant(self) -> str:
+        return self.flags.variant
+
+    def set_answer_type(self, label: str, qid: str = "") -> None:
+        """The expected answer type from the answer-type step (ranks lookups, never drops)."""
+        self.state.set_answer_type(label, qid)
+
+    def set_question(self, question: str) -> None:
+        self.question = question
+
+    # --- rendering for the controller ----------------------------------------------------------------------
+    def type_context(self) -> str:
+        """Expected answer type, the five most recent entity → types entries, variable types."""
+        if not self.flags.type_state:
+            if self.flags.answer_type_prior and self.state.answer_type:
+                return f"Expected answer type: {self.state.answer_type.render()}"
+            return ""
+        return self.state.render_types(self.class_label, show_answer_type=self.flags.answer_type_prior)
+
+    def knowledge_log(self) -> str:
+        if not self.flags.type_state:
+            return ""
+        return self.state.render_log()
+
+    # --- endpoint helpers ---------------------------------------------------------------------------------------
+    def query(self, sparql: str, timeout: float | None = None) -> QueryResult:
+        return self.endpoint.query(sparql, timeout)
+
+    def class_label(self, qid: str) -> str:
+        label = self.schema.class_label(qid)
+        if label and label != qid:
+            return label
+        return self.seen.get(qid) or self._label_cache.get(qid) or qid
+
+    def property_label(self, pid: str) -> str:
+        ps = self.schema.get(pid)
+        return (ps.label if ps and ps.label else None) or self.seen.get(pid) or pid
+
+    def entity_types(self, ids: Iterable[str]) -> dict[str, Any]:
+        """EntityTypes for these ids, one bounded query for those not cached; failures give empty types."""
+        from ..schema import EntityTypes, entity_types_many
+
+        ids = [i for i in dict.fromkeys(ids) if i]
+        todo = [i for i in ids if i not in self._types_cache]
+        if todo:
+            try:
+                self._types_cache.update(entity_types_many(self.endpoint, todo))
+            except SparqlError:
+                for i in todo:
+                    self._types_cache[i] = EntityTypes((), False, "none", i)
+        return {i: self._types_cache.get(i) for i in ids}
+
+    def cache_types(self, eid: str, et) -> None:
+        self._types_cache[eid] = et
+
+    def labels(self, ids: Iterable[str]) -> dict[str, str]:
+        """English labels for entity ids (one bounded query for the ones not known yet)."""
+        ids = [i for i in dict.fromkeys(ids) if i]
+        todo = [i for i in ids if i not in self._label_cache and i not in self.seen][:200]
+        if todo:
+            try:
+                result = self.query(self.flavour.labels_query(todo))
+                if isinstance(result, SelectResult):
+                    for row in result.rows:
+                        eid = self.flavour.entity_id(row["e"].value)
+                        if eid and "l" in row:
+                            self._label_cache[eid] = row["l"].value
+            except SparqlError:
+                pass
+            for i in todo:
+                self._label_cache.setdefault(i, "")
+        return {i: (self.seen.get(i) or self._label_cache.get(i) or "") for i in ids}
+
+    def remember(self, eid: str, label: str) -> None:
+        if eid and label:
+            self.seen[eid] = label
+
+    def record_entity_types(self, eid: str, et, label: str = "", source: str = "lookup") -> bool:
+        """Put an entity's types into Θ (when the type state is on); logs newly discovered types."""
+        self.cache_types(eid, et)
+        if not self.flags.type_state or et is None:
+            return False
+        new = self.state.record_entity(eid, et.types, label, is_class=et.is_class, source=source,
+                                       has_p31=et.source != "p279")
+        if new and et.types and source == "lookup":
+            names = ", ".join(self.class_label(t) for t in et.types[:3])
+            kind = " (a class; these are its superclasses)" if et.source == "p279" else ""
+            self.state.note("info", f"{eid}{' ' + label if label else ''} is {names}{kind}")
+        return new
+
+    # --- bookkeeping ------------------------------------------------------------------------------------------------
+    def record_call(self, tool: str, argument: str, started: float, queries_before: int) -> None:
+        self.trace.append({
+            "tool": tool,
+            "argument": str(argument if argument is not None else "")[:200],
+            "seconds": round(time.monotonic() - started, 4),
+            "queries": self.counters["sparql_queries"] - queries_before,
+        })
+
+    def last_successful(self) -> Execution | None:
+        """The last execution that ran without error and had a non-empty result, else the last one without error."""
+        for ex in reversed(self.executions):
+            if ex.status == "ok":
+                return ex
+        for ex in reversed(self.executions):
+            if ex.error is None:
+                return ex
+        return None
+
+    def snapshot(self) -> dict[str, Any]:
+        """Counters, the final query and the execution statuses, as plain data."""
+        return {
+            "variant": self.variant,
+            "counters": dict(self.counters),
+            "final_sparql": self.final_sparql,
+            "executions": [{"sparql": e.sparql, "status": e.status, "rows": e.rows, "error": e.error,
+                            "conflicts": e.conflicts} for e in self.executions],
+        }
+
+
+__all__ = ["QuestionContext", "GroundingFlags", "VARIANT_FLAGS", "Execution", "COUNTER_KEYS", "PruneFn"]

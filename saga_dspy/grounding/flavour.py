@@ -1,0 +1,245 @@
+"""What differs between knowledge graphs: identifiers, vocabulary and the SPARQL the tools send.
+
+`Flavour` is the interface; `WikidataFlavour` is the default and `freebase.FreebaseFlavour`
+the other one. Everything else in `saga_dspy.grounding` is KG-agnostic and talks about
+entities, properties and classes by their short ids (`Q42`, `P19` / `m.0abc`,
+`people.person.place_of_birth`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..kg.prefixes import FREEBASE_PREFIXES, WIKIDATA_PREFIXES
+
+WD = "http://www.wikidata.org/entity/"
+WDT = "http://www.wikidata.org/prop/direct/"
+P_ = "http://www.wikidata.org/prop/"
+PS = "http://www.wikidata.org/prop/statement/"
+PQ = "http://www.wikidata.org/prop/qualifier/"
+WDS = "http://www.wikidata.org/entity/statement/"
+RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+SCHEMA_DESCRIPTION = "http://schema.org/description"
+SKOS_ALT = "http://www.w3.org/2004/02/skos/core#altLabel"
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+
+# roles a property IRI can play
+DIRECT, CLAIM, STATEMENT, QUALIFIER = "direct", "claim", "statement", "qualifier"
+
+
+@dataclass(frozen=True)
+class PropRef:
+    """A property IRI decoded: which property, in which role."""
+
+    pid: str
+    role: str  # direct | claim | statement | qualifier
+
+
+class Flavour:
+    """KG-specific vocabulary and queries (Wikidata by default)."""
+
+    name = "wikidata"
+    kg_label = "Wikidata"
+    prefixes: dict[str, str] = WIKIDATA_PREFIXES
+    entity_ns = WD
+    type_pid = "P31"
+    subclass_pid = "P279"
+    example_pid = "P1855"
+    root_class = "Q35120"
+    entity_re = re.compile(r"^Q[1-9]\d*$")
+    property_re = re.compile(r"^P[1-9]\d*$")
+    # qualifier-bearing statement nodes exist (Wikidata) / CVT mediator nodes (Freebase)
+    has_qualifiers = True
+    has_cvt = False
+
+    # --- identifiers -------------------------------------------------------------------
+    def normalise_entity(self, text: str) -> str | None:
+        """'Q42', 'wd:Q42', '<http://www.wikidata.org/entity/Q42>', ' q42 ' → 'Q42' (None if not an entity id)."""
+        t = str(text).strip().strip("<>").strip()
+        for prefix in (WD, "wd:"):
+            if t.startswith(prefix):
+                t = t[len(prefix):]
+        t = t.upper() if re.fullmatch(r"[qQ][1-9]\d*", t) else t
+        return t if self.entity_re.match(t) else None
+
+    def normalise_property(self, text: str) -> str | None:
+        t = str(text).strip().strip("<>").strip()
+        for prefix in (WDT, PS, PQ, P_, WD, "wdt:", "wd:", "p:", "ps:", "pq:"):
+            if t.startswith(prefix):
+                t = t[len(prefix):]
+                break
+        t = t.upper() if re.fullmatch(r"[pP][1-9]\d*", t) else t
+        return t if self.property_re.match(t) else None
+
+    def entity_iri(self, eid: str) -> str:
+        return WD + eid
+
+    def entity_id(self, iri: str) -> str | None:
+        """Short id of an entity IRI (None for anything else)."""
+        if iri.startswith(WD):
+            local = iri[len(WD):]
+            return local if (self.entity_re.match(local) or self.property_re.match(local)) else None
+        return None
+
+    def direct_iri(self, pid: str) -> str:
+        return WDT + pid
+
+    def prop_ref(self, iri: str) -> PropRef | None:
+        for ns, role in ((WDT, DIRECT), (PS, STATEMENT), (PQ, QUALIFIER), (P_, CLAIM)):
+            if iri.startswith(ns):
+                local = iri[len(ns):]
+                return PropRef(local, role) if self.property_re.match(local) else None
+        return None
+
+    def is_type_property(self, iri: str) -> bool:
+        ref = self.prop_ref(iri)
+        return bool(ref and ref.pid == self.type_pid and ref.role in (DIRECT, STATEMENT)) or iri == RDF_TYPE
+
+    def is_subclass_property(self, iri: str) -> bool:
+        ref = self.prop_ref(iri)
+        return bool(ref and ref.pid == self.subclass_pid and ref.role in (DIRECT, STATEMENT))
+
+    def short(self, iri: str) -> str:
+        """A compact prefixed form for display (wd:Q42, wdt:P19, or the IRI)."""
+        for prefix, ns in (("wdt", WDT), ("ps", PS), ("pq", PQ), ("wds", WDS), ("p", P_), ("wd", WD)):
+            if iri.startswith(ns) and "/" not in iri[len(ns):]:
+                return f"{prefix}:{iri[len(ns):]}"
+        return f"<{iri}>"
+
+    def entity_token(self, eid: str) -> str:
+        return f"wd:{eid}"
+
+    def property_token(self, pid: str) -> str:
+        return f"wdt:{pid}"
+
+    # --- IRIs written by an agent that may not exist --------------------------------------
+    # prefix → (kind, regex a well-formed local name must match)
+    def id_prefixes(self) -> dict[str, tuple[str, re.Pattern]]:
+        return {
+            "wd": ("entity", re.compile(r"^[QP][1-9]\d*$")),
+            "wdt": ("property", self.property_re),
+            "p": ("property", self.property_re),
+            "ps": ("property", self.property_re),
+            "pq": ("property", self.property_re),
+            "psv": ("property", self.property_re),
+            "pqv": ("property", self.property_re),
+            "wdtn": ("property", self.property_re),
+        }
+
+    # --- SPARQL ----------------------------------------------------------------------------
+    def values_clause(self, var: str, ids: list[str]) -> str:
+        return f"VALUES ?{var} {{ {' '.join('<' + self.entity_iri(i) + '>' for i in ids)} }}"
+
+    def neighbourhood_query(self, eid: str) -> str:
+        """Outgoing edges with English value labels, and the entity's own English label and description.
+        Statement links (p:) and aliases are left out in the query; other non-claim predicates in Python."""
+        e = f"<{self.entity_iri(eid)}>"
+        return (
+            f"SELECT ?p ?v ?l WHERE {{ {e} ?p ?v . "
+            f"FILTER(!STRSTARTS(STR(?p), \"{P_}P\") && ?p != <{SKOS_ALT}> "
+            f"&& (!isLiteral(?v) || LANG(?v) = \"\" || LANG(?v) = \"en\" || STRSTARTS(STR(?p), \"{WDT}\"))) "
+            f"OPTIONAL {{ ?v <{RDFS_LABEL}> ?l FILTER(LANG(?l) = \"en\") }} }}"
+        )
+
+    def qualifier_query(self, eid: str) -> str | None:
+        """One row per qualifier: the statement's property and value, the qualifier and its value."""
+        e = f"<{self.entity_iri(eid)}>"
+        return (
+            f"SELECT ?ps ?v ?pp ?o ?l WHERE {{ {e} ?pc ?st . FILTER(STRSTARTS(STR(?pc), \"{P_}P\")) "
+            f"?st ?pp ?o . FILTER(STRSTARTS(STR(?pp), \"{PQ}\")) "
+            f"?st ?ps ?v . FILTER(STRSTARTS(STR(?ps), \"{PS}\")) "
+            f"OPTIONAL {{ ?o <{RDFS_LABEL}> ?l FILTER(LANG(?l) = \"en\") }} }}"
+        )
+
+    def value_types_query(self, eid: str) -> str:
+        e = f"<{self.entity_iri(eid)}>"
+        return (
+            f"SELECT DISTINCT ?v ?t WHERE {{ {e} ?p ?v . ?prop <http://wikiba.se/ontology#directClaim> ?p . "
+            f"?v <{WDT}{self.type_pid}> ?t }}"
+        )
+
+    def types_query(self, ids: list[str]) -> str:
+        """P31 types, and P279 superclasses (for class-level entities), of several entities at once."""
+        return (
+            f"SELECT ?e ?k ?t WHERE {{ {self.values_clause('e', ids)} "
+            f"{{ ?e <{WDT}{self.type_pid}> ?t . BIND(\"type\" AS ?k) }} UNION "
+            f"{{ ?e <{WDT}{self.subclass_pid}> ?t . BIND(\"super\" AS ?k) }} }}"
+        )
+
+    def labels_query(self, ids: list[str]) -> str:
+        return (
+            f"SELECT ?e ?l ?d WHERE {{ {self.values_clause('e', ids)} "
+            f"OPTIONAL {{ ?e <{RDFS_LABEL}> ?l FILTER(LANG(?l) = \"en\") }} "
+            f"OPTIONAL {{ ?e <{SCHEMA_DESCRIPTION}> ?d FILTER(LANG(?d) = \"en\") }} }}"
+        )
+
+    def exists_query(self, ids: list[str]) -> str:
+        """Which of these entities occur as a subject at all."""
+        return f"SELECT DISTINCT ?e WHERE {{ {self.values_clause('e', ids)} ?e ?p ?o . }}"
+
+    def examples_query(self, pid: str, limit: int) -> str:
+        """Usage examples (P1855): the example subject, with the example value (qualifier) or the
+        subject's own value for the property when the knowledge graph has it."""
+        prop = f"<{self.entity_iri(pid)}>"
+        label = lambda var: f"OPTIONAL {{ ?{var} <{RDFS_LABEL}> ?{var}l FILTER(LANG(?{var}l) = \"en\") }}"  # noqa: E731
+        return (
+            "SELECT ?s ?sl ?v ?vl WHERE { "
+            f"{{ {prop} <{WDT}{self.example_pid}> ?s . OPTIONAL {{ ?s <{WDT}{pid}> ?v . {label('v')} }} }} UNION "
+            f"{{ {prop} <{P_}{self.example_pid}> ?st . ?st <{PS}{self.example_pid}> ?s . ?st <{PQ}{pid}> ?v . {label('v')} }} "
+            f"{label('s')} }} LIMIT {limit * 4}"
+        )
+
+    def sample_triples_query(self, pid: str, limit: int) -> str:
+        return (
+            f"SELECT ?s ?sl ?v ?vl WHERE {{ ?s <{WDT}{pid}> ?v . "
+            f"OPTIONAL {{ ?s <{RDFS_LABEL}> ?sl FILTER(LANG(?sl) = \"en\") }} "
+            f"OPTIONAL {{ ?v <{RDFS_LABEL}> ?vl FILTER(LANG(?vl) = \"en\") }} }} LIMIT {limit}"
+        )
+
+    # --- reading results -----------------------------------------------------------------
+    def label_predicates(self) -> tuple[str, str]:
+        return RDFS_LABEL, SCHEMA_DESCRIPTION
+
+    def statement_property(self, iri: str) -> str | None:
+        ref = self.prop_ref(iri)
+        return ref.pid if ref and ref.role == STATEMENT else None
+
+    def qualifier_property(self, iri: str) -> str | None:
+        ref = self.prop_ref(iri)
+        return ref.pid if ref and ref.role == QUALIFIER else None
+
+    def edge_property(self, iri: str) -> str | None:
+        """The property of an outgoing neighbourhood edge (direct claims only)."""
+        ref = self.prop_ref(iri)
+        return ref.pid if ref and ref.role == DIRECT else None
+
+    def attach_qualifiers(self, result, nb, by_key) -> None:
+        """Hang each qualifier on the neighbourhood value its statement carries."""
+        from .neighbourhood import Value
+
+        for row in result.rows:
+            ps, v, pp, o = row.get("ps"), row.get("v"), row.get("pp"), row.get("o")
+            if ps is None or v is None or pp is None or o is None:
+                continue
+            ref, qref = self.prop_ref(ps.value), self.prop_ref(pp.value)
+            if ref is None or qref is None or ref.role != STATEMENT or qref.role != QUALIFIER:
+                continue
+            value = by_key.get((ref.pid, v.value))
+            if value is None or any(q == qref.pid and x.binding.value == o.value for q, x in value.qualifiers):
+                continue
+            vid = self.entity_id(o.value) if o.is_iri else None
+            value.qualifiers.append((qref.pid, Value(o, vid, row["l"].value if "l" in row else "")))
+
+WIKIDATA = Flavour()
+
+
+def flavour_for(kg: str) -> Flavour:
+    if kg == "freebase":
+        from .freebase import FREEBASE
+
+        return FREEBASE
+    return WIKIDATA
+
+
+__all__ = ["Flavour", "PropRef", "WIKIDATA", "flavour_for", "DIRECT", "CLAIM", "STATEMENT", "QUALIFIER",
+           "FREEBASE_PREFIXES"]

@@ -1,0 +1,453 @@
+"""Grounding statistics without an LLM (paper Appendix C, Table 9; issue 3 §5).
+
+    python -m saga_dspy.stats grounding --dataset qald10 [--filter bare|closure|both] [--json]
+    python -m saga_dspy.stats conflicts [--dataset NAME ...] [--json]
+
+`grounding`: for every entity constant of the dataset's gold SPARQL that the endpoint
+knows, look the entity up with and without the type filter and report raw edges, edge
+reduction, gold-property recall (over gold pairs whose property is in the entity's
+neighbourhood, and over all gold pairs: the paper's definition), the decision counts,
+false conflicts on gold pairs, wrong-entity detection (the other top search hits for the
+entity's label, checked against the gold property), and the gold pairs each filter removes.
+
+`conflicts`: the execute tool's conflict check over every gold query; every flag on a
+gold query is a false conflict (a schema or hierarchy gap, or a data error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .config import Settings, add_settings_args, apply_offline_env, settings_from_args
+
+WIKIDATA_BENCHMARKS = ("qald7", "qald9plus", "qald10", "wwq", "spinach", "lcquad2")
+WRONG_CANDIDATES = 5  # search hits looked at per gold entity label
+
+
+# --- gold pairs --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class GoldQuery:
+    qid: str
+    entities: list[str]
+    pairs: list[tuple[str, str]]  # (entity, property) with the entity as the property's subject
+
+
+def gold_queries(records: Iterable[dict], flavour) -> tuple[list[GoldQuery], int]:
+    """Entity constants and (subject entity, property) pairs of each gold query; and the unparsable count."""
+    from .grounding.flavour import CLAIM, DIRECT
+    from .grounding.patterns import NEGATED, parse_query
+
+    out, unparsable = [], 0
+    for rec in records:
+        parsed = parse_query(rec.get("sparql") or "", flavour)
+        if parsed is None:
+            unparsable += 1
+            continue
+        entities: list[str] = []
+        pairs: list[tuple[str, str]] = []
+        for p in parsed.patterns:
+            for term in (p.subject, p.obj):
+                if term.kind == "iri":
+                    eid = flavour.entity_id(term.value)
+                    if eid and flavour.entity_re.match(eid) and eid not in entities:
+                        entities.append(eid)
+            if p.context == NEGATED or p.alternative:
+                continue
+            for steps, term, is_subject in ((p.subject_steps, p.subject, True), (p.object_steps, p.obj, False)):
+                if not steps or len(steps) != 1 or term.kind != "iri":
+                    continue
+                step = steps[0]
+                ref = flavour.prop_ref(step.iri)
+                eid = flavour.entity_id(term.value)
+                if ref is None or eid is None or not flavour.entity_re.match(eid):
+                    continue
+                if (is_subject != step.inverse) and ref.role in (DIRECT, CLAIM) and (eid, ref.pid) not in pairs:
+                    pairs.append((eid, ref.pid))
+        out.append(GoldQuery(str(rec.get("id")), entities, pairs))
+    return out, unparsable
+
+
+# --- the grounding statistics --------------------------------------------------------------------------------
+
+
+@dataclass
+class FilterStats:
+    mode: str
+    raw_edges: int = 0
+    removed_edges: int = 0
+    raw_props: int = 0
+    removed_props: int = 0
+    decisions: Counter = field(default_factory=Counter)  # compatible / conflict / unknown / skipped (no types)
+    pairs_total: int = 0  # gold pairs of known entities
+    pairs_in_nb: int = 0
+    pairs_kept_in_nb: int = 0
+    pairs_flagged: int = 0  # gold pairs whose check is a conflict (in the neighbourhood or not)
+    pairs_checkable: int = 0  # gold pairs with a typed entity and a known domain
+    wrong_pairs: int = 0
+    wrong_flagged: int = 0
+    wrong_checkable: int = 0
+    removed_gold: list[dict] = field(default_factory=list)
+    wrong_examples: list[dict] = field(default_factory=list)
+
+    def row(self) -> dict[str, Any]:
+        pct = lambda a, b: round(100.0 * a / b, 1) if b else None  # noqa: E731
+        return {
+            "filter": self.mode,
+            "raw_edges": self.raw_edges,
+            "edge_reduction_pct": pct(self.removed_edges, self.raw_edges),
+            "raw_properties": self.raw_props,
+            "property_reduction_pct": pct(self.removed_props, self.raw_props),
+            "gold_pairs": self.pairs_total,
+            "gold_pairs_in_neighbourhood": self.pairs_in_nb,
+            "gold_recall_in_neighbourhood_pct": pct(self.pairs_kept_in_nb, self.pairs_in_nb),
+            "gold_recall_all_pairs_pct": pct(self.pairs_kept_in_nb, self.pairs_total),
+            "raw_recall_all_pairs_pct": pct(self.pairs_in_nb, self.pairs_total),
+            "false_conflicts_on_gold_pairs": self.pairs_flagged,
+            "false_conflict_rate_pct": pct(self.pairs_flagged, self.pairs_total),
+            "false_conflict_rate_checkable_pct": pct(self.pairs_flagged, self.pairs_checkable),
+            "decisions": dict(self.decisions),
+            "wrong_candidate_pairs": self.wrong_pairs,
+            "wrong_entity_detection_pct": pct(self.wrong_flagged, self.wrong_pairs),
+            "wrong_entity_detection_checkable_pct": pct(self.wrong_flagged, self.wrong_checkable),
+            "wrong_checkable_pairs": self.wrong_checkable,
+        }
+
+
+def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpoint=None, search=None,
+                    schema=None, hierarchy=None, limit: int | None = None, log=None) -> dict[str, Any]:
+    from .datasets import load_benchmark
+    from .grounding.flavour import flavour_for
+    from .grounding.neighbourhood import fetch_neighbourhood, type_filter
+    from .kg.endpoint import open_endpoint
+    from .kg.search import open_search
+    from .schema import EntityTypes, Outcome, check_domain, entity_types_many, load_hierarchy, load_schema_index
+
+    log = log or (lambda msg: None)
+    started = time.monotonic()
+    own = endpoint is None
+    endpoint = endpoint or open_endpoint(settings)
+    try:
+        search = search if search is not None else open_search(settings, endpoint)
+        schema = schema or load_schema_index(settings)
+        hierarchy = hierarchy or load_hierarchy(settings, endpoint, schema)
+        flavour = flavour_for(settings.kg)
+        ds = load_benchmark(dataset, "test", settings)
+        records = [dict(r) for r in ds]
+        if limit:
+            records = records[:limit]
+        queries, unparsable = gold_queries(records, flavour)
+        entities = list(dict.fromkeys(e for q in queries for e in q.entities))
+        pairs = list(dict.fromkeys(p for q in queries for p in q.pairs))
+        log(f"{dataset}: {len(records)} questions, {len(entities)} entity constants, {len(pairs)} gold pairs")
+
+        # lookups (the neighbourhood query only: qualifiers do not change the filter)
+        neighbourhoods = {}
+        for i, eid in enumerate(entities):
+            nb = fetch_neighbourhood(endpoint, flavour, eid, qualifiers=False)
+            if nb.exists:
+                neighbourhoods[eid] = nb
+            if i and i % 500 == 0:
+                log(f"  {i}/{len(entities)} lookups")
+        known = set(neighbourhoods)
+        labels = {eid: nb.label for eid, nb in neighbourhoods.items()}
+
+        # wrong candidates: other top search hits for each gold entity's label
+        candidates: dict[str, list[str]] = {}
+        if search is not None:
+            for eid in dict.fromkeys(e for e, _ in pairs if e in known):
+                label = labels.get(eid)
+                if not label:
+                    continue
+                try:
+                    hits = search.search(label, limit=WRONG_CANDIDATES + 1, kind="item")
+                except Exception:  # noqa: BLE001
+                    hits = []
+                candidates[eid] = [h.id for h in hits if h.id != eid][:WRONG_CANDIDATES]
+        cand_ids = sorted({c for cs in candidates.values() for c in cs})
+        cand_types = entity_types_many(endpoint, cand_ids) if cand_ids else {}
+
+        results = {}
+        for mode in modes:
+            st = FilterStats(mode)
+            kept_by_entity: dict[str, set[str]] = {}
+            for eid, nb in neighbourhoods.items():
+                fr = type_filter(nb, schema, hierarchy, mode)
+                kept_by_entity[eid] = set(fr.kept)
+                st.raw_edges += nb.edge_count
+                st.raw_props += len(nb.edges)
+                st.removed_props += len(fr.removed)
+                st.removed_edges += sum(len(nb.edges[pid]) for pid, _ in fr.removed)
+                for pid, decision in fr.decisions.items():
+                    if fr.skipped:
+                        st.decisions["skipped (no types)"] += 1
+                    else:
+                        st.decisions[str(decision.outcome)] += 1
+            for eid, pid in pairs:
+                if eid not in known:
+                    continue
+                nb = neighbourhoods[eid]
+                st.pairs_total += 1
+                ps = schema.get(pid)
+                decision = check_domain(nb.types, ps.domain if ps else None, hierarchy, mode)
+                if nb.types.types and ps is not None and ps.domain is not None:
+                    st.pairs_checkable += 1
+                if decision.outcome is Outcome.CONFLICT:
+                    st.pairs_flagged += 1
+                in_nb = pid in nb.edges
+                if in_nb:
+                    st.pairs_in_nb += 1
+                    if pid in kept_by_entity[eid]:
+                        st.pairs_kept_in_nb += 1
+                if decision.outcome is Outcome.CONFLICT:
+                    st.removed_gold.append({
+                        "entity": eid, "label": nb.label, "property": pid,
+                        "property_label": ps.label if ps else "",
+                        "in_neighbourhood": in_nb,
+                        "types": [f"{t} {schema.class_label(t)}" for t in nb.types.types[:6]],
+                        "domain": [f"{c} {schema.class_label(c)}" for c in (ps.domain.classes[:8] if ps and ps.domain else ())],
+                        "domain_source": ps.domain.source if ps and ps.domain else None,
+                        "reason": decision.reason,
+                    })
+                # wrong-entity detection
+                for cand in candidates.get(eid, []):
+                    et = cand_types.get(cand) or EntityTypes((), False, "none", cand)
+                    st.wrong_pairs += 1
+                    d = check_domain(et, ps.domain if ps else None, hierarchy, mode)
+                    if et.types and ps is not None and ps.domain is not None:
+                        st.wrong_checkable += 1
+                    if d.outcome is Outcome.CONFLICT:
+                        st.wrong_flagged += 1
+                        if len(st.wrong_examples) < 12:
+                            st.wrong_examples.append({"gold": f"{eid} {nb.label}", "candidate": cand,
+                                                      "property": pid, "reason": d.reason})
+            results[mode] = st
+        return {
+            "dataset": dataset,
+            "endpoint": getattr(endpoint, "name", settings.endpoint),
+            "questions": len(records),
+            "unparsable_gold": unparsable,
+            "entity_constants": len(entities),
+            "entities_known": len(known),
+            "gold_pairs": len(pairs),
+            "wrong_candidates": len(cand_ids),
+            "seconds": round(time.monotonic() - started, 1),
+            "filters": {mode: {**st.row(), "removed_gold_pairs": st.removed_gold, "wrong_examples": st.wrong_examples}
+                        for mode, st in results.items()},
+        }
+    finally:
+        if own:
+            endpoint.close()
+
+
+# --- the conflict check over gold queries ----------------------------------------------------------------------
+
+
+def conflict_stats(settings: Settings, datasets: list[str], *, endpoint=None, search=None, schema=None,
+                   hierarchy=None, limit: int | None = None, log=None) -> dict[str, Any]:
+    """Run the execute tool's conflict check over every gold query (nothing is executed)."""
+    from .datasets import load_benchmark
+    from .grounding.checks import find_conflicts
+    from .grounding.context import QuestionContext
+    from .grounding.patterns import parse_query
+    from .kg.endpoint import open_endpoint
+
+    log = log or (lambda msg: None)
+    own = endpoint is None
+    endpoint = endpoint or open_endpoint(settings)
+    try:
+        ctx = QuestionContext(settings, endpoint, search, schema, hierarchy, variant="full")
+        out: dict[str, Any] = {"datasets": {}, "filter": settings.filter_mode}
+        offenders: Counter = Counter()
+        examples: dict[tuple, dict] = {}
+        total_q = total_flagged = total_req = total_patterns = total_noted = 0
+        for name in datasets:
+            started = time.monotonic()
+            records = [dict(r) for r in load_benchmark(name, "test", settings)]
+            if limit:
+                records = records[:limit]
+            flagged = required = parsed_n = checked = noted = 0
+            parsed_all = [(rec, parse_query(rec.get("sparql") or "", ctx.flavour)) for rec in records]
+            constants = [ctx.flavour.entity_id(t.value) for _, q in parsed_all if q for p in q.patterns
+                         for t in (p.subject, p.obj) if t.kind == "iri"]
+            ctx.entity_types([c for c in constants if c and ctx.flavour.entity_re.match(c)])  # batched prefetch
+            for rec, parsed in parsed_all:
+                if parsed is None:
+                    continue
+                parsed_n += 1
+                checked += len(parsed.patterns)
+                conflicts = find_conflicts(ctx, parsed)
+                flags = [c for c in conflicts if not c.declared]
+                if len(flags) < len(conflicts):
+                    noted += 1
+                if flags:
+                    flagged += 1
+                    if any(c.required for c in flags):
+                        required += 1
+                for c in conflicts:
+                    key = (c.pid, c.subject if not c.declared else "?var", tuple(c.types[:3]))
+                    offenders[key] += 1
+                    examples.setdefault(key, {
+                        "dataset": name, "id": rec.get("id"), "property": c.pid,
+                        "property_label": ctx.property_label(c.pid), "subject": c.subject,
+                        "types": [f"{t} {ctx.class_label(t)}" for t in c.types[:4]],
+                        "domain": [f"{d} {ctx.class_label(d)}" for d in c.domain[:6]],
+                        "declared_variable": c.declared, "required": c.required,
+                    })
+            out["datasets"][name] = {
+                "queries": len(records), "parsed": parsed_n, "patterns": checked, "flagged_queries": flagged,
+                "flagged_required": required, "declared_variable_notes": noted,
+                "false_conflict_rate_pct": round(100.0 * flagged / parsed_n, 2) if parsed_n else None,
+                "seconds": round(time.monotonic() - started, 1),
+            }
+            log(f"{name}: {flagged}/{parsed_n} gold queries flagged")
+            total_q += parsed_n
+            total_flagged += flagged
+            total_req += required
+            total_patterns += checked
+            total_noted += noted
+        out["overall"] = {"parsed": total_q, "patterns": total_patterns, "flagged_queries": total_flagged,
+                          "flagged_required": total_req, "declared_variable_notes": total_noted,
+                          "false_conflict_rate_pct": round(100.0 * total_flagged / total_q, 2) if total_q else None}
+        ranked = offenders.most_common()
+        worst = [{**examples[key], "count": n} for key, n in ranked if not examples[key]["declared_variable"]][:15]
+        worst += [{**examples[key], "count": n} for key, n in ranked if examples[key]["declared_variable"]][:5]
+        ids = [w["subject"].split(":", 1)[1] for w in worst if w["subject"].startswith("wd:")]
+        labels = ctx.labels(ids) if ids else {}
+        for w in worst:
+            w["subject_label"] = labels.get(w["subject"].split(":", 1)[-1], "")
+        out["worst_offenders"] = worst
+        return out
+    finally:
+        if own:
+            endpoint.close()
+
+
+# --- printing -------------------------------------------------------------------------------------------------------------
+
+
+def _fmt(value, suffix="") -> str:
+    return "—" if value is None else f"{value}{suffix}"
+
+
+def print_grounding(report: dict[str, Any], out=sys.stdout, details: int = 10) -> None:
+    print(f"\n== {report['dataset']} ({report['questions']} questions, {report['entities_known']}/"
+          f"{report['entity_constants']} entity constants known to {report['endpoint']}, "
+          f"{report['gold_pairs']} gold (entity, property) pairs, {report['seconds']} s)", file=out)
+    head = ("filter", "raw edges", "edge red.", "gold recall (in N(e))", "gold recall (all)", "false confl. gold",
+            "wrong-entity det.", "compatible/conflict/unknown/skipped")
+    print(" | ".join(head), file=out)
+    for mode, row in report["filters"].items():
+        d = row["decisions"]
+        print(" | ".join([
+            mode, str(row["raw_edges"]), _fmt(row["edge_reduction_pct"], "%"),
+            f"{_fmt(row['gold_recall_in_neighbourhood_pct'], '%')} of {row['gold_pairs_in_neighbourhood']}",
+            f"{_fmt(row['gold_recall_all_pairs_pct'], '%')} of {row['gold_pairs']} (raw {_fmt(row['raw_recall_all_pairs_pct'], '%')})",
+            f"{row['false_conflicts_on_gold_pairs']} ({_fmt(row['false_conflict_rate_pct'], '%')})",
+            f"{_fmt(row['wrong_entity_detection_pct'], '%')} of {row['wrong_candidate_pairs']} "
+            f"({_fmt(row['wrong_entity_detection_checkable_pct'], '%')} of {row['wrong_checkable_pairs']} checkable)",
+            "/".join(str(d.get(k, 0)) for k in ("compatible", "conflict", "unknown", "skipped (no types)")),
+        ]), file=out)
+    for mode, row in report["filters"].items():
+        removed = row["removed_gold_pairs"]
+        if not removed:
+            continue
+        print(f"  gold pairs flagged by {mode} ({len(removed)}):", file=out)
+        for r in removed[:details]:
+            where = "in N(e)" if r["in_neighbourhood"] else "not in N(e)"
+            print(f"    {r['entity']} {r['label']!r} × {r['property']} {r['property_label']!r} ({where}): types "
+                  f"[{', '.join(r['types'][:3])}] vs domain [{', '.join(r['domain'][:4])}] ({r['domain_source']})", file=out)
+        if len(removed) > details:
+            print(f"    … {len(removed) - details} more", file=out)
+
+
+def print_conflicts(report: dict[str, Any], out=sys.stdout) -> None:
+    print(f"Conflict check over gold queries (filter {report['filter']}):", file=out)
+    print("dataset | gold queries parsed | patterns | flagged | flagged (required pattern) | false-conflict rate"
+          " | declared-variable notes", file=out)
+    for name, row in report["datasets"].items():
+        print(f"{name} | {row['parsed']}/{row['queries']} | {row['patterns']} | {row['flagged_queries']} | "
+              f"{row['flagged_required']} | {_fmt(row['false_conflict_rate_pct'], '%')} | {row['declared_variable_notes']}",
+              file=out)
+    o = report["overall"]
+    print(f"overall | {o['parsed']} | {o['patterns']} | {o['flagged_queries']} | {o['flagged_required']} | "
+          f"{_fmt(o['false_conflict_rate_pct'], '%')} | {o['declared_variable_notes']}", file=out)
+    if report["worst_offenders"]:
+        print("worst offenders (flags on known entities first, then declared-variable notes):", file=out)
+        for w in report["worst_offenders"]:
+            kind = " (declared variable type: a note, never a block)" if w["declared_variable"] else ""
+            print(f"  {w['count']}× {w['property']} {w['property_label']!r} on {w['subject']} {w['subject_label']!r}{kind} "
+                  f"[{', '.join(w['types'][:3])}] vs domain [{', '.join(w['domain'][:4])}] "
+                  f"(e.g. {w['dataset']} #{w['id']})", file=out)
+
+
+# --- CLI -------------------------------------------------------------------------------------------------------------------------
+
+COMMON = ["endpoint", "kg", "cache_dir", "data_dir", "schema_index", "schema_coverage", "coverage_seed",
+          "query_timeout", "search"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m saga_dspy.stats", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("grounding", help="neighbourhood filtering statistics (paper Table 9)")
+    g.add_argument("--dataset", dest="datasets", action="append", required=True, help="benchmark name (repeatable)")
+    g.add_argument("--filter", choices=["bare", "closure", "both"], default="both",
+                   help="domain check: the paper's bare P31 intersection, ours through P279*, or both (default)")
+    g.add_argument("--limit", type=int, help="at most this many questions per dataset")
+    g.add_argument("--details", type=int, default=10, help="flagged gold pairs listed per filter")
+    g.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_settings_args(g, COMMON)
+    c = sub.add_parser("conflicts", help="the execute tool's conflict check over every gold query")
+    c.add_argument("--dataset", dest="datasets", action="append", help=f"benchmark name (default: {', '.join(WIKIDATA_BENCHMARKS)})")
+    c.add_argument("--limit", type=int, help="at most this many questions per dataset")
+    c.add_argument("--json", action="store_true")
+    add_settings_args(c, COMMON + ["filter_mode"])
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    apply_offline_env()
+    args = _parser().parse_args(argv)
+    settings = settings_from_args(args)
+    say = (lambda msg: print(msg, file=sys.stderr)) if not args.json else (lambda msg: None)
+    from .kg.endpoint import open_endpoint
+    from .kg.search import open_search
+
+    endpoint = open_endpoint(settings)
+    try:
+        try:
+            search = open_search(settings, endpoint)
+        except Exception:  # noqa: BLE001
+            search = None
+        if args.command == "grounding":
+            modes = ["bare", "closure"] if args.filter == "both" else [args.filter]
+            reports = [grounding_stats(settings, name, modes, endpoint=endpoint, search=search, limit=args.limit, log=say)
+                       for name in args.datasets]
+            if args.json:
+                print(json.dumps(reports if len(reports) > 1 else reports[0], indent=1, ensure_ascii=False))
+            else:
+                for report in reports:
+                    print_grounding(report, details=args.details)
+        else:
+            report = conflict_stats(settings, args.datasets or list(WIKIDATA_BENCHMARKS), endpoint=endpoint,
+                                    search=search, limit=args.limit, log=say)
+            if args.json:
+                print(json.dumps(report, indent=1, ensure_ascii=False))
+            else:
+                print_conflicts(report)
+    finally:
+        endpoint.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""Grounding statistics and the gold-query conflict check on the bundled benchmarks and sample."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from saga_dspy.grounding.flavour import WIKIDATA
+from saga_dspy.stats import conflict_stats, gold_queries, grounding_stats, main
+
+
+def test_gold_pairs_are_subject_constants_with_their_properties():
+    records = [
+        {"id": "a", "sparql": "SELECT ?x WHERE { wd:Q11817 wdt:P607 ?x . ?x wdt:P31 wd:Q198 . ?y ^wdt:P26 wd:Q11817 }"},
+        {"id": "b", "sparql": "SELECT ?f WHERE { ?f wdt:P57 wd:Q315087 ; wdt:P161 wd:Q40523 . MINUS { wd:Q1 wdt:P2 ?f } }"},
+        {"id": "c", "sparql": "ASK { wd:Q1 p:P39 ?s . ?s ps:P39 wd:Q11696 }"},
+        {"id": "d", "sparql": "SELECT WHERE {"},
+    ]
+    queries, unparsable = gold_queries(records, WIKIDATA)
+    assert unparsable == 1
+    a, b, c = queries
+    assert a.pairs == [("Q11817", "P607"), ("Q11817", "P26")]  # ^P26 makes Q11817 the subject
+    assert set(a.entities) == {"Q11817", "Q198"}
+    assert b.pairs == []  # constants as objects, and negated patterns, are not gold subject pairs
+    assert c.pairs == [("Q1", "P39")]
+
+
+@pytest.fixture(scope="module")
+def qald7(settings, endpoint, search):
+    return grounding_stats(settings, "qald7", ["bare", "closure"], endpoint=endpoint, search=search)
+
+
+def test_grounding_stats_closure_keeps_gold_properties(qald7):
+    bare, closure = qald7["filters"]["bare"], qald7["filters"]["closure"]
+    assert qald7["entities_known"] > 50 and qald7["gold_pairs"] > 20
+    assert closure["gold_recall_in_neighbourhood_pct"] >= 99.0
+    assert closure["false_conflict_rate_pct"] <= 1.0
+    # the paper's bare intersection removes many edges and many gold properties
+    assert bare["edge_reduction_pct"] > 20 and bare["gold_recall_in_neighbourhood_pct"] < 80
+    assert bare["false_conflicts_on_gold_pairs"] == len(bare["removed_gold_pairs"]) > 0
+    assert closure["edge_reduction_pct"] < bare["edge_reduction_pct"]
+    assert closure["raw_edges"] == bare["raw_edges"]
+    assert sum(closure["decisions"].values()) == sum(bare["decisions"].values())
+    assert closure["wrong_candidate_pairs"] > 0
+    removed = bare["removed_gold_pairs"][0]
+    assert removed["types"] and removed["domain"] and removed["reason"]
+
+
+def test_gold_queries_raise_almost_no_false_conflicts(settings, endpoint, search):
+    """Every flag on a gold query is a false conflict. (All six Wikidata benchmarks, 7,869 gold
+    queries: `python -m saga_dspy.stats conflicts`; two small ones here to stay fast.)"""
+    report = conflict_stats(settings, ["qald7", "qald9plus"], endpoint=endpoint, search=search)
+    assert report["overall"]["parsed"] == 186
+    assert report["overall"]["false_conflict_rate_pct"] <= 1.0
+    for offender in report["worst_offenders"]:
+        assert offender["property"] and offender["types"] and offender["domain"]
+
+
+def test_stats_cli_json(capsys, settings):
+    assert main(["conflicts", "--dataset", "qald7", "--limit", "10", "--json", "--cache-dir", str(settings.cache_dir)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["datasets"]["qald7"]["parsed"] == 10
