@@ -287,3 +287,13 @@ def test_cli_query_and_search_json(settings, store_path):
         capture_output=True, text=True, timeout=120,
     )
     assert out.returncode == 2 and json.loads(out.stdout)["error"]["kind"] == "refused"
+
+
+def test_dotted_freebase_names_become_full_iris():
+    from saga_dspy.kg.prefixes import FREEBASE_PREFIXES, expand_dotted_names
+
+    query = "SELECT ?x WHERE { ns:m.0abc ns:people.person.place_of_birth ?x . ?x ns:type.object.name 'a.b:c' }"
+    out = expand_dotted_names(query, FREEBASE_PREFIXES)
+    assert "<http://rdf.freebase.com/ns/people.person.place_of_birth>" in out
+    assert "<http://rdf.freebase.com/ns/m.0abc>" in out and "'a.b:c'" in out
+    assert expand_dotted_names("SELECT * WHERE { ?s wdt:P31 ?o }", FREEBASE_PREFIXES).endswith("?o }")

@@ -22,7 +22,7 @@ from .cache import ResultCache
 from .errors import EndpointUnavailable, QueryRefused, QuerySyntaxError, QueryTimeout, SparqlError
 from .guard import check_read_only
 from .label_service import rewrite_label_service
-from .prefixes import FREEBASE_PREFIXES, WIKIDATA_PREFIXES, with_prefixes
+from .prefixes import FREEBASE_PREFIXES, WIKIDATA_PREFIXES, expand_dotted_names, with_prefixes
 from .results import AskResult, Binding, QueryResult, SelectResult
 
 WDQS_HOSTS = {"query.wikidata.org"}
@@ -49,7 +49,7 @@ class Endpoint(ABC):
         check_read_only(sparql)
         if not self.native_label_service:
             sparql = rewrite_label_service(sparql)
-        return sparql
+        return expand_dotted_names(sparql, self.prefixes)
 
     def query(self, sparql: str, timeout: float | None = None) -> QueryResult:
         prepared = self.prepare(sparql)

@@ -48,3 +48,21 @@ def with_prefixes(query: str, prefixes: dict[str, str] = WIKIDATA_PREFIXES) -> s
         return query
     head = "".join(f"PREFIX {p}: <{prefixes[p]}>\n" for p in missing)
     return head + query
+
+
+def expand_dotted_names(query: str, prefixes: dict[str, str]) -> str:
+    """Write prefixed names with dots in their local part (Freebase's `ns:people.person.place_of_birth`)
+    as full IRIs: Oxigraph's parser rejects a local name with two or more dots."""
+    from .query_text import declared_prefixes, tokenize
+
+    tokens = tokenize(query)
+    known = {**prefixes, **declared_prefixes(tokens)}
+    out, last = [], 0
+    for tok in tokens:
+        if tok.kind != "pname" or "." not in tok.text.split(":", 1)[1]:
+            continue
+        prefix, local = tok.text.split(":", 1)
+        if prefix in known:
+            out.append(query[last:tok.start] + f"<{known[prefix]}{local}>")
+            last = tok.end
+    return "".join(out) + query[last:] if out else query
