@@ -158,6 +158,17 @@ def test_missing_llama_cpp_says_how_to_install(monkeypatch, tmp_path):
         build_lm(Settings(lm="local", cache_dir=tmp_path))
 
 
+def test_llama_threads_sleep_rather_than_spin(monkeypatch):
+    fake = type(sys)("llama_cpp")
+    monkeypatch.setitem(sys.modules, "llama_cpp", fake)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert lm_mod.require_llama_cpp() is fake
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # a user's choice stands
+    lm_mod.require_llama_cpp()
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
 # --- the engine, with a scripted stand-in for llama_cpp.Llama ------------------------------------
 
 
