@@ -122,7 +122,7 @@ def test_huge_result_is_capped_and_marked(endpoint, oxigraph_server):
         EmbeddedEndpoint(make_settings(row_cap=50, embedded_workers=1), endpoint.store_path),
         HttpEndpoint(make_settings(row_cap=50), oxigraph_server),
     ):
-        result = ep.query("SELECT ?s WHERE { ?s wdt:P31 ?o }")
+        result = ep.query("SELECT ?s WHERE { ?s wdt:P31 ?o } LIMIT 500")
         assert len(result.rows) == 50 and result.capped
         small = ep.query("SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x }")
         assert not small.capped

@@ -1,0 +1,199 @@
+"""`python -m saga_dspy.ask "QUESTION"`: one question through the SAGA agent, traced as it runs.
+
+Prints each step (thought, tool, arguments, a short observation) as it happens, then the
+final SPARQL, the answers with their labels and the counters. `--json` prints one JSON
+object instead. Default: the embedded Wikidata sample and the bundled local model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from typing import Any, TextIO
+
+from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
+
+SETTINGS_FLAGS = (
+    "kg", "endpoint", "search", "cache_dir", "query_timeout", "result_cache",
+    "schema_index", "filter_mode", "schema_coverage", "coverage_seed", "observation_chars",
+    "variant", "max_steps", "check_answer", "demos", "program", "dataset",
+    "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window",
+)
+OBSERVATION_LINES = 8
+OBSERVATION_CHARS = 600
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m saga_dspy.ask",
+        description="Answer one question with the SAGA agent and show its trace.",
+    )
+    parser.add_argument("question", help="the natural-language question")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the trace")
+    parser.add_argument("--full-observations", action="store_true", help="do not shorten observations in the trace")
+    add_settings_args(parser, SETTINGS_FLAGS)
+    return parser
+
+
+# --- printing -------------------------------------------------------------------------------
+
+
+def _short(text: str, full: bool) -> str:
+    text = str(text).rstrip()
+    if full:
+        return text
+    lines = text.splitlines()
+    out = "\n".join(lines[:OBSERVATION_LINES])
+    if len(out) > OBSERVATION_CHARS:
+        out = out[: OBSERVATION_CHARS - 1] + "…"
+    if len(lines) > OBSERVATION_LINES:
+        out += f"\n… ({len(lines) - OBSERVATION_LINES} more lines)"
+    return out
+
+
+def _indent(text: str, prefix: str = "      ") -> str:
+    return textwrap.indent(text, prefix)
+
+
+class TracePrinter:
+    """Prints the program's events as they come (`on_event` of SagaProgram.forward)."""
+
+    def __init__(self, out: TextIO = sys.stdout, full: bool = False):
+        self.out = out
+        self.full = full
+
+    def __call__(self, kind: str, **payload: Any) -> None:
+        handler = getattr(self, f"on_{kind}", None)
+        if handler is not None:
+            handler(**payload)
+            self.out.flush()
+
+    def on_start(self, question, answer_type, form, demos) -> None:
+        print(f"Question: {question}", file=self.out)
+        at = answer_type.render() if answer_type is not None else "(not predicted in this variant)"
+        print(f"Expected answer type: {at}   query form: {form}   demos: {demos}", file=self.out)
+        print(file=self.out)
+
+    def on_step(self, index, step) -> None:
+        note = f"  [{step.note}]" if step.note else ""
+        print(f"[{index}] Thought: {step.thought}", file=self.out)
+        args = json.dumps(step.tool_args, ensure_ascii=False) if step.tool_args else "{}"
+        print(f"    Action: {step.tool_name} {args}{note}", file=self.out)
+        print("    Observation:", file=self.out)
+        print(_indent(_short(step.observation, self.full) or "(nothing)"), file=self.out)
+        print(file=self.out)
+
+
+def format_answers(result: Any, labels: dict[str, str], limit: int = 30) -> list[str]:
+    from saga_dspy.kg.results import AskResult, SelectResult
+
+    if result is None:
+        return ["(no answer)"]
+    if isinstance(result, AskResult):
+        return [str(result.value).lower()]
+    if isinstance(result, SelectResult):
+        if not result.rows:
+            return ["(empty result)"]
+        lines = []
+        for row in result.rows[:limit]:
+            cells = []
+            for var in result.variables:
+                if var not in row:
+                    continue
+                b = row[var]
+                text = b.value
+                if b.type == "uri" and b.value.startswith("http://www.wikidata.org/entity/"):
+                    qid = b.value.rsplit("/", 1)[-1]
+                    text = f"{qid} ({labels[b.value]})" if b.value in labels else qid
+                elif b.datatype:
+                    text = f"{b.value} [{b.datatype.rsplit('#', 1)[-1]}]"
+                cells.append(f"?{var} = {text}")
+            lines.append(", ".join(cells))
+        if len(result.rows) > limit:
+            lines.append(f"… {len(result.rows) - limit} more rows")
+        return lines
+    return [str(result)]
+
+
+def print_summary(pred, labels: dict[str, str], out: TextIO = sys.stdout) -> None:
+    source = f" (from {pred.final_source})" if pred.final_source else ""
+    print(f"Final SPARQL{source}:", file=out)
+    print(_indent(pred.sparql or "(none)", "    "), file=out)
+    if pred.rewritten_from:
+        print("  (head rewritten from:)", file=out)
+        print(_indent(pred.rewritten_from, "    "), file=out)
+    print(f"Answers [{pred.final_status}]:", file=out)
+    for line in format_answers(pred.answers, labels):
+        print(f"    {line}", file=out)
+    c = pred.counters
+    print("Counters: " + "  ".join(f"{k}={v}" for k, v in c.items()), file=out)
+    if pred.notes:
+        print("Notes: " + "; ".join(pred.notes), file=out)
+    if pred.error:
+        print(f"Error: {pred.error}", file=out)
+
+
+def prediction_json(pred, labels: dict[str, str]) -> dict[str, Any]:
+    answers = pred.answers.to_json() if pred.answers is not None else None
+    return {
+        "question": pred.question,
+        "sparql": pred.sparql,
+        "answers": answers,
+        "labels": labels,
+        "answer_type": pred.answer_type,
+        "answer_type_label": pred.answer_type_label,
+        "answer_type_qid": pred.answer_type_qid,
+        "query_form": pred.query_form,
+        "final_status": pred.final_status,
+        "final_source": pred.final_source,
+        "rewritten_from": pred.rewritten_from,
+        "variant": pred.variant,
+        "trajectory": pred.trajectory,
+        "counters": pred.counters,
+        "notes": pred.notes,
+        "error": pred.error,
+    }
+
+
+# --- main --------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    apply_offline_env()
+    args = build_parser().parse_args(argv)
+    settings = settings_from_args(args)
+
+    import dspy  # noqa: F401  (after the offline environment is set)
+
+    from saga_dspy.kg.endpoint import open_endpoint
+    from saga_dspy.kg.search import open_search
+    from saga_dspy.lm import LocalModelError, build_lm, configure_lm_cache
+    from saga_dspy.program import SagaProgram, answer_labels
+
+    configure_lm_cache(settings)
+    try:
+        lm = build_lm(settings)
+    except LocalModelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    endpoint = open_endpoint(settings)
+    try:
+        search = open_search(settings, endpoint)
+        program = SagaProgram(settings, endpoint, search, lm=lm)
+        printer = None if args.json else TracePrinter(full=args.full_observations)
+        pred = program(question=args.question, on_event=printer)
+        labels = answer_labels(endpoint, pred.answers)
+        if args.json:
+            json.dump(prediction_json(pred, labels), sys.stdout, ensure_ascii=False, indent=2, default=str)
+            print()
+        else:
+            print_summary(pred, labels)
+        return 0 if not pred.error else 1
+    finally:
+        endpoint.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""Per-question demonstrations for the controller: a demo pool and a tiny BM25 over its questions.
+
+A demo pool is a JSONL file (default `<data_dir>/demos/<dataset>.jsonl`, built by the
+evaluation's gold-teacher), one solved question a line::
+
+    {"id": "qald10-train-12",                      # optional
+     "question": "After whom is the Riemannian geometry named?",
+     "answer_type": "person (Q5)",                 # optional (else derived from the final query)
+     "query_form": "SELECT",                       # optional: ASK | COUNT | SELECT
+     "steps": [                                    # the ReAct trajectory, in order
+        {"thought": "...", "tool_name": "search_wikidata", "tool_args": {"query": "Riemannian geometry"},
+         "observation": "..."},
+        ...,
+        {"thought": "...", "tool_name": "stop", "tool_args": {}, "observation": ""}],
+     "sparql": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x }"}
+
+Each record becomes one demonstration of the controller's step predictor: the trajectory of
+all steps but the last as input, the last step (normally `stop`) as output, so one demo shows
+a whole solved question. A record that is already a step example (it has `trajectory` and
+`next_tool_name`) is used as it is.
+
+`DemoPool.select(question, k)` ranks the pool by BM25 over the question words and returns
+fresh `dspy.Example` objects: the caller passes them to the predictor for one call only
+(`predictor(..., demos=...)`), so nothing shared is mutated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import dspy
+
+log = logging.getLogger(__name__)
+
+STOPWORDS = frozenset(
+    """a an the of in on at to for from by with and or is are was were be been does do did has have had
+    which what who whom whose when where how that this these those it its as into than then there their
+    his her he she they them me give list all name tell show please""".split()
+)
+_WORD = re.compile(r"[\w]+", re.UNICODE)
+DEMO_OBSERVATION_CHARS = 500  # an observation inside a demo is clipped to this
+DEMO_STEPS = 8  # at most this many steps of a demo trajectory are shown (the last ones)
+
+
+def tokenize(text: str) -> list[str]:
+    return [w for w in _WORD.findall((text or "").lower()) if w not in STOPWORDS]
+
+
+class BM25:
+    """Okapi BM25 over short documents (k1=1.5, b=0.75)."""
+
+    def __init__(self, documents: Sequence[Sequence[str]], k1: float = 1.5, b: float = 0.75):
+        self.k1 = k1
+        self.b = b
+        self.docs = [Counter(doc) for doc in documents]
+        self.lengths = [len(doc) for doc in documents]
+        self.avg_len = (sum(self.lengths) / len(self.lengths)) if self.lengths else 0.0
+        df: Counter[str] = Counter()
+        for doc in self.docs:
+            df.update(doc.keys())
+        n = len(self.docs)
+        self.idf = {term: math.log(1.0 + (n - freq + 0.5) / (freq + 0.5)) for term, freq in df.items()}
+
+    def scores(self, query: Sequence[str]) -> list[float]:
+        out = []
+        terms = set(query)
+        for doc, length in zip(self.docs, self.lengths):
+            score = 0.0
+            norm = self.k1 * (1.0 - self.b + self.b * (length / self.avg_len if self.avg_len else 0.0))
+            for term in terms:
+                tf = doc.get(term)
+                if tf:
+                    score += self.idf.get(term, 0.0) * tf * (self.k1 + 1.0) / (tf + norm)
+            out.append(score)
+        return out
+
+    def top(self, query: Sequence[str], k: int) -> list[tuple[int, float]]:
+        ranked = sorted(enumerate(self.scores(query)), key=lambda pair: (-pair[1], pair[0]))
+        return [(i, s) for i, s in ranked[:k] if s > 0.0]
+
+
+@dataclass(frozen=True)
+class DemoRecord:
+    question: str
+    example: dspy.Example = field(compare=False)  # the whole solved question, ending with stop
+    id: str | None = None
+    execute: dspy.Example | None = field(default=None, compare=False)  # up to its last execution
+    form: str = "SELECT"  # ASK | COUNT | SELECT
+    steps: int = 0
+    query_chars: int = 0
+
+
+def _norm_question(text: str) -> str:
+    return " ".join(_WORD.findall((text or "").lower()))
+
+
+def _form_of(sparql: str) -> str:
+    text = re.sub(r"(?im)^\s*PREFIX\s+\S*\s*<[^>]*>\s*", "", sparql or "").strip()
+    if re.match(r"(?i)ASK\b", text):
+        return "ASK"
+    if re.search(r"(?i)SELECT\s+(DISTINCT\s+)?\(\s*COUNT\s*\(", text):
+        return "COUNT"
+    return "SELECT"
+
+
+def _steps_of(record: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
+    """(Step, raw step dict) pairs of a record, ending with a stop step."""
+    from saga_dspy.program import Step
+
+    steps = []
+    for raw in record.get("steps") or []:
+        if not isinstance(raw, dict) or not raw.get("tool_name"):
+            continue
+        args = raw.get("tool_args") or {}
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                args = {}
+        name = "stop" if raw["tool_name"] == "finish" else str(raw["tool_name"])
+        steps.append((Step(str(raw.get("thought") or ""), name, dict(args) if isinstance(args, dict) else {},
+                           str(raw.get("observation") or "")), raw))
+    if steps and steps[-1][0].tool_name != "stop":
+        steps.append((Step("The last query returns the answer, so it is the final query.", "stop", {}, ""), {}))
+    return steps
+
+
+def record_to_example(record: dict[str, Any], *, spinach: bool = False, output: str = "stop") -> dspy.Example | None:
+    """One pool record as a demonstration of the controller's step predictor (None if unusable).
+
+    `output="stop"`: the whole trajectory as input and the final stop as output (a whole solved
+    question); `output="execute"`: the steps before the last execution as input and that
+    execution (the query written from the evidence) as output.
+    """
+    from saga_dspy.program import render_trajectory
+    from saga_dspy.signatures import QUERY_FORM_GUIDE
+
+    question = str(record.get("question") or "").strip()
+    if not question:
+        return None
+    if "trajectory" in record and "next_tool_name" in record:  # already a step example
+        return dspy.Example(**record).with_inputs(*[k for k in record if not k.startswith("next_")])
+    steps = _steps_of(record)
+    if not steps:
+        return None
+    at = len(steps) - 1
+    if output == "execute":
+        executions = [i for i, (st, _) in enumerate(steps) if st.tool_name == "execute_sparql"]
+        if not executions:
+            return None
+        at = executions[-1]
+    target, raw = steps[at]
+    shown = [st for st, _ in steps[:at]][-DEMO_STEPS:]
+    trajectory = render_trajectory(shown, budget=None, observation_chars=DEMO_OBSERVATION_CHARS,
+                                   first_index=at - len(shown))
+    outputs = {"next_thought": target.thought, "next_tool_name": target.tool_name,
+               "next_tool_args": json.dumps(target.tool_args, ensure_ascii=False)}
+    if spinach:
+        inputs = {"question": question, "trajectory": trajectory}
+    else:
+        form = str(record.get("query_form") or _form_of(str(record.get("sparql") or ""))).upper()
+        answer_type = record.get("answer_type") or {"ASK": "boolean", "COUNT": "quantity"}.get(form, "unknown")
+        # the state the controller saw when it chose this step (per step in the teacher's records)
+        type_context = raw.get("type_context") or record.get("type_context") or "(none yet)"
+        knowledge_log = raw.get("knowledge_log") or record.get("knowledge_log") or "(none yet)"
+        inputs = {
+            "question": question,
+            "answer_type": str(answer_type),
+            "query_form": QUERY_FORM_GUIDE.get(form, QUERY_FORM_GUIDE["SELECT"]),
+            "trajectory": trajectory,
+            "type_context": str(type_context),
+            "knowledge_log": str(knowledge_log),
+        }
+    return dspy.Example(**inputs, **outputs).with_inputs(*inputs)
+
+
+class DemoPool:
+    """Solved questions to pick controller demonstrations from, by BM25 similarity of the question."""
+
+    def __init__(self, records: Iterable[dict[str, Any]] = (), *, spinach: bool = False):
+        self.records: list[DemoRecord] = []
+        for record in records:
+            try:
+                example = record_to_example(record, spinach=spinach)
+                execute = record_to_example(record, spinach=spinach, output="execute") if example is not None else None
+            except Exception as exc:  # a bad line never breaks the program
+                log.warning("skipping a demo record: %s", exc)
+                continue
+            if example is not None:
+                form = str(record.get("query_form") or _form_of(str(record.get("sparql") or ""))).upper()
+                self.records.append(DemoRecord(str(record["question"]), example, record.get("id"), execute,
+                                               form, len(record.get("steps") or []),
+                                               len(str(record.get("sparql") or ""))))
+        self._index = BM25([tokenize(r.question) for r in self.records])
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, spinach: bool = False) -> "DemoPool":
+        records = []
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    log.warning("%s:%d: not JSON, skipped", path, number)
+        return cls(records, spinach=spinach)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def select(self, question: str, k: int) -> list[dspy.Example]:
+        """The k most similar demos (fresh copies), never the question itself; none that shares no word.
+
+        The most similar one shows its whole trajectory ending with stop; the next ones
+        alternate with demos that end at the query written from the evidence, so the
+        controller sees both how to write the query and when to stop. Unrelated questions
+        are never used to fill up: a small model copies their ids and properties."""
+        if k <= 0 or not self.records:
+            return []
+        own = _norm_question(question)
+        chosen: list[int] = []
+        for index, _score in self._index.top(tokenize(question), k + 3):
+            if _norm_question(self.records[index].question) != own:
+                chosen.append(index)
+            if len(chosen) == k:
+                break
+        picked = []
+        for rank, index in enumerate(chosen):
+            record = self.records[index]
+            use_execute = rank % 2 == 1 and record.execute is not None
+            picked.append((record.execute if use_execute else record.example).copy())
+        return picked
+
+
+def default_pool_path(settings) -> Path:
+    return Path(settings.data_dir) / "demos" / f"{settings.dataset}.jsonl"
+
+
+def load_demo_pool(settings, pool: "DemoPool | str | Path | Iterable[dict] | None" = None, *,
+                   spinach: bool = False) -> DemoPool:
+    """The pool given (object, file, or records), else the dataset's default file, else an empty pool."""
+    if isinstance(pool, DemoPool):
+        return pool
+    if isinstance(pool, (str, Path)):
+        return DemoPool.from_file(pool, spinach=spinach)
+    if pool is not None:
+        return DemoPool(pool, spinach=spinach)
+    path = default_pool_path(settings)
+    if path.is_file():
+        return DemoPool.from_file(path, spinach=spinach)
+    log.info("no demo pool at %s; the controller runs without demonstrations", path)
+    return DemoPool([], spinach=spinach)
+
+
+__all__ = ["BM25", "DemoPool", "default_pool_path", "load_demo_pool", "record_to_example", "tokenize"]

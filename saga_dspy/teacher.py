@@ -1,0 +1,519 @@
+"""The gold teacher: ReAct demonstrations built from a train question's gold SPARQL by running
+our own tools, so every demonstration carries real observations.
+
+For a question with gold query σ, `gold_trace` runs, on a fresh grounding context, exactly
+what a good agent would do:
+
+1. `search_wikidata(label)` for each entity constant of σ (its English label), checking that
+   the search really lists the entity (else the question is skipped: a demo must never show
+   an id the agent could not have found);
+2. `get_wikidata_entry(qid)` for each of them;
+3. `execute_sparql(σ)` (must come back non-empty / an ASK answer);
+4. `stop()`.
+
+Each step stores the thought, the tool name and arguments, the real observation (shortened to
+what a demo shows, keeping the gold entity / properties), and the type context and knowledge
+log the controller would have seen before choosing it (only where they changed). The record is the
+demo-pool format of `saga_dspy.demos` (`steps`, `answer_type`, `query_form`, `sparql`, ...),
+so `DemoPool` and `scripts/build_demos.py` use it directly, and `trace_examples` turns it into
+`dspy.Example`s with the exact controller fields (`question`, `answer_type`, `query_form`,
+`type_context`, `knowledge_log`, `trajectory` -> `next_thought`, `next_tool_name`,
+`next_tool_args`), which dspy's ReAct needs (a plain question/answer demo lacks them and is
+dropped by the adapter).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import dspy
+
+log = logging.getLogger(__name__)
+
+WD = "http://www.wikidata.org/entity/"
+_ENTITY = re.compile(r"(?:\bwd:|<http://www\.wikidata\.org/entity/)(Q[1-9]\d*)\b")
+_PROPERTY = re.compile(
+    r"(?:\b(?:wdt|p|ps|pq|psv|pqv|wdtn|psn|pqn):|<http://www\.wikidata\.org/prop/(?:direct/|statement/|qualifier/)?)"
+    r"(P[1-9]\d*)\b"
+)
+_COMMENT = re.compile(r"(?m)(^|[ \t])#[^\n]*$")
+_PREFIX_DECL = re.compile(r"(?i)\bPREFIX\s+([A-Za-z][\w.-]*)?:\s*<([^>]*)>\s*")
+POOL_OBSERVATION_CHARS = 500  # = saga_dspy.demos.DEMO_OBSERVATION_CHARS: a pool observation shows whole in a demo
+MAX_ENTITIES = 3
+_NUMERIC = ("integer", "decimal", "double", "float", "int", "long", "nonNegativeInteger", "positiveInteger")
+_DATES = ("dateTime", "date", "gYear", "gYearMonth")
+
+
+class TeacherSkip(Exception):
+    """The question cannot become a clean demonstration (reason in the message)."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+# --------------------------------------------------------------------------- constants
+
+
+def entity_constants(sparql: str) -> list[str]:
+    """QIDs in a query, in order of appearance, once each."""
+    return list(dict.fromkeys(_ENTITY.findall(_strip_prefixes(sparql))))
+
+
+def property_constants(sparql: str) -> list[str]:
+    return list(dict.fromkeys(_PROPERTY.findall(_strip_prefixes(sparql))))
+
+
+def _strip_prefixes(sparql: str, keep_unknown: bool = False) -> str:
+    """The query without PREFIX declarations; with `keep_unknown`, the ones our endpoints do not
+    predeclare come back first, one a line, if the query uses them."""
+    from saga_dspy.kg.prefixes import WIKIDATA_PREFIXES
+
+    kept: list[str] = []
+
+    def drop(m: re.Match) -> str:
+        if keep_unknown and WIKIDATA_PREFIXES.get(m.group(1) or "") != m.group(2):
+            kept.append((m.group(1) or "", m.group(2)))
+        return ""
+
+    body = _PREFIX_DECL.sub(drop, sparql or "").strip()
+    used = [f"PREFIX {p}: <{iri}>" for p, iri in kept if re.search(rf"(?<![\w-]){re.escape(p)}:", body)]
+    return "\n".join([*used, body]) if used else body
+
+
+def compact_query(sparql: str) -> str:
+    """The gold query without comments and without the PREFIX lines our endpoints predeclare
+    (the form an agent writes); other PREFIX lines stay."""
+    text = _strip_prefixes(sparql, keep_unknown=True)
+    text = _COMMENT.sub(lambda m: m.group(1), text)
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    return "\n".join(lines).strip()
+
+
+# --------------------------------------------------------------------------- answer type
+
+
+def gold_answer_type(result: Any, sparql: str, ctx: Any) -> tuple[str, str]:
+    """(label, qid) of the gold answer: boolean / quantity / date / string, or the most common
+    class (P31) of the answer entities."""
+    from saga_dspy.kg.results import AskResult, SelectResult, parse_sparql_json
+
+    if result is None:
+        return "", ""
+    if not isinstance(result, (AskResult, SelectResult)):
+        result = parse_sparql_json(result)
+    if isinstance(result, AskResult):
+        return "boolean", ""
+    if re.search(r"(?is)SELECT\s+(DISTINCT\s+)?\(\s*COUNT\s*\(", sparql or ""):
+        return "quantity", ""
+    values = [b for b in result.values() if not b.type == "bnode"]
+    iris = [b.value[len(WD):] for b in values if b.type == "uri" and b.value.startswith(WD)]
+    literals = [b for b in values if b.type == "literal"]
+    if iris and len(iris) >= len(literals):
+        types = ctx.entity_types(iris[:10])
+        counts: Counter[str] = Counter()
+        for et in types.values():
+            for t in (getattr(et, "types", None) or ())[:3]:
+                counts[t] += 1
+        if counts:
+            qid = counts.most_common(1)[0][0]
+            label = ctx.class_label(qid)
+            return (label if label and label != qid else "entity"), qid
+        for pid in reversed(property_constants(sparql)):  # untyped answers: the range of the last property
+            ps = ctx.schema.get(pid) if getattr(ctx, "schema", None) is not None else None
+            classes = tuple(getattr(getattr(ps, "range", None), "classes", None) or ())
+            if classes:
+                label = ctx.class_label(classes[0])
+                return (label if label and label != classes[0] else "entity"), classes[0]
+        return "entity", ""
+    if literals:
+        dt = (literals[0].datatype or "").rsplit("#", 1)[-1]
+        if dt in _NUMERIC:
+            return "quantity", ""
+        if dt in _DATES:
+            return "date", ""
+        return "string", ""
+    return "", ""
+
+
+# --------------------------------------------------------------------------- the trace
+
+
+@dataclass
+class TeacherConfig:
+    max_entities: int = MAX_ENTITIES
+    require_search_hit: bool = True
+    lookups: bool = True
+    observation_chars: int | None = POOL_OBSERVATION_CHARS  # clip stored observations (None: keep all)
+
+
+def _clip(text: str, limit: int | None) -> str:
+    text = str(text)
+    if limit is None or len(text) <= limit:
+        return text
+    return text[: max(0, limit - 30)].rstrip() + f"\n… [{len(text) - limit + 30} more characters]"
+
+
+def focus_observation(text: str, keep: Sequence[str], limit: int | None, head: int = 3) -> str:
+    """An observation shortened to `limit` characters that keeps what the demo is about: the first
+    `head` blocks (entity header, types, filter note) and every block naming an id in `keep`
+    (the gold entity in a search, the gold properties in an entry), then other blocks in order.
+    A block is a line and the indented lines under it. Says how much it left out."""
+    text = str(text)
+    if limit is None or len(text) <= limit:
+        return text
+    blocks: list[str] = []
+    for line in text.splitlines():
+        if blocks and line[:1] in (" ", "\t"):
+            blocks[-1] += "\n" + line
+        else:
+            blocks.append(line)
+    patterns = [re.compile(rf"\b{re.escape(k)}\b") for k in keep if k]
+    wanted = [i < head or any(p.search(b) for p in patterns) for i, b in enumerate(blocks)]
+    chosen: set[int] = set()
+    used = 0
+    for i in [i for i, w in enumerate(blocks) if wanted[i]] + [i for i in range(len(blocks)) if not wanted[i]]:
+        cost = len(blocks[i]) + 1
+        if used + cost > limit - 40:
+            if wanted[i] and used < limit - 40:  # a wanted block is clipped rather than dropped
+                blocks[i] = blocks[i][: max(0, limit - 40 - used - 2)] + "…"
+                chosen.add(i)
+                used = limit - 40
+            continue
+        chosen.add(i)
+        used += cost
+    out = [blocks[i] for i in range(len(blocks)) if i in chosen]
+    left = len(blocks) - len(chosen)
+    if left:
+        out.append(f"… ({left} more line{'s' if left != 1 else ''} not shown)")
+    return "\n".join(out)
+
+
+def _listed(qid: str, observation: str) -> bool:
+    return re.search(rf"\b{re.escape(qid)}\b", observation) is not None
+
+
+def _tool_map(ctx: Any) -> dict[str, Any]:
+    from saga_dspy.grounding.tools import make_tools
+
+    return {getattr(t, "__name__", str(t)): t for t in make_tools(ctx)}
+
+
+def _question_context(settings, endpoint, search, question: str, variant: str, answer_type, schema=None,
+                      hierarchy=None):
+    from saga_dspy.grounding.context import QuestionContext
+
+    return QuestionContext(settings, endpoint, search, schema, hierarchy, question=question, variant=variant,
+                           answer_type=answer_type)
+
+
+def gold_trace(
+    question: str,
+    sparql: str,
+    *,
+    settings: Any,
+    endpoint: Any,
+    search: Any,
+    gold: Any = None,
+    id: str | None = None,
+    variant: str | None = None,
+    config: TeacherConfig | None = None,
+    schema: Any = None,
+    hierarchy: Any = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One demo-pool record for a question solved by its gold query (raises `TeacherSkip`)."""
+    from saga_dspy.signatures import AnswerTypeInfo, decide_query_form
+
+    config = config or TeacherConfig()
+    variant = variant or settings.variant
+    if not sparql or not sparql.strip():
+        raise TeacherSkip("no_gold_query")
+    query = compact_query(sparql)
+    entities = entity_constants(query)
+    if len(entities) > config.max_entities:
+        raise TeacherSkip("too_many_entities", f"{len(entities)} > {config.max_entities}")
+
+    # The answer type the answer-type step should have produced, from the gold result.
+    probe = _question_context(settings, endpoint, search, question, variant, None, schema, hierarchy)
+    if gold is None:
+        try:
+            gold = endpoint.query(query)
+        except Exception as exc:
+            raise TeacherSkip("gold_error", str(exc)[:200]) from exc
+    label, qid = gold_answer_type(gold, query, probe)
+    info = AnswerTypeInfo.from_raw(label, qid)
+    form = decide_query_form(info, question)
+    if form == "ANY":
+        form = "SELECT"
+    at = (info.label, info.qid) if info.label else None
+    ctx = _question_context(settings, endpoint, search, question, variant, at, probe.schema, probe.hierarchy)
+    tools = _tool_map(ctx)
+    labels = ctx.labels(entities) if entities else {}
+    steps: list[dict[str, Any]] = []
+
+    props = property_constants(query)
+
+    def run(thought: str, name: str, args: dict[str, Any], keep: Sequence[str] = ()) -> str:
+        before_types = str(ctx.type_context() or "")
+        before_log = str(ctx.knowledge_log() or "")
+        observation = tools[name](**args)
+        steps.append({
+            "thought": thought,
+            "tool_name": name,
+            "tool_args": args,
+            "observation": focus_observation(observation, keep, config.observation_chars),
+            "type_context": before_types,
+            "knowledge_log": before_log,
+        })
+        return observation
+
+    # 1-2. find and inspect each entity
+    for n, eid in enumerate(entities):
+        name = (labels.get(eid) or "").strip()
+        if not name:
+            raise TeacherSkip("no_label", eid)
+        if n == 0:
+            thought = f'The question is about "{name}". I search for it to get its Wikidata id.'
+        else:
+            thought = f'I also need "{name}". I search for it.'
+        observation = run(thought, "search_wikidata", {"query": name}, keep=[eid])
+        if config.require_search_hit and not _listed(eid, observation):
+            raise TeacherSkip("not_found_by_search", f"{eid} ({name})")
+        if config.lookups:
+            run(f"{eid} is {name}. I look at its entry to check its types and see its properties.",
+                "get_wikidata_entry", {"qid": eid}, keep=props)
+
+    # 3. the gold query
+    named = [f"{ctx.property_label(p)} ({p})" for p in props[:4]]
+    where = f"with {', '.join(named)}" if named else "from what I found"
+    ids = ", ".join(f"{labels.get(e) or e} ({e})" for e in entities[:4])
+    if form == "ASK":
+        thought = f"This is a yes/no question, so I write an ASK query {where}" + (f" about {ids}" if ids else "")
+    elif form == "COUNT":
+        thought = f"The question asks how many, so I count the answers {where}" + (f" for {ids}" if ids else "")
+    else:
+        thought = f"I can now write the query {where}" + (f" starting from {ids}" if ids else "")
+    observation = run(thought + ", and execute it.", "execute_sparql", {"sparql": query})
+    executions = list(getattr(ctx, "executions", []) or [])
+    last = executions[-1] if executions else None
+    if last is None or last.status != "ok":
+        status = getattr(last, "status", "missing")
+        raise TeacherSkip(f"gold_{status}", _clip(observation, 200))
+
+    # 4. stop
+    result = last.result
+    rows = len(getattr(result, "rows", []) or [])
+    if form == "ASK":
+        why = "The ASK query answers the question"
+    else:
+        why = f"The query returns the answer ({rows} row{'s' if rows != 1 else ''})"
+    type_context = str(ctx.type_context() or "")
+    knowledge_log = str(ctx.knowledge_log() or "")
+    run(f"{why}, so it is the final query.", "stop", {})
+
+    # a step keeps its type context / knowledge log only where they changed (step_example carries them on)
+    previous: dict[str, Any] = {}
+    for step in steps:
+        for key in ("type_context", "knowledge_log"):
+            if key in previous and previous[key] == step[key]:
+                del step[key]
+            else:
+                previous[key] = step[key]
+
+    record: dict[str, Any] = {
+        "id": id,
+        "question": question,
+        "answer_type": info.render() if info.label or info.qid else "unknown",
+        "answer_type_label": info.label,
+        "answer_type_qid": info.qid,
+        "query_form": form,
+        "sparql": query,
+        "steps": steps,
+        "type_context": type_context,
+        "knowledge_log": knowledge_log,
+        "teacher": "gold",
+        "variant": variant,
+        "entities": entities,
+        "properties": props,
+    }
+    if extra:
+        record.update(extra)
+    return record
+
+
+def gold_traces(
+    items: Iterable[Any],
+    *,
+    settings: Any,
+    endpoint: Any,
+    search: Any,
+    variant: str | None = None,
+    config: TeacherConfig | None = None,
+    progress: bool = False,
+    extra: dict[str, Any] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Records for every item that makes a clean demo (items: `eval.EvalItem`s or dicts with
+    id / question / gold_sparql (or sparql) / gold); returns (records, skipped counts by reason)."""
+    from saga_dspy.schema import load_hierarchy, load_schema_index
+
+    items = list(items)
+    schema = load_schema_index(settings)
+    hierarchy = load_hierarchy(settings, endpoint, schema)
+    records: list[dict[str, Any]] = []
+    skipped: Counter[str] = Counter()
+    iterator: Iterable[Any] = items
+    if progress:
+        from tqdm import tqdm
+
+        iterator = tqdm(items, desc="gold teacher", unit="q")
+    for item in iterator:
+        get = item.get if isinstance(item, dict) else (lambda k, d=None, _i=item: getattr(_i, k, d))
+        sparql = get("gold_sparql") or get("sparql")
+        gold = get("gold")
+        try:
+            records.append(gold_trace(
+                get("question"), sparql, settings=settings, endpoint=endpoint, search=search,
+                gold=json.loads(gold) if isinstance(gold, str) else gold, id=get("id"), variant=variant,
+                config=config, schema=schema, hierarchy=hierarchy, extra=extra,
+            ))
+        except TeacherSkip as exc:
+            skipped[exc.reason] += 1
+            log.debug("skipped %s: %s", get("id"), exc)
+        except Exception as exc:  # a tool bug must not stop a pool build
+            skipped["internal"] += 1
+            log.warning("gold teacher failed on %s: %s", get("id"), exc, exc_info=True)
+    return records, dict(sorted(skipped.items()))
+
+
+# --------------------------------------------------------------------------- demos
+
+
+def step_example(record: dict[str, Any], index: int, *, spinach: bool = False) -> dspy.Example:
+    """The controller demo for step `index` of a record: the trajectory before it as input, the
+    step's thought / tool / arguments as output (rendered as `saga_dspy.demos` renders pools)."""
+    from saga_dspy.demos import DEMO_OBSERVATION_CHARS, DEMO_STEPS
+    from saga_dspy.program import Step, render_trajectory
+    from saga_dspy.signatures import QUERY_FORM_GUIDE
+
+    raw = record["steps"]
+    if not -len(raw) <= index < len(raw):
+        raise IndexError(f"record has {len(raw)} steps, no step {index}")
+    index %= len(raw)
+    steps = [Step(str(s.get("thought") or ""), str(s["tool_name"]), dict(s.get("tool_args") or {}),
+                  str(s.get("observation") or "")) for s in raw]
+    target = raw[index]
+    seen: dict[str, str] = {}
+    for step in raw[: index + 1]:  # the context in force at this step (stored only where it changed)
+        for key in ("type_context", "knowledge_log"):
+            if key in step:
+                seen[key] = step[key]
+    shown = steps[:index][-DEMO_STEPS:]
+    trajectory = render_trajectory(shown, budget=None, observation_chars=DEMO_OBSERVATION_CHARS,
+                                   first_index=index - len(shown))
+    outputs = {"next_thought": str(target.get("thought") or ""), "next_tool_name": str(target["tool_name"]),
+               "next_tool_args": json.dumps(target.get("tool_args") or {}, ensure_ascii=False)}
+    if spinach:
+        inputs = {"question": record["question"], "trajectory": trajectory}
+    else:
+        form = str(record.get("query_form") or "SELECT").upper()
+        inputs = {
+            "question": record["question"],
+            "answer_type": str(record.get("answer_type") or "unknown"),
+            "query_form": QUERY_FORM_GUIDE.get(form, QUERY_FORM_GUIDE["SELECT"]),
+            "type_context": str(seen.get("type_context") or record.get("type_context") or "(none yet)"),
+            "knowledge_log": str(seen.get("knowledge_log") or record.get("knowledge_log") or "(none yet)"),
+            "trajectory": trajectory,
+        }
+    return dspy.Example(**inputs, **outputs).with_inputs(*inputs)
+
+
+STEP_CHOICES = ("execute", "last", "all")
+
+
+def trace_examples(record: dict[str, Any], which: str = "execute", *, spinach: bool = False) -> list[dspy.Example]:
+    """Controller demos of one record: the step that writes and executes the query ('execute'),
+    the final stop ('last'), or every step ('all')."""
+    steps = record.get("steps") or []
+    if which == "all":
+        indices = list(range(len(steps)))
+    elif which == "last":
+        indices = [len(steps) - 1]
+    elif which == "execute":
+        found = [i for i, s in enumerate(steps) if s.get("tool_name") == "execute_sparql"]
+        indices = found[-1:] or [len(steps) - 1]
+    else:
+        raise ValueError(f"which must be one of {STEP_CHOICES}")
+    return [step_example(record, i, spinach=spinach) for i in indices]
+
+
+def answer_type_example(record: dict[str, Any]) -> dspy.Example | None:
+    label = record.get("answer_type_label")
+    if not label or (label == "entity" and not record.get("answer_type_qid")):
+        return None
+    return dspy.Example(question=record["question"], answer_type_label=label,
+                        answer_type_qid=record.get("answer_type_qid") or "").with_inputs("question")
+
+
+def pick_records(records: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """k records that cover the query forms (ASK / COUNT / SELECT) and keep prompts short:
+    round-robin over forms, shortest trajectories first."""
+    by_form: dict[str, list[dict[str, Any]]] = {}
+    for rec in sorted(records, key=lambda r: (sum(len(str(s.get("observation", ""))) for s in r.get("steps", [])),
+                                              str(r.get("id")))):
+        by_form.setdefault(str(rec.get("query_form") or "SELECT"), []).append(rec)
+    order = [f for f in ("SELECT", "ASK", "COUNT") if f in by_form] + [f for f in by_form if f not in
+                                                                        ("SELECT", "ASK", "COUNT")]
+    picked: list[dict[str, Any]] = []
+    while len(picked) < k and any(by_form.values()):
+        for form in order:
+            if by_form.get(form) and len(picked) < k:
+                picked.append(by_form[form].pop(0))
+    return picked
+
+
+def controller_predictor(program: Any) -> Any:
+    """The predictor that chooses the next tool (outputs next_tool_name)."""
+    for _name, predictor in program.named_predictors():
+        if "next_tool_name" in predictor.signature.output_fields:
+            return predictor
+    raise ValueError("the program has no controller predictor (no next_tool_name output)")
+
+
+def apply_gold_demos(program: Any, records: Sequence[dict[str, Any]], *, which: str = "execute",
+                     answer_types: bool = True) -> Any:
+    """Set the controller's demos (and the answer-type step's) from gold-teacher records."""
+    spinach = getattr(program, "variant", "full") == "spinach"
+    demos: list[dspy.Example] = []
+    for rec in records:
+        demos.extend(trace_examples(rec, which, spinach=spinach))
+    controller_predictor(program).demos = demos
+    if answer_types and hasattr(program, "answer_type") and not spinach:
+        program.answer_type.demos = [ex for ex in (answer_type_example(r) for r in records) if ex is not None]
+    return program
+
+
+__all__ = [
+    "STEP_CHOICES",
+    "TeacherConfig",
+    "TeacherSkip",
+    "answer_type_example",
+    "apply_gold_demos",
+    "compact_query",
+    "focus_observation",
+    "controller_predictor",
+    "entity_constants",
+    "gold_answer_type",
+    "gold_trace",
+    "gold_traces",
+    "pick_records",
+    "property_constants",
+    "step_example",
+    "trace_examples",
+]

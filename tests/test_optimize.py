@@ -1,0 +1,157 @@
+"""`python -m saga_dspy.optimize` on a scripted LM: BootstrapFewShot writes a program whose
+demos load back and reach the prompt; gold-teacher demos alone; test splits are refused."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import dspy
+import pytest
+
+from conftest import TEST_CACHE, make_settings
+from test_eval import ScriptedLM
+
+
+@pytest.fixture(scope="module")
+def opt_settings(store_path):
+    return make_settings(dataset="qald10", split="train", demos=0, max_steps=6, mlflow=False, lm="scripted",
+                         lm_cache=False)
+
+
+@pytest.fixture(scope="module")
+def train_script(opt_settings):
+    """Every answerable train question solved by executing its gold query, then stop."""
+    from saga_dspy.eval import load_eval_set
+
+    items = load_eval_set(opt_settings, progress=False).items
+    plans, types = {}, {}
+    for item in items:
+        plans[item.question] = [("execute_sparql", {"sparql": item.gold_sparql}), ("stop", {})]
+        if '"boolean"' in item.gold:
+            types[item.question] = ("boolean", "")
+    return plans, types
+
+
+def test_metric_is_f1_and_a_pass_when_tracing():
+    from saga_dspy.kg.results import AskResult
+    from saga_dspy.optimize import make_metric
+
+    metric = make_metric("answers", threshold=0.5)
+    example = dspy.Example(question="q", gold='{"head": {}, "boolean": true}').with_inputs("question")
+    assert metric(example, dspy.Prediction(answers=AskResult(True))) == 1.0
+    assert metric(example, dspy.Prediction(answers=AskResult(False))) == 0.0
+    assert metric(example, dspy.Prediction(answers=None), trace=[]) is False
+    assert metric(example, dspy.Prediction(answers=AskResult(True)), trace=[]) is True
+
+
+def test_test_splits_are_refused(opt_settings, capsys):
+    from saga_dspy.optimize import OptimizeError, OptimizeOptions, main, optimize, refuse_test_split
+
+    with pytest.raises(OptimizeError, match="test split"):
+        refuse_test_split("qald10", "test")
+    with pytest.raises(OptimizeError, match="only a test split"):
+        refuse_test_split("lcquad2", "test")
+    with pytest.raises(OptimizeError, match="test split"):
+        refuse_test_split("anything", "my-test", data_file="x.jsonl")
+    assert refuse_test_split("wwq", "dev") == "dev" and refuse_test_split("qald10", "train") == "train"
+    with pytest.raises(OptimizeError):
+        optimize(opt_settings.model_copy(update={"split": "test"}), OptimizeOptions(), progress=False)
+    # the CLI refuses before building any LM
+    assert main(["--dataset", "qald10", "--split", "test", "--lm", "no/such-model", "--no-mlflow"]) == 2
+    assert "refusing to optimize on qald10/test" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("optuna") is not None, reason="optuna is installed")
+def test_mipro_without_optuna_says_how_to_install(capsys):
+    from saga_dspy.optimize import main
+
+    assert main(["--optimizer", "mipro", "--dataset", "qald10", "--split", "train", "--no-mlflow"]) == 2
+    assert "pip install -e '.[mipro]'" in capsys.readouterr().err
+
+
+def test_bootstrap_writes_a_program_that_loads_and_changes_the_demos(opt_settings, train_script, endpoint, search,
+                                                                     tmp_path):
+    from saga_dspy.eval import evaluate
+    from saga_dspy.optimize import OptimizeOptions, optimize
+    from saga_dspy.program import SagaProgram
+
+    plans, types = train_script
+    lm = ScriptedLM(plans, types)
+    settings = opt_settings.model_copy(update={"limit": 4})
+    result = optimize(settings, OptimizeOptions(optimizer="bootstrap", max_demos=2), out=tmp_path / "opt", lm=lm,
+                      endpoint=endpoint, search=search, progress=False)
+    path = tmp_path / "opt" / "program.json"
+    assert result.program_path == path and path.exists()
+    compiled = result.program.react.react.demos
+    assert len(compiled) == 2 and all(d.get("augmented") for d in compiled)
+    assert all(d["next_tool_name"] in ("execute_sparql", "stop") for d in compiled)
+    assert len(result.program.answer_type.demos) == 2
+
+    fresh = SagaProgram(settings, endpoint=endpoint, search=search)
+    assert fresh.react.react.demos == []
+    loaded = SagaProgram(settings.model_copy(update={"program": path}), endpoint=endpoint, search=search)
+    assert [d["trajectory"] for d in loaded.react.react.demos] == [d["trajectory"] for d in compiled]
+    assert [d["next_tool_args"] for d in loaded.react.react.demos] == [d["next_tool_args"] for d in compiled]
+    config = json.loads((tmp_path / "opt" / "config.json").read_text())
+    assert config["kind"] == "optimize" and len(config["train_ids"]) == 4 and config["split"] == "train"
+    assert config["prompts"]["react.react"]["demos"] == 2
+
+    # eval --program: the compiled demos are in the controller's prompt
+    demo_question = compiled[0]["question"]
+    test_q = "After whom is the Riemannian geometry named?"
+    eval_lm = ScriptedLM({test_q: [("stop", {})]})
+    evaluate(make_settings(dataset="qald10", split="test", demos=0, max_steps=3, mlflow=False, lm="scripted",
+                           lm_cache=False, program=path),
+             ["full"], out=tmp_path / "eval", ids=["0"], lm=eval_lm, endpoint=endpoint, progress=False)
+    controller = [json.dumps(h["messages"]) for h in eval_lm.history if "next_tool_name" in json.dumps(h["messages"])]
+    assert controller and demo_question in controller[0]
+    prompts = json.loads((tmp_path / "eval" / "config.json").read_text())["prompts"]
+    assert prompts["react.react"]["demos"] == 2
+
+
+def test_gold_teacher_alone_needs_no_lm(opt_settings, endpoint, search, tmp_path):
+    from saga_dspy.optimize import OptimizeError, OptimizeOptions, optimize
+    from saga_dspy.program import SagaProgram
+
+    with pytest.raises(OptimizeError, match="--teacher gold"):
+        optimize(opt_settings, OptimizeOptions(optimizer="none"), progress=False)
+    settings = opt_settings.model_copy(update={"limit": 12})
+    result = optimize(settings, OptimizeOptions(optimizer="none", teacher="gold", gold_demos=2), out=tmp_path / "g",
+                      endpoint=endpoint, search=search, progress=False)
+    demos = result.program.react.react.demos
+    assert len(demos) == 2
+    for demo in demos:
+        assert demo.next_tool_name == "execute_sparql"
+        assert "Observation:" in demo.trajectory and "Action: search_wikidata" in demo.trajectory
+        assert json.loads(demo.next_tool_args)["sparql"]
+    records = [json.loads(line) for line in (tmp_path / "g" / "gold_demos.jsonl").read_text().splitlines()]
+    assert len(records) >= 2 and all(r["teacher"] == "gold" for r in records)
+    assert set(json.loads((tmp_path / "g" / "config.json").read_text())["gold_demo_ids"]) <= {r["id"] for r in records}
+    loaded = SagaProgram(settings.model_copy(update={"program": result.program_path}), endpoint=endpoint, search=search)
+    assert [d["next_tool_args"] for d in loaded.react.react.demos] == [d["next_tool_args"] for d in demos]
+
+
+def test_bootstrap_seeded_by_the_gold_teacher_with_a_holdout(opt_settings, train_script, endpoint, search, tmp_path):
+    """Gold demos seed the teacher; the student gets bootstrapped demos topped up with gold ones;
+    the held-back questions are evaluated before and after."""
+    from saga_dspy.optimize import OptimizeOptions, optimize
+
+    plans, types = train_script
+    lm = ScriptedLM(plans, types)
+    settings = opt_settings.model_copy(update={"limit": 2})
+    result = optimize(settings, OptimizeOptions(optimizer="bootstrap", teacher="gold", max_demos=3, gold_demos=2,
+                                                holdout=2),
+                      out=tmp_path / "o", lm=lm, endpoint=endpoint, search=search, progress=False)
+    demos = result.program.react.react.demos
+    assert len(demos) == 3
+    assert sum(1 for d in demos if d.get("augmented")) == 2  # bootstrapped from the 2 train questions
+    config = json.loads((tmp_path / "o" / "config.json").read_text())
+    assert not set(config["holdout_ids"]) & set(config["train_ids"])
+    for name in ("zero-shot", "compiled"):
+        held = tmp_path / "o" / "holdout" / name / "predictions.jsonl"
+        assert len(held.read_text().splitlines()) == 2
+    metrics = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert metrics["holdout_zero_shot_f1"] == pytest.approx(1.0)  # the script solves every question
+    assert metrics["holdout_compiled_f1"] == pytest.approx(1.0)
+    assert (tmp_path / "o" / "holdout.png").exists()

@@ -1,0 +1,537 @@
+"""The SAGA program end to end with scripted LMs (DummyLM) over the REAL grounding tools on the
+bundled Wikidata sample.
+
+A script is one dict per LM call: the answer-type call, then each ReAct step
+(next_thought / next_tool_name / next_tool_args), then (only when the loop ends without a
+usable final query) the extract call's `sparql`. ChatAdapter falls back to JSONAdapter when it
+cannot read a reply, so an unreadable turn costs two scripted entries.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import dspy
+import pytest
+from dspy.utils.dummies import DummyLM
+from dspy.utils.exceptions import ContextWindowExceededError
+
+from saga_dspy.kg.results import AskResult, SelectResult
+from saga_dspy.program import SagaProgram
+
+WD = "http://www.wikidata.org/entity/"
+RIEMANN_Q = "After whom is the Riemannian geometry named?"
+RIEMANN_SPARQL = "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x }"
+
+
+def step(tool: str, thought: str = "", **args) -> dict:
+    return {"next_thought": thought or f"call {tool}", "next_tool_name": tool, "next_tool_args": args}
+
+
+def answer_type(label: str, qid: str = "") -> dict:
+    return {"answer_type_label": label, "answer_type_qid": qid}
+
+
+def run(settings, endpoint, search, script, question, lm=None, **overrides):
+    s = settings.model_copy(update={"demos": 0, **overrides})
+    lm = lm or DummyLM(script)
+    program = SagaProgram(s, endpoint, search)
+    with dspy.context(lm=lm):
+        pred = program(question=question)
+    return pred, lm
+
+
+def prompts(lm) -> list[str]:
+    """The rendered prompt of each LM call (system + user messages)."""
+    return ["\n".join(str(m.get("content")) for m in entry["messages"]) for entry in lm.history]
+
+
+def user_part(lm, i: int) -> str:
+    return str(lm.history[i]["messages"][-1]["content"])
+
+
+def field(text: str, name: str) -> str:
+    """The value of one `[[ ## name ## ]]` field in a rendered prompt."""
+    value = text.split(f"[[ ## {name} ## ]]")[1].split("[[ ##")[0]
+    return value.split("\n\nRespond with the corresponding output fields")[0].strip()
+
+
+def answer_ids(pred) -> set[str]:
+    assert isinstance(pred.answers, SelectResult)
+    return {b.value.removeprefix(WD) for b in pred.answers.values()}
+
+
+# --- the happy path -----------------------------------------------------------------------------
+
+
+def test_one_hop_question_answered_correctly(settings, endpoint, search):
+    script = [
+        answer_type("person", "Q5"),
+        step("search_wikidata", query="Riemannian geometry"),
+        step("get_wikidata_entry", qid="Q761383"),
+        step("execute_sparql", sparql=RIEMANN_SPARQL),
+        step("stop", "The query returns the namesake."),
+    ]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert pred.error is None
+    assert pred.sparql == RIEMANN_SPARQL
+    assert answer_ids(pred) == {"Q42299"}
+    assert pred.final_status == "ok" and pred.final_source == "stop"
+    assert pred.answer_type == "person (Q5)" and pred.query_form == "SELECT"
+    c = pred.counters
+    assert (c["steps"], c["searches"], c["lookups"], c["executions"], c["blocked"], c["empty"]) == (4, 1, 1, 1, 0, 0)
+    assert c["lm_calls"] == 5 == len(lm.history)  # 1 answer type + 4 steps, no extract call
+    assert c["seconds"] > 0
+    assert [s["tool_name"] for s in pred.trajectory] == ["search_wikidata", "get_wikidata_entry", "execute_sparql", "stop"]
+
+
+def test_type_context_and_log_reach_every_step(settings, endpoint, search):
+    script = [
+        answer_type("person", "Q5"),
+        step("get_wikidata_entry", qid="Q761383"),
+        step("execute_sparql", sparql=RIEMANN_SPARQL),
+        step("stop"),
+    ]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q)
+    first, second, third = user_part(lm, 1), user_part(lm, 2), user_part(lm, 3)
+    # step 1: nothing explored yet
+    assert "Q761383" not in field(first, "type_context") and "Q761383" not in field(first, "knowledge_log")
+    # step 2: the lookup's types are in the type context, the discovery in the knowledge log
+    assert "Q761383" in field(second, "type_context") and "area of mathematics" in field(second, "type_context")
+    assert "Q761383" in field(second, "knowledge_log")
+    # step 3: the executed query's outcome is logged and the result's variable typed
+    assert "[ok]" in field(third, "knowledge_log")
+    assert "?x" in field(third, "type_context")
+    # the fresh state comes right before the reply, after the (append-only) trajectory
+    assert third.index("[[ ## trajectory ## ]]") < third.index("[[ ## type_context ## ]]")
+    assert all("SELECT - the final query" in user_part(lm, i) for i in (1, 2, 3))  # the form, every step
+
+
+# --- SAGA's signals ---------------------------------------------------------------------------------
+
+
+def test_wrong_entity_recovery(settings, endpoint, search):
+    """Q462 (the Star Wars franchise) loses `director` to the type filter; the agent switches to the film."""
+    question = "Who directed the film Star Wars: Episode IV – A New Hope?"
+    script = [
+        answer_type("person", "Q5"),
+        step("search_wikidata", query="Star Wars"),
+        step("get_wikidata_entry", qid="Q462"),
+        step("search_wikidata", "director was removed: Q462 is a franchise, not the film", query="Star Wars Episode IV"),
+        step("execute_sparql", sparql="SELECT ?x WHERE { wd:Q17738 wdt:P57 ?x }"),
+        step("stop"),
+    ]
+    pred, lm = run(settings, endpoint, search, script, question)
+    lookup = pred.trajectory[1]["observation"]
+    assert "media franchise" in lookup
+    assert "removed" in lookup and "director (P57)" in lookup and "wrong entity" in lookup
+    assert "director (P57)" not in lookup.split("Outgoing properties")[1]  # not offered as a candidate
+    assert "Q17738" in pred.trajectory[2]["observation"]  # the film is found next
+    assert "director (P57)" in user_part(lm, 3)  # the controller saw the removal before choosing
+    assert answer_ids(pred) == {"Q38222"}  # George Lucas
+
+
+def test_blocked_execution_is_an_observation(settings, endpoint, search):
+    question = "Where was Star Wars: Episode IV – A New Hope born?"
+    script = [
+        answer_type("place", "Q2221906"),
+        step("execute_sparql", sparql="SELECT ?x WHERE { wd:Q17738 wdt:P19 ?x }"),
+        step("execute_sparql", sparql="SELECT ?x WHERE { wd:Q17738 wdt:P57 ?x }"),
+        step("stop"),
+    ]
+    pred, lm = run(settings, endpoint, search, script, question)
+    assert pred.trajectory[0]["observation"].startswith("[BLOCKED]")
+    assert pred.counters["blocked"] == 1
+    assert "blocked" in field(user_part(lm, 2), "knowledge_log")
+    assert pred.sparql.endswith("wdt:P57 ?x }") and pred.final_status == "ok"
+
+
+def test_ask_question(settings, endpoint, search):
+    question = "Did Joe Cocker play at the Woodstock festival?"
+    ask = "ASK { wd:Q164815 wdt:P710 wd:Q190076 }"
+    script = [
+        answer_type("boolean"),
+        step("search_wikidata", query="Woodstock Festival"),
+        step("execute_sparql", sparql=ask),
+        step("stop"),
+    ]
+    pred, lm = run(settings, endpoint, search, script, question)
+    assert pred.query_form == "ASK" and pred.answer_type == "boolean"
+    assert "ASK - a yes/no question" in user_part(lm, 1)
+    assert pred.sparql == ask
+    assert isinstance(pred.answers, AskResult) and pred.answers.value is True
+    assert pred.final_status == "ok"
+
+
+# --- the query form is imposed -------------------------------------------------------------------------
+
+
+def test_wrong_query_form_is_sent_back(settings, endpoint, search):
+    question = "Did Joe Cocker play at the Woodstock festival?"
+    select = "SELECT ?x WHERE { wd:Q164815 wdt:P710 ?x }"
+    ask = "ASK { wd:Q164815 wdt:P710 wd:Q190076 }"
+    script = [
+        answer_type("boolean"),
+        step("execute_sparql", sparql=select),
+        step("stop"),
+        step("execute_sparql", "it must be an ASK query", sparql=ask),
+        step("stop"),
+    ]
+    pred, lm = run(settings, endpoint, search, script, question)
+    rejected = pred.trajectory[1]
+    assert rejected["tool_name"] == "stop" and rejected["note"] == "rejected"
+    assert "must be an ASK query" in rejected["observation"]
+    assert "must be an ASK query" in user_part(lm, 3)  # the controller read the reason
+    assert pred.sparql == ask and pred.answers.value is True
+    assert pred.counters["rejected"] == 1
+
+
+def test_wrong_query_form_is_rewritten_when_the_agent_insists(settings, endpoint, search):
+    question = "Did Joe Cocker play at the Woodstock festival?"
+    select = "SELECT ?x WHERE { wd:Q164815 wdt:P710 ?x }"
+    script = [answer_type("boolean"), step("execute_sparql", sparql=select), step("stop"), step("stop")]
+    pred, _ = run(settings, endpoint, search, script, question)
+    assert pred.sparql == "ASK WHERE { wd:Q164815 wdt:P710 ?x }"
+    assert pred.rewritten_from == select and pred.final_source == "stop+rewritten"
+    assert isinstance(pred.answers, AskResult) and pred.answers.value is True
+
+
+def test_count_question_head_rewritten_from_entities(settings, endpoint, search):
+    question = "How many children did Queen Victoria have?"
+    select = "SELECT ?c WHERE { wd:Q9439 wdt:P40 ?c }"
+    script = [answer_type("quantity"), step("execute_sparql", sparql=select), step("stop"), step("stop")]
+    pred, _ = run(settings, endpoint, search, script, question)
+    assert pred.query_form == "COUNT"
+    assert pred.sparql.startswith("SELECT (COUNT(DISTINCT ?c) AS ?count)")
+    assert pred.answers.rows and pred.answers.rows[0]["count"].value != "0"
+
+
+# --- robustness ------------------------------------------------------------------------------------------
+
+
+def test_tool_error_and_garbage_turn_do_not_crash(settings, endpoint, search, monkeypatch):
+    from saga_dspy.grounding import tools as gtools
+
+    real = gtools.make_tools
+
+    def with_broken_examples(ctx):
+        tools = real(ctx)
+
+        def get_property_examples(pid: str) -> str:
+            raise RuntimeError("examples service exploded")
+
+        return [get_property_examples if t.__name__ == "get_property_examples" else t for t in tools]
+
+    monkeypatch.setattr(gtools, "make_tools", with_broken_examples)
+    script = [
+        answer_type("person", "Q5"),
+        step("get_property_examples", pid="P138"),  # raises inside the tool
+        {"nonsense": "I am not following the format"},  # unreadable ...
+        {"still": "nonsense"},  # ... and so is the JSONAdapter retry
+        step("execute_sparql", sparql="SELEC broken"),  # a syntax error
+        step("fly_to_the_moon", x=1),  # no such tool
+        step("execute_sparql", sparql=RIEMANN_SPARQL),
+        step("stop"),
+    ]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q)
+    notes = [s["note"] for s in pred.trajectory]
+    obs = [s["observation"] for s in pred.trajectory]
+    assert "Error in get_property_examples" in obs[0] and "exploded" in obs[0]
+    assert notes[1] == "unparsable" and "could not be read" in obs[1]
+    assert obs[2].startswith("[ERROR]")
+    assert notes[3] == "unknown-tool"
+    assert answer_ids(pred) == {"Q42299"} and pred.error is None
+    assert pred.counters["unparsable"] == 1 and pred.counters["lm_calls"] == len(script)
+
+
+def test_step_limit_then_extract(settings, endpoint, search):
+    script = [
+        answer_type("person", "Q5"),
+        step("search_wikidata", query="Riemannian geometry"),
+        step("search_wikidata", query="Riemann"),
+        step("get_wikidata_entry", qid="Q761383"),
+        {"sparql": RIEMANN_SPARQL},  # the extract call, since nothing was executed
+    ]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3)
+    assert pred.counters["steps"] == 3 and pred.counters["lm_calls"] == 5
+    assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
+
+
+def test_step_limit_uses_last_nonempty_execution(settings, endpoint, search):
+    script = [
+        answer_type("person", "Q5"),
+        step("execute_sparql", sparql=RIEMANN_SPARQL),
+        step("execute_sparql", sparql="SELECT ?x WHERE { wd:Q761383 wdt:P19 ?x }"),  # empty / blocked
+    ]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=2)
+    assert pred.final_source == "last-nonempty" and pred.sparql == RIEMANN_SPARQL
+    assert pred.counters["lm_calls"] == 3  # no extract call needed
+
+
+def test_lm_running_dry_never_raises(settings, endpoint, search):
+    pred, _ = run(settings, endpoint, search, [answer_type("person", "Q5")], RIEMANN_Q)
+    assert pred.sparql == "" and pred.final_status == "none" and pred.answers is None
+    assert pred.counters["unparsable"] == 3  # three unreadable turns in a row end the loop
+    assert any("repeated unreadable replies" in n for n in pred.notes)
+    assert pred.counters["lm_calls"] == 1 + 3 * 2  # each turn plus its JSONAdapter retry; no extract call
+
+
+def test_context_budget_truncates_old_observations(settings, endpoint, search):
+    script = [answer_type("person", "Q5")]
+    script += [step("get_wikidata_entry", qid=q) for q in ("Q17738", "Q462", "Q761383", "Q9439", "Q190076", "Q17738")]
+    script += [step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, context_window=3200, max_tokens=256)
+    assert answer_ids(pred) == {"Q42299"}
+    budget_chars = (3200 - 256) * 3  # the prompt budget: context window minus the reply, ~3 characters a token
+    for entry in lm.history:
+        assert sum(len(str(m["content"])) for m in entry["messages"]) <= budget_chars
+    trajectory = field(user_part(lm, len(lm.history) - 1), "trajectory")
+    first_obs = pred.trajectory[0]["observation"]
+    assert len(first_obs) > 1000 and first_obs not in trajectory  # the oldest observation was summarised ...
+    assert "Step 1\nThought" in trajectory and "Types: film (Q11424)" in trajectory  # ... to its first line
+    assert "Bernhard Riemann (Q42299)" in trajectory  # the latest observation stays whole
+
+
+class OverflowingLM(DummyLM):
+    """Raises the context-window error whenever the prompt is longer than `limit` characters."""
+
+    def __init__(self, answers, limit):
+        super().__init__(answers)
+        self.limit = limit
+        self.overflows = 0
+
+    def forward(self, prompt=None, messages=None, **kwargs):
+        size = sum(len(str(m.get("content"))) for m in messages or [])
+        if size > self.limit:
+            self.overflows += 1
+            raise ContextWindowExceededError(message=f"prompt of {size} characters")
+        return super().forward(prompt=prompt, messages=messages, **kwargs)
+
+
+@pytest.mark.filterwarnings("ignore:Implementing custom LMs through BaseLM.forward")
+def test_context_overflow_never_kills_the_question(settings, endpoint, search):
+    script = [answer_type("person", "Q5")]
+    script += [step("get_wikidata_entry", qid=q) for q in ("Q17738", "Q462", "Q9439")]
+    script += [step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    lm = OverflowingLM(script, limit=11000)
+    pred, _ = run(settings, endpoint, search, None, RIEMANN_Q, lm=lm, context_window=32000)
+    assert lm.overflows >= 1
+    assert pred.counters["overflows"] >= 1
+    assert pred.error is None and answer_ids(pred) == {"Q42299"}
+
+
+# --- ablations: what the controller sees ------------------------------------------------------------------------
+
+
+def _two_step(settings, endpoint, search, variant):
+    script = [] if variant in ("no-answer-type", "spinach") else [answer_type("person", "Q5")]
+    script += [step("get_wikidata_entry", qid="Q462")]
+    if variant == "spinach":
+        script += [{"relevant_pids": ["P57", "P170"]}]  # SPINACH prunes every neighbourhood with the LM
+    script += [step("execute_sparql", sparql="SELECT ?x WHERE { wd:Q17738 wdt:P19 ?x }"), step("stop")]
+    pred, lm = run(settings, endpoint, search, script, "Who directed Star Wars?", variant=variant)
+    return pred, lm, prompts(lm)
+
+
+def test_each_ablation_changes_what_the_controller_sees(settings, endpoint, search):
+    seen = {v: _two_step(settings, endpoint, search, v) for v in
+            ("full", "no-type-filter", "no-type-state", "no-answer-type", "spinach")}
+    full_pred, full_lm, full_prompts = seen["full"]
+    full_step2 = user_part(full_lm, 2)
+    assert "Schema-aware property selection" in full_prompts[1]
+    assert "removed" in full_pred.trajectory[0]["observation"]  # type filter on
+    assert full_pred.trajectory[1]["observation"].startswith("[BLOCKED]")  # conflict check on
+    assert "media franchise" in field(full_step2, "type_context")
+
+    # no-type-filter: nothing removed, no [BLOCKED]
+    pred, lm, ps = seen["no-type-filter"]
+    assert "removed" not in pred.trajectory[0]["observation"]
+    assert "director (P57)" in pred.trajectory[0]["observation"]
+    assert not pred.trajectory[1]["observation"].startswith("[BLOCKED]")
+    assert user_part(lm, 2) != full_step2
+
+    # no-type-state: no entity types and no knowledge log in the controller's inputs
+    pred, lm, ps = seen["no-type-state"]
+    assert "media franchise" not in field(user_part(lm, 2), "type_context")
+    assert field(user_part(lm, 2), "knowledge_log") == "(not kept in this configuration)"
+
+    # no-answer-type: no answer-type call, the type and the form are left open
+    pred, lm, ps = seen["no-answer-type"]
+    assert "answer_type_label" not in ps[0]
+    assert pred.answer_type == "" and pred.query_form == "ANY"
+    assert field(user_part(lm, 0), "answer_type") == "unknown" and "not fixed" in field(user_part(lm, 0), "query_form")
+    assert "★" not in pred.trajectory[0]["observation"]  # lookups are not ranked by an answer type
+
+    # spinach: the SPINACH controller (no schema guidance, no type context), LM pruning per lookup
+    pred, lm, ps = seen["spinach"]
+    assert "Schema-aware property selection" not in ps[0]
+    assert "type_context" not in ps[0] and "knowledge_log" not in ps[0]
+    assert "relevant_pids" in ps[1]  # the pruning call
+    assert pred.counters["prunes"] == 1 and pred.counters["lm_calls"] == 4
+    assert "domain:" not in pred.trajectory[0]["observation"]  # no schema annotations
+
+
+# --- demos, threads, save/load -------------------------------------------------------------------------------------
+
+POOL = [
+    {"question": "After whom is the Poincaré conjecture named?", "answer_type": "person (Q5)",
+     "steps": [{"thought": "look it up", "tool_name": "search_wikidata", "tool_args": {"query": "Poincaré conjecture"},
+                "observation": "- Q208416 Poincaré conjecture"},
+               {"thought": "namesake", "tool_name": "execute_sparql",
+                "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q208416 wdt:P138 ?x }"}, "observation": "Q81082"}]},
+    {"question": "Which river flows through Vienna?",
+     "steps": [{"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": "SELECT ?r WHERE { ?r wdt:P31 wd:Q4022 }"},
+                "observation": "..."}]},
+]
+
+
+def test_demos_are_chosen_per_question_and_not_stored(settings, endpoint, search):
+    s = settings.model_copy(update={"demos": 1})
+    program = SagaProgram(s, endpoint, search, demo_pool=POOL)
+    lm = DummyLM([answer_type("person", "Q5"), step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")])
+    with dspy.context(lm=lm):
+        pred = program(question=RIEMANN_Q)
+    step_prompt = prompts(lm)[1]
+    assert "Poincaré conjecture" in step_prompt and "Vienna" not in step_prompt
+    assert program.react.react.demos == []  # per call only
+    assert answer_ids(pred) == {"Q42299"}
+
+
+def test_threads_count_their_own_lm_calls(settings, endpoint, search):
+    program = SagaProgram(settings.model_copy(update={"demos": 0}), endpoint, search)
+    scripts = {
+        "a": [answer_type("person", "Q5"), step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")],
+        "b": [answer_type("person", "Q5"), step("search_wikidata", query="Riemann"),
+              step("search_wikidata", query="geometry"), step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")],
+    }
+    results = {}
+
+    def worker(name):
+        lm = DummyLM(scripts[name])
+        with dspy.context(lm=lm):
+            results[name] = program(question=RIEMANN_Q)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in scripts for _ in range(1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results["a"].counters["lm_calls"] == 3 and results["a"].counters["searches"] == 0
+    assert results["b"].counters["lm_calls"] == 5 and results["b"].counters["searches"] == 2
+    assert answer_ids(results["a"]) == answer_ids(results["b"]) == {"Q42299"}
+
+
+def test_save_and_load(settings, endpoint, search, tmp_path):
+    s = settings.model_copy(update={"demos": 0})
+    program = SagaProgram(s, endpoint, search)
+    demo = dspy.Example(question="Q?", answer_type="x", query_form="SELECT", type_context="", knowledge_log="",
+                        trajectory="(no steps yet)", next_thought="t", next_tool_name="stop",
+                        next_tool_args="{}").with_inputs("question")
+    program.react.react.demos = [demo]
+    program.react.react.signature = program.react.react.signature.with_instructions("CUSTOM INSTRUCTIONS")
+    path = tmp_path / "program.json"
+    program.save(str(path))
+    loaded = SagaProgram.load(path, settings=s, endpoint=endpoint, search=search)
+    assert isinstance(loaded, SagaProgram)
+    assert loaded.react.react.signature.instructions == "CUSTOM INSTRUCTIONS"
+    assert loaded.react.react.demos[0]["next_tool_name"] == "stop"
+    again = SagaProgram(s, endpoint, search).load(str(path))  # the instance form works too
+    assert again.react.react.signature.instructions == "CUSTOM INSTRUCTIONS"
+    via_settings = SagaProgram(s.model_copy(update={"program": path}), endpoint, search)
+    assert via_settings.react.react.signature.instructions == "CUSTOM INSTRUCTIONS"
+
+
+def test_forward_never_raises(settings, endpoint, search, monkeypatch):
+    from saga_dspy.grounding import context as gctx
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("grounding is down")
+
+    monkeypatch.setattr(gctx, "QuestionContext", broken)
+    pred, _ = run(settings, endpoint, search, [answer_type("person", "Q5")], RIEMANN_Q)
+    assert pred.error and "grounding is down" in pred.error
+    assert pred.sparql == "" and pred.answers is None and pred.counters["lm_calls"] == 1
+
+
+# --- opt-in: the real local model --------------------------------------------------------------------------------------
+
+
+@pytest.mark.llm
+@pytest.mark.skipif(os.environ.get("SAGA_LLM_TESTS") != "1", reason="set SAGA_LLM_TESTS=1 to run the local model")
+def test_real_local_model_end_to_end(settings, endpoint, search):
+    from saga_dspy.lm import build_lm
+
+    s = settings.model_copy(update={"max_steps": 6, "lm": "local"})
+    program = SagaProgram(s, endpoint, search, lm=build_lm(s))
+    pred = program(question=RIEMANN_Q)
+    assert pred.error is None
+    assert pred.counters["steps"] >= 1 and pred.counters["lm_calls"] >= 2
+    assert pred.counters["prompt_tokens"] > 0 and pred.counters["completion_tokens"] > 0
+    assert pred.answer_type_label  # some answer type came back
+
+
+def test_check_answer_gives_one_bounded_second_chance(settings, endpoint, search):
+    wrong = "SELECT ?x WHERE { wd:Q761383 wdt:P31 ?x }"
+    script = [
+        answer_type("person", "Q5"),
+        step("execute_sparql", sparql=wrong),
+        step("stop"),
+        {"complete": False, "problem": "it returns the class of the subject, not its namesake"},  # CheckAnswer
+        step("execute_sparql", "use named after", sparql=RIEMANN_SPARQL),
+        step("stop"),  # checked once only: accepted
+    ]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, check_answer=True, max_steps=2)
+    assert "namesake" in pred.trajectory[1]["observation"] and pred.trajectory[1]["note"] == "rejected"
+    assert "namesake" in user_part(lm, 4)  # the controller read the verdict
+    assert pred.sparql == RIEMANN_SPARQL and pred.counters["lm_calls"] == len(script)
+    assert pred.counters["steps"] == 4  # beyond max_steps=2: the check's bounded extra steps
+    off, _ = run(settings, endpoint, search, script[:3], RIEMANN_Q, max_steps=2)
+    assert off.sparql == wrong and off.counters["lm_calls"] == 3  # off by default: no check call
+
+
+def test_stop_on_an_empty_final_query_is_sent_back_once(settings, endpoint, search):
+    empty = "SELECT ?x WHERE { wd:Q761383 wdt:P170 ?x }"
+    script = [
+        answer_type("person", "Q5"),
+        step("execute_sparql", sparql=empty),
+        step("stop"),
+        step("execute_sparql", "try named after", sparql=RIEMANN_SPARQL),
+        step("stop"),
+    ]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert pred.trajectory[0]["observation"].startswith(("[WARNING]", "[BLOCKED]"))
+    assert pred.trajectory[1]["note"] == "rejected" and "returns no result" in pred.trajectory[1]["observation"]
+    assert pred.sparql == RIEMANN_SPARQL and answer_ids(pred) == {"Q42299"}
+    # once only: a second stop on an empty query is accepted (and reported as empty)
+    script = [answer_type("person", "Q5"), step("execute_sparql", sparql=empty), step("stop"), step("stop")]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert pred.sparql == empty and pred.final_status == "empty" and pred.answers is not None
+
+
+def test_a_repeated_action_is_not_run_again(settings, endpoint, search):
+    lookup = step("get_wikidata_entry", qid="Q761383")
+    script = [answer_type("person", "Q5"), lookup, lookup, step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert pred.trajectory[1]["note"] == "repeated" and "[REPEATED]" in pred.trajectory[1]["observation"]
+    assert pred.counters["lookups"] == 1 and pred.counters["repeated"] == 1
+    assert answer_ids(pred) == {"Q42299"}
+    # a controller stuck on one action is stopped after two repeats in a row; the extract call writes the query
+    script = [answer_type("person", "Q5")] + [lookup] * 3 + [{"sparql": RIEMANN_SPARQL}]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert pred.counters["steps"] == 3 and pred.counters["repeated"] == 2
+    assert any("repeated actions" in n for n in pred.notes)
+    assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
+
+
+def test_a_query_given_to_stop_is_executed_first(settings, endpoint, search):
+    script = [answer_type("person", "Q5"), step("stop", "done", sparql=RIEMANN_SPARQL)]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert [s["tool_name"] for s in pred.trajectory] == ["execute_sparql", "stop"]
+    assert pred.trajectory[0]["note"] == "from-stop" and answer_ids(pred) == {"Q42299"}
+    # an argument that is no query is ignored
+    script = [answer_type("person", "Q5"), step("execute_sparql", sparql=RIEMANN_SPARQL),
+              step("stop", "done", answer="Bernhard Riemann")]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert [s["tool_name"] for s in pred.trajectory] == ["execute_sparql", "stop"]
+    assert pred.final_source == "stop"

@@ -1,0 +1,239 @@
+"""Unit tests of the agent's pure parts: answer-type validation, query forms, tool-call parsing,
+the trajectory budget, BM25 demo selection. No LM, no store."""
+
+from __future__ import annotations
+
+import json
+
+import dspy
+import pytest
+
+from saga_dspy.demos import BM25, DemoPool, record_to_example, tokenize
+from saga_dspy.kg.results import Binding, SelectResult
+from saga_dspy.program import (
+    Step,
+    form_of,
+    form_problem,
+    normalize_tool_name,
+    parse_tool_args,
+    render_trajectory,
+    rewrite_head,
+)
+from saga_dspy.signatures import (
+    AnswerTypeInfo,
+    decide_query_form,
+    normalize_answer_label,
+    normalize_answer_qid,
+    parse_pids,
+)
+
+# --- answer type -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "label, qid, want_label, want_qid",
+    [
+        ("person", "Q5", "person", "Q5"),
+        ("Person (Q5)", "wd:Q5", "person", "Q5"),
+        ("Yes/No", "Q5", "boolean", ""),  # scalar types never carry a class
+        ("Number", "Q11229", "quantity", ""),
+        ("date", "", "date", ""),
+        ("the country", "http://www.wikidata.org/entity/Q6256", "country", "Q6256"),
+        ("film", "Q11424abc", "film", "Q11424"),  # invalid QID dropped; a well-known class gets its own
+        ("person", "Q11800", "person", "Q5"),  # a wrong QID for a well-known class is corrected
+        ("films", "", "film", "Q11424"),
+        ("castle", "Q23413abc", "castle", ""),  # invalid QID -> ''
+        ("castle", "not a qid at all, really not", "castle", ""),
+        ("", None, "", ""),
+        (None, 42, "", ""),
+        ("number of children", "", "quantity", ""),
+        ("a very long and rambling type name with many words", "Q5", "very long and rambling", "Q5"),
+    ],
+)
+def test_answer_type_is_normalised_never_raises(label, qid, want_label, want_qid):
+    info = AnswerTypeInfo.from_raw(label, qid)
+    assert (info.label, info.qid) == (want_label, want_qid)
+
+
+def test_answer_type_model_validates_without_raising():
+    assert AnswerTypeInfo(label="Yes/No", qid="garbage").model_dump() == {"label": "boolean", "qid": ""}
+    assert AnswerTypeInfo(label="human", qid="Q5").render() == "human (Q5)"
+    assert AnswerTypeInfo().render() == "unknown"
+
+
+def test_freebase_type_ids():
+    assert normalize_answer_qid("people.person", "freebase") == "people.person"
+    assert normalize_answer_qid("/people/person", "freebase") == "people.person"
+    assert normalize_answer_qid("Q5", "freebase") == ""
+
+
+def test_scalar_synonyms():
+    assert normalize_answer_label("yes or no") == "boolean"
+    assert normalize_answer_label("YEAR") == "date"
+    assert normalize_answer_label("integer") == "quantity"
+    assert normalize_answer_label("text") == "string"
+
+
+def test_query_form_from_answer_type():
+    boolean = AnswerTypeInfo.from_raw("boolean", "")
+    quantity = AnswerTypeInfo.from_raw("quantity", "")
+    person = AnswerTypeInfo.from_raw("person", "Q5")
+    assert decide_query_form(boolean, "Did Joe Cocker play at Woodstock?") == "ASK"
+    assert decide_query_form(quantity, "How many children did Bach have?") == "COUNT"
+    assert decide_query_form(quantity, "How high is the Cologne Cathedral?") == "SELECT"
+    assert decide_query_form(person, "Who founded Tencent?") == "SELECT"
+    assert decide_query_form(AnswerTypeInfo.from_raw("", ""), "Is Berlin a city?") == "ASK"
+    assert decide_query_form(None, "Is Berlin a city?") == "ANY"
+
+
+def test_parse_pids():
+    assert parse_pids(["P31", "wdt:p19 x", "P31"]) == ["P31", "P19"]
+    assert parse_pids('["P569", "P570"]') == ["P569", "P570"]
+    assert parse_pids(None) == []
+    assert parse_pids("nothing here") == []
+
+
+# --- query forms ----------------------------------------------------------------------------
+
+
+def test_form_of():
+    assert form_of("SELECT ?x WHERE { wd:Q1 wdt:P31 ?x }") == "SELECT"
+    assert form_of("PREFIX wd: <http://www.wikidata.org/entity/> ask { wd:Q1 ?p ?o }") == "ASK"
+    assert form_of("SELECT (COUNT(DISTINCT ?x) AS ?n) WHERE { ?x wdt:P31 wd:Q5 }") == "COUNT"
+    assert form_of("") is None
+    assert form_of("hello") == "HELLO"
+
+
+def test_rewrite_head():
+    select = "SELECT DISTINCT ?x WHERE { wd:Q164815 wdt:P710 ?x . } LIMIT 5"
+    assert rewrite_head(select, "ASK") == "ASK WHERE { wd:Q164815 wdt:P710 ?x . }"  # modifiers dropped
+    assert rewrite_head("SELECT ?c ?cLabel WHERE { wd:Q1 wdt:P40 ?c }", "COUNT") == (
+        "SELECT (COUNT(DISTINCT ?c) AS ?count) WHERE { wd:Q1 wdt:P40 ?c }")
+    assert rewrite_head("ASK { wd:Q1 wdt:P40 ?c }", "SELECT") == "SELECT DISTINCT ?c WHERE { wd:Q1 wdt:P40 ?c }"
+    # not safe: two candidate variables, aggregates, grouping
+    assert rewrite_head("ASK { ?a wdt:P40 ?c }", "SELECT") is None
+    assert rewrite_head("SELECT ?a ?c WHERE { ?a wdt:P40 ?c }", "COUNT") is None
+    assert rewrite_head("SELECT ?a WHERE { ?a wdt:P40 ?c } GROUP BY ?a", "ASK") is None
+    prologue = "PREFIX wd: <http://www.wikidata.org/entity/>\nSELECT ?x WHERE { wd:Q1 wdt:P1 ?x }"
+    assert rewrite_head(prologue, "ASK").startswith("PREFIX wd: <http://www.wikidata.org/entity/>\nASK WHERE {")
+
+
+def test_form_problem():
+    assert form_problem("ASK", "SELECT ?x WHERE { ?x ?p ?o }")
+    assert form_problem("ASK", "ASK { ?x ?p ?o }") is None
+    assert form_problem("SELECT", "ASK { ?x ?p ?o }")
+    assert form_problem("ANY", "ASK { ?x ?p ?o }") is None
+    entities = SelectResult(["x"], [{"x": Binding("uri", "http://www.wikidata.org/entity/Q1")},
+                                    {"x": Binding("uri", "http://www.wikidata.org/entity/Q2")}])
+    number = SelectResult(["n"], [{"n": Binding("literal", "1082", "http://www.w3.org/2001/XMLSchema#decimal")}])
+    assert form_problem("COUNT", "SELECT ?x WHERE { ?x ?p ?o }", entities)
+    assert form_problem("COUNT", "SELECT ?n WHERE { wd:Q1 wdt:P1082 ?n }", number) is None
+    assert form_problem("COUNT", "SELECT (COUNT(?x) AS ?n) WHERE { ?x ?p ?o }") is None
+
+
+# --- tool calls from LM text ---------------------------------------------------------------------
+
+TOOLS = ["search_wikidata", "get_wikidata_entry", "get_property_examples", "execute_sparql", "stop"]
+
+
+def test_normalize_tool_name():
+    assert normalize_tool_name("execute_sparql", TOOLS) == "execute_sparql"
+    assert normalize_tool_name(" `Execute_SPARQL` ", TOOLS) == "execute_sparql"
+    assert normalize_tool_name("finish", TOOLS) == "stop"
+    assert normalize_tool_name("search_wikidata(\"x\")", TOOLS) == "search_wikidata"
+    assert normalize_tool_name("fly_to_the_moon", TOOLS) is None
+
+
+def test_parse_tool_args():
+    assert parse_tool_args({"query": "Riemann"}, ["query"]) == {"query": "Riemann"}
+    assert parse_tool_args('{"sparql": "ASK { ?s ?p ?o }"}', ["sparql"]) == {"sparql": "ASK { ?s ?p ?o }"}
+    assert parse_tool_args("{'qid': 'Q42'}", ["qid"]) == {"qid": "Q42"}
+    assert parse_tool_args('{"id": "Q42"}', ["qid"]) == {"qid": "Q42"}  # one arg, other name
+    assert parse_tool_args("SELECT ?x WHERE { ?x ?p ?o }", ["sparql"]) == {"sparql": "SELECT ?x WHERE { ?x ?p ?o }"}
+    assert parse_tool_args("```sparql\nASK { ?s ?p ?o }\n```", ["sparql"]) == {"sparql": "ASK { ?s ?p ?o }"}
+    assert parse_tool_args("{}", []) == {}
+    assert parse_tool_args('{"query": "x", "junk": 1}', ["query"]) == {"query": "x"}
+    assert parse_tool_args('{"query": "broken', ["query"]) == {"query": "broken"}  # repaired JSON
+
+
+# --- trajectory budget ----------------------------------------------------------------------------------
+
+
+def _steps(n: int, obs_len: int = 500) -> list[Step]:
+    return [Step(f"thought {i}", "search_wikidata", {"query": f"q{i}"}, f"obs{i} " + "x" * obs_len) for i in range(n)]
+
+
+def test_render_trajectory_keeps_recent_steps_whole():
+    text = render_trajectory(_steps(8), None, keep_full=5)
+    assert "Step 1\nThought: thought 0" in text
+    assert "obs7 " + "x" * 500 in text  # recent: whole
+    assert "obs0 " + "x" * 500 not in text  # old: summarised to one line
+    assert render_trajectory([], None) == "(no steps yet)"
+
+
+def test_render_trajectory_fits_the_budget():
+    steps = _steps(12, 2000)
+    for budget in (20000, 6000, 2500, 800):
+        text = render_trajectory(steps, budget, observation_chars=3000)
+        assert len(text) <= budget
+        assert "Step 12" in text  # the latest step always survives
+    small = render_trajectory(steps, 2500, observation_chars=3000)
+    assert "left out to save space" in small
+
+
+# --- demos --------------------------------------------------------------------------------------------------
+
+
+def test_bm25_prefers_shared_rare_words():
+    docs = [tokenize(t) for t in ("Who is the mayor of Berlin?", "Who directed Titanic?",
+                                  "Which films did James Cameron direct?")]
+    bm = BM25(docs)
+    top = bm.top(tokenize("Who was the director of Titanic?"), 2)
+    assert top[0][0] == 1
+    assert bm.top(tokenize("zzz"), 3) == []
+
+
+POOL = [
+    {"id": "a", "question": "Who directed Titanic?", "sparql": "SELECT ?x WHERE { wd:Q44578 wdt:P57 ?x }",
+     "steps": [{"thought": "find", "tool_name": "search_wikidata", "tool_args": {"query": "Titanic"},
+                "observation": "Q44578 Titanic (1997 film)"},
+               {"thought": "run", "tool_name": "execute_sparql",
+                "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q44578 wdt:P57 ?x }"}, "observation": "Q42574"}]},
+    {"id": "b", "question": "Is Berlin the capital of Germany?", "query_form": "ASK",
+     "steps": [{"thought": "ask", "tool_name": "execute_sparql", "tool_args": '{"sparql": "ASK { wd:Q183 wdt:P36 wd:Q64 }"}',
+                "observation": "true"},
+               {"thought": "done", "tool_name": "stop", "tool_args": {}, "observation": ""}]},
+    {"id": "c", "question": ""},  # unusable: skipped
+]
+
+
+def test_demo_pool_selects_similar_questions_as_fresh_examples():
+    pool = DemoPool(POOL)
+    assert len(pool) == 2
+    picked = pool.select("Who was the director of the film Titanic?", 1)
+    assert [d.question for d in picked] == ["Who directed Titanic?"]
+    demo = picked[0]
+    assert demo.next_tool_name == "stop"  # a stop step is appended to a trajectory without one
+    assert "execute_sparql" in demo.trajectory and "Step 2" in demo.trajectory
+    assert demo.query_form.startswith("SELECT")
+    picked[0]["question"] = "mutated"
+    assert pool.select("Who was the director of the film Titanic?", 1)[0].question == "Who directed Titanic?"
+    ask = pool.select("Is Paris the capital of France?", 1)[0]
+    assert ask.answer_type == "boolean" and ask.query_form.startswith("ASK")
+    assert all(d.question != "Who directed Titanic?" for d in pool.select("Who directed Titanic?", 3))  # never itself
+
+
+def test_demo_pool_from_file(tmp_path):
+    path = tmp_path / "pool.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in POOL) + "\nnot json\n")
+    pool = DemoPool.from_file(path, spinach=True)
+    assert len(pool) == 2
+    demo = pool.select("Who directed Titanic, the film?", 1)[0]
+    assert set(demo.inputs().keys()) == {"question", "trajectory"}
+
+
+def test_ready_step_examples_are_used_as_they_are():
+    example = record_to_example({"question": "q", "trajectory": "t", "next_thought": "x",
+                                 "next_tool_name": "stop", "next_tool_args": {}})
+    assert isinstance(example, dspy.Example)
+    assert set(example.inputs().keys()) == {"question", "trajectory"}

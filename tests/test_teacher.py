@@ -1,0 +1,180 @@
+"""The gold teacher: demos from gold SPARQL run through the real tools on the embedded sample."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import REPO, make_settings
+from test_eval import ScriptedLM
+
+
+@pytest.fixture(scope="module")
+def teach_settings(store_path):
+    return make_settings(dataset="qald10", split="train", demos=0, max_steps=6, mlflow=False, lm="scripted",
+                         lm_cache=False)
+
+
+@pytest.fixture(scope="module")
+def train_items(teach_settings):
+    from saga_dspy.eval import load_eval_set
+
+    return {i.id: i for i in load_eval_set(teach_settings, progress=False).items}
+
+
+def _trace(item, settings, endpoint, search, **kwargs):
+    from saga_dspy.teacher import gold_trace
+
+    return gold_trace(item.question, item.gold_sparql, settings=settings, endpoint=endpoint, search=search,
+                      gold=json.loads(item.gold), id=item.id, **kwargs)
+
+
+def _find(items, pattern):
+    for item in items.values():
+        if re.search(pattern, item.question, re.I):
+            return item
+    pytest.skip(f"no train question matching {pattern!r} on this sample")
+
+
+def test_constants_and_compact_query():
+    from saga_dspy.teacher import compact_query, entity_constants, property_constants
+
+    raw = ("PREFIX wd: <http://www.wikidata.org/entity/> PREFIX wdt: <http://www.wikidata.org/prop/direct/> "
+           "PREFIX ex: <http://example.org/> SELECT ?x WHERE { wd:Q42 wdt:P19 ?x . ?x p:P31/ps:P31 wd:Q515 ; "
+           "ex:foo ?y . <http://www.wikidata.org/entity/Q42> wdt:P19 ?z }")
+    q = compact_query(raw)
+    assert q.startswith("PREFIX ex: <http://example.org/>\nSELECT ?x")  # only the prefix not predeclared stays
+    assert "PREFIX wd:" not in q
+    assert entity_constants(q) == ["Q42", "Q515"]
+    assert property_constants(q) == ["P19", "P31"]
+    assert compact_query("SELECT ?x WHERE { ?x ?p ?o } # a comment") == "SELECT ?x WHERE { ?x ?p ?o }"
+
+
+def test_gold_trace_has_real_observations(teach_settings, train_items, endpoint, search):
+    item = _find(train_items, r"time zone of Salt Lake City")
+    rec = _trace(item, teach_settings, endpoint, search)
+    steps = rec["steps"]
+    assert [s["tool_name"] for s in steps] == ["search_wikidata", "get_wikidata_entry", "execute_sparql", "stop"]
+    assert steps[0]["tool_args"] == {"query": "Salt Lake City"}
+    assert "Q23337" in steps[0]["observation"]  # the real search lists the entity
+    assert steps[1]["tool_args"] == {"qid": "Q23337"}
+    assert "Types:" in steps[1]["observation"] and "P421" in steps[1]["observation"]  # the real entry
+    assert steps[2]["tool_args"] == {"sparql": rec["sparql"]} and "PREFIX" not in rec["sparql"]
+    assert steps[2]["observation"].startswith("[OK]") and "Mountain Time Zone" in steps[2]["observation"]
+    assert steps[3]["observation"].startswith("Stopped.")
+    assert rec["query_form"] == "SELECT" and rec["answer_type"] == "time zone (Q12143)"
+    # the type context the controller would have seen grows with the lookups
+    assert "Q23337" not in steps[0]["type_context"] and "Q23337" in steps[2]["type_context"]
+    assert "[ok]" in rec["knowledge_log"]
+    assert "located in time zone (P421)" in steps[2]["thought"]
+
+
+def test_gold_trace_for_a_yes_no_question(teach_settings, endpoint, search):
+    from saga_dspy.eval import load_eval_set
+
+    settings = teach_settings.model_copy(update={"dataset": "qald9plus"})
+    items = {i.id: i for i in load_eval_set(settings, progress=False).items}
+    item = _find(items, r"^Was Margaret Thatcher a chemist")
+    rec = _trace(item, settings, endpoint, search)
+    assert rec["query_form"] == "ASK" and rec["answer_type"] == "boolean"
+    assert rec["steps"][-2]["tool_name"] == "execute_sparql"
+    assert rec["steps"][-2]["observation"].startswith("[OK] ASK result")
+    assert "yes/no" in rec["steps"][-2]["thought"]
+
+
+class _NoSearch:
+    def search(self, text, limit=10, kind=None):
+        return []
+
+
+def test_gold_trace_skips_what_would_teach_bad_habits(teach_settings, train_items, endpoint, search):
+    from saga_dspy.teacher import TeacherConfig, TeacherSkip
+
+    item = _find(train_items, r"time zone of Salt Lake City")
+    with pytest.raises(TeacherSkip) as err:  # an id the search does not show must not appear from nowhere
+        _trace(item, teach_settings, endpoint, _NoSearch())
+    assert err.value.reason == "not_found_by_search"
+    with pytest.raises(TeacherSkip) as err:
+        _trace(item, teach_settings, endpoint, search, config=TeacherConfig(max_entities=0))
+    assert err.value.reason == "too_many_entities"
+    from saga_dspy.eval import EvalItem
+    from saga_dspy.teacher import gold_trace
+
+    empty = "SELECT ?x WHERE { wd:Q23337 wdt:P999999 ?x }"
+    with pytest.raises(TeacherSkip) as err:
+        gold_trace("What is nothing?", empty, settings=teach_settings, endpoint=endpoint, search=search,
+                   gold={"head": {"vars": ["x"]}, "results": {"bindings": []}})
+    assert err.value.reason.startswith("gold_")
+
+
+def test_records_become_controller_demos_with_the_exact_fields(teach_settings, train_items, endpoint, search):
+    from saga_dspy.demos import DemoPool, record_to_example
+    from saga_dspy.program import SagaProgram
+    from saga_dspy.teacher import answer_type_example, trace_examples
+
+    item = _find(train_items, r"time zone of Salt Lake City")
+    rec = _trace(item, teach_settings, endpoint, search)
+    program = SagaProgram(teach_settings, endpoint=endpoint, search=search)
+    fields = program.react.react.signature
+    every = trace_examples(rec, "all")
+    for ex in every:
+        assert set(ex.inputs().keys()) == set(fields.input_fields)
+        assert set(ex.labels().keys()) == set(fields.output_fields)
+    # contexts are stored where they change and carried on to the steps in between
+    assert "type_context" not in rec["steps"][1]
+    assert every[1].type_context == rec["steps"][0]["type_context"] and "Q23337" in every[2].type_context
+    execute = trace_examples(rec, "execute")[0]
+    assert execute.next_tool_name == "execute_sparql"
+    assert json.loads(execute.next_tool_args) == {"sparql": rec["sparql"]}
+    assert "Action: search_wikidata" in execute.trajectory and "Observation: Search results" in execute.trajectory
+    assert "Action: execute_sparql" not in execute.trajectory  # only the steps before it
+    last = record_to_example(rec)  # the agent's own pool reader takes the record as it is
+    assert last.next_tool_name == "stop" and "Action: execute_sparql" in last.trajectory
+    assert len(DemoPool([rec])) == 1
+    at = answer_type_example(rec)
+    assert at.answer_type_label == "time zone" and at.answer_type_qid == "Q12143"
+
+
+def test_gold_demos_reach_the_controller_prompt(teach_settings, train_items, endpoint, search):
+    """Demos with the trajectory fields are not dropped: the scripted LM sees them in its prompt."""
+    from saga_dspy.program import SagaProgram
+    from saga_dspy.teacher import apply_gold_demos
+
+    item = _find(train_items, r"time zone of Salt Lake City")
+    rec = _trace(item, teach_settings, endpoint, search)
+    program = apply_gold_demos(SagaProgram(teach_settings, endpoint=endpoint, search=search), [rec])
+    assert len(program.react.react.demos) == 1 and len(program.answer_type.demos) == 1
+    question = "Which time zone is Q42 in?"
+    lm = ScriptedLM({question: [("stop", {})]})
+    import dspy
+
+    with dspy.context(lm=lm):
+        program(question=question)
+    prompts = [json.dumps(h["messages"]) for h in lm.history]
+    controller = [p for p in prompts if "next_tool_name" in p]
+    assert controller, "no controller call"
+    assert "time zone of Salt Lake City" in controller[0]
+    assert "Observation: Search results for" in controller[0]  # real observations inside the demo
+    assert "located in time zone (P421)" in controller[0]
+    assert "wdt:P421" in controller[0]  # the demo's next_tool_args
+
+
+def test_bundled_pools_are_train_only():
+    from saga_dspy.datasets import load_records
+    from saga_dspy.demos import DemoPool
+
+    pools = REPO / "data" / "demos"
+    files = sorted(pools.glob("*.jsonl"))
+    if not files:
+        pytest.skip("no demo pools built yet (scripts/build_demos.py)")
+    norm = lambda t: " ".join(re.findall(r"\w+", t.lower()))  # noqa: E731
+    for path in files:
+        dataset = path.name.split(".")[0]
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        assert records, path
+        assert all(r["split"] == "train" and r["teacher"] == "gold" for r in records)
+        test = {norm(r["question"]) for r in load_records(dataset, "test")}
+        assert not [r["id"] for r in records if norm(r["question"]) in test]
+        assert len(DemoPool(records[:50])) == min(50, len(records))
