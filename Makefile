@@ -8,7 +8,7 @@ export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export MLFLOW_ENABLE_ASYNC_TRACE_LOGGING := false
 
-EVAL_ARGS ?= --dataset qald10 --split test --limit 10
+EVAL_ARGS ?= --dataset qald10 --split test --limit 5
 
 .PHONY: eval test setup local-model store bench clean
 
