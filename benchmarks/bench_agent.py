@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -80,12 +81,22 @@ def run(args) -> dict:
     questions = pick_questions(base, endpoint, args.questions, args.ids)
     print(f"{len(questions)} questions: {', '.join(q['id'] for q in questions)}", flush=True)
     report: dict = {"lm": base.lm, "max_steps": base.max_steps, "demos": base.demos, "variants": {}}
+    # rows are appended to <out>.rows.jsonl as they finish; a rerun skips the (variant, id) pairs done
+    rows_path = args.out.with_suffix(".rows.jsonl") if args.out else None
+    done: dict[tuple[str, str], dict] = {}
+    if rows_path is not None and rows_path.exists():
+        for line in rows_path.read_text().splitlines():
+            row = json.loads(line)
+            done[(row["variant"], row["id"])] = row
     try:
         for variant in args.variants:
             settings = base.model_copy(update={"variant": variant})
             program = SagaProgram(settings, endpoint, search, lm=lm)
             rows = []
             for q in questions:
+                if (variant, q["id"]) in done:
+                    rows.append(done[(variant, q["id"])])
+                    continue
                 started = time.monotonic()
                 pred = program(question=q["question"])
                 wall = time.monotonic() - started
@@ -99,9 +110,13 @@ def run(args) -> dict:
                     "executions": c["executions"], "blocked": c["blocked"], "empty": c["empty"],
                     "paper_design_calls": 1 + 2 * c["steps"] + c.get("prunes", 0),
                     "final_status": pred.final_status, "f1": round(f1, 3), "sparql": pred.sparql,
-                    "error": pred.error,
+                    "error": pred.error, "variant": variant, "load_average": round(os.getloadavg()[0], 2),
                 }
                 rows.append(row)
+                if rows_path is not None:
+                    rows_path.parent.mkdir(parents=True, exist_ok=True)
+                    with rows_path.open("a") as handle:
+                        handle.write(json.dumps(row, default=str) + "\n")
                 print(f"[{variant}] {q['id']:>4} {wall:7.1f}s steps={c['steps']:2d} calls={c['lm_calls']:2d} "
                       f"tok={c['prompt_tokens']}+{c['completion_tokens']} f1={f1:.2f} {pred.final_status}  "
                       f"{q['question'][:60]}", flush=True)

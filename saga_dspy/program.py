@@ -450,7 +450,7 @@ class SagaReAct(dspy.ReAct):
                 react_signature = react_signature.append(name, field_info, type_=field_info.annotation)
         react_signature = (
             react_signature
-            .append("next_thought", dspy.OutputField(desc="what you learnt and what to do next"), type_=str)
+            .append("next_thought", dspy.OutputField(desc="in one or two short sentences: what you learnt and what to do next"), type_=str)
             .append("next_tool_name", dspy.OutputField(desc="one of: " + ", ".join(TOOL_NAMES)), type_=str)
             .append("next_tool_args", dspy.OutputField(desc="JSON object of the tool's arguments"), type_=str)
         )
