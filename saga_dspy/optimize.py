@@ -28,13 +28,15 @@ import importlib.util
 import json
 import logging
 import random
+import signal
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from saga_dspy.config import Settings, add_settings_args, apply_offline_env, settings_from_args
-from saga_dspy.eval import EvalError, EvalItem, load_eval_set, write_json
+from saga_dspy.eval import EvalError, EvalItem, _Interrupted, _raise_interrupt, load_eval_set, write_json
 
 log = logging.getLogger("saga_dspy.optimize")
 
@@ -228,6 +230,9 @@ def optimize(
         search = open_search(settings, endpoint)
     tracker = Tracker(settings, experiment or f"saga-optimize-{settings.dataset}-{split}")
     lm_ctx = dspy.context(lm=lm) if lm is not None else _Null()
+    previous_handler = None
+    if threading.current_thread() is threading.main_thread():  # SIGTERM ends the run like Ctrl-C
+        previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with lm_ctx, tracker.run(
             f"{options.optimizer}{'+gold' if options.teacher == 'gold' else ''}",
@@ -294,6 +299,9 @@ def optimize(
                                       program=prog, endpoint=endpoint, lm=lm, overwrite=True, progress=progress,
                                       extra_config={"role": name})
                     holdout_metrics[name] = res.metrics
+                    if res.interrupted:
+                        raise _Interrupted(f"interrupted during the held-back evaluation ({name}); "
+                                           f"{program_path} is saved")
                 print("\n" + summary_table(holdout_metrics, f"held-back {settings.dataset}/{split} questions "
                                                             f"({len(held_items)}), percent"), file=stream)
                 chart = comparison_chart(holdout_metrics, out_dir / "holdout.png",
@@ -334,6 +342,8 @@ def optimize(
             tracker.log_artifacts([program_path, out_dir / "config.json", out_dir / "metrics.json",
                                    out_dir / "gold_demos.jsonl" if gold_records else None])
     finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
         tracker.close()
         if own_endpoint:
             endpoint.close()
@@ -468,6 +478,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EvalError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, _Interrupted):
+        print("interrupted", file=sys.stderr)
+        return 130
     return 0
 
 
