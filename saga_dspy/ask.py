@@ -125,6 +125,8 @@ def print_summary(pred, labels: dict[str, str], out: TextIO = sys.stdout) -> Non
         print("  (head rewritten from:)", file=out)
         print(_indent(pred.rewritten_from, "    "), file=out)
     print(f"Answers [{pred.final_status}]:", file=out)
+    if pred.final_error:
+        print(f"    the final query failed: {pred.final_error}", file=out)
     for line in format_answers(pred.answers, labels):
         print(f"    {line}", file=out)
     c = pred.counters
@@ -147,6 +149,7 @@ def prediction_json(pred, labels: dict[str, str]) -> dict[str, Any]:
         "answer_type_qid": pred.answer_type_qid,
         "query_form": pred.query_form,
         "final_status": pred.final_status,
+        "final_error": pred.final_error,
         "final_source": pred.final_source,
         "rewritten_from": pred.rewritten_from,
         "variant": pred.variant,

@@ -375,6 +375,7 @@ def score_prediction(item: EvalItem, pred: Any, mode: str, *, error: str | None 
         "is_boolean": item.is_boolean,
         "empty": bool(empty),
         "final_status": status,
+        "final_error": get("final_error"),  # the final query's own failure (syntax, timeout): the agent's mistake
         "error": error,
         "metric_error": metric_error,
         "counters": _jsonable(counters),

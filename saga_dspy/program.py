@@ -1116,9 +1116,10 @@ class SagaProgram(dspy.Module):
 
     def _prediction(self, episode: Episode, counter: _LMCallCounter, usage_totals, started: float,
                     error: str | None) -> dspy.Prediction:
-        final = getattr(episode, "final", None)
+        final = episode.final
         answers = None
         status = "none"
+        final_error = None  # the final query's own failure: the agent's mistake, not the program's
         if final:
             if episode.status_of(final) == "blocked":
                 status = "blocked"
@@ -1128,10 +1129,10 @@ class SagaProgram(dspy.Module):
                     status = "ok" if _nonempty(answers) else "empty"
                 except SparqlError as exc:
                     status = "error"
-                    error = error or f"final query failed: {exc.kind}: {exc}"
+                    final_error = f"{exc.kind}: {exc}"
                 except Exception as exc:
                     status = "error"
-                    error = error or f"final query failed: {type(exc).__name__}: {exc}"
+                    final_error = f"{type(exc).__name__}: {exc}"
         if error is None and episode.lm_errors and not episode.steps:
             error = episode.lm_errors[-1]
         counters = self._counters(episode, counter, usage_totals, started)
@@ -1147,8 +1148,9 @@ class SagaProgram(dspy.Module):
             trajectory=[s.to_dict() for s in episode.steps],
             counters=counters,
             final_status=status,
-            final_source=getattr(episode, "final_source", None),
-            rewritten_from=getattr(episode, "rewritten_from", None),
+            final_error=final_error,
+            final_source=episode.final_source,
+            rewritten_from=episode.rewritten_from,
             variant=self.variant,
             notes=list(episode.notes) + [f"LM error: {e}" for e in episode.lm_errors],
             error=error,
@@ -1182,6 +1184,7 @@ class SagaProgram(dspy.Module):
         return dspy.Prediction(
             question=question, sparql="", answers=None, answer_type="", answer_type_label="",
             answer_type_qid="", query_form="", trajectory=[], final_status="error" if error else "none",
+            final_error=None,
             final_source=None, rewritten_from=None, variant=self.variant, notes=[], error=error,
             counters={"steps": 0, "lookups": 0, "searches": 0, "examples": 0, "executions": 0, "blocked": 0,
                       "empty": 0, "prunes": 0, "unparsable": 0, "rejected": 0, "repeated": 0, "overflows": 0, "lm_calls": 0,

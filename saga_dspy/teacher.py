@@ -7,8 +7,9 @@ what a good agent would do:
 1. `search_wikidata(label)` for each entity constant of σ (its English label), checking that
    the search really lists the entity (else the question is skipped: a demo must never show
    an id the agent could not have found);
-2. `get_wikidata_entry(qid)` for each of them;
-3. `execute_sparql(σ)` (must come back non-empty / an ASK answer);
+2. `get_wikidata_entry(qid)` for each of them; then `search_wikidata(property label)` for each
+   gold property that no observation has shown yet (it must be listed, else skipped);
+3. `execute_sparql(σ)` (must come back non-empty / an ASK answer; a COUNT of 0 is skipped);
 4. `stop()`.
 
 Each step stores the thought, the tool name and arguments, the real observation (shortened to
@@ -148,6 +149,7 @@ def gold_answer_type(result: Any, sparql: str, ctx: Any) -> tuple[str, str]:
 @dataclass
 class TeacherConfig:
     max_entities: int = MAX_ENTITIES
+    max_property_searches: int = 2  # gold properties no observation showed are searched for by label
     require_search_hit: bool = True
     lookups: bool = True
     observation_chars: int | None = POOL_OBSERVATION_CHARS  # clip stored observations (None: keep all)
@@ -290,6 +292,22 @@ def gold_trace(
             run(f"{eid} is {name}. I look at its entry to check its types and see its properties.",
                 "get_wikidata_entry", {"qid": eid}, keep=props)
 
+    # 2b. a gold property that no observation showed: search it by its label, as an agent would
+    searched = 0
+    for pid in props:
+        if any(_listed(pid, str(step["observation"])) for step in steps):
+            continue
+        label = ctx.property_label(pid)
+        if not label or label == pid:
+            raise TeacherSkip("property_unlabelled", pid)
+        searched += 1
+        if searched > config.max_property_searches:
+            raise TeacherSkip("too_many_property_searches", pid)
+        observation = run(f'I still need a property for "{label}". I search for it.', "search_wikidata",
+                          {"query": label}, keep=[pid])
+        if config.require_search_hit and not _listed(pid, observation):
+            raise TeacherSkip("property_not_found_by_search", f"{pid} ({label})")
+
     # 3. the gold query
     named = [f"{ctx.property_label(p)} ({p})" for p in props[:4]]
     where = f"with {', '.join(named)}" if named else "from what I found"
@@ -306,6 +324,8 @@ def gold_trace(
     if last is None or last.status != "ok":
         status = getattr(last, "status", "missing")
         raise TeacherSkip(f"gold_{status}", _clip(observation, 200))
+    if form == "COUNT" and _zero_count(last.result):
+        raise TeacherSkip("gold_zero_count", "a count of 0 on the sample teaches nothing")
 
     # 4. stop
     result = last.result
@@ -346,6 +366,11 @@ def gold_trace(
     if extra:
         record.update(extra)
     return record
+
+
+def _zero_count(result: Any) -> bool:
+    values = result.values() if hasattr(result, "values") and callable(result.values) else []
+    return len(values) == 1 and values[0].type == "literal" and values[0].value.strip() in ("0", "0.0")
 
 
 def gold_traces(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import os
 import re
 import sys
 import time
@@ -105,9 +106,11 @@ def main(argv=None) -> int:
                                         variant=args.variant, progress=not args.no_progress)
             name = f"{dataset}.jsonl" if args.variant == "full" else f"{dataset}.{args.variant}.jsonl"
             path = args.out / name
-            with open(path, "w", encoding="utf-8") as fh:
+            tmp = path.with_name(path.name + ".tmp")
+            with open(tmp, "w", encoding="utf-8") as fh:
                 for rec in records:
                     fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n")
+            os.replace(tmp, path)  # readers (a running eval) never see a half-written pool
             stats["file"] = name
             stats["bytes"] = path.stat().st_size
             manifest["pools"][name] = stats

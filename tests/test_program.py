@@ -535,3 +535,11 @@ def test_a_query_given_to_stop_is_executed_first(settings, endpoint, search):
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
     assert [s["tool_name"] for s in pred.trajectory] == ["execute_sparql", "stop"]
     assert pred.final_source == "stop"
+
+
+def test_an_invalid_final_query_is_the_agents_failure_not_the_programs(settings, endpoint, search):
+    script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"),
+              {"sparql": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } UNION"}]  # extract writes garbage
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=1)
+    assert pred.final_source == "extract" and pred.final_status == "error"
+    assert pred.final_error.startswith("syntax") and pred.error is None and pred.answers is None

@@ -102,11 +102,26 @@ def test_gold_trace_skips_what_would_teach_bad_habits(teach_settings, train_item
     from saga_dspy.eval import EvalItem
     from saga_dspy.teacher import gold_trace
 
-    empty = "SELECT ?x WHERE { wd:Q23337 wdt:P999999 ?x }"
+    nothing = {"head": {"vars": ["x"]}, "results": {"bindings": []}}
+    unknown = "SELECT ?x WHERE { wd:Q23337 wdt:P999999 ?x }"
+    with pytest.raises(TeacherSkip) as err:  # a property the agent could not find
+        gold_trace("What is nothing?", unknown, settings=teach_settings, endpoint=endpoint, search=search, gold=nothing)
+    assert err.value.reason == "property_unlabelled"
+    empty = "SELECT ?x WHERE { wd:Q23337 wdt:P421 ?x . ?x wdt:P31 wd:Q5 }"  # time zones are no humans
     with pytest.raises(TeacherSkip) as err:
-        gold_trace("What is nothing?", empty, settings=teach_settings, endpoint=endpoint, search=search,
-                   gold={"head": {"vars": ["x"]}, "results": {"bindings": []}})
-    assert err.value.reason.startswith("gold_")
+        gold_trace("Which human is the time zone of Salt Lake City?", empty, settings=teach_settings,
+                   endpoint=endpoint, search=search, gold=nothing)
+    assert err.value.reason == "gold_empty"
+
+
+def test_gold_property_not_shown_is_searched_for(teach_settings, train_items, endpoint, search):
+    item = _find(train_items, r"^Which country was Bill Gates born in")
+    rec = _trace(item, teach_settings, endpoint, search)
+    names = [s["tool_name"] for s in rec["steps"]]
+    assert names == ["search_wikidata", "get_wikidata_entry", "search_wikidata", "execute_sparql", "stop"]
+    prop_search = rec["steps"][2]
+    assert prop_search["tool_args"] == {"query": "country"} and "P17" in prop_search["observation"]
+    assert "P17" not in rec["steps"][1]["observation"]  # that is why it was searched
 
 
 def test_records_become_controller_demos_with_the_exact_fields(teach_settings, train_items, endpoint, search):
