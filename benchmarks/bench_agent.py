@@ -7,6 +7,7 @@ prompt / completion tokens per question, and the answer F1 against the gold resu
     .venv/bin/python benchmarks/bench_agent.py                       # 10 questions, full + spinach
     .venv/bin/python benchmarks/bench_agent.py --questions 3 --variants full --max-steps 8
     .venv/bin/python benchmarks/bench_agent.py --out runs/bench_agent.json
+    .venv/bin/python benchmarks/bench_agent.py --from-eval runs/table/full runs/table/spinach   # from eval runs
 
 Questions: the frozen gold (`load_benchmark(..., answerable_only=True)`) when it exists, else
 the gold queries are run on the sample and the first N with a non-empty answer (and a non-zero
@@ -100,18 +101,10 @@ def run(args) -> dict:
                 started = time.monotonic()
                 pred = program(question=q["question"])
                 wall = time.monotonic() - started
-                c = pred.counters
                 f1 = answer_f1(pred.answers, q["gold_result"]) if pred.answers is not None else 0.0
-                row = {
-                    "id": q["id"], "question": q["question"], "seconds": round(wall, 2), "steps": c["steps"],
-                    "seconds_per_step": round(wall / c["steps"], 2) if c["steps"] else None,
-                    "lm_calls": c["lm_calls"], "prompt_tokens": c["prompt_tokens"],
-                    "completion_tokens": c["completion_tokens"], "lookups": c["lookups"],
-                    "executions": c["executions"], "blocked": c["blocked"], "empty": c["empty"],
-                    "paper_design_calls": 1 + 2 * c["steps"] + c.get("prunes", 0),
-                    "final_status": pred.final_status, "f1": round(f1, 3), "sparql": pred.sparql,
-                    "error": pred.error, "variant": variant, "load_average": round(os.getloadavg()[0], 2),
-                }
+                row = cost_row(q["id"], q["question"], variant, wall, pred.counters, f1=round(f1, 3),
+                               final_status=pred.final_status, sparql=pred.sparql, error=pred.error)
+                c = pred.counters
                 rows.append(row)
                 if rows_path is not None:
                     rows_path.parent.mkdir(parents=True, exist_ok=True)
@@ -123,6 +116,39 @@ def run(args) -> dict:
             report["variants"][variant] = {"questions": rows, "summary": summarize(rows)}
     finally:
         endpoint.close()
+    return report
+
+
+def cost_row(qid, question, variant, wall, c: dict, **extra) -> dict:
+    """One question's cost: wall time, steps, LM calls and tokens, and the paper design's call count."""
+    return {
+        "id": qid, "question": question, "seconds": round(wall, 2), "steps": c["steps"],
+        "seconds_per_step": round(wall / c["steps"], 2) if c["steps"] else None,
+        "lm_calls": c["lm_calls"], "prompt_tokens": c["prompt_tokens"],
+        "completion_tokens": c["completion_tokens"], "lookups": c["lookups"],
+        "executions": c["executions"], "blocked": c["blocked"], "empty": c["empty"],
+        # the paper: 1 answer-type call, controller + re-parse per step, a pruning call per untyped lookup
+        "paper_design_calls": 1 + 2 * c["steps"] + c.get("prunes", 0),
+        "variant": variant, "load_average": round(os.getloadavg()[0], 2), **extra,
+    }
+
+
+def from_eval(directories: list[Path]) -> dict:
+    """The same report from finished `python -m saga_dspy.eval` runs (their predictions.jsonl)."""
+    report: dict = {"source": [str(d) for d in directories], "variants": {}}
+    for directory in directories:
+        config = json.loads((directory / "config.json").read_text()) if (directory / "config.json").exists() else {}
+        variant = (config.get("settings") or {}).get("variant") or directory.name
+        rows = []
+        for line in (directory / "predictions.jsonl").read_text().splitlines():
+            p = json.loads(line)
+            c = p.get("counters") or {}
+            if not c.get("lm_calls"):
+                continue  # a question that never reached the LM (error before the agent) has no cost
+            rows.append(cost_row(p["id"], p["question"], variant, float(c.get("seconds") or 0.0), c,
+                                 f1=round(float(p.get("f1") or 0.0), 3), final_status=p.get("final_status"),
+                                 sparql=p.get("sparql"), error=p.get("error")))
+        report["variants"][variant] = {"questions": rows, "summary": summarize(rows)}
     return report
 
 
@@ -153,10 +179,12 @@ def main(argv=None) -> int:
     parser.add_argument("--ids", nargs="*", help="QALD-10 test ids to run instead of the first answerable ones")
     parser.add_argument("--variants", nargs="+", default=["full", "spinach"])
     parser.add_argument("--out", type=Path, help="write the report as JSON here")
+    parser.add_argument("--from-eval", type=Path, nargs="+", metavar="RUN_DIR",
+                        help="report on finished eval runs (one directory per variant) instead of running")
     add_settings_args(parser, ["cache_dir", "lm", "api_base", "api_key", "max_steps", "demos", "max_tokens",
                                "context_window", "temperature", "seed", "endpoint"])
     args = parser.parse_args(argv)
-    report = run(args)
+    report = from_eval(args.from_eval) if args.from_eval else run(args)
     print()
     print(f"{'variant':10} {'s/question':>10} {'s/step':>7} {'steps':>6} {'LM calls':>9} {'paper calls':>11} "
           f"{'prompt tok':>10} {'compl tok':>9} {'F1':>5}")

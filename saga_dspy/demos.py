@@ -46,6 +46,8 @@ STOPWORDS = frozenset(
 )
 _WORD = re.compile(r"[\w]+", re.UNICODE)
 DEMO_OBSERVATION_CHARS = 500  # an observation inside a demo is clipped to this
+OUTPUT_TOOLS = {"execute": "execute_sparql", "lookup": "get_wikidata_entry"}  # demo outputs besides stop
+PROTOCOL = frozenset({"search_wikidata", "get_wikidata_entry", "execute_sparql"})  # what a filler demo must show
 DEMO_STEPS = 8  # at most this many steps of a demo trajectory are shown (the last ones)
 
 
@@ -95,6 +97,8 @@ class DemoRecord:
     form: str = "SELECT"  # ASK | COUNT | SELECT
     steps: int = 0
     query_chars: int = 0
+    complete: bool = False  # shows the whole protocol: search, lookup, execute, stop
+    lookup: dspy.Example | None = field(default=None, compare=False)  # up to its first lookup
 
 
 def _norm_question(text: str) -> str:
@@ -137,7 +141,8 @@ def record_to_example(record: dict[str, Any], *, spinach: bool = False, output: 
 
     `output="stop"`: the whole trajectory as input and the final stop as output (a whole solved
     question); `output="execute"`: the steps before the last execution as input and that
-    execution (the query written from the evidence) as output.
+    execution (the query written from the evidence) as output; `output="lookup"`: the steps
+    before the first lookup (the search) as input and that lookup as output.
     """
     from saga_dspy.program import render_trajectory
     from saga_dspy.signatures import QUERY_FORM_GUIDE
@@ -151,11 +156,11 @@ def record_to_example(record: dict[str, Any], *, spinach: bool = False, output: 
     if not steps:
         return None
     at = len(steps) - 1
-    if output == "execute":
-        executions = [i for i, (st, _) in enumerate(steps) if st.tool_name == "execute_sparql"]
-        if not executions:
+    if output in OUTPUT_TOOLS:
+        hits = [i for i, (st, _) in enumerate(steps) if st.tool_name == OUTPUT_TOOLS[output]]
+        if not hits:
             return None
-        at = executions[-1]
+        at = hits[-1] if output == "execute" else hits[0]
     target, raw = steps[at]
     shown = [st for st, _ in steps[:at]][-DEMO_STEPS:]
     trajectory = render_trajectory(shown, budget=None, observation_chars=DEMO_OBSERVATION_CHARS,
@@ -190,14 +195,17 @@ class DemoPool:
             try:
                 example = record_to_example(record, spinach=spinach)
                 execute = record_to_example(record, spinach=spinach, output="execute") if example is not None else None
+                lookup = record_to_example(record, spinach=spinach, output="lookup") if example is not None else None
             except Exception as exc:  # a bad line never breaks the program
                 log.warning("skipping a demo record: %s", exc)
                 continue
             if example is not None:
                 form = str(record.get("query_form") or _form_of(str(record.get("sparql") or ""))).upper()
+                tools = {str(st.get("tool_name")) for st in record.get("steps") or [] if isinstance(st, dict)}
                 self.records.append(DemoRecord(str(record["question"]), example, record.get("id"), execute,
                                                form, len(record.get("steps") or []),
-                                               len(str(record.get("sparql") or ""))))
+                                               len(str(record.get("sparql") or "")),
+                                               PROTOCOL <= tools, lookup))
         self._index = BM25([tokenize(r.question) for r in self.records])
 
     @classmethod
@@ -217,13 +225,26 @@ class DemoPool:
     def __len__(self) -> int:
         return len(self.records)
 
-    def select(self, question: str, k: int) -> list[dspy.Example]:
-        """The k most similar demos (fresh copies), never the question itself; none that shares no word.
+    def _fillers(self, own: str, n: int, form: str | None, exclude: set[int]) -> list[int]:
+        """The n shortest records that show the whole protocol, of the form where possible."""
+        def rank(i: int) -> tuple:
+            r = self.records[i]
+            return (form is not None and r.form != form.upper(), not r.complete, r.steps, r.query_chars, i)
 
-        The most similar one shows its whole trajectory ending with stop; the next ones
-        alternate with demos that end at the query written from the evidence, so the
-        controller sees both how to write the query and when to stop. Unrelated questions
-        are never used to fill up: a small model copies their ids and properties."""
+        usable = [i for i in range(len(self.records))
+                  if i not in exclude and _norm_question(self.records[i].question) != own]
+        return sorted(usable, key=rank)[:n]
+
+    def select(self, question: str, k: int, form: str | None = None) -> list[dspy.Example]:
+        """The k most similar demos (fresh copies), never the question itself.
+
+        The most similar one shows its whole trajectory ending with stop, the next one ends at
+        the query written from the evidence, the third at the lookup that follows a search (a
+        short one), and so on: the controller sees each kind of step at the cost of k demos. When fewer than k
+        questions share a word with this one, the rest are the shortest solved questions of
+        the same query form (`form`: ASK | COUNT | SELECT): a small model copies the ids and
+        properties of an unrelated long demo, but without any demo it does not follow the tool
+        protocol at all (issue 4 §2b: almost no correct query zero-shot)."""
         if k <= 0 or not self.records:
             return []
         own = _norm_question(question)
@@ -233,11 +254,14 @@ class DemoPool:
                 chosen.append(index)
             if len(chosen) == k:
                 break
+        if len(chosen) < k:
+            chosen += self._fillers(own, k - len(chosen), form, exclude=set(chosen))
         picked = []
         for rank, index in enumerate(chosen):
             record = self.records[index]
-            use_execute = rank % 2 == 1 and record.execute is not None
-            picked.append((record.execute if use_execute else record.example).copy())
+            # each demo shows another kind of step: stop, the query, the lookup after a search
+            variant = (record.example, record.execute, record.lookup)[rank % 3] or record.example
+            picked.append(variant.copy())
         return picked
 
 

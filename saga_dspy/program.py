@@ -171,6 +171,7 @@ _TOOL_ALIASES = {
     "query": "execute_sparql", "execute_query": "execute_sparql", "run_query": "execute_sparql",
 }
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+_MARKER = re.compile(r"\[\[ ## \w+ ## \]\]")  # an adapter's field marker the model wrote into a value
 
 
 def normalize_tool_name(raw: Any, available: Iterable[str]) -> str | None:
@@ -555,7 +556,7 @@ class SagaReAct(dspy.ReAct):
         except Exception as exc:
             episode.notes.append(f"extract failed: {type(exc).__name__}: {_one_line(str(exc), 200)}")
             return None
-        text = str(getattr(pred, "sparql", "") or "").strip()
+        text = _MARKER.sub(" ", str(getattr(pred, "sparql", "") or "")).strip()
         return _FENCE.sub("", text).strip() or None
 
 
@@ -1011,7 +1012,7 @@ class SagaProgram(dspy.Module):
         tools = self._tools(ctx)
         pool = self.demo_pool()
         # per-question demos replace the predictor's own (compiled) demos for this call only
-        demos = (pool.select(str(question), settings.demos) if pool is not None and len(pool) else None) or None
+        demos = (pool.select(str(question), settings.demos, form) if pool is not None and len(pool) else None) or None
 
         episode = Episode(self, settings, text, ctx, tools, self.variant, answer_type, form,
                           demos=demos, on_event=on_event, max_steps=settings.max_steps, notes=notes)

@@ -422,3 +422,20 @@ def test_contexts_do_not_share_state_across_threads(make):
         t.join()
     assert [list(results[f"t{i}"].state.entities)[0] for i in range(3)] == ["Q11817", "Q212", "Q462"]
     assert all(len(results[f"t{i}"].executions) == 1 for i in range(3))
+
+
+def test_each_observation_names_the_next_move(make):
+    """A small model repeats its last action unless the observation says what comes next."""
+    ctx, tools = make(answer_type=("human", "Q5"))
+    found = tools["search_wikidata"]("Riemannian geometry")
+    assert found.splitlines()[-1].startswith('Next: get_wikidata_entry({"qid": "Q761383"})')
+    entry = tools["get_wikidata_entry"]("Q761383")
+    assert entry.splitlines()[-1] == "Next: execute a query with the property that leads to the answer, e.g. " \
+                                     "SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }"
+    ok = tools["execute_sparql"]("SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }")
+    assert ok.startswith("[OK]") and "Next: stop" in ok
+    _, plain = make("no-answer-type", answer_type=("human", "Q5"))  # no expected type: no ★, no concrete query
+    assert plain["get_wikidata_entry"]("Q761383").splitlines()[-1] == \
+        "Next: execute a query with the property above that leads to the answer."
+    empty = tools["execute_sparql"]("SELECT ?x WHERE { wd:Q761383 wdt:P57 ?x }")
+    assert "Next: stop" not in empty

@@ -248,6 +248,7 @@ def test_generation_is_capped_and_settings_are_passed():
     assert llama.calls[1]["temperature"] == pytest.approx(0.3)
     assert llama.calls[1]["seed"] == 7
     assert llama.calls[1]["messages"] == [{"role": "user", "content": "hello again"}]
+    assert llama.calls[1]["stop"] == ["[[ ## completed ## ]]"]  # a small model runs on past its reply
 
 
 def test_predict_with_chat_adapter_and_usage_tracking():
@@ -415,7 +416,7 @@ def test_served_model_receives_max_tokens_and_servers_do_not_share_cache(monkeyp
         assert len(two.requests) == 1, "server two must not be answered from server one's cache entry"
         body = one.requests[0]["body"]
         assert one.requests[0]["path"].endswith("/chat/completions")
-        assert body["max_tokens"] == 123
+        assert body["max_tokens"] == 123 and body["stop"] == ["[[ ## completed ## ]]"]
         assert body["model"] == "qwen" and body["temperature"] == 0.0 and body["seed"] == 3
         headers = {k.lower(): v for k, v in one.requests[0]["headers"].items()}
         assert headers[CACHE_SCOPE_HEADER.lower()] == lm_cache_scope(Settings(api_base=one.url))

@@ -543,3 +543,11 @@ def test_an_invalid_final_query_is_the_agents_failure_not_the_programs(settings,
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=1)
     assert pred.final_source == "extract" and pred.final_status == "error"
     assert pred.final_error.startswith("syntax") and pred.error is None and pred.answers is None
+
+
+def test_an_adapter_marker_inside_the_extracted_query_is_dropped(settings, endpoint, search):
+    script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"),
+              {"sparql": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } [[ ## completed ## ]]"}]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=1)
+    assert pred.final_source == "extract" and pred.final_status == "ok"
+    assert pred.sparql.endswith("?x }") and pred.final_error is None

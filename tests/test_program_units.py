@@ -237,3 +237,33 @@ def test_ready_step_examples_are_used_as_they_are():
                                  "next_tool_name": "stop", "next_tool_args": {}})
     assert isinstance(example, dspy.Example)
     assert set(example.inputs().keys()) == {"question", "trajectory"}
+
+
+def test_demo_pool_fills_up_with_short_demos_of_the_same_form():
+    pool = DemoPool(POOL)
+    assert pool.select("After whom is the Riemannian geometry named?", 1) != []  # no shared word: a filler
+    ask = pool.select("Riemannian geometry, eponym?", 1, "ASK")[0]
+    assert ask.question == "Is Berlin the capital of Germany?"
+    select = pool.select("Riemannian geometry, eponym?", 1, "SELECT")[0]
+    assert select.question == "Who directed Titanic?"
+    both = pool.select("Who directed Titanic, the film?", 2, "SELECT")  # the related one first, then a filler
+    assert [d.question for d in both] == ["Who directed Titanic?", "Is Berlin the capital of Germany?"]
+    assert pool.select("Is Berlin the capital of Germany?", 5, "ASK")[0].question == "Who directed Titanic?"
+    assert len(pool.select("Is Berlin the capital of Germany?", 5, "ASK")) == 1  # never itself
+
+
+def _solved(question, qid, pid):
+    return {"question": question, "steps": [
+        {"thought": "search", "tool_name": "search_wikidata", "tool_args": {"query": question}, "observation": qid},
+        {"thought": "look", "tool_name": "get_wikidata_entry", "tool_args": {"qid": qid}, "observation": pid},
+        {"thought": "run", "tool_name": "execute_sparql",
+         "tool_args": {"sparql": f"SELECT ?x WHERE {{ wd:{qid} wdt:{pid} ?x }}"}, "observation": "[OK]"},
+        {"thought": "done", "tool_name": "stop", "tool_args": {}, "observation": ""}]}
+
+
+def test_the_demos_show_stop_then_the_query_then_the_lookup():
+    pool = DemoPool([_solved("Who directed Titanic?", "Q44578", "P57"), _solved("Who directed Alien?", "Q103569", "P57"),
+                     _solved("Who directed Heat?", "Q1051", "P57")])
+    demos = pool.select("Who directed Jaws?", 3)
+    assert [d.next_tool_name for d in demos] == ["stop", "execute_sparql", "get_wikidata_entry"]
+    assert demos[2].trajectory.count("Step ") == 1 and "search_wikidata" in demos[2].trajectory

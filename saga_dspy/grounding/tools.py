@@ -27,6 +27,7 @@ VALUES_FULL = 3
 LOOKUP_DESCRIPTION = 70
 VALUES_COMPACT = 2
 QUALIFIED_VALUES = 2
+NEXT_AFTER_OK = "Next: stop if these results answer the question; else refine the query."
 SEARCH_ITEMS = 8
 SEARCH_PROPERTIES = 4
 EXAMPLES = 5
@@ -195,7 +196,13 @@ def do_search(ctx: QuestionContext, query: str) -> str:
     if prop_blocks:
         all_blocks.append(Block("Properties:", "Properties:", ""))
         all_blocks.extend(prop_blocks)
-    rendered = render_blocks(head, all_blocks, ctx.budget, what="hits")
+    tail = []
+    if items:  # a small model repeats its search unless told the next move (measured with the 1.5B model)
+        wanted = query.strip().lower()
+        pick = next((h for h in items if (h.label or "").strip().lower() == wanted), items[0])
+        tail.append(f'Next: get_wikidata_entry({{"qid": "{pick.id}"}}) if {pick.id} ({clip(pick.label, 40)}) is what '
+                    f"the question means; else look up another hit or search again.")
+    rendered = render_blocks(head, all_blocks, ctx.budget, what="hits", tail=tail)
     return rendered.text
 
 
@@ -353,7 +360,13 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
         return fit("\n".join(head), ctx.budget)
     head.append(f"Outgoing properties: {len(kept)} shown of {len(all_pids)}, {n_vals} of {raw_edges} values{cap}:")
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid]) for pid in order]
-    return render_blocks(head, blocks, ctx.budget).text
+    starred = [pid for pid in order if fits[pid]]
+    if starred and flavour.name == "wikidata":
+        tail = [f"Next: execute a query with the property that leads to the answer, e.g. "
+                f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{starred[0]} ?x }}"]
+    else:
+        tail = ["Next: execute a query with the property above that leads to the answer."]
+    return render_blocks(head, blocks, ctx.budget, tail=tail).text
 
 
 # --- property examples -------------------------------------------------------------------------------------------------------
@@ -587,6 +600,7 @@ def do_execute(ctx: QuestionContext, sparql: str) -> str:
         body_budget = ctx.budget - sum(len(n) + 1 for n in notes) - 60
         lines.append(render_table(result, label_of, body_budget, head="[OK]"))
         lines.extend(notes)
+        lines.append(NEXT_AFTER_OK)
         if ctx.flags.type_state:
             first = result.rows[0]
             preview = ", ".join(
@@ -600,6 +614,7 @@ def do_execute(ctx: QuestionContext, sparql: str) -> str:
         lines.extend(extra)
     elif is_ask and result.value:
         lines.append("[OK] " + render_ask(result))
+        lines.append(NEXT_AFTER_OK)
         if conflicts:
             lines.append("Note: type conflict in the query: " + "; ".join(c.short(ctx) for c in conflicts[:2]))
         if ctx.flags.type_state:
