@@ -172,14 +172,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from saga_dspy.kg.endpoint import open_endpoint
     from saga_dspy.kg.search import open_search
-    from saga_dspy.lm import LocalModelError, build_lm, configure_lm_cache
+    from saga_dspy.lm import cli_lm
     from saga_dspy.program import SagaProgram, answer_labels
 
-    configure_lm_cache(settings)
-    try:
-        lm = build_lm(settings)
-    except LocalModelError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    lm = cli_lm(settings)
+    if lm is None:
         return 2
     endpoint = open_endpoint(settings)
     try:

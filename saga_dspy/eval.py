@@ -1204,13 +1204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(exc))
     import dspy
 
-    from saga_dspy.lm import build_lm, configure_lm_cache
+    from saga_dspy.lm import cli_lm
 
-    configure_lm_cache(settings)
-    try:
-        lm = build_lm(settings)
-    except Exception as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    lm = cli_lm(settings)
+    if lm is None:
         return 2
     dspy.configure(lm=lm)
     try:

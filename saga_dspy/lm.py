@@ -26,6 +26,7 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -575,6 +576,16 @@ def build_lm(settings: Settings) -> dspy.BaseLM:
     return remote_lm(settings)
 
 
+def cli_lm(settings: Settings, stream=None) -> dspy.BaseLM | None:
+    """The LM of a command-line run, with DSPy's cache set up; None (the error printed) when it cannot be built."""
+    configure_lm_cache(settings)
+    try:
+        return build_lm(settings)
+    except Exception as exc:  # a missing model or extra, a bad model string: said once, no traceback
+        print(f"error: {exc}", file=stream or sys.stderr)
+        return None
+
+
 def configure_lm_cache(settings: Settings) -> Path | None:
     """Point DSPy's (process-global) response cache at `<cache_dir>/dspy`; None when lm_cache is off."""
     if not settings.lm_cache:
@@ -595,6 +606,7 @@ __all__ = [
     "LocalLlamaLM",
     "LocalModelError",
     "build_lm",
+    "cli_lm",
     "configure_lm_cache",
     "ensure_local_model",
     "llama_cpp_available",

@@ -462,15 +462,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     import dspy
 
-    from saga_dspy.lm import build_lm, configure_lm_cache
+    from saga_dspy.lm import cli_lm, configure_lm_cache
 
-    configure_lm_cache(settings)
-    try:
-        lm = None if (options.optimizer == "none" and options.holdout <= 0) else build_lm(settings)
-    except Exception as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if lm is not None:
+    lm = None
+    if options.optimizer == "none" and options.holdout <= 0:  # gold demos alone: no LM call
+        configure_lm_cache(settings)
+    else:
+        lm = cli_lm(settings)
+        if lm is None:
+            return 2
         dspy.configure(lm=lm)
     try:
         optimize(settings, options, data_file=args.data_file, gold_file=args.gold_file, lm=lm,

@@ -176,10 +176,12 @@ def focus_observation(text: str, keep: Sequence[str], limit: int | None, head: i
             blocks[-1] += "\n" + line
         else:
             blocks.append(line)
+    nxt = [b for b in blocks if b.startswith("Next:")]  # the tool's hint on the next move is always kept whole
+    blocks = [b for b in blocks if not b.startswith("Next:")]
     patterns = [re.compile(rf"\b{re.escape(k)}\b") for k in keep if k]
     wanted = [i < head or any(p.search(b) for p in patterns) for i, b in enumerate(blocks)]
     chosen: set[int] = set()
-    used = 0
+    used = sum(len(b) + 1 for b in nxt)
     for i in [i for i, w in enumerate(blocks) if wanted[i]] + [i for i in range(len(blocks)) if not wanted[i]]:
         cost = len(blocks[i]) + 1
         if used + cost > limit - 40:
@@ -194,7 +196,7 @@ def focus_observation(text: str, keep: Sequence[str], limit: int | None, head: i
     left = len(blocks) - len(chosen)
     if left:
         out.append(f"… ({left} more line{'s' if left != 1 else ''} not shown)")
-    return "\n".join(out)
+    return "\n".join(out + nxt)
 
 
 def _listed(qid: str, observation: str) -> bool:

@@ -193,3 +193,13 @@ def test_bundled_pools_are_train_only():
         test = {norm(r["question"]) for r in load_records(dataset, "test")}
         assert not [r["id"] for r in records if norm(r["question"]) in test]
         assert len(DemoPool(records[:50])) == min(50, len(records))
+
+
+def test_a_shortened_observation_keeps_the_next_move_whole():
+    from saga_dspy.teacher import focus_observation
+
+    text = "\n".join(["Berlin (Q64): city", "Types: city (Q515)"] + [f"- prop {i} (P{i}) = value" * 3 for i in range(30)]
+                     + ['Next: get_wikidata_entry({"qid": "Q64"}) if Q64 (Berlin) is what the question means.'])
+    short = focus_observation(text, ["P6"], 300)
+    assert len(short) <= 300 + 10 and short.splitlines()[0] == "Berlin (Q64): city"
+    assert short.splitlines()[-1] == text.splitlines()[-1] and "more lines not shown" in short
