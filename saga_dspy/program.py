@@ -64,6 +64,8 @@ MAX_FORM_REJECTIONS = 1  # a final query of the wrong form is sent back this man
 MAX_NO_QUERY_REJECTIONS = 1  # stop() before any executed query is sent back this many times
 MAX_EMPTY_REJECTIONS = 1  # stop() on an empty / blocked final query is sent back this many times (not in spinach)
 MAX_CONSECUTIVE_FAILURES = 3  # unreadable LM turns in a row before the loop gives up
+ANSWER_TYPE_MAX_TOKENS = 64  # a type name and a QID
+PRUNE_MAX_TOKENS = 160  # a list of property ids; a small model otherwise rambles to the cap (measured: 512 tokens, 70 s)
 MAX_REPEATS = 2  # identical actions in a row before the loop gives up (then the extract call)
 REPEAT_TEMPERATURE = 0.7  # the sampling temperature of the step after a repeated action
 CHECK_EXTRA_STEPS = 3  # CheckAnswer's bounded second chance
@@ -171,6 +173,7 @@ _TOOL_ALIASES = {
     "query": "execute_sparql", "execute_query": "execute_sparql", "run_query": "execute_sparql",
 }
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+_SUGGESTED = re.compile(r"^Next: execute a query .*?, e\.g\. (SELECT .+)$", re.M)
 _MARKER = re.compile(r"\[\[ ## \w+ ## \]\]")  # an adapter's field marker the model wrote into a value
 
 
@@ -671,6 +674,14 @@ class Episode:
             return f"Error in {name}: {type(exc).__name__}: {_one_line(str(exc), 300)}"
         return out if isinstance(out, str) else str(out)
 
+    def suggested_query(self) -> str | None:
+        """The query the latest lookup proposed ("Next: … e.g. SELECT …"), if any."""
+        for step in reversed(self.steps):
+            match = _SUGGESTED.search(step.observation or "")
+            if match:
+                return match.group(1).strip()
+        return None
+
     def _stop(self, thought: str, raw_args: Any) -> bool | str:
         # A query given to stop (small models do that) is executed first, so stop marks it.
         given = parse_tool_args(raw_args, ["sparql"]).get("sparql")
@@ -684,9 +695,11 @@ class Episode:
         if not final:
             if self.no_query_rejections < MAX_NO_QUERY_REJECTIONS:
                 self.no_query_rejections += 1
+                suggestion = self.suggested_query()
+                example = f' For example: execute_sparql({{"sparql": "{suggestion}"}}).' if suggestion else ""
                 self.add_step(Step(thought, "stop", {}, "No query has been executed yet, so there is no final query. "
-                                   "Execute the query that answers the question with execute_sparql, then stop.",
-                                   note="rejected"))
+                                   "Execute the query that answers the question with execute_sparql, then stop."
+                                   + example, note="rejected"))
                 return False
             self.add_step(Step(thought, "stop", {}, observation))
             return True
@@ -997,7 +1010,7 @@ class SagaProgram(dspy.Module):
         notes: list[str] = []
         if self.variant not in ("no-answer-type", "spinach"):
             try:
-                raw = self.answer_type(question=str(question))
+                raw = self.answer_type(question=str(question), config={"max_tokens": ANSWER_TYPE_MAX_TOKENS})
                 answer_type = AnswerTypeInfo.from_raw(getattr(raw, "answer_type_label", ""),
                                                       getattr(raw, "answer_type_qid", ""), settings.kg)
             except Exception as exc:
@@ -1035,7 +1048,8 @@ class SagaProgram(dspy.Module):
         def prune(prune_question: str | None = None, neighborhood: str = "", *args, **kwargs) -> list[str]:
             text = neighborhood or kwargs.get("neighbourhood") or kwargs.get("neighborhood") or (args[0] if args else "")
             try:
-                out = self.prune(question=str(prune_question or question), neighborhood=str(text))
+                out = self.prune(question=str(prune_question or question), neighborhood=str(text),
+                                 config={"max_tokens": PRUNE_MAX_TOKENS})
             except Exception as exc:
                 log.info("pruning failed (%s): keeping the neighbourhood", exc)
                 return []

@@ -551,3 +551,14 @@ def test_an_adapter_marker_inside_the_extracted_query_is_dropped(settings, endpo
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=1)
     assert pred.final_source == "extract" and pred.final_status == "ok"
     assert pred.sparql.endswith("?x }") and pred.final_error is None
+
+
+def test_a_stop_before_any_query_is_sent_back_with_the_lookups_suggestion(settings, endpoint, search):
+    script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"),
+              step("get_wikidata_entry", qid="Q761383"), step("stop"),
+              step("execute_sparql", sparql="SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }"), step("stop")]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    rejected = pred.trajectory[2]
+    assert rejected["tool_name"] == "stop" and rejected["observation"].endswith(
+        'For example: execute_sparql({"sparql": "SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }"}).')
+    assert pred.final_status == "ok" and pred.final_source == "stop"
