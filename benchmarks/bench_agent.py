@@ -103,7 +103,8 @@ def run(args) -> dict:
                 wall = time.monotonic() - started
                 f1 = answer_f1(pred.answers, q["gold_result"]) if pred.answers is not None else 0.0
                 row = cost_row(q["id"], q["question"], variant, wall, pred.counters, f1=round(f1, 3),
-                               final_status=pred.final_status, sparql=pred.sparql, error=pred.error)
+                               final_status=pred.final_status, sparql=pred.sparql, error=pred.error,
+                               load_average=round(os.getloadavg()[0], 2))
                 c = pred.counters
                 rows.append(row)
                 if rows_path is not None:
@@ -129,7 +130,7 @@ def cost_row(qid, question, variant, wall, c: dict, **extra) -> dict:
         "executions": c["executions"], "blocked": c["blocked"], "empty": c["empty"],
         # the paper: 1 answer-type call, controller + re-parse per step, a pruning call per untyped lookup
         "paper_design_calls": 1 + 2 * c["steps"] + c.get("prunes", 0),
-        "variant": variant, "load_average": round(os.getloadavg()[0], 2), **extra,
+        "variant": variant, **extra,
     }
 
 
