@@ -11,7 +11,8 @@
 # 2. the three ablations on the first NA of them: the variant table (F1 / EM / empty rate / steps);
 # 3. the same NA questions zero-shot (no demonstrations) and with a BootstrapFewShot program
 #    compiled on QALD-10 *train* questions (gold-teacher seeded): the optimizer's before/after.
-# Measured here: 3-4 minutes a question (2 cores), so the defaults take about 2.5 hours.
+# The LM cache is off: every call is computed, so the seconds are real. Measured here: 3-4 minutes
+# a question (2 cores), so the defaults take about 2.5 hours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -21,7 +22,7 @@ NA=${NA:-6}
 STEPS=${STEPS:-10}
 TRAIN=${TRAIN:-8}
 export LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 MLFLOW_ENABLE_ASYNC_TRACE_LOGGING=false
-common=(--dataset qald10 --split test --num-threads 1 --max-steps "$STEPS" --no-progress --resume)
+common=(--dataset qald10 --split test --no-lm-cache --num-threads 1 --max-steps "$STEPS" --no-progress --resume)
 
 "$PY" -m saga_dspy.eval "${common[@]}" --limit "$N" --variant full --variant spinach --out "$OUT/variants"
 "$PY" benchmarks/bench_agent.py --from-eval "$OUT/variants/full" "$OUT/variants/spinach" --out "$OUT/bench_agent.json"
@@ -30,6 +31,6 @@ common=(--dataset qald10 --split test --num-threads 1 --max-steps "$STEPS" --no-
 "$PY" -m saga_dspy.eval "${common[@]}" --limit "$NA" --variant full --demos 0 --out "$OUT/zero-shot"
 if [ ! -f "$OUT/bootstrap/program.json" ]; then
     "$PY" -m saga_dspy.optimize --optimizer bootstrap --teacher gold --dataset qald10 --split train \
-        --limit "$TRAIN" --max-demos 2 --max-steps "$STEPS" --num-threads 1 --no-progress --out "$OUT/bootstrap"
+        --limit "$TRAIN" --max-demos 2 --max-steps "$STEPS" --no-lm-cache --num-threads 1 --no-progress --out "$OUT/bootstrap"
 fi
 "$PY" -m saga_dspy.eval "${common[@]}" --limit "$NA" --program "$OUT/bootstrap/program.json" --out "$OUT/bootstrap-eval"
