@@ -690,6 +690,13 @@ class Episode:
             observation = self._call_tool("execute_sparql", self.tools["execute_sparql"], {"sparql": given})
             self.extra_executions += 1
             self.add_step(Step(thought, "execute_sparql", {"sparql": given}, observation, note="from-stop"))
+        suggestion = self.suggested_query() if not self.last_executed() else None
+        if suggestion and not self.no_query_rejections:
+            # Stop right after a lookup: a small model takes the lookup's proposed query as done.
+            # It is executed as a step of its own, and stop is then judged as usual.
+            observation = self._call_tool("execute_sparql", self.tools["execute_sparql"], {"sparql": suggestion})
+            self.extra_executions += 1
+            self.add_step(Step(thought, "execute_sparql", {"sparql": suggestion}, observation, note="from-suggestion"))
         observation = self._call_tool("stop", self.tools["stop"], {})
         final = _ctx_final(self.ctx) or self.last_executed()
         if not final:

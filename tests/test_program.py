@@ -553,12 +553,19 @@ def test_an_adapter_marker_inside_the_extracted_query_is_dropped(settings, endpo
     assert pred.sparql.endswith("?x }") and pred.final_error is None
 
 
-def test_a_stop_before_any_query_is_sent_back_with_the_lookups_suggestion(settings, endpoint, search):
+def test_a_stop_right_after_a_lookup_runs_the_lookups_suggestion(settings, endpoint, search):
     script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"),
-              step("get_wikidata_entry", qid="Q761383"), step("stop"),
+              step("get_wikidata_entry", qid="Q761383"), step("stop")]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    names = [(s["tool_name"], s.get("note")) for s in pred.trajectory]
+    assert names[2:] == [("execute_sparql", "from-suggestion"), ("stop", "")]
+    assert pred.sparql == "SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }"
+    assert pred.final_status == "ok" and pred.final_source == "stop" and pred.counters["lm_calls"] == 4
+
+
+def test_a_stop_before_any_query_without_a_suggestion_is_sent_back(settings, endpoint, search):
+    script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"), step("stop"),
               step("execute_sparql", sparql="SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }"), step("stop")]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
-    rejected = pred.trajectory[2]
-    assert rejected["tool_name"] == "stop" and rejected["observation"].endswith(
-        'For example: execute_sparql({"sparql": "SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }"}).')
+    assert pred.trajectory[1]["note"] == "rejected" and "No query has been executed yet" in pred.trajectory[1]["observation"]
     assert pred.final_status == "ok" and pred.final_source == "stop"
