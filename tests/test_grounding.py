@@ -278,6 +278,9 @@ def test_untyped_entity_skips_the_filter_and_uses_the_fallback_pruning(make):
     # a typed entity is never pruned by the LM in the full variant
     tools["get_wikidata_entry"]("Q11817")
     assert len(calls) == 1
+    # nor is an entity without any property (nothing to prune)
+    empty = tools["get_wikidata_entry"]("Q8037034")  # Worshipful Company of Founders: no statements kept in the sample
+    assert "No outgoing properties" in empty and len(calls) == 1
 
 
 def test_lookup_round_trips_are_bounded(make):

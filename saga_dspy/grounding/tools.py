@@ -309,7 +309,7 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
     notes: list[str] = []
     kept = all_pids
     has_types = bool(et.types) and (ctx.filter_mode != "bare" or bool(et.p31))
-    if ctx.flags.prune_all:
+    if ctx.flags.prune_all and all_pids:
         kept, note = _prune_with_lm(ctx, nb, all_pids)
         if note:
             notes.append(note)
@@ -318,7 +318,7 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
         kept, removed = fr.kept, fr.removed
     elif ctx.flags.type_filter:
         notes.append("Type filter skipped: the entity has no types.")
-        if ctx.prune is not None:
+        if ctx.prune is not None and all_pids:  # nothing to prune: no LM call
             kept, note = _prune_with_lm(ctx, nb, all_pids)
             if note:
                 notes.append(note)
