@@ -69,9 +69,19 @@ def build_pool(settings: Settings, dataset: str, split: str, endpoint, search, *
         "skipped": skipped,
         "forms": {f: sum(1 for r in records if r["query_form"] == f) for f in ("SELECT", "ASK", "COUNT")},
         "seconds": round(time.monotonic() - started, 1),
-        "gold_file": evalset.gold_file,
+        "gold_file": _under(evalset.gold_file, Path(s.data_dir)),  # relative to the data directory
     }
     return records, stats
+
+
+def _under(path, root: Path) -> str | None:
+    """`path` relative to `root` when it lies under it (no machine paths in committed files)."""
+    if not path:
+        return None
+    try:
+        return Path(path).resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def main(argv=None) -> int:
