@@ -27,6 +27,12 @@ def make_settings(**overrides) -> Settings:
     return Settings(**base)
 
 
+def scripted_settings(split: str):
+    """QALD-10 settings for runs driven by a scripted LM: no pool demos, no tracking, no LM cache."""
+    return make_settings(dataset="qald10", split=split, demos=0, max_steps=6, mlflow=False, lm="scripted",
+                         lm_cache=False)
+
+
 @pytest.fixture(scope="session")
 def settings() -> Settings:
     return make_settings()

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest import REPO, TEST_CACHE, make_settings
+from conftest import REPO, TEST_CACHE, make_settings, scripted_settings
 
 from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
 from dspy.utils.dummies import DummyLM
@@ -137,8 +137,7 @@ def build_script(evalset) -> tuple[dict, dict, dict[str, float]]:
 
 @pytest.fixture(scope="module")
 def eval_settings(store_path):
-    return make_settings(dataset="qald10", split="test", demos=0, max_steps=6, mlflow=False, lm="scripted",
-                         lm_cache=False)
+    return scripted_settings("test")
 
 
 @pytest.fixture(scope="module")
@@ -271,12 +270,11 @@ _CHILD = textwrap.dedent(
     """
     import json, sys
     sys.path.insert(0, {tests!r})
-    from conftest import make_settings
+    from conftest import scripted_settings
     from test_eval import ScriptedLM
     from saga_dspy.eval import evaluate
     plans, types = json.load(open({script!r}))
-    settings = make_settings(dataset="qald10", split="test", demos=0, max_steps=6, mlflow=False, lm="scripted",
-                             lm_cache=False, num_threads=2)
+    settings = scripted_settings("test").model_copy(update={{"num_threads": 2}})
     lm = ScriptedLM({{q: [tuple(a) for a in p] for q, p in plans.items()}}, {{q: tuple(t) for q, t in types.items()}},
                     delay={delay})
     evaluate(settings, ["full"], out={out!r}, ids={ids!r}, lm=lm, progress=False, resume={resume})

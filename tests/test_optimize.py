@@ -9,14 +9,13 @@ import json
 import dspy
 import pytest
 
-from conftest import TEST_CACHE, make_settings
+from conftest import TEST_CACHE, make_settings, scripted_settings
 from test_eval import ScriptedLM
 
 
 @pytest.fixture(scope="module")
 def opt_settings(store_path):
-    return make_settings(dataset="qald10", split="train", demos=0, max_steps=6, mlflow=False, lm="scripted",
-                         lm_cache=False)
+    return scripted_settings("train")
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,13 @@ import re
 
 import pytest
 
-from conftest import REPO, make_settings
+from conftest import REPO, scripted_settings
 from test_eval import ScriptedLM
 
 
 @pytest.fixture(scope="module")
 def teach_settings(store_path):
-    return make_settings(dataset="qald10", split="train", demos=0, max_steps=6, mlflow=False, lm="scripted",
-                         lm_cache=False)
+    return scripted_settings("train")
 
 
 @pytest.fixture(scope="module")
