@@ -173,7 +173,6 @@ _TOOL_ALIASES = {
     "query": "execute_sparql", "execute_query": "execute_sparql", "run_query": "execute_sparql",
 }
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
-_SUGGESTED = re.compile(r"^Next: execute a query .*?, e\.g\. (SELECT .+)$", re.M)
 _MARKER = re.compile(r"\[\[ ## \w+ ## \]\]")  # an adapter's field marker the model wrote into a value
 
 
@@ -675,12 +674,9 @@ class Episode:
         return out if isinstance(out, str) else str(out)
 
     def suggested_query(self) -> str | None:
-        """The query the latest lookup proposed ("Next: … e.g. SELECT …"), if any."""
-        for step in reversed(self.steps):
-            match = _SUGGESTED.search(step.observation or "")
-            if match:
-                return match.group(1).strip()
-        return None
+        """The query the latest lookup proposed (its ★ property), if any."""
+        value = getattr(self.ctx, "suggested_sparql", None)
+        return value if isinstance(value, str) and value else None
 
     def _stop(self, thought: str, raw_args: Any) -> bool | str:
         # A query given to stop (small models do that) is executed first, so stop marks it.

@@ -362,8 +362,8 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid]) for pid in order]
     starred = [pid for pid in order if fits[pid]]
     if starred and flavour.name == "wikidata":
-        tail = [f"Next: execute a query with the property that leads to the answer, e.g. "
-                f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{starred[0]} ?x }}"]
+        ctx.suggested_sparql = f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{starred[0]} ?x }}"
+        tail = [f"Next: execute a query with the property that leads to the answer, e.g. {ctx.suggested_sparql}"]
     else:
         tail = ["Next: execute a query with the property above that leads to the answer."]
     return render_blocks(head, blocks, ctx.budget, tail=tail).text
