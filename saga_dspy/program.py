@@ -678,21 +678,22 @@ class Episode:
         value = getattr(self.ctx, "suggested_sparql", None)
         return value if isinstance(value, str) and value else None
 
+    def _execute_for_stop(self, thought: str, sparql: str, note: str) -> None:
+        """Run a query that stop implies, as a step of its own, before stop is judged."""
+        observation = self._call_tool("execute_sparql", self.tools["execute_sparql"], {"sparql": sparql})
+        self.extra_executions += 1
+        self.add_step(Step(thought, "execute_sparql", {"sparql": sparql}, observation, note=note))
+
     def _stop(self, thought: str, raw_args: Any) -> bool | str:
         # A query given to stop (small models do that) is executed first, so stop marks it.
         given = parse_tool_args(raw_args, ["sparql"]).get("sparql")
         if (isinstance(given, str) and form_of(given) in QUERY_FORMS
                 and given.strip() != (self.last_executed() or "").strip()):
-            observation = self._call_tool("execute_sparql", self.tools["execute_sparql"], {"sparql": given})
-            self.extra_executions += 1
-            self.add_step(Step(thought, "execute_sparql", {"sparql": given}, observation, note="from-stop"))
+            self._execute_for_stop(thought, given, "from-stop")
         suggestion = self.suggested_query() if not self.last_executed() else None
         if suggestion and not self.no_query_rejections:
             # Stop right after a lookup: a small model takes the lookup's proposed query as done.
-            # It is executed as a step of its own, and stop is then judged as usual.
-            observation = self._call_tool("execute_sparql", self.tools["execute_sparql"], {"sparql": suggestion})
-            self.extra_executions += 1
-            self.add_step(Step(thought, "execute_sparql", {"sparql": suggestion}, observation, note="from-suggestion"))
+            self._execute_for_stop(thought, suggestion, "from-suggestion")
         observation = self._call_tool("stop", self.tools["stop"], {})
         final = _ctx_final(self.ctx) or self.last_executed()
         if not final:
