@@ -13,8 +13,9 @@ from saga_dspy.grounding.flavour import WIKIDATA
 from saga_dspy.grounding.patterns import NEGATED, OPTIONAL, REQUIRED, UNION, parse_query
 from saga_dspy.grounding.render import Block, render_blocks, render_table
 from saga_dspy.grounding.state import TypeFact, TypeState
-from saga_dspy.grounding.tools import make_tools
+from saga_dspy.grounding.tools import _hint_pick, make_tools
 from saga_dspy.kg.results import Binding, SelectResult
+from saga_dspy.kg.search import SearchHit
 from saga_dspy.schema import load_hierarchy, load_schema_index
 
 
@@ -442,3 +443,22 @@ def test_each_observation_names_the_next_move(make):
         "Next: execute a query with the property above that leads to the answer."
     empty = tools["execute_sparql"]("SELECT ?x WHERE { wd:Q761383 wdt:P57 ?x }")
     assert "Next: stop" not in empty
+
+
+def test_search_hint_names_the_entity_the_query_names(make):
+    """Measured: the agent followed the hint to "Worshipful Company of Founders" for "Tencent
+    company founders", and to a Siemens company archive for "Siemens AG"."""
+    _, tools = make()
+    assert tools["search_wikidata"]("Tencent company founders").splitlines()[-1].startswith(
+        'Next: get_wikidata_entry({"qid": "Q860580"})')
+    assert tools["search_wikidata"]("Siemens AG").splitlines()[-1].startswith(
+        'Next: get_wikidata_entry({"qid": "Q81230"})')
+
+
+def test_hint_pick_prefers_exact_then_the_longest_named_label_then_rank():
+    hit = lambda qid, label: SearchHit(qid, label)  # noqa: E731
+    first, berlin, east = hit("Q1", "Berlin Wall"), hit("Q64", "Berlin"), hit("Q2", "East Berlin")
+    assert _hint_pick("berlin", [first, berlin]) is berlin  # exact label
+    assert _hint_pick("mayor of East Berlin", [first, berlin, east]) is east  # longest named label
+    assert _hint_pick("mayors of Berlin", [first, east, berlin]) is berlin
+    assert _hint_pick("Bärlin", [first, berlin]) is first  # nothing named: the search's own order

@@ -267,6 +267,15 @@ def test_search_ranks_exact_label_first(search):
     assert search.search("   ") == []
 
 
+def test_search_ranks_entities_the_query_names_above_text_relevance(search):
+    """BM25 alone put "Worshipful Company of Founders" first and Tencent 14th for this query."""
+    assert search.search("Tencent company founders", limit=8, kind="item")[0].id == "Q860580"
+    siemens = [h.id for h in search.search("Siemens AG", limit=8, kind="item")]
+    assert siemens[0] == "Q81230" and "Q27490304" in siemens  # the archive whose label holds the words stays
+    mayor = [h.id for h in search.search("Who is the mayor of Paris", limit=8, kind="item")]
+    assert mayor[:2] == ["Q12371988", "Q90"]  # the longer named phrase first; "the" names nothing
+
+
 def test_cli_query_and_search_json(settings, store_path):
     env_args = ["--cache-dir", str(settings.cache_dir)]
     out = subprocess.run(

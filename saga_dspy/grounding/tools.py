@@ -15,6 +15,7 @@ from typing import Callable
 
 from ..kg.errors import SparqlError
 from ..kg.results import AskResult, SelectResult
+from ..kg.search import SearchHit
 from .checks import find_conflicts, reversed_direction_hints, unknown_iri_hints
 from .context import Execution, QuestionContext
 from .neighbourhood import Neighbourhood, Value, fetch_neighbourhood, type_filter
@@ -45,6 +46,7 @@ SCALAR_ANSWERS = {
 ITEM_DATATYPES = ("WikibaseItem", "WikibaseProperty", "WikibaseLexeme", "WikibaseForm", "WikibaseSense", "entity", "")
 EXTERNAL_DATATYPES = ("ExternalId", "type.key", "type.id")
 PID_IN_TEXT = re.compile(r"\b(P[1-9]\d*)\b")
+_WORDS = re.compile(r"\w+")
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------------
@@ -198,12 +200,27 @@ def do_search(ctx: QuestionContext, query: str) -> str:
         all_blocks.extend(prop_blocks)
     tail = []
     if items:  # a small model repeats its search unless told the next move (measured with the 1.5B model)
-        wanted = query.strip().lower()
-        pick = next((h for h in items if (h.label or "").strip().lower() == wanted), items[0])
+        pick = _hint_pick(query, items)
         tail.append(f'Next: get_wikidata_entry({{"qid": "{pick.id}"}}) if {pick.id} ({clip(pick.label, 40)}) is what '
                     f"the question means; else look up another hit or search again.")
     rendered = render_blocks(head, all_blocks, ctx.budget, what="hits", tail=tail)
     return rendered.text
+
+
+def _hint_pick(query: str, items: list[SearchHit]) -> SearchHit:
+    """The hit a search's "Next:" line proposes: an exact label match, else the hit whose whole
+    label is named in the query (the longest such label), else the first hit. The first hit alone
+    misleads when the model searches a phrase: "Tencent company founders" ranks "Worshipful
+    Company of Founders" first, while "Tencent" is the entity the query names (measured here)."""
+    wanted = " ".join(_WORDS.findall(query.lower()))
+    named = []
+    for rank, hit in enumerate(items):
+        label = " ".join(_WORDS.findall((hit.label or "").lower()))
+        if label == wanted:
+            return hit
+        if label and f" {label} " in f" {wanted} ":
+            named.append((-len(label), rank, hit))
+    return min(named, key=lambda t: t[:2])[2] if named else items[0]
 
 
 # --- lookup ------------------------------------------------------------------------------------------------------------

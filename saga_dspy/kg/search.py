@@ -2,8 +2,9 @@
 the bundled store, and Wikidata's own `wbsearchentities` API for the live graph.
 
 Ranking of the local index: exact label match, then exact alias match, then
-text relevance (BM25 over label, aliases, description), then popularity (the
-number of statements about the entity)."""
+entities whose whole label is a phrase of the query (longer phrases first, then
+popularity), then text relevance (BM25 over label, aliases, description), then
+popularity (the number of statements about the entity)."""
 
 from __future__ import annotations
 
@@ -122,6 +123,11 @@ def build_label_index(store, path: Path) -> None:
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+# Words that name no entity a question means, however many entities carry them as a label.
+_STOPWORDS = frozenset(
+    "the and for from with who whom whose what which when where how many much was were are has have had did does "
+    "not all any was that this there their its than into onto also name list give tell".split()
+)
 
 
 class LocalSearch:
@@ -161,6 +167,7 @@ class LocalSearch:
         ).fetchall()
         for row in exact:
             candidates[row[0]] = row
+        named = self._named(words, kind_sql, kind_args, candidates)
         for match in (" ".join(f'"{w}"' for w in words), " OR ".join(f'"{w}"' for w in words)):
             fts = self._db().execute(
                 f"SELECT e.id,e.label,e.description,e.kind,e.datatype,e.popularity,"
@@ -176,10 +183,38 @@ class LocalSearch:
         def rank(row):
             label_exact = row[1].lower() == lc
             alias_exact = not label_exact and lc in self._aliases(row[0])
-            return (not label_exact, not alias_exact, row[6], -row[5])
+            words_named = named.get(row[0], 0)
+            if words_named:  # among entities the query names: the longer name, then the better known
+                return (not label_exact, not alias_exact, False, -words_named, -row[5], 0.0)
+            return (not label_exact, not alias_exact, True, 0, row[6], -row[5])
 
         ordered = sorted(candidates.values(), key=rank)[:limit]
         return [self._hit(row, -row[6] if row[6] else 0.0) for row in ordered]
+
+    def _named(self, words: list[str], kind_sql: str, kind_args: list, candidates: dict[str, tuple]) -> dict[str, int]:
+        """Entities whose whole label is a phrase of the query: {id: content words in the label}.
+
+        Text relevance alone ranks "Worshipful Company of Founders" above "Tencent" for the
+        query "Tencent company founders" (Tencent came 14th); an entity the query names
+        outright is the better link, as Wikidata's own search would return it first."""
+        phrases: dict[str, int] = {}
+        for n in range(len(words) - 1, 0, -1):
+            for i in range(len(words) - n + 1):
+                phrase = " ".join(words[i:i + n])
+                content = sum(1 for w in words[i:i + n] if len(w) > 2 and w not in _STOPWORDS)
+                if content:  # "the mayor" names no more than "mayor"; "the" alone names nothing
+                    phrases.setdefault(phrase, content)
+        if not phrases:
+            return {}
+        marks = ",".join("?" * len(phrases))
+        rows = self._db().execute(
+            f"SELECT e.id,e.label,e.description,e.kind,e.datatype,e.popularity, 0.0 FROM entity e "
+            f"WHERE e.label_lc IN ({marks}) {kind_sql} ORDER BY e.popularity DESC LIMIT 200",
+            [*phrases, *kind_args],
+        ).fetchall()
+        for row in rows:
+            candidates.setdefault(row[0], row)
+        return {row[0]: phrases[row[1].lower()] for row in rows}
 
     def _aliases(self, qid: str) -> set[str]:
         row = self._db().execute("SELECT aliases_lc FROM entity WHERE id=?", (qid,)).fetchone()
