@@ -459,6 +459,8 @@ def test_hint_pick_prefers_exact_then_the_longest_named_label_then_rank():
     hit = lambda qid, label: SearchHit(qid, label)  # noqa: E731
     first, berlin, east = hit("Q1", "Berlin Wall"), hit("Q64", "Berlin"), hit("Q2", "East Berlin")
     assert _hint_pick("berlin", [first, berlin]) is berlin  # exact label
-    assert _hint_pick("mayor of East Berlin", [first, berlin, east]) is east  # longest named label
+    assert _hint_pick("mayor of East Berlin", [first, berlin, east]) is east  # the named label with most words
     assert _hint_pick("mayors of Berlin", [first, east, berlin]) is berlin
+    founders, tencent = hit("Q78219918", "Founders"), hit("Q860580", "Tencent")
+    assert _hint_pick("Tencent company founders", [tencent, founders]) is tencent  # equal words: search order
     assert _hint_pick("Bärlin", [first, berlin]) is first  # nothing named: the search's own order

@@ -274,6 +274,8 @@ def test_search_ranks_entities_the_query_names_above_text_relevance(search):
     assert siemens[0] == "Q81230" and "Q27490304" in siemens  # the archive whose label holds the words stays
     mayor = [h.id for h in search.search("Who is the mayor of Paris", limit=8, kind="item")]
     assert mayor[:2] == ["Q12371988", "Q90"]  # the longer named phrase first; "the" names nothing
+    star_wars = [h.id for h in search.search("Star Wars Episode IV", limit=8, kind="item")]
+    assert star_wars[0] == "Q462" and "Q17738" in star_wars  # homonyms of "Star Wars" do not crowd out the film
 
 
 def test_cli_query_and_search_json(settings, store_path):

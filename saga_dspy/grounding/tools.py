@@ -209,9 +209,9 @@ def do_search(ctx: QuestionContext, query: str) -> str:
 
 def _hint_pick(query: str, items: list[SearchHit]) -> SearchHit:
     """The hit a search's "Next:" line proposes: an exact label match, else the hit whose whole
-    label is named in the query (the longest such label), else the first hit. The first hit alone
-    misleads when the model searches a phrase: "Tencent company founders" ranks "Worshipful
-    Company of Founders" first, while "Tencent" is the entity the query names (measured here)."""
+    label the query names (most words first, then the search's order), else the first hit.
+    The first hit alone misled the agent when it searched a phrase: for "Tencent company
+    founders" the index once ranked "Worshipful Company of Founders" first (measured here)."""
     wanted = " ".join(_WORDS.findall(query.lower()))
     named = []
     for rank, hit in enumerate(items):
@@ -219,7 +219,7 @@ def _hint_pick(query: str, items: list[SearchHit]) -> SearchHit:
         if label == wanted:
             return hit
         if label and f" {label} " in f" {wanted} ":
-            named.append((-len(label), rank, hit))
+            named.append((-label.count(" "), rank, hit))
     return min(named, key=lambda t: t[:2])[2] if named else items[0]
 
 

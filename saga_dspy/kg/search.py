@@ -2,9 +2,9 @@
 the bundled store, and Wikidata's own `wbsearchentities` API for the live graph.
 
 Ranking of the local index: exact label match, then exact alias match, then
-entities whose whole label is a phrase of the query (longer phrases first, then
-popularity), then text relevance (BM25 over label, aliases, description), then
-popularity (the number of statements about the entity)."""
+for each phrase of the query the best-known entity with that whole label (longer
+phrases first, then popularity), then text relevance (BM25 over label, aliases,
+description), then popularity (the number of statements about the entity)."""
 
 from __future__ import annotations
 
@@ -212,9 +212,15 @@ class LocalSearch:
             f"WHERE e.label_lc IN ({marks}) {kind_sql} ORDER BY e.popularity DESC LIMIT 200",
             [*phrases, *kind_args],
         ).fetchall()
-        for row in rows:
-            candidates.setdefault(row[0], row)
-        return {row[0]: phrases[row[1].lower()] for row in rows}
+        named: dict[str, int] = {}
+        seen: set[str] = set()
+        for row in rows:  # the best-known entity of each phrase only: homonyms must not crowd out
+            phrase = row[1].lower()  # the hits that match the whole query ("Star Wars Episode IV")
+            if phrase not in seen:
+                seen.add(phrase)
+                candidates.setdefault(row[0], row)
+                named[row[0]] = phrases[phrase]
+        return named
 
     def _aliases(self, qid: str) -> set[str]:
         row = self._db().execute("SELECT aliases_lc FROM entity WHERE id=?", (qid,)).fetchone()
