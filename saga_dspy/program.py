@@ -675,8 +675,7 @@ class Episode:
 
     def suggested_query(self) -> str | None:
         """The query the latest lookup proposed (its ★ property), if any."""
-        value = getattr(self.ctx, "suggested_sparql", None)
-        return value if isinstance(value, str) and value else None
+        return self.ctx.suggested_sparql or None
 
     def _execute_for_stop(self, thought: str, sparql: str, note: str) -> None:
         """Run a query that stop implies, as a step of its own, before stop is judged."""

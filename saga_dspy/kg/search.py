@@ -126,7 +126,7 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 # Words that name no entity a question means, however many entities carry them as a label.
 _STOPWORDS = frozenset(
     "the and for from with who whom whose what which when where how many much was were are has have had did does "
-    "not all any was that this there their its than into onto also name list give tell".split()
+    "not all any that this there their its than into onto also name list give tell".split()
 )
 
 
@@ -167,7 +167,9 @@ class LocalSearch:
         ).fetchall()
         for row in exact:
             candidates[row[0]] = row
-        named = self._named(words, kind_sql, kind_args, candidates)
+        named = self._named(words, kind_sql, kind_args)
+        for qid, (row, _) in named.items():
+            candidates.setdefault(qid, row)
         for match in (" ".join(f'"{w}"' for w in words), " OR ".join(f'"{w}"' for w in words)):
             fts = self._db().execute(
                 f"SELECT e.id,e.label,e.description,e.kind,e.datatype,e.popularity,"
@@ -183,16 +185,15 @@ class LocalSearch:
         def rank(row):
             label_exact = row[1].lower() == lc
             alias_exact = not label_exact and lc in self._aliases(row[0])
-            words_named = named.get(row[0], 0)
-            if words_named:  # among entities the query names: the longer name, then the better known
-                return (not label_exact, not alias_exact, False, -words_named, -row[5], 0.0)
-            return (not label_exact, not alias_exact, True, 0, row[6], -row[5])
+            if row[0] in named:  # among entities the query names: the longer name, then the better known
+                return (not label_exact, not alias_exact, False, -named[row[0]][1], -row[5])
+            return (not label_exact, not alias_exact, True, row[6], -row[5])
 
         ordered = sorted(candidates.values(), key=rank)[:limit]
         return [self._hit(row, -row[6] if row[6] else 0.0) for row in ordered]
 
-    def _named(self, words: list[str], kind_sql: str, kind_args: list, candidates: dict[str, tuple]) -> dict[str, int]:
-        """Entities whose whole label is a phrase of the query: {id: content words in the label}.
+    def _named(self, words: list[str], kind_sql: str, kind_args: list) -> dict[str, tuple[tuple, int]]:
+        """Entities whose whole label is a phrase of the query: {id: (row, content words in the label)}.
 
         Text relevance alone ranks "Worshipful Company of Founders" above "Tencent" for the
         query "Tencent company founders" (Tencent came 14th); an entity the query names
@@ -212,14 +213,12 @@ class LocalSearch:
             f"WHERE e.label_lc IN ({marks}) {kind_sql} ORDER BY e.popularity DESC LIMIT 200",
             [*phrases, *kind_args],
         ).fetchall()
-        named: dict[str, int] = {}
-        seen: set[str] = set()
+        named: dict[str, tuple[tuple, int]] = {}
         for row in rows:  # the best-known entity of each phrase only: homonyms must not crowd out
             phrase = row[1].lower()  # the hits that match the whole query ("Star Wars Episode IV")
-            if phrase not in seen:
-                seen.add(phrase)
-                candidates.setdefault(row[0], row)
-                named[row[0]] = phrases[phrase]
+            content = phrases.pop(phrase, None)  # popped: later (less known) homonyms are skipped
+            if content is not None:
+                named[row[0]] = (row, content)
         return named
 
     def _aliases(self, qid: str) -> set[str]:
