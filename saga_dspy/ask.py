@@ -13,7 +13,13 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
+from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
+from saga_dspy.kg.endpoint import Endpoint
+from saga_dspy.kg.prefixes import WD
+from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
+from saga_dspy.lm import cli_lm
+from saga_dspy.services import KgServices
 
 SETTINGS_FLAGS = (
     "kg", "endpoint", "search", "cache_dir", "query_timeout", "result_cache",
@@ -87,8 +93,6 @@ class TracePrinter:
 
 
 def format_answers(result: Any, labels: dict[str, str], limit: int = 30) -> list[str]:
-    from saga_dspy.kg.results import AskResult, SelectResult
-
     if result is None:
         return ["(no answer)"]
     if isinstance(result, AskResult):
@@ -104,7 +108,7 @@ def format_answers(result: Any, labels: dict[str, str], limit: int = 30) -> list
                     continue
                 b = row[var]
                 text = b.value
-                if b.type == "uri" and b.value.startswith("http://www.wikidata.org/entity/"):
+                if b.type == "uri" and b.value.startswith(WD):
                     qid = b.value.rsplit("/", 1)[-1]
                     text = f"{qid} ({labels[b.value]})" if b.value in labels else qid
                 elif b.datatype:
@@ -160,6 +164,34 @@ def prediction_json(pred, labels: dict[str, str]) -> dict[str, Any]:
     }
 
 
+# --- labels for printing ----------------------------------------------------------------------------
+
+def answer_labels(endpoint: Endpoint, result: QueryResult | None, limit: int = 50) -> dict[str, str]:
+    """English labels of the Wikidata entities in a result (IRI -> label); {} on any failure."""
+    if not isinstance(result, SelectResult):
+        return {}
+    iris = []
+    for binding in result.values():
+        if binding.type == "uri" and binding.value.startswith(WD) and binding.value not in iris:
+            iris.append(binding.value)
+    iris = iris[:limit]
+    if not iris:
+        return {}
+    values = " ".join(f"<{iri}>" for iri in iris)
+    query = (f"SELECT ?e ?l WHERE {{ VALUES ?e {{ {values} }} ?e <http://www.w3.org/2000/01/rdf-schema#label> ?l . "
+             f"FILTER(LANGMATCHES(LANG(?l), \"en\")) }}")
+    try:
+        labels = endpoint.query(query)
+    except Exception:  # labels only decorate the printout: without them the ids are shown
+        return {}
+    out: dict[str, str] = {}
+    if isinstance(labels, SelectResult):
+        for row in labels.rows:
+            if "e" in row and "l" in row:
+                out.setdefault(row["e"].value, row["l"].value)
+    return out
+
+
 # --- main --------------------------------------------------------------------------------------
 
 
@@ -168,31 +200,20 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = settings_from_args(args)
 
-    import dspy  # noqa: F401  (after the offline environment is set)
-
-    from saga_dspy.kg.endpoint import open_endpoint
-    from saga_dspy.kg.search import open_search
-    from saga_dspy.lm import cli_lm
-    from saga_dspy.program import SagaProgram, answer_labels
-
     lm = cli_lm(settings)
     if lm is None:
         return 2
-    endpoint = open_endpoint(settings)
-    try:
-        search = open_search(settings, endpoint)
-        program = SagaProgram(settings, endpoint, search, lm=lm)
+    with KgServices(settings) as services:
+        program = SagaProgram(settings, services.endpoint, services.search, lm=lm)
         printer = None if args.json else TracePrinter(full=args.full_observations)
         pred = program(question=args.question, on_event=printer)
-        labels = answer_labels(endpoint, pred.answers)
+        labels = answer_labels(services.endpoint, pred.answers)
         if args.json:
             json.dump(prediction_json(pred, labels), sys.stdout, ensure_ascii=False, indent=2, default=str)
             print()
         else:
             print_summary(pred, labels)
         return 0 if not pred.error else 1
-    finally:
-        endpoint.close()
 
 
 if __name__ == "__main__":

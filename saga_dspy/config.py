@@ -15,6 +15,8 @@ import platformdirs
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from saga_dspy.variants import VARIANT_NAMES
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 # Offline defaults: no cost-map download, no hub access, no slow MLflow exit.
@@ -37,7 +39,7 @@ def default_data_dir() -> Path:
     return checkout if checkout.is_dir() else PACKAGE_DIR / "_data"
 
 
-Variant = Literal["full", "no-type-filter", "no-type-state", "no-answer-type", "spinach"]
+Variant = Literal[VARIANT_NAMES]  # the names of saga_dspy.variants' one table
 
 
 class Settings(BaseSettings):

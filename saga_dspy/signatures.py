@@ -9,8 +9,8 @@
 * `CheckAnswer`: a bounded completeness check of the final query (beyond the
   paper; Appendix E.6's remedies). Off by default.
 
-LM output is never trusted as typed data: `AnswerTypeInfo.from_raw` and
-`parse_pids` normalise whatever came back and never raise.
+Signatures and their instructions only: what the LM's output means as data lives in
+`agent.answer_type` (AnswerTypeInfo), `agent.query_form` and `agent.parsing` (parse_pids).
 """
 
 from __future__ import annotations
@@ -22,125 +22,6 @@ import dspy
 from pydantic import BaseModel, field_validator
 
 # --- answer type ----------------------------------------------------------------
-
-SCALAR_TYPES = ("boolean", "quantity", "date", "string")
-
-_SCALAR_SYNONYMS: dict[str, str] = {}
-for _word in ("boolean", "bool", "yes/no", "yes or no", "yes-no", "yesno", "true/false", "true or false",
-              "truth value", "binary", "ask"):
-    _SCALAR_SYNONYMS[_word] = "boolean"
-for _word in ("quantity", "number", "numeric", "numerical", "count", "integer", "int", "float", "decimal",
-              "amount", "numeric value", "number of", "measure", "measurement", "percentage", "age",
-              "population", "height", "length", "area", "price"):
-    _SCALAR_SYNONYMS[_word] = "quantity"
-for _word in ("date", "time", "datetime", "date time", "year", "day", "month", "point in time", "time point",
-              "birth date", "date of birth", "death date", "timestamp", "century", "decade"):
-    _SCALAR_SYNONYMS[_word] = "date"
-for _word in ("string", "text", "literal", "name", "label", "word", "code", "identifier", "id",
-              "phrase", "motto", "slogan"):
-    _SCALAR_SYNONYMS[_word] = "string"
-
-# Well-known classes: their QIDs win over whatever the LM wrote (small models get them wrong).
-COMMON_TYPE_QIDS: dict[str, str] = {
-    "person": "Q5", "human": "Q5", "people": "Q5", "man": "Q5", "woman": "Q5",
-    "country": "Q6256", "city": "Q515", "film": "Q11424", "movie": "Q11424",
-    "organization": "Q43229", "organisation": "Q43229", "company": "Q783794", "award": "Q618779",
-    "language": "Q34770", "university": "Q3918", "sports team": "Q12973014", "book": "Q571",
-    "river": "Q4022", "mountain": "Q8502", "lake": "Q23397", "album": "Q482994", "song": "Q7366",
-    "band": "Q215380", "musical group": "Q215380", "political party": "Q7278", "television series": "Q5398426",
-    "tv series": "Q5398426", "island": "Q23442", "continent": "Q5107", "planet": "Q634",
-    "literary work": "Q7725634", "novel": "Q8261", "painting": "Q3305213", "building": "Q41176",
-    "programming language": "Q9143", "video game": "Q7889", "occupation": "Q12737077", "religion": "Q9174",
-}
-
-_WIKIDATA_QID = re.compile(r"^Q[1-9]\d*$")
-_FREEBASE_TYPE = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
-_QID_IN_TEXT = re.compile(r"(?:^|[/:\s(])(Q[1-9]\d*)\b", re.IGNORECASE)
-MAX_LABEL_WORDS = 4
-MAX_LABEL_CHARS = 40
-
-
-def normalize_answer_label(raw: Any) -> str:
-    """`boolean` / `quantity` / `date` / `string`, or a short lower-case type name ('' if nothing usable)."""
-    text = str(raw or "").strip().strip("\"'`").strip()
-    text = re.sub(r"\s*\((?:wd:)?Q\d+\)\s*$", "", text, flags=re.IGNORECASE)  # "person (Q5)" -> "person"
-    text = re.sub(r"[_\s]+", " ", text).strip().lower()
-    text = text.strip(" .,:;!?")
-    if not text:
-        return ""
-    if text in _SCALAR_SYNONYMS:
-        return _SCALAR_SYNONYMS[text]
-    head = re.split(r"\s*[,;/|]\s*|\s+or\s+", text)[0].strip()
-    if head in _SCALAR_SYNONYMS:
-        return _SCALAR_SYNONYMS[head]
-    if re.match(r"(number|count|amount|quantity) of\b", head):
-        return "quantity"
-    head = re.sub(r"^(a|an|the|list of|set of|some)\s+", "", head)
-    words = re.findall(r"[\w'-]+", head)[:MAX_LABEL_WORDS]
-    label = " ".join(words)[:MAX_LABEL_CHARS].strip()
-    return _SCALAR_SYNONYMS.get(label, label)
-
-
-def normalize_answer_qid(raw: Any, kg: str = "wikidata") -> str:
-    """A Wikidata QID (`Q5`) or a Freebase type id (`people.person`); anything invalid becomes ''."""
-    text = str(raw or "").strip().strip("\"'`<>").strip()
-    if not text or text.lower() in {"none", "null", "n/a", "na", "unknown", "-"}:
-        return ""
-    if kg == "freebase":
-        text = re.sub(r"^(?:ns:|fb:|https?://rdf\.freebase\.com/ns/)", "", text)
-        text = text.lstrip("/").replace("/", ".")
-        return text if _FREEBASE_TYPE.match(text) else ""
-    text = re.sub(r"^(?:wd:|https?://(?:www\.)?wikidata\.org/(?:entity|wiki)/)", "", text, flags=re.IGNORECASE)
-    if _WIKIDATA_QID.match(text.upper()):
-        return text.upper()
-    match = _QID_IN_TEXT.search(" " + text)
-    return match.group(1).upper() if match and len(text) <= 40 else ""
-
-
-class AnswerTypeInfo(BaseModel):
-    """A validated expected answer type. Building one never fails: bad parts become ''."""
-
-    label: str = ""
-    qid: str = ""
-
-    @field_validator("label", mode="before")
-    @classmethod
-    def _label(cls, value: Any) -> str:
-        return normalize_answer_label(value)
-
-    @field_validator("qid", mode="before")
-    @classmethod
-    def _qid(cls, value: Any) -> str:
-        text = str(value or "").strip()
-        return text if (_WIKIDATA_QID.match(text) or _FREEBASE_TYPE.match(text)) else normalize_answer_qid(text)
-
-    @classmethod
-    def from_raw(cls, label: Any, qid: Any, kg: str = "wikidata") -> "AnswerTypeInfo":
-        norm_label = normalize_answer_label(label)
-        norm_qid = "" if norm_label in SCALAR_TYPES else normalize_answer_qid(qid, kg)
-        if kg == "wikidata" and norm_label in COMMON_TYPE_QIDS:
-            norm_qid = COMMON_TYPE_QIDS[norm_label]
-        elif kg == "wikidata" and norm_label.endswith("s") and norm_label[:-1] in COMMON_TYPE_QIDS:
-            norm_label = norm_label[:-1]
-            norm_qid = COMMON_TYPE_QIDS[norm_label]
-        return cls.model_construct(label=norm_label, qid=norm_qid)
-
-    @property
-    def is_boolean(self) -> bool:
-        return self.label == "boolean"
-
-    @property
-    def is_scalar(self) -> bool:
-        return self.label in SCALAR_TYPES
-
-    def render(self) -> str:
-        """`person (Q5)`, `boolean`, or `unknown`."""
-        if not self.label and not self.qid:
-            return "unknown"
-        if self.qid:
-            return f"{self.label or 'entity'} ({self.qid})"
-        return self.label
-
 
 class AnswerType(dspy.Signature):
     """Name the type of the answer a knowledge-graph question expects, before any lookup.
@@ -178,38 +59,6 @@ def kg_signature(signature: type[dspy.Signature], kg: str) -> type[dspy.Signatur
 
 
 # --- query form ---------------------------------------------------------------------
-
-QueryForm = Literal["ASK", "COUNT", "SELECT", "ANY"]
-
-_HOW_MANY = re.compile(r"\bhow\s+(many|much)\b|\bnumber\s+of\b|\bcount\s+(the|all)\b", re.IGNORECASE)
-_YES_NO = re.compile(
-    r"^\s*(is|are|was|were|does|do|did|has|have|had|can|could|will|would|should|shall|may|might)\b",
-    re.IGNORECASE,
-)
-
-
-def is_yes_no_question(question: str) -> bool:
-    return bool(_YES_NO.match(question or ""))
-
-
-def is_how_many_question(question: str) -> bool:
-    return bool(_HOW_MANY.search(question or ""))
-
-
-def decide_query_form(answer_type: AnswerTypeInfo | None, question: str) -> QueryForm:
-    """ASK for a boolean answer, COUNT for a 'how many' quantity, SELECT otherwise.
-
-    `None` (no answer-type step: the `no-answer-type` and `spinach` variants) leaves the
-    form to the controller ('ANY')."""
-    if answer_type is None:
-        return "ANY"
-    if answer_type.is_boolean:
-        return "ASK"
-    if answer_type.label == "quantity" and is_how_many_question(question):
-        return "COUNT"
-    if not answer_type.label and is_yes_no_question(question):
-        return "ASK"
-    return "SELECT"
 
 
 QUERY_FORM_GUIDE: dict[str, str] = {
@@ -297,27 +146,6 @@ class PruneNeighborhood(dspy.Signature):
     question: str = dspy.InputField()
     neighborhood: str = dspy.InputField(desc="the entity (label, id, description) and its properties with example values")
     relevant_pids: list[str] = dspy.OutputField(desc="ids of the relevant properties, e.g. [\"P31\", \"P19\"]")
-
-
-_PID = re.compile(r"\b(P[1-9]\d*)\b")
-_FB_PROP = re.compile(r"\b([a-z0-9_]+(?:\.[a-z0-9_]+){2,})\b")
-
-
-def parse_pids(raw: Any, kg: str = "wikidata") -> list[str]:
-    """Property ids from whatever the LM returned (list, JSON-ish text, prose); never raises."""
-    if raw is None:
-        return []
-    if isinstance(raw, (list, tuple, set)):
-        text = " ".join(str(x) for x in raw)
-    else:
-        text = str(raw)
-    pattern = _FB_PROP if kg == "freebase" else _PID
-    seen: list[str] = []
-    for match in pattern.finditer(text if kg == "freebase" else text.upper()):
-        pid = match.group(1)
-        if pid not in seen:
-            seen.append(pid)
-    return seen
 
 
 # --- answer check (beyond the paper) --------------------------------------------------------

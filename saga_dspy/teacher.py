@@ -36,7 +36,6 @@ import dspy
 
 log = logging.getLogger(__name__)
 
-WD = "http://www.wikidata.org/entity/"
 _ENTITY = re.compile(r"(?:\bwd:|<http://www\.wikidata\.org/entity/)(Q[1-9]\d*)\b")
 _PROPERTY = re.compile(
     r"(?:\b(?:wdt|p|ps|pq|psv|pqv|wdtn|psn|pqn):|<http://www\.wikidata\.org/prop/(?:direct/|statement/|qualifier/)?)"

@@ -18,48 +18,9 @@ from ..kg.errors import SparqlError
 from ..kg.results import QueryResult, SelectResult
 from .flavour import Flavour, flavour_for
 from .state import TypeState
+from ..variants import VARIANT_FLAGS, GroundingFlags  # noqa: F401  (VARIANT_FLAGS: re-exported)
 
 PruneFn = Callable[[str, str], Sequence[str]]
-
-# --- ablation switches ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GroundingFlags:
-    """Which SAGA mechanisms are on. `GroundingFlags.for_variant(name)` is the one place variants map to flags."""
-
-    type_filter: bool = True  # Eq. 3 at lookup time
-    conflict_check: bool = True  # the execute tool's domain-conflict check ([BLOCKED])
-    type_state: bool = True  # Θ persists across steps and is rendered (types, variable types, log)
-    answer_type_prior: bool = True  # rank lookups by the expected answer type
-    schema_annotations: bool = True  # [domain | range] in search hits and lookups
-    prune_all: bool = False  # SPINACH: LM-prune every neighbourhood (via the context's prune callable)
-
-    @classmethod
-    def for_variant(cls, variant: str) -> "GroundingFlags":
-        try:
-            return VARIANT_FLAGS[variant]
-        except KeyError:
-            raise ValueError(f"unknown variant {variant!r} (known: {', '.join(VARIANT_FLAGS)})") from None
-
-    @property
-    def variant(self) -> str:
-        for name, flags in VARIANT_FLAGS.items():
-            if flags == self:
-                return name
-        return "custom"
-
-
-VARIANT_FLAGS: dict[str, GroundingFlags] = {
-    "full": GroundingFlags(),
-    # the filter ablation removes both type constraints used as filters: lookup filtering and [BLOCKED]
-    "no-type-filter": GroundingFlags(type_filter=False, conflict_check=False),
-    "no-type-state": GroundingFlags(type_state=False),
-    "no-answer-type": GroundingFlags(answer_type_prior=False),
-    "spinach": GroundingFlags(type_filter=False, conflict_check=False, type_state=False, answer_type_prior=False,
-                              schema_annotations=False, prune_all=True),
-}
-
 
 # --- execution records ---------------------------------------------------------------------------------------
 

@@ -10,10 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..kg.prefixes import FREEBASE_PREFIXES, WIKIDATA_PREFIXES
+from ..kg.prefixes import FREEBASE_PREFIXES, WD, WDT, WIKIDATA_PREFIXES
 
-WD = "http://www.wikidata.org/entity/"
-WDT = "http://www.wikidata.org/prop/direct/"
 P_ = "http://www.wikidata.org/prop/"
 PS = "http://www.wikidata.org/prop/statement/"
 PQ = "http://www.wikidata.org/prop/qualifier/"

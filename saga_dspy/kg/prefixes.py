@@ -31,6 +31,11 @@ WIKIDATA_PREFIXES: dict[str, str] = {
     "hint": "http://www.bigdata.com/queryHints#",
 }
 
+# The Wikidata namespaces code compares IRIs against (defined once, here).
+WD = WIKIDATA_PREFIXES["wd"]  # entities: http://www.wikidata.org/entity/
+WDT = WIKIDATA_PREFIXES["wdt"]  # truthy statements
+WIKIBASE = WIKIDATA_PREFIXES["wikibase"]
+
 FREEBASE_PREFIXES: dict[str, str] = {
     "ns": "http://rdf.freebase.com/ns/",
     "fb": "http://rdf.freebase.com/ns/",

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..config import Settings
+from .label_index import build_label_index
 
 SAMPLE_NAME = "wikidata-sample"
 READY = "READY"
@@ -71,9 +72,7 @@ def ensure_store(settings: Settings, force: bool = False, log=None) -> Path:
 
 
 def _build(settings: Settings, path: Path, log) -> None:
-    import pyoxigraph
-
-    from .search import build_label_index
+    import pyoxigraph  # lazy: the store's engine is loaded only when a store is built
 
     started = time.monotonic()
     tmp = path.with_name(path.name + ".tmp")

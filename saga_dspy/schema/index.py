@@ -36,6 +36,7 @@ import numpy as np
 
 from ..config import Settings
 from ..kg.errors import SparqlError
+from ..kg.prefixes import WD, WIKIBASE
 from ..kg.results import SelectResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,9 +49,6 @@ BUNDLED_NAME = "wikidata-sample.json.gz"
 Source = Literal["p2302", "empirical", "freebase-schema"]
 FORMAL_SOURCES = frozenset({"p2302", "freebase-schema"})
 
-WD = "http://www.wikidata.org/entity/"
-WDT = "http://www.wikidata.org/prop/direct/"
-WIKIBASE = "http://wikiba.se/ontology#"
 FB = "http://rdf.freebase.com/ns/"
 
 SUBJECT_TYPE = "Q21503250"  # P2302 value: subject type constraint (domain)

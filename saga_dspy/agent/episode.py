@@ -1,0 +1,249 @@
+"""One question's run (an Episode): the controller's inputs, the tool calls, and the stop policy that judges a final query."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from saga_dspy.agent.answer_type import AnswerTypeInfo
+from saga_dspy.agent.parsing import normalize_tool_name, params_of, parse_tool_args
+from saga_dspy.agent.query_form import QUERY_FORMS, form_of, form_problem
+from saga_dspy.agent.trajectory import Step, one_line
+from saga_dspy.config import Settings
+from saga_dspy.grounding.context import Execution, QuestionContext
+from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
+from saga_dspy.signatures import QUERY_FORM_GUIDE
+from saga_dspy.variants import Variant
+
+log = logging.getLogger(__name__)
+
+MAX_FORM_REJECTIONS = 1  # a final query of the wrong form is sent back this many times, then rewritten
+MAX_NO_QUERY_REJECTIONS = 1  # stop() before any executed query is sent back this many times
+MAX_EMPTY_REJECTIONS = 1  # stop() on an empty / blocked final query is sent back this many times (not in spinach)
+NO_TYPE_STATE_TEXT = "(not kept in this configuration)"
+
+AnswerCheck = Callable[["Episode", str], "str | None"]  # (episode, final query) -> what to fix, or None
+
+
+@dataclass
+class Episode:
+    """Everything that belongs to one question (one forward() call)."""
+
+    settings: Settings
+    question: str
+    ctx: QuestionContext
+    tools: dict[str, Callable]
+    variant: Variant
+    answer_type: AnswerTypeInfo | None
+    form: str
+    demos: list | None = None
+    on_event: Callable[..., None] | None = None
+    check: AnswerCheck | None = None  # CheckAnswer's verdict on a final query (None: no check)
+    max_steps: int = 15
+    steps: list[Step] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    lm_errors: list[str] = field(default_factory=list)
+    accepted_final: str | None = None
+    form_rejections: int = 0
+    no_query_rejections: int = 0
+    empty_rejections: int = 0
+    checked: bool = False
+    overflows: int = 0
+    budget_scale: float = 1.0
+    last_trajectory_chars: int = 0
+    extra_executions: int = 0
+    done: dict[tuple[str, str], int] = field(default_factory=dict)  # action -> the step that ran it
+    repeats: int = 0  # identical actions in a row
+    final: str | None = None
+    final_source: str | None = None
+    rewritten_from: str | None = None
+
+    # -- what the controller reads at each step --------------------------------------------
+
+    def inputs(self) -> dict[str, Any]:
+        if not self.variant.agent.schema_controller:
+            return {"question": self.question}
+        kept = self.ctx.flags.type_state
+        type_context = _rendered(self.ctx.type_context, "type_context")
+        knowledge_log = _rendered(self.ctx.knowledge_log, "knowledge_log")
+        if not kept:
+            type_context = type_context or NO_TYPE_STATE_TEXT
+            knowledge_log = knowledge_log or NO_TYPE_STATE_TEXT
+        return {
+            "question": self.question,
+            "answer_type": self.answer_type.render() if self.answer_type is not None else "unknown",
+            "query_form": QUERY_FORM_GUIDE[self.form],
+            "type_context": type_context or "(none yet)",
+            "knowledge_log": knowledge_log or "(none yet)",
+        }
+
+    def emit(self, kind: str, **payload) -> None:
+        if self.on_event is not None:
+            try:
+                self.on_event(kind, **payload)
+            except Exception:  # a printer must not break the question
+                log.debug("on_event failed", exc_info=True)
+
+    def add_step(self, step: Step) -> None:
+        self.steps.append(step)
+        self.emit("step", index=len(self.steps), step=step)
+
+    # -- acting -------------------------------------------------------------------------------
+
+    def run_tool(self, pred) -> bool | str:
+        """Run the chosen tool; True when the episode is finished, 'extend' for CheckAnswer's extra steps."""
+        thought = str(getattr(pred, "next_thought", "") or "").strip()
+        raw_name = getattr(pred, "next_tool_name", "")
+        raw_args = getattr(pred, "next_tool_args", {})
+        name = normalize_tool_name(raw_name, self.tools)
+        if name is None:
+            self.add_step(Step(thought, str(raw_name), _as_dict(raw_args),
+                               f"There is no tool {str(raw_name)!r}. Use one of: {', '.join(self.tools)}.",
+                               note="unknown-tool"))
+            return False
+        func = self.tools[name]
+        params = params_of(func)
+        args = parse_tool_args(raw_args, params)
+        if name == "stop":
+            return self._stop(thought, raw_args)
+        missing = [p for p in params if p not in args]
+        if missing:
+            self.add_step(Step(thought, name, args, f"{name} needs the argument {missing[0]!r}, e.g. "
+                               f'{{"{missing[0]}": "..."}}.', note="bad-args"))
+            return False
+        key = _action_key(name, args)
+        if key in self.done:  # the same call again: its result would be the same
+            self.repeats += 1
+            self.add_step(Step(thought, name, args, (
+                f"[REPEATED] You already called {name} with these arguments at step {self.done[key]}; the result "
+                "is the same (see above). Do something else: use what you found, e.g. write the SPARQL query "
+                "with the ids you have and execute it, or stop if the last query answered the question."),
+                note="repeated"))
+            return "repeat"
+        self.repeats = 0
+        self.add_step(Step(thought, name, args, self._call_tool(name, func, args)))
+        self.done[key] = len(self.steps)
+        return False
+
+    def _call_tool(self, name: str, func: Callable, args: dict[str, Any]) -> str:
+        try:
+            out = func(**args)
+        except Exception as exc:
+            log.debug("tool %s failed", name, exc_info=True)
+            return f"Error in {name}: {type(exc).__name__}: {one_line(str(exc), 300)}"
+        return out if isinstance(out, str) else str(out)
+
+    def suggested_query(self) -> str | None:
+        """The query the latest lookup proposed (its ★ property), if any."""
+        return self.ctx.suggested_sparql or None
+
+    def _execute_for_stop(self, thought: str, sparql: str, note: str) -> None:
+        """Run a query that stop implies, as a step of its own, before stop is judged."""
+        observation = self._call_tool("execute_sparql", self.tools["execute_sparql"], {"sparql": sparql})
+        self.extra_executions += 1
+        self.add_step(Step(thought, "execute_sparql", {"sparql": sparql}, observation, note=note))
+
+    def _stop(self, thought: str, raw_args: Any) -> bool | str:
+        # A query given to stop (small models do that) is executed first, so stop marks it.
+        given = parse_tool_args(raw_args, ["sparql"]).get("sparql")
+        if (isinstance(given, str) and form_of(given) in QUERY_FORMS
+                and given.strip() != (self.last_executed() or "").strip()):
+            self._execute_for_stop(thought, given, "from-stop")
+        suggestion = self.suggested_query() if not self.last_executed() else None
+        if suggestion and not self.no_query_rejections:
+            # Stop right after a lookup: a small model takes the lookup's proposed query as done.
+            self._execute_for_stop(thought, suggestion, "from-suggestion")
+        observation = self._call_tool("stop", self.tools["stop"], {})
+        final = _ctx_final(self.ctx) or self.last_executed()
+        if not final:
+            if self.no_query_rejections < MAX_NO_QUERY_REJECTIONS:
+                self.no_query_rejections += 1
+                suggestion = self.suggested_query()
+                example = f' For example: execute_sparql({{"sparql": "{suggestion}"}}).' if suggestion else ""
+                self.add_step(Step(thought, "stop", {}, "No query has been executed yet, so there is no final query. "
+                                   "Execute the query that answers the question with execute_sparql, then stop."
+                                   + example, note="rejected"))
+                return False
+            self.add_step(Step(thought, "stop", {}, observation))
+            return True
+        status = self.status_of(final)
+        if (status in ("empty", "blocked") and self.variant.agent.reject_empty_stop
+                and self.empty_rejections < MAX_EMPTY_REJECTIONS):
+            self.empty_rejections += 1
+            self.add_step(Step(thought, "stop", {}, (
+                f"Not accepted: the final query returns no result ({status}). The question has an answer in the "
+                "graph: change the property, its direction or the entity, execute the query again, then stop."),
+                note="rejected"))
+            return False
+        problem = form_problem(self.form, final, self.result_of(final))
+        if problem and self.form_rejections < MAX_FORM_REJECTIONS:
+            self.form_rejections += 1
+            self.add_step(Step(thought, "stop", {}, "Not accepted. " + problem, note="rejected"))
+            return False
+        if self.check is not None and not self.checked:
+            self.checked = True
+            verdict = self.check(self, final)
+            if verdict:
+                self.add_step(Step(thought, "stop", {}, "Not accepted yet. " + verdict, note="rejected"))
+                return "extend"
+        self.accepted_final = final
+        self.add_step(Step(thought, "stop", {}, observation))
+        return True
+
+    # -- executions ---------------------------------------------------------------------------
+
+    def executions(self) -> list[Execution]:
+        return list(self.ctx.executions)
+
+    def last_executed(self) -> str | None:
+        for ex in reversed(self.executions()):
+            if ex.sparql:
+                return ex.sparql
+        return None
+
+    def result_of(self, sparql: str) -> QueryResult | None:
+        for ex in reversed(self.executions()):
+            if (ex.sparql or "").strip() == sparql.strip():
+                return ex.result
+        return None
+
+    def status_of(self, sparql: str) -> str | None:
+        for ex in reversed(self.executions()):
+            if (ex.sparql or "").strip() == sparql.strip():
+                return ex.status
+        return None
+
+
+def _action_key(name: str, args: dict[str, Any]) -> tuple[str, str]:
+    text = json.dumps(args, sort_keys=True, ensure_ascii=False, default=str)
+    return name, " ".join(text.split()).lower() if name != "execute_sparql" else " ".join(text.split())
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    return {"raw": str(value)} if value not in (None, "") else {}
+
+
+def _rendered(render: Callable[[], str], name: str) -> str:
+    try:
+        value = render()
+    except Exception as exc:  # a rendering bug must not end the question: the controller reads "(none yet)"
+        log.debug("ctx.%s() failed: %s", name, exc)
+        return ""
+    return str(value or "").strip()
+
+
+def _ctx_final(ctx: QuestionContext) -> str | None:
+    value = ctx.final_sparql
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def nonempty(result: Any) -> bool:
+    if isinstance(result, AskResult):
+        return True
+    if isinstance(result, SelectResult):
+        return bool(result.rows)
+    return False

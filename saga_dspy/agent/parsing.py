@@ -1,0 +1,105 @@
+"""Reading the LM's tool choice: tool names with aliases and arguments as JSON, text or key=value; property lists. Never raises."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import re
+from typing import Any, Callable, Iterable
+
+
+_TOOL_ALIASES = {
+    "finish": "stop", "done": "stop", "final": "stop", "final_answer": "stop", "answer": "stop", "end": "stop",
+    "search": "search_wikidata", "search_entity": "search_wikidata", "wikidata_search": "search_wikidata",
+    "search_freebase": "search_wikidata", "entity_search": "search_wikidata",
+    "lookup": "get_wikidata_entry", "get_entry": "get_wikidata_entry", "get_wikidata_entity": "get_wikidata_entry",
+    "wikidata_entry": "get_wikidata_entry", "get_entity": "get_wikidata_entry", "get_freebase_entry": "get_wikidata_entry",
+    "examples": "get_property_examples", "property_examples": "get_property_examples",
+    "get_examples": "get_property_examples",
+    "execute": "execute_sparql", "run_sparql": "execute_sparql", "sparql": "execute_sparql",
+    "query": "execute_sparql", "execute_query": "execute_sparql", "run_query": "execute_sparql",
+}
+
+
+FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
+MARKER = re.compile(r"\[\[ ## \w+ ## \]\]")  # an adapter's field marker the model wrote into a value
+
+
+def normalize_tool_name(raw: Any, available: Iterable[str]) -> str | None:
+    names = list(available)
+    text = str(raw or "").strip().strip("`'\"").strip()
+    text = re.split(r"[\s(]", text, maxsplit=1)[0].strip().lower() if text else ""
+    text = text.rstrip(":.,;")
+    if text in names:
+        return text
+    alias = _TOOL_ALIASES.get(text)
+    return alias if alias in names else None
+
+
+def parse_tool_args(raw: Any, params: list[str]) -> dict[str, Any]:
+    """Tool arguments from whatever the LM wrote (a dict, JSON text, a bare value); never raises."""
+    value: Any = raw
+    if isinstance(raw, str):
+        text = FENCE.sub("", raw.strip()).strip()
+        value = text
+        if text.startswith(("{", "[")):
+            for loader in (json.loads, ast.literal_eval):
+                try:
+                    value = loader(text)
+                    break
+                except Exception:
+                    continue
+            else:
+                try:
+                    import json_repair
+
+                    value = json_repair.loads(text)
+                except Exception:
+                    value = text
+        elif text in ("", "{}", "None", "null"):
+            value = {}
+    if value is None:
+        value = {}
+    if isinstance(value, dict):
+        args = {str(k): v for k, v in value.items()}
+        if len(params) == 1 and params[0] not in args and len(args) == 1:
+            args = {params[0]: next(iter(args.values()))}
+        known = {k: v for k, v in args.items() if k in params}
+        return known
+    if isinstance(value, (list, tuple)) and len(params) == 1 and len(value) == 1:
+        value = value[0]
+    if not params:
+        return {}
+    if isinstance(value, str):
+        value = FENCE.sub("", value).strip()
+    return {params[0]: value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)}
+
+
+def params_of(func: Callable) -> list[str]:
+    try:
+        return [p.name for p in inspect.signature(func).parameters.values()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):
+        return []
+
+
+_PID = re.compile(r"\b(P[1-9]\d*)\b")
+_FB_PROP = re.compile(r"\b([a-z0-9_]+(?:\.[a-z0-9_]+){2,})\b")
+
+
+def parse_pids(raw: Any, kg: str = "wikidata") -> list[str]:
+    """Property ids from whatever the LM returned (list, JSON-ish text, prose); never raises."""
+    if raw is None:
+        return []
+    if isinstance(raw, (list, tuple, set)):
+        text = " ".join(str(x) for x in raw)
+    else:
+        text = str(raw)
+    pattern = _FB_PROP if kg == "freebase" else _PID
+    seen: list[str] = []
+    for match in pattern.finditer(text if kg == "freebase" else text.upper()):
+        pid = match.group(1)
+        if pid not in seen:
+            seen.append(pid)
+    return seen

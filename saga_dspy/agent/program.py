@@ -1,0 +1,482 @@
+"""The SAGA agent as a DSPy program (paper Algorithm 1, with the remedies of issue 4 §2b).
+
+    answer type (once)  ->  query form (ASK / COUNT / SELECT, imposed)
+        ->  ReAct over the five grounding tools, the type context and the knowledge log
+            refreshed into the controller's inputs at every step
+        ->  final query (marked by stop(), else the last non-empty execution) -> re-executed
+
+`SagaProgram(settings, endpoint=None, search=None)` is a `dspy.Module` whose predictors
+(`answer_type`, `react.react`, `react.extract`, `prune`, `check`) are what dspy saves,
+loads and optimises. Everything that belongs to one question lives in an `Episode`, made
+by `forward()` and never stored on the module, so one program serves many threads.
+`forward()` never raises: at worst it returns an empty prediction with `error` set.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+import dspy
+from dspy.utils.callback import BaseCallback
+
+from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
+from saga_dspy.agent.demos import DemoPool, load_demo_pool
+from saga_dspy.agent.episode import Episode, nonempty
+from saga_dspy.agent.parsing import parse_pids
+from saga_dspy.agent.query_form import decide_query_form, form_of, form_problem, is_yes_no_question, rewrite_head
+from saga_dspy.agent.react import SagaReAct
+from saga_dspy.agent.trajectory import one_line
+from saga_dspy.config import Settings
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.kg.endpoint import Endpoint
+from saga_dspy.kg.errors import SparqlError
+from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
+from saga_dspy.kg.search import Search
+from saga_dspy.lm import build_lm
+from saga_dspy.services import KgServices
+from saga_dspy.signatures import (
+    QUERY_FORM_GUIDE,
+    AnswerType,
+    CheckAnswer,
+    PruneNeighborhood,
+    SagaController,
+    SpinachController,
+    kg_signature,
+)
+from saga_dspy.tools import make_tools
+from saga_dspy.variants import variant_of
+
+log = logging.getLogger(__name__)
+
+ANSWER_TYPE_MAX_TOKENS = 64  # a type name and a QID
+PRUNE_MAX_TOKENS = 160  # a list of property ids; a small model otherwise rambles to the cap (measured: 512 tokens, 70 s)
+RESULT_SAMPLE_ROWS = 5
+
+
+# --- LM bookkeeping ---------------------------------------------------------------------------
+
+
+class _LMCallCounter(BaseCallback):
+    """Counts the LM calls made inside one forward() (installed with dspy.context: per thread)."""
+
+    def __init__(self):
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def on_lm_end(self, call_id, outputs, exception):
+        with self._lock:
+            self.calls += 1
+
+
+def _token_totals(usage_by_lm: dict[str, dict[str, Any]]) -> tuple[int, int]:
+    prompt = completion = 0
+    for usage in usage_by_lm.values():
+        prompt += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
+        completion += int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
+    return prompt, completion
+
+
+# --- the LM ------------------------------------------------------------------------------------
+
+
+class _ProgramLM:
+    """The program's LM: the one given, else dspy's configured LM, else build_lm(settings) on first use.
+
+    Shared by copies of the program (deepcopy returns the same object), like the services."""
+
+    def __init__(self, settings: Settings, lm: dspy.BaseLM | None = None):
+        self.settings = settings
+        self._lm = lm
+        self._lock = threading.RLock()
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __copy__(self):
+        return self
+
+    def __call__(self) -> dspy.BaseLM | None:
+        if self._lm is not None:
+            return self._lm
+        if dspy.settings.lm is not None:
+            return None  # use whatever dspy.settings / dspy.context provides
+        with self._lock:
+            if self._lm is None:
+                self._lm = build_lm(self.settings)
+            return self._lm
+
+
+# --- the program --------------------------------------------------------------------------------
+
+
+class _HybridMethod:
+    """A method that is a classmethod on the class and a normal method on an instance."""
+
+    def __init__(self, on_class: Callable, on_instance: Callable):
+        self.on_class = on_class
+        self.on_instance = on_instance
+
+    def __get__(self, instance, owner):
+        if instance is None:
+            return self.on_class.__get__(owner, type(owner))
+        return self.on_instance.__get__(instance, owner)
+
+
+class SagaProgram(dspy.Module):
+    """SAGA: answer type, then a schema-aware ReAct controller over the grounding tools.
+
+    Args:
+        settings: the run's Settings (variant, max_steps, demos, check_answer, kg, ...).
+        endpoint, search: shared KG endpoint and entity search (opened from settings when None).
+        demo_pool: a `DemoPool`, a JSONL file or records (default `<data_dir>/demos/<dataset>.jsonl`).
+        lm: an LM for this program (default: dspy's configured LM, else `build_lm(settings)`).
+    """
+
+    def __init__(self, settings: Settings | None = None, endpoint: Endpoint | None = None,
+                 search: Search | None = None, *,
+                 demo_pool=None, lm: dspy.BaseLM | None = None):
+        super().__init__()
+        settings = settings or Settings()
+        self.variant_def = variant_of(settings.variant)  # ValueError for an unknown name
+        self.settings = settings
+        self.variant = settings.variant
+        self.services = KgServices(settings, endpoint, search)
+        self.lm_of_program = _ProgramLM(settings, lm)
+        spinach = not self.variant_def.agent.schema_controller
+        self.answer_type = dspy.Predict(kg_signature(AnswerType, settings.kg))
+        self.answer_type.demos = answer_type_demos(settings.kg)
+        controller = kg_signature(SpinachController if spinach else SagaController, settings.kg)
+        self.react = SagaReAct(controller, max_iters=settings.max_steps)
+        self.prune = dspy.Predict(PruneNeighborhood)
+        self.check = dspy.Predict(CheckAnswer)
+        self._demo_pool_arg = demo_pool
+        self._demo_pool = None
+        self._pool_lock = _SharedLock()
+        if settings.program:  # a compiled program named in the settings
+            dspy.Module.load(self, settings.program)
+
+    # -- loading -------------------------------------------------------------------------
+
+    def _load_into(self, path, **kwargs):
+        dspy.Module.load(self, path, **kwargs)
+        return self
+
+    @classmethod
+    def _load_new(cls, path, settings: Settings | None = None, endpoint=None, search=None, **kwargs):
+        load_kwargs = {k: kwargs.pop(k) for k in ("allow_pickle", "allow_unsafe_lm_state") if k in kwargs}
+        program = cls(settings, endpoint, search, **kwargs)
+        dspy.Module.load(program, path, **load_kwargs)
+        return program
+
+    load = _HybridMethod(_load_new.__func__, _load_into)
+
+    # -- resources -------------------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return self.services.endpoint
+
+    def close(self) -> None:
+        self.services.close()
+
+    def demo_pool(self) -> DemoPool | None:
+        if self.settings.demos <= 0:
+            return None
+        with self._pool_lock:
+            if self._demo_pool is None:
+                try:
+                    self._demo_pool = load_demo_pool(self.settings, self._demo_pool_arg,
+                                                     spinach=not self.variant_def.agent.schema_controller)
+                except Exception as exc:  # a missing or broken pool file: run without demos, say why
+                    log.warning("demo pool unavailable: %s", exc)
+                    self._demo_pool = DemoPool([])
+            return self._demo_pool
+
+    # -- the question ------------------------------------------------------------------------
+
+    def forward(self, question: str, prior_turns: list[str] | str | None = None,
+                on_event: Callable[..., None] | None = None) -> dspy.Prediction:
+        started = time.monotonic()
+        counter = _LMCallCounter()
+        episode: Episode | None = None
+        error: str | None = None
+        usage_totals: dict[str, dict[str, Any]] = {}
+        try:
+            lm = self.lm_of_program()
+        except Exception as exc:
+            return self._empty(question, f"no language model: {type(exc).__name__}: {exc}", started)
+        context_kwargs: dict[str, Any] = {"callbacks": [*(dspy.settings.callbacks or []), counter]}
+        if lm is not None:
+            context_kwargs["lm"] = lm
+        box: list[Episode] = []
+        try:
+            with dspy.context(**context_kwargs), dspy.track_usage() as usage:
+                try:
+                    self._run(question, prior_turns, on_event, box)
+                except Exception as exc:  # never raise out of forward
+                    log.warning("question failed: %s", exc, exc_info=True)
+                    error = f"{type(exc).__name__}: {one_line(str(exc), 500)}"
+                    if box and getattr(box[0], "final", None) is None:
+                        try:  # keep what the steps found
+                            self._finish(box[0], extract=False)
+                        except Exception:
+                            log.debug("finishing a failed question failed", exc_info=True)
+                finally:
+                    usage_totals = usage.get_total_tokens()
+        except Exception as exc:
+            error = error or f"{type(exc).__name__}: {one_line(str(exc), 500)}"
+        episode = box[0] if box else None
+        if episode is None:
+            pred = self._empty(question, error or "failed", started)
+            pred.counters["lm_calls"] = counter.calls
+            pred.counters["prompt_tokens"], pred.counters["completion_tokens"] = _token_totals(usage_totals)
+            return pred
+        return self._prediction(episode, counter, usage_totals, started, error)
+
+    def _run(self, question: str, prior_turns, on_event, box: list) -> Episode:
+        settings = self.settings
+        text = str(question or "").strip()
+        if prior_turns:
+            turns = [prior_turns] if isinstance(prior_turns, str) else list(prior_turns)
+            text = "Earlier turns:\n" + "\n".join(f"- {t}" for t in turns) + f"\nQuestion: {text}"
+
+        # 1. answer type, once (not in the ablation without it, nor in the SPINACH baseline)
+        answer_type: AnswerTypeInfo | None = None
+        notes: list[str] = []
+        if self.variant_def.agent.answer_type_step:
+            try:
+                raw = self.answer_type(question=str(question), config={"max_tokens": ANSWER_TYPE_MAX_TOKENS})
+                answer_type = AnswerTypeInfo.from_raw(getattr(raw, "answer_type_label", ""),
+                                                      getattr(raw, "answer_type_qid", ""), settings.kg)
+            except Exception as exc:
+                notes.append(f"answer type failed: {type(exc).__name__}: {one_line(str(exc), 200)}")
+                answer_type = AnswerTypeInfo.from_raw("boolean" if is_yes_no_question(question) else "", "")
+            if not answer_type.label and is_yes_no_question(question):
+                answer_type = AnswerTypeInfo.from_raw("boolean", "")
+        form = decide_query_form(answer_type, str(question))
+
+        # 2. the grounding context and tools of this question
+        ctx = self._new_context(str(question), answer_type)
+        tools = self._tools(ctx)
+        pool = self.demo_pool()
+        # per-question demos replace the predictor's own (compiled) demos for this call only
+        demos = (pool.select(str(question), settings.demos, form) if pool is not None and len(pool) else None) or None
+
+        episode = Episode(settings, text, ctx, tools, self.variant_def, answer_type, form,
+                          demos=demos, on_event=on_event, check=self._check if settings.check_answer else None,
+                          max_steps=settings.max_steps, notes=notes)
+        box.append(episode)
+        episode.emit("start", question=text, answer_type=answer_type, form=form, demos=len(demos or []))
+
+        # 3. the ReAct loop
+        self.react(episode)
+
+        # 4. the final query
+        self._finish(episode)
+        return episode
+
+    # -- grounding adapters ----------------------------------------------------------------------
+
+    def _prune_callable(self, question: str) -> Callable[..., list[str]]:
+        """The fallback neighbourhood pruning handed to the grounding context: (question, neighbourhood) -> PIDs."""
+        kg = self.settings.kg
+
+        def prune(prune_question: str | None = None, neighborhood: str = "", *args, **kwargs) -> list[str]:
+            text = neighborhood or kwargs.get("neighbourhood") or kwargs.get("neighborhood") or (args[0] if args else "")
+            try:
+                out = self.prune(question=str(prune_question or question), neighborhood=str(text),
+                                 config={"max_tokens": PRUNE_MAX_TOKENS})
+            except Exception as exc:
+                log.info("pruning failed (%s): keeping the neighbourhood", exc)
+                return []
+            return parse_pids(getattr(out, "relevant_pids", None), kg)
+
+        return prune
+
+    def _new_context(self, question: str, answer_type: AnswerTypeInfo | None) -> QuestionContext:
+        """The grounding context of one question, on the program's shared services."""
+        services = self.services
+        return QuestionContext(
+            self.settings, services.endpoint, services.search, services.schema, services.hierarchy,
+            question=question, flags=self.variant_def.grounding, prune=self._prune_callable(question),
+            answer_type=(answer_type.label, answer_type.qid) if answer_type is not None and answer_type.label else None,
+            kg=self.settings.kg)
+
+    def _tools(self, ctx: QuestionContext) -> dict[str, Callable[..., str]]:
+        return {tool.__name__: tool for tool in make_tools(ctx)}
+
+    # -- the answer check ---------------------------------------------------------------------------
+
+    def _check(self, episode: Episode, final: str) -> str | None:
+        """CheckAnswer's verdict: None when complete, else what to fix."""
+        result = episode.result_of(final)
+        try:
+            out = self.check(question=episode.question,
+                             answer_type=episode.answer_type.render() if episode.answer_type else "unknown",
+                             query_form=QUERY_FORM_GUIDE[episode.form], sparql=final,
+                             result_sample=result_sample(result))
+        except Exception as exc:
+            episode.notes.append(f"check failed: {type(exc).__name__}")
+            return None
+        complete = getattr(out, "complete", True)
+        if isinstance(complete, str):
+            complete = complete.strip().lower() not in ("false", "no", "0")
+        if complete:
+            return None
+        problem = str(getattr(out, "problem", "") or "").strip()
+        return f"A check found the query incomplete: {problem or 'it does not answer the question as asked'}. Fix it, execute it, then stop."
+
+    # -- the final query ------------------------------------------------------------------------
+
+    def _finish(self, episode: Episode, extract: bool = True) -> None:
+        source = None
+        final = episode.accepted_final
+        if final:
+            source = "stop"
+        if not final:
+            for ex in reversed(episode.executions()):
+                if getattr(ex, "status", None) not in ("blocked", "error") and nonempty(getattr(ex, "result", None)):
+                    final, source = ex.sparql, "last-nonempty"
+                    break
+        acted = any(s.note not in ("unparsable", "unknown-tool", "bad-args", "repeated") for s in episode.steps)
+        if not final and acted and extract:
+            final = self.react.extract_query(episode)
+            source = "extract" if final else None
+        if not final:
+            final = episode.last_executed()
+            source = "last-executed" if final else None
+        episode.final = final
+        episode.final_source = source
+        episode.rewritten_from = None
+        if not final:
+            return
+        problem = form_problem(episode.form, final, episode.result_of(final))
+        if problem:
+            target = "COUNT" if episode.form == "COUNT" else episode.form
+            rewritten = rewrite_head(final, target)
+            if rewritten:
+                episode.rewritten_from = final
+                episode.final = rewritten
+                episode.final_source = f"{source}+rewritten"
+            else:
+                episode.notes.append(f"the final query has the wrong form ({form_of(final)} for {episode.form})")
+
+    def _prediction(self, episode: Episode, counter: _LMCallCounter, usage_totals, started: float,
+                    error: str | None) -> dspy.Prediction:
+        final = episode.final
+        answers = None
+        status = "none"
+        final_error = None  # the final query's own failure: the agent's mistake, not the program's
+        if final:
+            if episode.status_of(final) == "blocked":
+                status = "blocked"
+            else:
+                try:
+                    answers = self.services.endpoint.query(final)
+                    status = "ok" if nonempty(answers) else "empty"
+                except SparqlError as exc:
+                    status = "error"
+                    final_error = f"{exc.kind}: {exc}"
+                except Exception as exc:
+                    status = "error"
+                    final_error = f"{type(exc).__name__}: {exc}"
+        if error is None and episode.lm_errors and not episode.steps:
+            error = episode.lm_errors[-1]
+        counters = self._counters(episode, counter, usage_totals, started)
+        at = episode.answer_type
+        pred = dspy.Prediction(
+            question=episode.question,
+            sparql=final or "",
+            answers=answers,
+            answer_type=at.render() if at is not None else "",
+            answer_type_label=at.label if at is not None else "",
+            answer_type_qid=at.qid if at is not None else "",
+            query_form=episode.form,
+            trajectory=[s.to_dict() for s in episode.steps],
+            counters=counters,
+            final_status=status,
+            final_error=final_error,
+            final_source=episode.final_source,
+            rewritten_from=episode.rewritten_from,
+            variant=self.variant,
+            notes=list(episode.notes) + [f"LM error: {e}" for e in episode.lm_errors],
+            error=error,
+        )
+        episode.emit("final", prediction=pred)
+        return pred
+
+    def _counters(self, episode: Episode, counter: _LMCallCounter, usage_totals, started: float) -> dict[str, Any]:
+        ctx_counters = dict(getattr(episode.ctx, "counters", {}) or {})
+        prompt, completion = _token_totals(usage_totals)
+        return {
+            "steps": len([s for s in episode.steps]),
+            "lookups": int(ctx_counters.get("lookups", 0)),
+            "searches": int(ctx_counters.get("searches", 0)),
+            "examples": int(ctx_counters.get("examples", 0)),
+            "executions": int(ctx_counters.get("executions", 0)),
+            "blocked": int(ctx_counters.get("blocked", 0)),
+            "empty": int(ctx_counters.get("empty", 0)),
+            "prunes": int(ctx_counters.get("prune_calls", 0)),
+            "unparsable": sum(1 for s in episode.steps if s.note == "unparsable"),
+            "rejected": sum(1 for s in episode.steps if s.note == "rejected"),
+            "repeated": sum(1 for s in episode.steps if s.note == "repeated"),
+            "overflows": episode.overflows,
+            "lm_calls": counter.calls,
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "seconds": round(time.monotonic() - started, 3),
+        }
+
+    def _empty(self, question: str, error: str, started: float) -> dspy.Prediction:
+        return dspy.Prediction(
+            question=question, sparql="", answers=None, answer_type="", answer_type_label="",
+            answer_type_qid="", query_form="", trajectory=[], final_status="error" if error else "none",
+            final_error=None,
+            final_source=None, rewritten_from=None, variant=self.variant, notes=[], error=error,
+            counters={"steps": 0, "lookups": 0, "searches": 0, "examples": 0, "executions": 0, "blocked": 0,
+                      "empty": 0, "prunes": 0, "unparsable": 0, "rejected": 0, "repeated": 0, "overflows": 0, "lm_calls": 0,
+                      "prompt_tokens": 0, "completion_tokens": 0,
+                      "seconds": round(time.monotonic() - started, 3)},
+        )
+
+
+class _SharedLock:
+    """A lock that copies of the module share (deepcopy returns itself)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+
+    def __enter__(self):
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self._lock.release()
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __copy__(self):
+        return self
+
+
+def result_sample(result: QueryResult | None, rows: int = RESULT_SAMPLE_ROWS) -> str:
+    if result is None:
+        return "(not executed)"
+    if isinstance(result, AskResult):
+        return f"ASK -> {str(result.value).lower()}"
+    if isinstance(result, SelectResult):
+        if not result.rows:
+            return "(no rows)"
+        lines = []
+        for row in result.rows[:rows]:
+            lines.append(", ".join(f"?{k}={b.value}" for k, b in row.items()))
+        more = f"\n… {len(result.rows) - rows} more rows" if len(result.rows) > rows else ""
+        return "\n".join(lines) + more
+    return str(result)[:500]
+
+
+__all__ = ["SagaProgram", "result_sample"]

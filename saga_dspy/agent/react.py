@@ -1,0 +1,192 @@
+"""The ReAct module: dspy.ReAct's layout (react, extract, tools) with tools bound per question and inputs refreshed per step."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import dspy
+from dspy.adapters.chat_adapter import ChatAdapter
+from dspy.primitives.module import Module
+from dspy.utils.exceptions import AdapterParseError, ContextWindowExceededError, LMError
+
+from saga_dspy.agent.episode import Episode
+from saga_dspy.agent.parsing import FENCE, MARKER
+from saga_dspy.agent.trajectory import Step, one_line, render_trajectory
+from saga_dspy.tools.specs import TOOL_NAMES, TOOL_SPECS
+
+log = logging.getLogger(__name__)
+
+DYNAMIC_INPUTS = ("type_context", "knowledge_log")  # refreshed at every step
+CHARS_PER_TOKEN = 3.0  # conservative for SPARQL, ids and English with the Qwen tokenizer
+MIN_TRAJECTORY_CHARS = 1200
+MAX_CONSECUTIVE_FAILURES = 3  # unreadable LM turns in a row before the loop gives up
+MAX_REPEATS = 2  # identical actions in a row before the loop gives up (then the extract call)
+REPEAT_TEMPERATURE = 0.7  # the sampling temperature of the step after a repeated action
+CHECK_EXTRA_STEPS = 3  # CheckAnswer's bounded second chance
+
+
+def _is_context_overflow(exc: BaseException) -> bool:
+    if isinstance(exc, ContextWindowExceededError):
+        return True
+    name = type(exc).__name__
+    text = str(exc).lower()
+    return name in ("ContextLengthError", "ContextWindowExceededError") or (
+        "context" in text and ("window" in text or "length" in text) and ("exceed" in text or "too long" in text)
+    )
+
+
+def _tool_spec(name: str) -> dspy.Tool:
+    _, arg, desc = TOOL_SPECS[name]
+
+    def _spec(**kwargs):  # never called: the per-question tools are used instead
+        raise RuntimeError("tool spec only")
+
+    args = {arg: {"type": "string"}} if arg else {}
+    return dspy.Tool(_spec, name=name, desc=desc, args=args, arg_types={arg: str} if arg else {})
+
+
+class SagaReAct(dspy.ReAct):
+    """dspy.ReAct whose tools are bound per question and whose inputs are refreshed per step.
+
+    It keeps ReAct's layout (`react` step predictor, `extract` fallback predictor, `tools`
+    specs for instructions and optimisers), so dspy's save/load and optimisers see the
+    usual structure; `forward(episode)` runs one question's loop on the episode's tools.
+    """
+
+    def __init__(self, signature: type[dspy.Signature], max_iters: int = 15):
+        Module.__init__(self)
+        self.signature = signature
+        self.max_iters = max_iters
+        self.tools = {name: _tool_spec(name) for name in TOOL_NAMES}
+        inputs = ", ".join(f"`{k}`" for k in signature.input_fields)
+        instr = [signature.instructions.strip(), ""] if signature.instructions else []
+        instr += [
+            f"You act in steps. At each step you read {inputs} and the trajectory of your earlier steps "
+            "(thought, action, observation), and you give `next_thought` (your reasoning about what to do next), "
+            "`next_tool_name` and `next_tool_args`. The tool's answer is added to the trajectory as the next observation.",
+            "The tools are:",
+        ]
+        for i, (name, arg, desc) in enumerate(TOOL_SPECS.values(), start=1):
+            instr.append(f"({i}) {name}({arg or ''}): {desc}")
+        instr.append('`next_tool_args` is a JSON object with the tool\'s argument, e.g. {"query": "Riemannian geometry"}, '
+                     '{"qid": "Q42"}, {"sparql": "SELECT ?x WHERE { wd:Q42 wdt:P19 ?x }"}; {} for stop.')
+        # The fields that change at every step come after the trajectory: the prompt's prefix stays the
+        # same from step to step (a local model reuses its evaluated prefix) and the freshest state is
+        # read last, right before the reply.
+        static = {k: v for k, v in signature.input_fields.items() if k not in DYNAMIC_INPUTS}
+        react_signature = dspy.Signature(static, "\n".join(instr)).append(
+            "trajectory", dspy.InputField(desc="your earlier steps"), type_=str)
+        for name in DYNAMIC_INPUTS:
+            if name in signature.input_fields:
+                field_info = signature.input_fields[name]
+                react_signature = react_signature.append(name, field_info, type_=field_info.annotation)
+        react_signature = (
+            react_signature
+            .append("next_thought", dspy.OutputField(desc="in one or two short sentences: what you learnt and what to do next"), type_=str)
+            .append("next_tool_name", dspy.OutputField(desc="one of: " + ", ".join(TOOL_NAMES)), type_=str)
+            .append("next_tool_args", dspy.OutputField(desc="JSON object of the tool's arguments"), type_=str)
+        )
+        fallback_signature = dspy.Signature(
+            {**static, **signature.output_fields},
+            (signature.instructions or "")
+            + "\n\nThe steps are over. From the trajectory, write the final SPARQL query that answers the question.",
+        ).insert(len(static), "trajectory", dspy.InputField(desc="your earlier steps"), type_=str)
+        for offset, name in enumerate(n for n in DYNAMIC_INPUTS if n in signature.input_fields):
+            field_info = signature.input_fields[name]
+            fallback_signature = fallback_signature.insert(len(static) + 1 + offset, name, field_info,
+                                                           type_=field_info.annotation)
+        self.react = dspy.Predict(react_signature)
+        self.extract = dspy.Predict(fallback_signature)
+
+    # -- one step --------------------------------------------------------------------
+
+    def _budget(self, episode: "Episode", inputs: dict[str, Any], predictor: dspy.Predict) -> int:
+        """Characters left for the trajectory in this call's prompt."""
+        adapter = dspy.settings.adapter or ChatAdapter()
+        try:
+            demos = episode.demos if (predictor is self.react and episode.demos is not None) else predictor.demos
+            messages = adapter.format(predictor.signature, demos, {**inputs, "trajectory": ""})
+            fixed = sum(len(str(m.get("content") or "")) for m in messages)
+        except Exception:
+            fixed = 6000
+        settings = episode.settings
+        total = int((settings.context_window - settings.max_tokens) * CHARS_PER_TOKEN * episode.budget_scale)
+        return max(MIN_TRAJECTORY_CHARS, total - fixed)
+
+    def _call(self, episode: "Episode", predictor: dspy.Predict, **extra):
+        """One predictor call with the episode's current inputs; shrinks the trajectory on overflow."""
+        last: BaseException | None = None
+        for _attempt in range(4):
+            inputs = episode.inputs()
+            budget = self._budget(episode, inputs, predictor)
+            trajectory = render_trajectory(episode.steps, budget, observation_chars=episode.settings.observation_chars)
+            episode.last_trajectory_chars = len(trajectory)
+            try:
+                if predictor is self.react and episode.demos is not None:
+                    return predictor(**inputs, trajectory=trajectory, demos=episode.demos, **extra)
+                return predictor(**inputs, trajectory=trajectory, **extra)
+            except Exception as exc:
+                if not _is_context_overflow(exc):
+                    raise
+                last = exc
+                episode.overflows += 1
+                episode.budget_scale *= 0.5
+                if episode.demos:
+                    episode.demos = episode.demos[:-1]
+                log.warning("context window exceeded; shrinking the trajectory (scale %.2f)", episode.budget_scale)
+        raise ContextWindowExceededError(message=f"the prompt does not fit even after shrinking: {last}")
+
+    def forward(self, episode: "Episode"):  # type: ignore[override]
+        failures = 0
+        limit = episode.max_steps
+        index = 0
+        while index < limit:
+            index += 1
+            # after a repeated action, sample instead of decoding greedily: the same prompt prefix
+            # would otherwise give the same reply again
+            extra = {"config": {"temperature": REPEAT_TEMPERATURE}} if episode.repeats else {}
+            try:
+                pred = self._call(episode, self.react, **extra)
+            except (AdapterParseError, ValueError) as exc:
+                failures += 1
+                episode.notes.append(f"unreadable reply at step {index}: {one_line(str(exc), 160)}")
+                episode.add_step(Step(
+                    "(the reply could not be read)", "none", {},
+                    "Your last reply could not be read. Answer with the three fields next_thought, next_tool_name "
+                    "(one of " + ", ".join(TOOL_NAMES) + ") and next_tool_args (a JSON object), each after its "
+                    "[[ ## field ## ]] header.",
+                    note="unparsable"))
+                if failures >= MAX_CONSECUTIVE_FAILURES:
+                    episode.notes.append("stopped after repeated unreadable replies")
+                    break
+                continue
+            except ContextWindowExceededError as exc:
+                episode.notes.append(f"context window exceeded: {one_line(str(exc), 200)}")
+                break
+            except Exception as exc:  # the LM itself failed (server down, model missing, ...)
+                failures += 1
+                episode.lm_errors.append(f"{type(exc).__name__}: {one_line(str(exc), 300)}")
+                if failures >= 2 or isinstance(exc, LMError) and not getattr(exc, "retryable", False):
+                    break
+                continue
+            failures = 0
+            accepted = episode.run_tool(pred)
+            if accepted is True:
+                break
+            if accepted == "extend":
+                limit = max(limit, index + CHECK_EXTRA_STEPS)
+            if accepted == "repeat" and episode.repeats >= MAX_REPEATS:
+                episode.notes.append(f"stopped after {MAX_REPEATS} repeated actions in a row")
+                break
+        return dspy.Prediction(trajectory=[s.to_dict() for s in episode.steps])
+
+    def extract_query(self, episode: "Episode") -> str | None:
+        """The fallback: ask the extract predictor for the final query from the trajectory."""
+        try:
+            pred = self._call(episode, self.extract)
+        except Exception as exc:
+            episode.notes.append(f"extract failed: {type(exc).__name__}: {one_line(str(exc), 200)}")
+            return None
+        text = MARKER.sub(" ", str(getattr(pred, "sparql", "") or "")).strip()
+        return FENCE.sub("", text).strip() or None

@@ -1,0 +1,88 @@
+"""The label index of the bundled store: labels, aliases, descriptions and popularity in SQLite FTS5, built once with the store (kg.store) and read by kg.search.LocalSearch."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from .prefixes import WD, WIKIBASE
+
+_TERMS_QUERY = """
+SELECT ?e ?kind ?text WHERE {
+  { ?e <http://www.w3.org/2000/01/rdf-schema#label> ?text . BIND("label" AS ?kind) }
+  UNION { ?e <http://www.w3.org/2004/02/skos/core#altLabel> ?text . BIND("alias" AS ?kind) }
+  UNION { ?e <http://schema.org/description> ?text . BIND("description" AS ?kind) }
+}"""
+
+
+_DATATYPE_QUERY = "SELECT ?e ?t WHERE { ?e <http://wikiba.se/ontology#propertyType> ?t }"
+
+
+def _local_id(iri: str) -> str | None:
+    return iri[len(WD):] if iri.startswith(WD) else None
+
+
+def build_label_index(store, path: Path) -> None:
+    """Write the FTS5 index for every labelled entity of a pyoxigraph store."""
+    entries: dict[str, dict] = {}
+    for row in store.query(_TERMS_QUERY):
+        qid = _local_id(row["e"].value)
+        if qid is None:
+            continue
+        entry = entries.setdefault(qid, {"label": "", "aliases": [], "description": ""})
+        kind, text = row["kind"].value, row["text"].value
+        if kind == "label":
+            entry["label"] = text
+        elif kind == "alias":
+            entry["aliases"].append(text)
+        else:
+            entry["description"] = text
+    datatypes = {}
+    for row in store.query(_DATATYPE_QUERY):
+        qid = _local_id(row["e"].value)
+        if qid:
+            datatypes[qid] = row["t"].value.removeprefix(WIKIBASE)
+    popularity: dict[str, int] = {}
+    for quad in store.quads_for_pattern(None, None, None):
+        subject = quad.subject
+        if hasattr(subject, "value") and subject.value.startswith(WD):
+            qid = subject.value[len(WD):]
+            if qid in entries:
+                popularity[qid] = popularity.get(qid, 0) + 1
+    path.unlink(missing_ok=True)
+    db = sqlite3.connect(path)
+    db.executescript(
+        """
+        CREATE TABLE entity(rowid INTEGER PRIMARY KEY, id TEXT UNIQUE, label TEXT, label_lc TEXT,
+                            aliases TEXT, aliases_lc TEXT, description TEXT, kind TEXT, datatype TEXT,
+                            popularity INTEGER);
+        CREATE INDEX entity_label_lc ON entity(label_lc);
+        CREATE VIRTUAL TABLE entity_fts USING fts5(label, aliases, description, content='entity',
+                                                   tokenize='unicode61 remove_diacritics 2');
+        """
+    )
+    rows = []
+    for qid in sorted(entries, key=lambda x: (x[0], int(x[1:]) if x[1:].isdigit() else 0)):
+        e = entries[qid]
+        aliases = sorted(set(e["aliases"]))
+        rows.append(
+            (
+                qid,
+                e["label"],
+                e["label"].lower(),
+                "\n".join(aliases),
+                "\n" + "\n".join(a.lower() for a in aliases) + "\n",
+                e["description"],
+                "property" if qid.startswith("P") else "item",
+                datatypes.get(qid),
+                popularity.get(qid, 0),
+            )
+        )
+    db.executemany(
+        "INSERT INTO entity(id,label,label_lc,aliases,aliases_lc,description,kind,datatype,popularity)"
+        " VALUES (?,?,?,?,?,?,?,?,?)",
+        rows,
+    )
+    db.execute("INSERT INTO entity_fts(rowid,label,aliases,description) SELECT rowid,label,aliases,description FROM entity")
+    db.commit()
+    db.close()

@@ -1,0 +1,74 @@
+"""The one table of variants: each name maps to the grounding mechanisms it keeps and how the agent runs.
+
+`full` is SAGA; `no-type-filter`, `no-type-state` and `no-answer-type` are the paper's ablations (Table 5);
+`spinach` is the baseline without schema annotations, with LLM pruning of every neighbourhood. Nothing
+else in the package compares variant names: it asks `variant_of(name).grounding` / `.agent` instead.
+
+A leaf module (no project imports), so that the grounding layer and the agent read the same table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GroundingFlags:
+    """Which SAGA mechanisms are on. `GroundingFlags.for_variant(name)` is the one place variants map to flags."""
+
+    type_filter: bool = True  # Eq. 3 at lookup time
+    conflict_check: bool = True  # the execute tool's domain-conflict check ([BLOCKED])
+    type_state: bool = True  # Θ persists across steps and is rendered (types, variable types, log)
+    answer_type_prior: bool = True  # rank lookups by the expected answer type
+    schema_annotations: bool = True  # [domain | range] in search hits and lookups
+    prune_all: bool = False  # SPINACH: LM-prune every neighbourhood (via the context's prune callable)
+
+    @classmethod
+    def for_variant(cls, variant: str) -> "GroundingFlags":
+        return variant_of(variant).grounding
+
+    @property
+    def variant(self) -> str:
+        for name, flags in VARIANT_FLAGS.items():
+            if flags == self:
+                return name
+        return "custom"
+
+
+@dataclass(frozen=True)
+class AgentFlags:
+    """How the agent runs around the tools."""
+
+    answer_type_step: bool = True  # predict the expected answer type once per question (fixes the query form)
+    schema_controller: bool = True  # the SAGA controller reading the type context and knowledge log; else SPINACH's
+    reject_empty_stop: bool = True  # stop() on an empty / blocked final query is sent back once
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    grounding: GroundingFlags
+    agent: AgentFlags
+
+
+_TABLE = (
+    Variant("full", GroundingFlags(), AgentFlags()),
+    # the filter ablation removes both type constraints used as filters: lookup filtering and [BLOCKED]
+    Variant("no-type-filter", GroundingFlags(type_filter=False, conflict_check=False), AgentFlags()),
+    Variant("no-type-state", GroundingFlags(type_state=False), AgentFlags()),
+    Variant("no-answer-type", GroundingFlags(answer_type_prior=False), AgentFlags(answer_type_step=False)),
+    Variant("spinach",
+            GroundingFlags(type_filter=False, conflict_check=False, type_state=False, answer_type_prior=False,
+                           schema_annotations=False, prune_all=True),
+            AgentFlags(answer_type_step=False, schema_controller=False, reject_empty_stop=False)),
+)
+VARIANTS: dict[str, Variant] = {v.name: v for v in _TABLE}
+VARIANT_NAMES: tuple[str, ...] = tuple(VARIANTS)
+VARIANT_FLAGS: dict[str, GroundingFlags] = {v.name: v.grounding for v in _TABLE}
+
+
+def variant_of(name: str) -> Variant:
+    """The variant called `name`; a ValueError naming the known ones otherwise."""
+    try:
+        return VARIANTS[name]
+    except KeyError:
+        raise ValueError(f"unknown variant {name!r} (known: {', '.join(VARIANTS)})") from None
