@@ -1,16 +1,16 @@
 """Grounding layer (issue 3 §3–5): the per-question type state Θ, the question context with its
-ablation flags, and the five schema-aware tools (paper: "Type-Constrained Grounding", Algorithm 1).
+ablation flags, and what the five schema-aware tools of `saga_dspy.tools` build on (paper:
+"Type-Constrained Grounding", Algorithm 1).
 
     ctx = QuestionContext(settings, endpoint, search, schema, hierarchy, question=q, variant="full", prune=fn)
     ctx.set_answer_type("person", "Q5")
-    search_wikidata, get_wikidata_entry, get_property_examples, execute_sparql, stop = make_tools(ctx)
+    search_wikidata, get_wikidata_entry, get_property_examples, execute_sparql, stop = saga_dspy.tools.make_tools(ctx)
 
 Imports only `saga_dspy.kg`, `saga_dspy.schema` and `saga_dspy.config`."""
 
 from .context import COUNTER_KEYS, VARIANT_FLAGS, Execution, GroundingFlags, QuestionContext
 from .flavour import WIKIDATA, Flavour, flavour_for
 from .state import AnswerType, TypeFact, TypeState
-from .tools import make_tools
 
 __all__ = [
     "AnswerType",
@@ -24,5 +24,4 @@ __all__ = [
     "VARIANT_FLAGS",
     "WIKIDATA",
     "flavour_for",
-    "make_tools",
 ]

@@ -1,0 +1,281 @@
+"""get_wikidata_entry: an entity's types and its outgoing properties, filtered by the type check (Eq. 3),
+ranked by the expected answer type and annotated with [domain | range]; a proposed next query."""
+
+from __future__ import annotations
+
+import re
+
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.neighbourhood import Neighbourhood, Value, fetch_neighbourhood, type_filter
+from saga_dspy.grounding.render import Block, class_names, clip, entity_text, fit, literal_text, render_blocks
+from saga_dspy.tools.evidence import evidence_text
+from saga_dspy.tools.examples import do_examples
+
+VALUES_FULL = 3
+LOOKUP_DESCRIPTION = 70
+VALUES_COMPACT = 2
+QUALIFIED_VALUES = 2
+_DATES = ("Time", "type.datetime")
+_NUMBERS = ("Quantity", "type.int", "type.float")
+_STRINGS = ("String", "Monolingualtext", "type.text", "type.rawstring")
+SCALAR_ANSWERS = {
+    "date": _DATES, "time": _DATES, "year": _DATES,
+    "quantity": _NUMBERS, "number": _NUMBERS, "count": _NUMBERS, "amount": _NUMBERS,
+    "string": _STRINGS, "text": _STRINGS, "name": _STRINGS,
+}
+ITEM_DATATYPES = ("WikibaseItem", "WikibaseProperty", "WikibaseLexeme", "WikibaseForm", "WikibaseSense", "entity", "")
+EXTERNAL_DATATYPES = ("ExternalId", "type.key", "type.id")
+PID_IN_TEXT = re.compile(r"\b(P[1-9]\d*)\b")
+
+
+# --- helpers ---------------------------------------------------------------------------------------------------------
+
+
+def _value_text(v: Value, limit: int = 50) -> str:
+    if v.id:
+        return entity_text(v.id, v.label, limit)
+    if v.binding.type == "uri":
+        return clip(v.binding.value, limit)
+    return literal_text(v.binding, limit)
+
+
+def _values_text(values: list[Value], shown: int) -> str:
+    head = "; ".join(_value_text(v) for v in values[:shown])
+    more = len(values) - shown
+    return head + (f" (+{more} more, {len(values)} values)" if more > 0 else "")
+
+
+def _qualifier_text(ctx: QuestionContext, v: Value, limit: int = 4) -> str:
+    parts = []
+    for pid, q in v.qualifiers[:limit]:
+        parts.append(f"{ctx.property_label(pid)} ({pid}): {_value_text(q, 30)}")
+    more = len(v.qualifiers) - limit
+    return "; ".join(parts) + (f" +{more}" if more > 0 else "")
+
+
+def _prior_active(ctx: QuestionContext) -> bool:
+    return bool(ctx.flags.answer_type_prior and ctx.state.answer_type)
+
+
+def _fits_answer(ctx: QuestionContext, pid: str, values: list[Value]) -> bool:
+    """Does this property's range (indexed, or seen in this question) or its values fit the expected answer type?"""
+    at = ctx.state.answer_type
+    if at is None:
+        return False
+    ps = ctx.schema.get(pid)
+    label = at.label.lower().strip()
+    scalar = SCALAR_ANSWERS.get(label)
+    if scalar:
+        return bool(ps and ps.datatype in scalar)
+    if not at.qid:
+        return False
+    h = ctx.hierarchy
+    ranges = list(ps.range.classes) if ps and ps.range else list(ctx.state.observed_range(pid))
+    try:
+        near = {at.qid, *h.parents(at.qid)}  # the answer type and its direct superclasses
+        for r in ranges:
+            # the range is the answer type, a subclass of it, or its direct superclass (human ~ person);
+            # broader ranges would make every property fit
+            if r in near or at.qid in h.ancestors(r):
+                return True
+        for v in values[:5]:
+            for t in v.types:
+                if at.qid in h.ancestors(t):
+                    return True
+    except Exception:  # noqa: BLE001 - ranking is best effort
+        return False
+    return False
+
+
+def _group(ctx: QuestionContext, pid: str) -> int:
+    if pid in (ctx.flavour.type_pid, ctx.flavour.subclass_pid):
+        return 0
+    ps = ctx.schema.get(pid)
+    dt = (ps.datatype if ps else None) or ""
+    if dt in EXTERNAL_DATATYPES:
+        return 3
+    return 1 if dt in ITEM_DATATYPES else 2
+
+
+def _pid_order(pid: str) -> tuple[int, str]:
+    return (int(pid[1:]), pid) if pid[1:].isdigit() else (1 << 40, pid)
+
+
+# --- search ---------------------------------------------------------------------------------------------------------
+
+
+# --- lookup ------------------------------------------------------------------------------------------------------------
+
+
+def _prune_with_lm(ctx: QuestionContext, nb: Neighbourhood, pids: list[str]) -> tuple[list[str], str]:
+    """The fallback pruning call: (kept pids, note)."""
+    if ctx.prune is None:
+        return pids, ""
+    lines = []
+    for pid in pids:
+        lines.append(f"{ctx.property_label(pid)} ({pid}): {_values_text(nb.edges[pid], 4)}")
+    text = fit(f"{nb.label} ({nb.id}): {nb.description}\n" + "\n".join(lines), 8000)
+    ctx.counters["prune_calls"] += 1
+    try:
+        answer = ctx.prune(ctx.question, text)
+    except Exception as exc:  # noqa: BLE001 - the LM failing must not lose the lookup
+        return pids, f"relevance pruning failed ({type(exc).__name__}); all properties shown"
+    wanted: list[str] = []
+    for item in answer or []:
+        wanted.extend(PID_IN_TEXT.findall(str(item)) or ([str(item)] if str(item) in nb.edges else []))
+    keep = [p for p in pids if p in set(wanted)]
+    if ctx.flavour.type_pid in pids and ctx.flavour.type_pid not in keep:
+        keep.insert(0, ctx.flavour.type_pid)
+    if not keep or keep == [ctx.flavour.type_pid] and len(pids) > 1 and not wanted:
+        return pids, "relevance pruning kept nothing; all properties shown"
+    return keep, f"pruned for relevance to the question: {len(keep)} of {len(pids)} properties kept"
+
+
+def _annotation(ctx: QuestionContext, pid: str, ps) -> str:
+    """' / domain: … / range: …' with the parts that are known (nothing when annotations are off)."""
+    if not ctx.flags.schema_annotations or ps is None:
+        return ""
+    parts = []
+    if ps.domain is not None and ps.domain.classes:
+        parts.append(f"domain: {evidence_text(ctx, ps.domain)}")
+    observed = ctx.state.observed_range(pid)
+    if (ps.range is not None and ps.range.classes) or observed:
+        parts.append(f"range: {evidence_text(ctx, ps.range, observed)}")
+    return "".join(f" / {p}" for p in parts)
+
+
+def _property_block(ctx: QuestionContext, pid: str, values: list[Value], fits: bool) -> Block:
+    ps = ctx.schema.get(pid)
+    label = ctx.property_label(pid)
+    name = f"{label} ({pid})"
+    star = " ★" if fits else ""
+    external = _group(ctx, pid) == 3
+    desc = clip(ps.description, LOOKUP_DESCRIPTION) if ps and ps.description and not external else ""
+    first = f"- {name}{star}" + (f": {desc}" if desc else "") + ("" if external else _annotation(ctx, pid, ps))
+    lines = [first, f"  = {_values_text(values, VALUES_FULL)}"]
+    for v in [v for v in values[:VALUES_FULL] if v.qualifiers][:QUALIFIED_VALUES]:
+        lines.append(f"    [{_value_text(v, 30)}: {_qualifier_text(ctx, v)}]")
+    compact = f"- {name}{star} = {_values_text(values, VALUES_COMPACT)}"
+    if ctx.flags.schema_annotations and not external and ps is not None:
+        observed = ctx.state.observed_range(pid)
+        ev = ps.range if ps.range is not None and ps.range.classes else None
+        classes = ev.classes if ev else observed
+        if classes and len(classes) <= 3:  # a long class list says little in one line
+            soft = "typically " if ev is not None and ev.source == "empirical" else ""
+            compact += f" [range: {soft}{class_names(classes, ctx.class_label, 2)}]"
+    return Block("\n".join(lines), compact, name)
+
+
+def do_lookup(ctx: QuestionContext, qid: str) -> str:
+    flavour = ctx.flavour
+    eid = flavour.normalise_entity(qid or "")
+    if eid is None:
+        pid = flavour.normalise_property(qid or "")
+        if pid is not None:
+            return (f"{pid} is a property, not an entity: use get_property_examples({pid}) to see how it is used.\n"
+                    + do_examples(ctx, pid, count=False))
+        hint = ""
+        if ctx.search is not None and (qid or "").strip():
+            try:
+                hits = ctx.search.search(str(qid), limit=3, kind="item")
+                hint = " Search hits: " + "; ".join(f"{h.id} {clip(h.label, 40)}" for h in hits) if hits else ""
+            except Exception:  # noqa: BLE001
+                pass
+        return f"[ERROR] {clip(str(qid), 60)!r} is not an entity id (e.g. {'Q42' if flavour.name == 'wikidata' else 'm.0abc'}).{hint}"
+    ctx.counters["lookups"] += 1
+    prior = _prior_active(ctx)
+    nb = fetch_neighbourhood(ctx.endpoint, flavour, eid, qualifiers=flavour.has_qualifiers or flavour.has_cvt,
+                             value_types=prior and bool(ctx.state.answer_type and ctx.state.answer_type.qid))
+    if nb.error:
+        return f"[ERROR] lookup of {eid} failed: {nb.error}"
+    if not nb.exists:
+        return f"[NOT FOUND] {eid} has no statements in the knowledge graph. Search for the entity by name instead."
+    ctx.remember(eid, nb.label)
+    for pid, values in nb.edges.items():
+        if (plabel := ctx.property_label(pid)) != pid:
+            ctx.remember(pid, plabel)
+        for v in values:
+            if v.id and v.label:
+                ctx.remember(v.id, v.label)
+    et = nb.types
+    ctx.record_entity_types(eid, et, nb.label)
+    all_pids = list(nb.edges)
+    raw_edges = nb.edge_count
+
+    # --- filter / prune -------------------------------------------------------------------------------------------------
+    removed: list[tuple[str, object]] = []
+    notes: list[str] = []
+    kept = all_pids
+    has_types = bool(et.types) and (ctx.filter_mode != "bare" or bool(et.p31))
+    if ctx.flags.prune_all and all_pids:
+        kept, note = _prune_with_lm(ctx, nb, all_pids)
+        if note:
+            notes.append(note)
+    elif ctx.flags.type_filter and has_types:
+        fr = type_filter(nb, ctx.schema, ctx.hierarchy, ctx.filter_mode, et)
+        kept, removed = fr.kept, fr.removed
+    elif ctx.flags.type_filter:
+        notes.append("Type filter skipped: the entity has no types.")
+        if ctx.prune is not None and all_pids:  # nothing to prune: no LM call
+            kept, note = _prune_with_lm(ctx, nb, all_pids)
+            if note:
+                notes.append(note)
+
+    # --- rank --------------------------------------------------------------------------------------------------------------
+    fits = {pid: (prior and _fits_answer(ctx, pid, nb.edges[pid])) for pid in kept}
+    order = sorted(kept, key=lambda p: (not fits[p], _group(ctx, p), _pid_order(p)))
+
+    # --- head ----------------------------------------------------------------------------------------------------------------
+    head = [f"{nb.label or eid} ({eid})" + (f": {clip(nb.description, 160)}" if nb.description else "")]
+    if et.types:
+        if et.is_class and et.source == "p279":
+            head.append(f"Types: none declared; a class, subclass of {class_names(et.types, ctx.class_label, 4, ids=True)}")
+        else:
+            head.append(f"Types: {class_names(et.types, ctx.class_label, 4, ids=True)}")
+    else:
+        head.append("Types: none known")
+    n_vals = sum(len(nb.edges[p]) for p in kept)
+    if removed:
+        why = "; ".join(
+            f"{ctx.property_label(pid)} ({pid}) [domain: {class_names(ctx.schema.get(pid).domain.classes, ctx.class_label, 2)}]"
+            for pid, _ in removed[:6]
+        )
+        more = f" and {len(removed) - 6} more" if len(removed) > 6 else ""
+        type_names = class_names(et.types, ctx.class_label, 2)
+        head.append(
+            f"Type filter: {len(removed)} of {len(all_pids)} properties removed because their domain conflicts with "
+            f"this entity's types ({type_names}): {why}{more}. If the question needs one of them, this is probably the wrong entity."
+        )
+    elif ctx.flags.type_filter and has_types:
+        head.append(f"Type filter: no property conflicts with this entity's types (all {len(all_pids)} kept).")
+    head.extend(notes)
+    if prior and any(fits.values()):
+        head.append(f"★ = range fits the expected answer type ({ctx.state.answer_type.render()}); listed first.")
+    cap = " (the endpoint cut the neighbourhood off)" if nb.capped else ""
+    if not all_pids:
+        head.append("No outgoing properties in the knowledge graph: look for it as the object of triples, "
+                    "or search for a better-connected entity of the same name.")
+        return fit("\n".join(head), ctx.budget)
+    head.append(f"Outgoing properties: {len(kept)} shown of {len(all_pids)}, {n_vals} of {raw_edges} values{cap}:")
+    blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid]) for pid in order]
+    starred = [pid for pid in order if fits[pid]]
+    if starred and flavour.name == "wikidata":
+        ctx.suggested_sparql = f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{starred[0]} ?x }}"
+        tail = [f"Next: execute a query with the property that leads to the answer, e.g. {ctx.suggested_sparql}"]
+    else:
+        tail = ["Next: execute a query with the property above that leads to the answer."]
+    return render_blocks(head, blocks, ctx.budget, tail=tail).text
+
+
+# --- property examples -------------------------------------------------------------------------------------------------------
+
+
+# --- execute ------------------------------------------------------------------------------------------------------------------
+
+
+# --- stop -----------------------------------------------------------------------------------------------------------------------
+
+
+# --- the tool set -----------------------------------------------------------------------------------------------------------------
+
+
