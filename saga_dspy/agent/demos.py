@@ -37,6 +37,9 @@ from typing import Any, Iterable, Sequence
 
 import dspy
 
+from saga_dspy.agent.trajectory import Step, render_trajectory
+from saga_dspy.signatures import QUERY_FORM_GUIDE
+
 log = logging.getLogger(__name__)
 
 
@@ -117,8 +120,6 @@ def _form_of(sparql: str) -> str:
 
 def _steps_of(record: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
     """(Step, raw step dict) pairs of a record, ending with a stop step."""
-    from saga_dspy.program import Step
-
     steps = []
     for raw in record.get("steps") or []:
         if not isinstance(raw, dict) or not raw.get("tool_name"):
@@ -145,9 +146,6 @@ def record_to_example(record: dict[str, Any], *, spinach: bool = False, output: 
     execution (the query written from the evidence) as output; `output="lookup"`: the steps
     before the first lookup (the search) as input and that lookup as output.
     """
-    from saga_dspy.program import render_trajectory
-    from saga_dspy.signatures import QUERY_FORM_GUIDE
-
     question = str(record.get("question") or "").strip()
     if not question:
         return None

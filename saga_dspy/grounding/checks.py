@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ..kg.errors import SparqlError
 from ..kg.query_text import declared_prefixes, tokenize
-from ..kg.results import AskResult
-from .flavour import CLAIM, DIRECT
+from ..kg.results import AskResult, SelectResult
+from ..schema import EntityTypes, check_domain
+from .context import QuestionContext
+from .flavours import CLAIM, DIRECT
 from .patterns import NEGATED, REQUIRED, ParsedQuery, Pattern, Term, render_pattern, render_term
-from .render import clip
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .context import QuestionContext
+from .render import class_names, clip
 
 MAX_PROBES = 4
 
@@ -34,8 +32,6 @@ class Conflict:
     declared: bool  # the subject is a variable typed by an explicit pattern (not a known entity)
 
     def describe(self, ctx: "QuestionContext") -> str:
-        from .render import class_names
-
         who = f"{self.subject} ({self.label})" if self.label else self.subject
         kind = "declared types" if self.declared else "types"
         return (f"{who} cannot be the subject of {ctx.property_label(self.pid)} ({self.pid}): its {kind} "
@@ -43,8 +39,6 @@ class Conflict:
                 f"{{{class_names(self.domain, ctx.class_label, 4)}}}")
 
     def short(self, ctx: "QuestionContext") -> str:
-        from .render import class_names
-
         return (f"{self.pid} on {self.subject} ({class_names(self.types, ctx.class_label, 2)}) "
                 f"vs domain {class_names(self.domain, ctx.class_label, 2)}")
 
@@ -80,8 +74,6 @@ def declared_types(parsed: ParsedQuery, flavour) -> dict[str, tuple[str, ...]]:
 
 def find_conflicts(ctx: "QuestionContext", parsed: ParsedQuery | None) -> list[Conflict]:
     """Every (non-negated) pattern whose subject demonstrably conflicts with its property's domain."""
-    from ..schema import EntityTypes, check_domain
-
     if parsed is None:
         return []
     flavour = ctx.flavour
@@ -268,8 +260,6 @@ def unknown_iri_hints(ctx: "QuestionContext", sparql: str, parsed: ParsedQuery |
     if check_existence and entities:
         ids = list(entities)[:20]
         try:
-            from ..kg.results import SelectResult
-
             result = ctx.query(flavour.exists_query(ids))
             present = set()
             if isinstance(result, SelectResult):

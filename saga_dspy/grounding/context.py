@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable, Sequence
 from ..config import Settings
 from ..kg.errors import SparqlError
 from ..kg.results import QueryResult, SelectResult
-from .flavour import Flavour, flavour_for
+from ..schema import EntityTypes, entity_types_many, load_hierarchy, load_schema_index
+from .flavours import Flavour, flavour_for
 from .state import TypeState
 from ..variants import VARIANT_FLAGS, GroundingFlags  # noqa: F401  (VARIANT_FLAGS: re-exported)
 
@@ -103,12 +104,8 @@ class QuestionContext:
         self.endpoint = _CountingEndpoint(endpoint, self.counters)
         self.search = search
         if schema is None:
-            from ..schema import load_schema_index
-
             schema = load_schema_index(settings)
         if hierarchy is None:
-            from ..schema import load_hierarchy
-
             hierarchy = load_hierarchy(settings, endpoint, schema)
         self.schema = schema
         self.hierarchy = hierarchy
@@ -174,8 +171,6 @@ class QuestionContext:
 
     def entity_types(self, ids: Iterable[str]) -> dict[str, Any]:
         """EntityTypes for these ids, one bounded query for those not cached; failures give empty types."""
-        from ..schema import EntityTypes, entity_types_many
-
         ids = [i for i in dict.fromkeys(ids) if i]
         todo = [i for i in ids if i not in self._types_cache]
         if todo:

@@ -14,20 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kg.errors import SparqlError
-from ..kg.results import Binding, SelectResult
-from .flavour import Flavour
-
-
-@dataclass
-class Value:
-    binding: Binding
-    id: str | None  # entity id when the value is an entity of this KG
-    label: str = ""
-    qualifiers: list[tuple[str, "Value"]] = field(default_factory=list)  # (pid, value); CVT hops on Freebase
-    types: tuple[str, ...] = ()
-
-    def key(self) -> str:
-        return self.binding.value
+from ..kg.results import SelectResult
+from ..schema import EntityTypes, check_domain
+from .flavours import Flavour
+from .values import Value
 
 
 @dataclass
@@ -59,8 +49,6 @@ class FilterResult:
 
 
 def _entity_types_from_edges(eid: str, edges: dict[str, list[Value]], flavour: Flavour):
-    from ..schema import EntityTypes
-
     p31 = tuple(v.id for v in edges.get(flavour.type_pid, []) if v.id)
     if flavour.name == "freebase":
         return EntityTypes(p31, False, "freebase" if p31 else "none", eid)
@@ -145,8 +133,6 @@ def _attach_qualifiers(result, nb: Neighbourhood, by_key: dict, flavour: Flavour
 def type_filter(nb: Neighbourhood, schema, hierarchy, mode: str, types=None) -> FilterResult:
     """Eq. 3 with three outcomes: keep unless the domain check demonstrates a conflict.
     With no types the filter is skipped (every property kept, decisions UNKNOWN)."""
-    from ..schema import check_domain
-
     et = types if types is not None else nb.types
     decisions: dict[str, Any] = {}
     kept: list[str] = []

@@ -13,7 +13,9 @@ import functools
 import logging
 from dataclasses import dataclass, field
 
-from .flavour import DIRECT, CLAIM, STATEMENT, Flavour
+from ..kg.prefixes import with_prefixes
+from ..kg.query_text import tokenize
+from .flavours import DIRECT, CLAIM, STATEMENT, Flavour
 
 log = logging.getLogger(__name__)
 
@@ -242,8 +244,6 @@ def _path_text(pred, flavour: Flavour) -> str:
 def _tighten(sparql: str) -> str:
     """Remove the whitespace rdflib's parser rejects but SPARQL (and Oxigraph, WDQS) allow:
     before a path modifier (`wdt:P279 *`) and around `^^` (`"2012" ^^ xsd:dateTime`)."""
-    from ..kg.query_text import tokenize
-
     tokens = tokenize(sparql)
     cuts: list[tuple[int, int]] = []
     for i, tok in enumerate(tokens):
@@ -272,8 +272,6 @@ def _rdflib_parse(text: str):
 @functools.lru_cache(maxsize=512)
 def _parse_cached(sparql: str, flavour: Flavour) -> ParsedQuery | None:
     from rdflib.term import URIRef, Variable
-
-    from ..kg.prefixes import with_prefixes
 
     text = with_prefixes(sparql, flavour.prefixes)
     try:

@@ -19,7 +19,7 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from .flavour import CLAIM, DIRECT, STATEMENT, Flavour
+from .flavours import CLAIM, DIRECT, STATEMENT, Flavour
 from .patterns import NEGATED, ParsedQuery, Term
 
 LOG_SIZE = 6

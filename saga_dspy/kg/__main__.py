@@ -11,8 +11,11 @@ import time
 from pathlib import Path
 
 from ..config import add_settings_args, apply_offline_env, settings_from_args
+from .endpoint import open_endpoint
 from .errors import SparqlError
 from .results import AskResult, SelectResult
+from .search import open_search
+from .store import ensure_store
 
 COMMON = ["cache_dir", "data_dir"]
 
@@ -63,16 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     settings = settings_from_args(args)
     if args.command == "build":
-        from .store import ensure_store
-
         started = time.monotonic()
         path = ensure_store(settings, force=args.force, log=lambda m: print(m, file=sys.stderr))
         out = {"store": str(path), "seconds": round(time.monotonic() - started, 2)}
         print(json.dumps(out) if args.json else f"store ready at {path} ({out['seconds']} s)")
         return 0
     if args.command == "query":
-        from .endpoint import open_endpoint
-
         sparql = sys.stdin.read() if args.sparql == "-" else args.sparql
         with open_endpoint(settings) as endpoint:
             try:
@@ -91,8 +90,6 @@ def main(argv: list[str] | None = None) -> int:
             _print_table(result)
         return 0
     if args.command == "search":
-        from .search import open_search
-
         hits = open_search(settings).search(args.text, limit=args.limit, kind=args.kind)
         if args.json:
             print(json.dumps([h.to_json() for h in hits], ensure_ascii=False))
@@ -102,8 +99,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{hit.id}\t{hit.label}{extra}\t{hit.description}")
         return 0
     if args.command == "serve":
-        from .store import ensure_store
-
         path = ensure_store(settings)
         exe = Path(sys.executable).with_name("oxigraph")
         binary = str(exe) if exe.exists() else shutil.which("oxigraph")

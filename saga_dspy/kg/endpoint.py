@@ -23,7 +23,8 @@ from .errors import EndpointUnavailable, QueryRefused, QuerySyntaxError, QueryTi
 from .guard import check_read_only
 from .label_service import rewrite_label_service
 from .prefixes import FREEBASE_PREFIXES, WIKIDATA_PREFIXES, expand_dotted_names, with_prefixes
-from .results import AskResult, Binding, QueryResult, SelectResult
+from .results import AskResult, Binding, QueryResult, SelectResult, parse_sparql_json
+from .store import ensure_store
 
 WDQS_HOSTS = {"query.wikidata.org"}
 
@@ -140,8 +141,6 @@ class EmbeddedEndpoint(Endpoint):
 
     def __init__(self, settings: Settings, store_path: Path | None = None):
         super().__init__(settings)
-        from .store import ensure_store
-
         self.store_path = Path(store_path) if store_path else ensure_store(settings)
         self.name = "embedded"
         self._idle: queue.Queue[_Worker] = queue.Queue()
@@ -283,8 +282,6 @@ class HttpEndpoint(Endpoint):
 
 
 def _cap(payload: dict, row_cap: int) -> QueryResult:
-    from .results import parse_sparql_json
-
     if isinstance(payload, dict) and "results" in payload:
         bindings = payload["results"].get("bindings", [])
         if len(bindings) > row_cap:

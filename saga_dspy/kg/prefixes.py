@@ -58,8 +58,6 @@ def with_prefixes(query: str, prefixes: dict[str, str] = WIKIDATA_PREFIXES) -> s
 def expand_dotted_names(query: str, prefixes: dict[str, str]) -> str:
     """Write prefixed names with dots in their local part (Freebase's `ns:people.person.place_of_birth`)
     as full IRIs: Oxigraph's parser rejects a local name with two or more dots."""
-    from .query_text import declared_prefixes, tokenize
-
     tokens = tokenize(query)
     known = {**prefixes, **declared_prefixes(tokens)}
     out, last = [], 0

@@ -1,6 +1,6 @@
 """What differs between knowledge graphs: identifiers, vocabulary and the SPARQL the tools send.
 
-`Flavour` is the interface; `WikidataFlavour` is the default and `freebase.FreebaseFlavour`
+`Flavour` is the interface and Wikidata's implementation (the default); `freebase.FreebaseFlavour`
 the other one. Everything else in `saga_dspy.grounding` is KG-agnostic and talks about
 entities, properties and classes by their short ids (`Q42`, `P19` / `m.0abc`,
 `people.person.place_of_birth`)."""
@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..kg.prefixes import FREEBASE_PREFIXES, WD, WDT, WIKIDATA_PREFIXES
+from ...kg.prefixes import FREEBASE_PREFIXES, WD, WDT, WIKIDATA_PREFIXES
+from ..values import Value
 
 P_ = "http://www.wikidata.org/prop/"
 PS = "http://www.wikidata.org/prop/statement/"
@@ -213,8 +214,6 @@ class Flavour:
 
     def attach_qualifiers(self, result, nb, by_key) -> None:
         """Hang each qualifier on the neighbourhood value its statement carries."""
-        from .neighbourhood import Value
-
         for row in result.rows:
             ps, v, pp, o = row.get("ps"), row.get("v"), row.get("pp"), row.get("o")
             if ps is None or v is None or pp is None or o is None:
@@ -230,14 +229,4 @@ class Flavour:
 
 WIKIDATA = Flavour()
 
-
-def flavour_for(kg: str) -> Flavour:
-    if kg == "freebase":
-        from .freebase import FREEBASE
-
-        return FREEBASE
-    return WIKIDATA
-
-
-__all__ = ["Flavour", "PropRef", "WIKIDATA", "flavour_for", "DIRECT", "CLAIM", "STATEMENT", "QUALIFIER",
-           "FREEBASE_PREFIXES"]
+__all__ = ["Flavour", "PropRef", "WIKIDATA", "DIRECT", "CLAIM", "STATEMENT", "QUALIFIER", "FREEBASE_PREFIXES"]

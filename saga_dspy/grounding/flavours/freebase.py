@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import re
 
-from ..kg.prefixes import FREEBASE_PREFIXES
-from .flavour import DIRECT, Flavour, PropRef
+from ...kg.prefixes import FREEBASE_PREFIXES
+from ..values import Value
+from .wikidata import DIRECT, Flavour, PropRef
 
 NS = "http://rdf.freebase.com/ns/"
 NAME = NS + "type.object.name"
@@ -147,8 +148,6 @@ class FreebaseFlavour(Flavour):
 
     def attach_qualifiers(self, result, nb, by_key) -> None:
         """Flatten CVT nodes one hop: their edges hang on the value as (property, value) pairs."""
-        from .neighbourhood import Value
-
         for row in result.rows:
             p, st, pp, o = row.get("p"), row.get("st"), row.get("pp"), row.get("o")
             if p is None or st is None or pp is None or o is None:
