@@ -16,6 +16,7 @@ from typing import Any, Iterable, Literal
 
 from saga_dspy.kg.results import XSD, AskResult, Binding, QueryResult, SelectResult, parse_sparql_json
 
+
 MetricMode = Literal["answers", "rows"]
 
 METRIC_VERSION = "1"
@@ -426,3 +427,41 @@ __all__ = [
     "exact_match",
     "summarize",
 ]
+
+
+# Counters copied from the prediction into the line and into summarize()'s records.
+LINE_COUNTERS = ("steps", "lookups", "searches", "executions", "lm_calls", "prompt_tokens", "completion_tokens",
+                 "seconds")
+
+
+# The agent's final_status values that summarize() knows; 'none' (no final query) counts as empty.
+STATUS_FOR_SUMMARY = {"ok": "ok", "empty": "empty", "blocked": "blocked", "error": "error", "none": "empty"}
+
+
+def summary_record(line: dict[str, Any]) -> dict[str, Any]:
+    """A predictions line as a `metrics.summarize()` record."""
+    counters = line.get("counters") or {}
+    rec = {
+        "f1": float(line.get("f1") or 0.0),
+        "em": bool(line.get("em")),
+        "is_boolean": bool(line.get("is_boolean")),
+        "empty": bool(line.get("empty")),
+        "final_status": STATUS_FOR_SUMMARY.get(str(line.get("final_status")), "error"),
+    }
+    for key in LINE_COUNTERS:
+        value = counters.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            rec[key] = float(value)
+    return rec
+
+
+def compute_metrics(lines: Iterable[dict[str, Any]], *, total: int | None = None) -> dict[str, Any]:
+    lines = list(lines)
+    out = summarize(summary_record(line) for line in lines)
+    out["n_failed"] = sum(1 for line in lines if line.get("error"))
+    out["n_no_query"] = sum(1 for line in lines if line.get("final_status") == "none")
+    out["n_metric_errors"] = sum(1 for line in lines if line.get("metric_error"))
+    if total is not None:
+        out["n_total"] = total
+        out["complete"] = len(lines) >= total
+    return out

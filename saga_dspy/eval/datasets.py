@@ -13,7 +13,6 @@ column types stay fixed whatever the result shapes; `saga_dspy.metrics` accepts 
 
 from __future__ import annotations
 
-import datetime as _dt
 import gzip
 import io
 import json
@@ -23,12 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from saga_dspy.kg.errors import SparqlError
+from saga_dspy.config import Settings, default_data_dir
 
 if TYPE_CHECKING:  # pragma: no cover
-    import datasets
-
-    from saga_dspy.config import Settings
+    import datasets  # heavy (pyarrow, pandas): imported where a Dataset is built, not at module import
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +85,6 @@ def benchmark_info(name: str) -> BenchmarkInfo:
 
 def benchmarks_dir(settings: "Settings | None" = None) -> Path:
     if settings is None:
-        from saga_dspy.config import default_data_dir
-
         return default_data_dir() / "benchmarks"
     return Path(settings.data_dir) / "benchmarks"
 
@@ -249,11 +244,16 @@ def read_gold(path: str | Path) -> dict[str, dict[str, Any]]:
     return {str(r["id"]): r for r in read_records(path)}
 
 
-def _default_gold_path(name: str, split: str, settings: "Settings | None") -> Path | None:
+def bundled_gold_path(name: str, split: str, settings: "Settings | None" = None) -> Path | None:
+    """The gold bundled for a benchmark split on the embedded sample, when it exists (None elsewhere)."""
     info = BENCHMARKS.get(name)
     if info is None or not info.bundled or (settings is not None and not settings.is_embedded):
         return None
-    path = benchmarks_dir(settings) / name / gold_file_name("embedded", info.resolve_split(split))
+    try:
+        resolved = info.resolve_split(split)
+    except ValueError:
+        return None
+    path = benchmarks_dir(settings) / name / gold_file_name("embedded", resolved)
     return path if path.exists() else None
 
 
@@ -315,7 +315,7 @@ def load_benchmark(
     resolved = records[0]["split"] if records else split
     path = Path(gold_file) if gold_file is not None else None
     if path is None and data_file is None:
-        path = _default_gold_path(name, split, settings)
+        path = bundled_gold_path(name, split, settings)
     if path is not None:
         gold = read_gold(path)
         for rec in records:
@@ -370,128 +370,6 @@ def filter_report(ds: "datasets.Dataset") -> dict[str, Any] | None:
         return None
 
 
-def _summary_path(out_path: Path) -> Path:
-    name = out_path.name
-    for suffix in (".jsonl.gz", ".jsonl", ".json.gz", ".json"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    return out_path.with_name(name + ".summary.json")
-
-
-def freeze_gold(
-    name: str,
-    split: str,
-    endpoint: Any,
-    out_path: str | Path,
-    *,
-    settings: "Settings | None" = None,
-    data_file: str | Path | None = None,
-    timeout: float | None = None,
-    date: str | None = None,
-    progress: bool = False,
-) -> dict[str, Any]:
-    """Execute every gold query on `endpoint` and store the results per id.
-
-    Writes `out_path` (gzip JSON lines, benchmark order) with per id: `result` (SPARQL-JSON,
-    `result.to_json()`, or null), `error` ({kind, message} or null), `answerable` (no error and
-    a non-empty result), `rows`, `endpoint` (`endpoint.name`), `date` and `source_f1` (answer
-    F1 of the frozen result against the dataset's stored answers, where it has them). Writes a
-    summary next to it (`<stem>.summary.json`) and returns it: counts of answerable / empty /
-    errors by kind, and agreement (F1 == 1) with `source_answers`.
-    """
-    from saga_dspy.metrics import answer_f1
-
-    out_path = Path(out_path)
-    records = load_records(name, split, settings, data_file)
-    if timeout is None and settings is not None:
-        timeout = settings.query_timeout
-    date = date or _dt.datetime.now(_dt.timezone.utc).date().isoformat()
-    endpoint_name = str(endpoint.name)
-    iterator: Iterable[dict[str, Any]] = records
-    if progress:
-        from tqdm import tqdm
-
-        iterator = tqdm(records, desc=f"{name}/{split}", unit="q")
-    frozen = []
-    errors: dict[str, int] = {}
-    empty = capped = ask_false = 0
-    with_source = compared = agree = 0
-    f1_sum = 0.0
-    for rec in iterator:
-        result_json = None
-        error = None
-        n_rows = None
-        if not rec["sparql"]:
-            error = {"kind": "no_query", "message": "the record has no gold SPARQL"}
-        else:
-            try:
-                result = endpoint.query(rec["sparql"], timeout=timeout)
-            except SparqlError as exc:
-                error = {"kind": exc.kind, "message": exc.message}
-            except Exception as exc:  # an endpoint bug must not lose the other questions
-                error = {"kind": "internal", "message": f"{type(exc).__name__}: {exc}"[:400]}
-            else:
-                result_json = result.to_json()
-                n_rows = len(result.rows) if hasattr(result, "rows") else None
-                capped += bool(getattr(result, "capped", False))
-        source_f1 = None
-        if rec["source_answers"] is not None:
-            with_source += 1
-            if result_json is not None:
-                source_f1 = answer_f1(result_json, rec["source_answers"], mode="answers")
-                compared += 1
-                f1_sum += source_f1
-                agree += source_f1 >= 1.0 - 1e-9
-        if error is not None:
-            errors[error["kind"]] = errors.get(error["kind"], 0) + 1
-            answerable = False
-        elif "boolean" in result_json:
-            # On a sample, `false` may only mean missing data: it counts when the
-            # dataset's own answer confirms it.
-            answerable = bool(result_json["boolean"]) or (source_f1 is not None and source_f1 >= 1.0 - 1e-9)
-            ask_false += not answerable
-        else:
-            answerable = bool(result_json["results"]["bindings"])
-            empty += not answerable
-        frozen.append(
-            {
-                "id": rec["id"],
-                "endpoint": endpoint_name,
-                "date": date,
-                "answerable": answerable,
-                "rows": n_rows,
-                "error": error,
-                "source_f1": source_f1,
-                "result": result_json,
-            }
-        )
-    write_jsonl_gz(out_path, frozen)
-    total = len(frozen)
-    summary = {
-        "benchmark": name,
-        "split": records[0]["split"] if records else split,
-        "endpoint": endpoint_name,
-        "date": date,
-        "timeout": timeout,
-        "total": total,
-        "answerable": sum(1 for f in frozen if f["answerable"]),
-        "empty": empty,
-        "ask_false_unconfirmed": ask_false,
-        "errors": dict(sorted(errors.items())),
-        "capped": capped,
-        "source_answers": {
-            "with": with_source,
-            "compared": compared,
-            "agree": agree,
-            "agreement": agree / compared if compared else None,
-            "mean_f1": f1_sum / compared if compared else None,
-        },
-    }
-    _summary_path(out_path).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return summary
-
-
 __all__ = [
     "BENCHMARKS",
     "BenchmarkInfo",
@@ -499,8 +377,8 @@ __all__ = [
     "RECORD_FIELDS",
     "benchmark_info",
     "benchmarks_dir",
+    "bundled_gold_path",
     "filter_report",
-    "freeze_gold",
     "gold_file_name",
     "load_benchmark",
     "load_records",

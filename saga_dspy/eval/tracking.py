@@ -29,10 +29,9 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
-if TYPE_CHECKING:  # pragma: no cover
-    from saga_dspy.config import Settings
+from saga_dspy.config import Settings, apply_offline_env
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +48,6 @@ PARAM_KEYS = ("dataset", "split", "variant", "lm", "endpoint", "schema_coverage"
 
 
 def apply_mlflow_env() -> None:
-    from saga_dspy.config import apply_offline_env
-
     apply_offline_env()
     for key, value in MLFLOW_OFFLINE_ENV.items():
         os.environ.setdefault(key, value)

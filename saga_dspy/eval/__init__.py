@@ -1,0 +1,14 @@
+"""Evaluation: benchmark datasets and frozen gold, the eval set, metrics, the runner, run records and
+tracking. `python -m saga_dspy.eval` is the CLI (`__main__`); `evaluate()` lives in `runner`.
+
+    datasets     benchmark catalogue and records (bundled files, user files, hub ids)
+    gold         frozen gold: found, resolved per endpoint, frozen
+    evalset      the questions of a split with their gold (answerable filter, ids, limit)
+    metrics      answer F1 / EM and the summary of a run
+    predictions  predictions.jsonl (one line per finished question)
+    records      config.json (what reproduces a run)
+    report       the summary table
+    runner       threads, resumable run directories, variants side by side
+    tracking     MLflow runs and the comparison chart
+
+Kept without imports on purpose: `saga_dspy.eval.metrics` must not pull in dspy."""

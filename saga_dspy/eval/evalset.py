@@ -1,0 +1,126 @@
+"""The eval set: the questions of a benchmark split with their frozen gold, answerable ones by default, then the ids and limit asked for."""
+
+from __future__ import annotations
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from saga_dspy.config import Settings
+from saga_dspy.eval.datasets import filter_report, load_benchmark, load_records
+from saga_dspy.eval.errors import EvalError
+from saga_dspy.eval.gold import find_gold, resolve_split
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalItem:
+    """One question to evaluate, with its frozen gold result (SPARQL-JSON text)."""
+
+    id: str
+    question: str
+    gold: str | None
+    gold_sparql: str | None = None
+    answer_type: str | None = None
+    source_answers: str | None = None
+
+    @property
+    def is_boolean(self) -> bool:
+        return bool(self.gold) and '"boolean"' in self.gold and '"results"' not in self.gold
+
+
+@dataclass
+class EvalSet:
+    items: list[EvalItem]
+    dataset: str
+    split: str
+    gold_file: str | None
+    filter_report: dict[str, Any] | None
+    gold_summary: dict[str, Any] | None = None
+    selection: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_ids(values: Sequence[str] | None) -> list[str] | None:
+    """`--ids 1,2 --ids 3` or `--ids @file` (one id a line) -> ['1', '2', '3']."""
+    if not values:
+        return None
+    out: list[str] = []
+    for value in values:
+        if value.startswith("@"):
+            text = Path(value[1:]).read_text(encoding="utf-8")
+            parts = text.split()
+        else:
+            parts = value.split(",")
+        out.extend(p.strip() for p in parts if p.strip())
+    return list(dict.fromkeys(out))
+
+
+def load_eval_set(
+    settings: Settings,
+    *,
+    ids: Sequence[str] | None = None,
+    data_file: str | Path | None = None,
+    gold_file: str | Path | None = None,
+    answerable_only: bool = True,
+    progress: bool = True,
+) -> EvalSet:
+    """The questions of `settings.dataset`/`settings.split` with frozen gold; answerable ones by
+    default; then `ids` (in the given order), then `settings.limit`."""
+    dataset, split = settings.dataset, settings.split
+    path = find_gold(settings, dataset, split, data_file=data_file, gold_file=gold_file, progress=progress)
+    try:
+        ds = load_benchmark(dataset, split, settings, data_file, gold_file=path, answerable_only=answerable_only)
+    except (ValueError, FileNotFoundError) as exc:
+        raise EvalError(str(exc)) from exc
+    report = filter_report(ds) if answerable_only else None
+    rows = ds.to_list()
+    resolved = rows[0]["split"] if rows else resolve_split(dataset, split)
+    if not answerable_only:
+        missing = [r["id"] for r in rows if r.get("gold") is None]
+        if missing:
+            log.warning("%d questions have no frozen gold result (gold error or not frozen); they score 0 when "
+                        "predicted non-empty", len(missing))
+    selection: dict[str, Any] = {"answerable_only": answerable_only, "after_filter": len(rows)}
+    if ids:
+        by_id = {r["id"]: r for r in rows}
+        unknown = [i for i in ids if i not in by_id]
+        if unknown:
+            all_ids = {r["id"] for r in load_records(dataset, split, settings, data_file)}
+            not_in_split = [i for i in unknown if i not in all_ids]
+            left_out = [i for i in unknown if i in all_ids]
+            if not_in_split:
+                raise EvalError(f"ids not in {dataset}/{resolved}: {', '.join(not_in_split[:20])}")
+            log.warning("ids left out by the answerable filter (pass --all-questions to keep them): %s",
+                        ", ".join(left_out[:20]))
+        rows = [by_id[i] for i in ids if i in by_id]
+        selection["ids"] = list(ids)
+    if settings.limit is not None:
+        rows = rows[: max(0, settings.limit)]
+        selection["limit"] = settings.limit
+    gold_summary = None
+    summary_path = Path(str(path).replace(".jsonl.gz", ".summary.json")) if path else None
+    if summary_path is not None and summary_path.exists():
+        try:
+            gold_summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        except ValueError:
+            gold_summary = None
+    items = [
+        EvalItem(
+            id=r["id"], question=r["question"], gold=r.get("gold"), gold_sparql=r.get("sparql"),
+            answer_type=r.get("answer_type"), source_answers=r.get("source_answers"),
+        )
+        for r in rows
+    ]
+    return EvalSet(items, dataset, resolved, str(path) if path else None, report, gold_summary, selection)
+
+
+def describe_filter(evalset: EvalSet) -> str:
+    report = evalset.filter_report
+    if not report:
+        return f"{evalset.dataset}/{evalset.split}: all questions kept (no answerable filter)"
+    reasons = ", ".join(f"{k}: {v}" for k, v in report.get("reasons", {}).items()) or "none"
+    return (f"{evalset.dataset}/{evalset.split}: {report['kept']} of {report['total']} questions answerable on "
+            f"this endpoint; left out {report['left_out']} (gold result {reasons}); evaluating "
+            f"{len(evalset.items)}")

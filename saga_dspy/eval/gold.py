@@ -1,0 +1,212 @@
+"""Frozen gold: where it lives (bundled with the sample, or frozen into the cache per endpoint), how it is found, and how it is frozen (every gold query executed once, never during a run)."""
+
+from __future__ import annotations
+import datetime as _dt
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+from saga_dspy.config import Settings
+from saga_dspy.eval.datasets import BENCHMARKS, bundled_gold_path, gold_file_name, load_records, write_jsonl_gz
+from saga_dspy.eval.errors import EvalError
+from saga_dspy.eval.metrics import answer_f1
+from saga_dspy.kg.endpoint import Endpoint
+from saga_dspy.kg.errors import SparqlError
+from saga_dspy.services import KgServices
+
+
+def endpoint_tag(settings: Settings) -> str:
+    return "embedded" if settings.is_embedded else settings.endpoint
+
+
+def cached_gold_path(settings: Settings, dataset: str, split: str) -> Path:
+    """Where `freeze-gold` keeps gold frozen on `settings.endpoint` (outside the bundled data)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", dataset).strip("-") or "dataset"
+    return Path(settings.cache_dir) / "gold" / slug / gold_file_name(endpoint_tag(settings), split)
+
+
+def resolve_split(dataset: str, split: str) -> str:
+    info = BENCHMARKS.get(dataset)
+    return info.resolve_split(split) if info is not None else split
+
+
+def find_gold(
+    settings: Settings,
+    dataset: str,
+    split: str,
+    *,
+    data_file: str | Path | None = None,
+    gold_file: str | Path | None = None,
+    freeze_if_missing: bool = True,
+    progress: bool = True,
+) -> Path | None:
+    """The frozen gold for this dataset/split/endpoint: `gold_file`, the bundled file (embedded),
+    or the cache (`freeze-gold`). On the embedded sample a missing file is frozen into the cache
+    now; on a live endpoint a missing file is an error that says how to freeze it."""
+    if gold_file is not None:
+        path = Path(gold_file)
+        if not path.exists():
+            raise EvalError(f"no such gold file: {path}")
+        return path
+    if data_file is None:
+        bundled = bundled_gold_path(dataset, split, settings)
+        if bundled is not None:
+            return bundled
+    resolved = resolve_split(dataset, split)
+    cached = cached_gold_path(settings, dataset, resolved)
+    if cached.exists():
+        return cached
+    command = (f"python -m saga_dspy.eval freeze-gold --dataset {dataset} --split {split} "
+               f"--endpoint {settings.endpoint}" + (f" --data-file {data_file}" if data_file else ""))
+    if settings.is_embedded and freeze_if_missing:
+        print(f"No frozen gold for {dataset}/{resolved} on the embedded sample; freezing it now into {cached} "
+              f"(once; same as `{command}`).", file=sys.stderr)
+        freeze(settings, dataset, split, out=cached, data_file=data_file, progress=progress)
+        return cached
+    raise EvalError(
+        f"no frozen gold for {dataset}/{resolved} on {settings.endpoint}: gold answers are never queried during "
+        f"a run. Freeze them first:\n    {command}"
+    )
+
+
+def freeze(
+    settings: Settings,
+    dataset: str,
+    split: str,
+    *,
+    out: str | Path | None = None,
+    data_file: str | Path | None = None,
+    endpoint: Endpoint | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Execute every gold query of the split on `settings.endpoint` and store the results
+    (`datasets.freeze_gold`); returns its summary (with the file's path under 'file')."""
+    resolved = resolve_split(dataset, split)
+    path = Path(out) if out is not None else cached_gold_path(settings, dataset, resolved)
+    with KgServices(settings, endpoint) as services:
+        summary = freeze_gold(dataset, split, services.endpoint, path, settings=settings, data_file=data_file,
+                              progress=progress)
+    summary["file"] = str(path)
+    return summary
+
+
+def _summary_path(out_path: Path) -> Path:
+    name = out_path.name
+    for suffix in (".jsonl.gz", ".jsonl", ".json.gz", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return out_path.with_name(name + ".summary.json")
+
+
+def freeze_gold(
+    name: str,
+    split: str,
+    endpoint: Any,
+    out_path: str | Path,
+    *,
+    settings: "Settings | None" = None,
+    data_file: str | Path | None = None,
+    timeout: float | None = None,
+    date: str | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Execute every gold query on `endpoint` and store the results per id.
+
+    Writes `out_path` (gzip JSON lines, benchmark order) with per id: `result` (SPARQL-JSON,
+    `result.to_json()`, or null), `error` ({kind, message} or null), `answerable` (no error and
+    a non-empty result), `rows`, `endpoint` (`endpoint.name`), `date` and `source_f1` (answer
+    F1 of the frozen result against the dataset's stored answers, where it has them). Writes a
+    summary next to it (`<stem>.summary.json`) and returns it: counts of answerable / empty /
+    errors by kind, and agreement (F1 == 1) with `source_answers`.
+    """
+    out_path = Path(out_path)
+    records = load_records(name, split, settings, data_file)
+    if timeout is None and settings is not None:
+        timeout = settings.query_timeout
+    date = date or _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    endpoint_name = str(endpoint.name)
+    iterator: Iterable[dict[str, Any]] = records
+    if progress:
+        from tqdm import tqdm
+
+        iterator = tqdm(records, desc=f"{name}/{split}", unit="q")
+    frozen = []
+    errors: dict[str, int] = {}
+    empty = capped = ask_false = 0
+    with_source = compared = agree = 0
+    f1_sum = 0.0
+    for rec in iterator:
+        result_json = None
+        error = None
+        n_rows = None
+        if not rec["sparql"]:
+            error = {"kind": "no_query", "message": "the record has no gold SPARQL"}
+        else:
+            try:
+                result = endpoint.query(rec["sparql"], timeout=timeout)
+            except SparqlError as exc:
+                error = {"kind": exc.kind, "message": exc.message}
+            except Exception as exc:  # an endpoint bug must not lose the other questions
+                error = {"kind": "internal", "message": f"{type(exc).__name__}: {exc}"[:400]}
+            else:
+                result_json = result.to_json()
+                n_rows = len(result.rows) if hasattr(result, "rows") else None
+                capped += bool(getattr(result, "capped", False))
+        source_f1 = None
+        if rec["source_answers"] is not None:
+            with_source += 1
+            if result_json is not None:
+                source_f1 = answer_f1(result_json, rec["source_answers"], mode="answers")
+                compared += 1
+                f1_sum += source_f1
+                agree += source_f1 >= 1.0 - 1e-9
+        if error is not None:
+            errors[error["kind"]] = errors.get(error["kind"], 0) + 1
+            answerable = False
+        elif "boolean" in result_json:
+            # On a sample, `false` may only mean missing data: it counts when the
+            # dataset's own answer confirms it.
+            answerable = bool(result_json["boolean"]) or (source_f1 is not None and source_f1 >= 1.0 - 1e-9)
+            ask_false += not answerable
+        else:
+            answerable = bool(result_json["results"]["bindings"])
+            empty += not answerable
+        frozen.append(
+            {
+                "id": rec["id"],
+                "endpoint": endpoint_name,
+                "date": date,
+                "answerable": answerable,
+                "rows": n_rows,
+                "error": error,
+                "source_f1": source_f1,
+                "result": result_json,
+            }
+        )
+    write_jsonl_gz(out_path, frozen)
+    total = len(frozen)
+    summary = {
+        "benchmark": name,
+        "split": records[0]["split"] if records else split,
+        "endpoint": endpoint_name,
+        "date": date,
+        "timeout": timeout,
+        "total": total,
+        "answerable": sum(1 for f in frozen if f["answerable"]),
+        "empty": empty,
+        "ask_false_unconfirmed": ask_false,
+        "errors": dict(sorted(errors.items())),
+        "capped": capped,
+        "source_answers": {
+            "with": with_source,
+            "compared": compared,
+            "agree": agree,
+            "agreement": agree / compared if compared else None,
+            "mean_f1": f1_sum / compared if compared else None,
+        },
+    }
+    _summary_path(out_path).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return summary

@@ -1,0 +1,184 @@
+"""predictions.jsonl: one line per finished question (question, gold, prediction, scores, counters, trajectory), appended and flushed under a lock; read back for --resume."""
+
+from __future__ import annotations
+import datetime as _dt
+import json
+import logging
+import os
+import threading
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Iterable
+
+from saga_dspy.eval.errors import EvalError
+from saga_dspy.eval.evalset import EvalItem
+from saga_dspy.eval.metrics import answer_f1
+
+log = logging.getLogger(__name__)
+
+
+PREDICTIONS = "predictions.jsonl"
+
+
+def _jsonable(obj: Any) -> Any:
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    if hasattr(obj, "to_json"):
+        try:
+            return obj.to_json()
+        except Exception:
+            pass
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if hasattr(obj, "to_dict"):
+        try:
+            return _jsonable(obj.to_dict())
+        except Exception:
+            pass
+    if hasattr(obj, "__dataclass_fields__"):
+        return _jsonable(asdict(obj))
+    if isinstance(obj, Path):
+        return str(obj)
+    return str(obj)
+
+
+def _is_empty_answer(answers: Any) -> bool:
+    if answers is None:
+        return True
+    rows = getattr(answers, "rows", None)
+    if rows is not None:
+        return not rows
+    return False
+
+
+def score_prediction(item: EvalItem, pred: Any, mode: str, *, error: str | None = None,
+                     seconds: float | None = None) -> dict[str, Any]:
+    """One predictions.jsonl line: the question, gold, prediction, scores, counters and trajectory."""
+    get = (lambda k, d=None: getattr(pred, k, d)) if pred is not None else (lambda k, d=None: d)
+    answers = get("answers")
+    status = get("final_status") or ("error" if error or pred is None else "none")
+    error = error or get("error")
+    metric_error = None
+    f1 = 0.0
+    if item.gold is not None:
+        try:
+            f1 = float(answer_f1(answers, item.gold, mode=mode))
+        except ValueError as exc:
+            metric_error = f"metric: {exc}"
+    else:
+        metric_error = "no frozen gold result for this question"
+    counters = dict(get("counters") or {})
+    if seconds is not None and counters.get("seconds") is None:
+        counters["seconds"] = round(seconds, 3)
+    empty = _is_empty_answer(answers) or status in ("empty", "blocked", "error", "none")
+    line = {
+        "id": item.id,
+        "question": item.question,
+        "gold_sparql": item.gold_sparql,
+        "gold": json.loads(item.gold) if item.gold else None,
+        "sparql": get("sparql") or "",
+        "answers": _jsonable(answers),
+        "f1": f1,
+        "em": f1 >= 1.0 - 1e-9,
+        "is_boolean": item.is_boolean,
+        "empty": bool(empty),
+        "final_status": status,
+        "final_error": get("final_error"),  # the final query's own failure (syntax, timeout): the agent's mistake
+        "error": error,
+        "metric_error": metric_error,
+        "counters": _jsonable(counters),
+        "answer_type": get("answer_type"),
+        "query_form": get("query_form"),
+        "final_source": get("final_source"),
+        "rewritten_from": get("rewritten_from"),
+        "notes": _jsonable(get("notes") or []),
+        "trajectory": _jsonable(get("trajectory") or []),
+        "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    return line
+
+
+class PredictionsFile:
+    """predictions.jsonl: appended one flushed line per finished question, under a lock."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.lock = threading.Lock()
+        self._fh = None
+        self.closed = False
+
+    @staticmethod
+    def read(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
+        """Valid lines (dicts with an id). A last line cut off by a kill is dropped (and with
+        `repair`, truncated from the file so appends start on a fresh line)."""
+        path = Path(path)
+        if not path.exists():
+            return []
+        data = path.read_bytes()
+        lines: list[dict[str, Any]] = []
+        good_end = 0
+        pos = 0
+        while pos < len(data):
+            nl = data.find(b"\n", pos)
+            if nl < 0:  # no newline: cut off mid-write
+                break
+            chunk = data[pos:nl]
+            pos = nl + 1
+            if not chunk.strip():
+                good_end = pos
+                continue
+            try:
+                obj = json.loads(chunk)
+            except ValueError:
+                if pos >= len(data):  # a garbled last line
+                    break
+                raise EvalError(f"{path}: a line in the middle of the file is not JSON; fix or remove it")
+            if isinstance(obj, dict) and "id" in obj:
+                lines.append(obj)
+            good_end = pos
+        if repair and good_end < len(data):
+            log.warning("%s: dropping a cut-off last line (%d bytes)", path, len(data) - good_end)
+            with open(path, "r+b") as fh:
+                fh.truncate(good_end)
+        return lines
+
+    @staticmethod
+    def rewrite(path: Path, lines: Iterable[dict[str, Any]]) -> None:
+        """Replace the file atomically with these lines."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for line in lines:
+                fh.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
+    def append(self, line: dict[str, Any]) -> bool:
+        text = json.dumps(line, ensure_ascii=False, default=str) + "\n"
+        with self.lock:
+            if self.closed:
+                return False
+            if self._fh is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._fh = open(self.path, "a", encoding="utf-8")
+            self._fh.write(text)
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+            return True
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None
+
+
+def last_by_id(lines: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        out[str(line["id"])] = line
+    return out

@@ -1,0 +1,173 @@
+"""config.json: everything needed to reproduce a run (versions, endpoint, LM, variant, seeds, metric rules, the controller's instructions, the question ids)."""
+
+from __future__ import annotations
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from saga_dspy import lm as lm_module
+from saga_dspy.config import PACKAGE_DIR, Settings
+from saga_dspy.eval.evalset import EvalSet
+from saga_dspy.eval.metrics import METRIC_RULES
+
+
+CONFIG = "config.json"
+
+
+METRICS = "metrics.json"
+
+
+# Settings that must agree between a run and its resumption.
+FINGERPRINT_FIELDS = (
+    "dataset", "split", "endpoint", "kg", "lm", "api_base", "temperature", "max_tokens", "seed", "variant",
+    "schema_coverage", "coverage_seed", "filter_mode", "metric_mode", "max_steps", "demos", "check_answer",
+    "observation_chars", "context_window",
+)
+
+
+def _version(dist: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _git_state() -> dict[str, Any] | None:
+    root = PACKAGE_DIR.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit or None, "dirty": bool(dirty)}
+
+
+def versions() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "saga_dspy": _version("saga-dspy"),
+        "dspy": _version("dspy"),
+        "litellm": _version("litellm"),
+        "mlflow": _version("mlflow"),
+        "pyoxigraph": _version("pyoxigraph"),
+        "datasets": _version("datasets"),
+        "llama_cpp_python": _version("llama_cpp_python"),
+        "git": _git_state(),
+    }
+
+
+def settings_record(settings: Settings) -> dict[str, Any]:
+    """The settings as JSON, without secrets."""
+    data = json.loads(settings.model_dump_json())
+    if data.get("api_key"):
+        data["api_key"] = "***"
+    return data
+
+
+def lm_record(settings: Settings) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "model": settings.lm,
+        "api_base": settings.api_base,
+        "temperature": settings.temperature,
+        "max_tokens": settings.max_tokens,
+        "seed": settings.seed,
+        "cache": settings.lm_cache,
+        "context_window": settings.context_window,
+    }
+    if settings.lm.strip().lower() == "local":
+        out.update(local_model=lm_module.LOCAL_LM_MODEL, sha256=lm_module.LOCAL_MODEL_SHA256)
+    return out
+
+
+def endpoint_record(settings: Settings, endpoint: Any = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"endpoint": settings.endpoint, "kg": settings.kg, "search": settings.search,
+                           "query_timeout": settings.query_timeout, "row_cap": settings.row_cap}
+    if endpoint is not None:
+        out["name"] = getattr(endpoint, "name", None)
+        store = getattr(endpoint, "store_path", None)
+        if store is not None:
+            out["store"] = Path(store).name
+    return out
+
+
+def _field_record(fields: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, info in fields.items():
+        extra = getattr(info, "json_schema_extra", None) or {}
+        out[name] = {"desc": extra.get("desc"), "prefix": extra.get("prefix")}
+    return out
+
+
+def program_record(program: Any) -> dict[str, Any]:
+    """The instructions, fields and demo counts of every predictor (the prompts' fixed parts)."""
+    out: dict[str, Any] = {}
+    try:
+        named = program.named_predictors()
+    except Exception:
+        return out
+    for name, predictor in named:
+        sig = predictor.signature
+        out[name] = {
+            "signature": getattr(sig, "__name__", None),
+            "instructions": sig.instructions,
+            "inputs": _field_record(sig.input_fields),
+            "outputs": _field_record(sig.output_fields),
+            "demos": len(getattr(predictor, "demos", []) or []),
+        }
+    return out
+
+
+def fingerprint(settings: Settings) -> dict[str, Any]:
+    data = settings_record(settings)
+    out = {k: data.get(k) for k in FINGERPRINT_FIELDS}
+    out["program"] = str(settings.program) if settings.program else None
+    return out
+
+
+def run_config(settings: Settings, evalset: EvalSet, program: Any, endpoint: Any, *, extra: dict | None = None
+               ) -> dict[str, Any]:
+    cfg = {
+        "kind": "eval",
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": [sys.executable, "-m", "saga_dspy.eval", *sys.argv[1:]] if sys.argv else None,
+        "dataset": evalset.dataset,
+        "split": evalset.split,
+        "variant": settings.variant,
+        "schema_coverage": settings.schema_coverage,
+        "program": str(settings.program) if settings.program else None,
+        "metric_mode": settings.metric_mode,
+        "seeds": {"lm": settings.seed, "coverage": settings.coverage_seed},
+        "lm": lm_record(settings),
+        "endpoint": endpoint_record(settings, endpoint),
+        "gold": {"file": evalset.gold_file, "summary": evalset.gold_summary},
+        "filter_report": evalset.filter_report,
+        "selection": evalset.selection,
+        "ids": [item.id for item in evalset.items],
+        "versions": versions(),
+        "metric_rules": METRIC_RULES,
+        "prompts": program_record(program),
+        "settings": settings_record(settings),
+        "fingerprint": fingerprint(settings),
+    }
+    if extra:
+        cfg.update(extra)
+    return cfg
+
+
+def write_json(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

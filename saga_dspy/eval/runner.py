@@ -1,0 +1,467 @@
+"""Running an evaluation: the questions of each variant in threads, into resumable run directories,
+tracked in MLflow, compared side by side. `evaluate()` is the entry point (the CLI is `__main__`)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import dspy
+from tqdm import tqdm
+
+from saga_dspy.agent.program import SagaProgram
+from saga_dspy.config import Settings
+from saga_dspy.eval.errors import EvalError
+from saga_dspy.eval.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
+from saga_dspy.eval.metrics import compute_metrics
+from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_prediction
+from saga_dspy.eval.records import CONFIG, METRICS, fingerprint, run_config, write_json
+from saga_dspy.eval.report import markdown_table, summary_table
+from saga_dspy.eval.tracking import Tracker, comparison_chart
+from saga_dspy.kg.endpoint import Endpoint
+from saga_dspy.kg.search import Search
+from saga_dspy.services import KgServices
+from saga_dspy.variants import VARIANT_NAMES
+
+log = logging.getLogger("saga_dspy.eval")
+
+COVERAGES = (0, 25, 50, 75, 100)
+
+
+# --------------------------------------------------------------------------- running
+
+
+class _Interrupted(Exception):
+    pass
+
+
+@dataclass
+class VariantResult:
+    variant: str
+    out_dir: Path
+    metrics: dict[str, Any]
+    lines: list[dict[str, Any]]
+    interrupted: bool = False
+    ran: int = 0
+    run_id: str | None = None
+
+
+def _progress_bar(total: int, initial: int, desc: str, enabled: bool):
+    return tqdm(total=total, initial=initial, desc=desc, unit="q", disable=not enabled, dynamic_ncols=True,
+                mininterval=0.5, smoothing=0.3, file=sys.stderr)
+
+
+def run_questions(
+    program: Any,
+    items: Sequence[EvalItem],
+    predictions: PredictionsFile,
+    *,
+    mode: str,
+    num_threads: int = 1,
+    lm: Any = None,
+    progress: bool = True,
+    desc: str = "eval",
+    done_lines: Sequence[dict[str, Any]] = (),
+    total: int | None = None,
+    on_line: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[list[dict[str, Any]], bool]:
+    """Answer `items` in `num_threads` daemon threads, appending one line per finished question.
+
+    Returns (new lines, interrupted). Ctrl-C / SIGTERM stops taking new questions and returns
+    at once (questions still running are not written: they are re-run by --resume)."""
+    items = list(items)
+    new_lines: list[dict[str, Any]] = []
+    todo = list(reversed(items))
+    todo_lock = threading.Lock()
+    stop = threading.Event()
+    f1_sum = [sum(float(line.get("f1") or 0.0) for line in done_lines)]
+    n_done = [len(done_lines)]
+    bar = _progress_bar(total if total is not None else len(items) + len(done_lines), len(done_lines), desc, progress)
+    if n_done[0]:
+        bar.set_postfix_str(f"F1={f1_sum[0] / n_done[0]:.3f}")
+    errors: list[BaseException] = []
+
+    def answer(item: EvalItem) -> dict[str, Any]:
+        started = time.monotonic()
+        try:
+            if lm is not None:
+                with dspy.context(lm=lm):
+                    pred = program(question=item.question)
+            else:
+                pred = program(question=item.question)
+        except Exception as exc:  # the program should never raise; record it if it does
+            log.warning("question %s raised %s", item.id, exc, exc_info=True)
+            return score_prediction(item, None, mode, error=f"{type(exc).__name__}: {exc}",
+                                    seconds=time.monotonic() - started)
+        return score_prediction(item, pred, mode, seconds=time.monotonic() - started)
+
+    def worker() -> None:
+        try:
+            while not stop.is_set():
+                with todo_lock:
+                    if not todo:
+                        return
+                    item = todo.pop()
+                line = answer(item)
+                if stop.is_set() or not predictions.append(line):
+                    return
+                with predictions.lock:
+                    new_lines.append(line)
+                    n_done[0] += 1
+                    f1_sum[0] += line["f1"]
+                    bar.update(1)
+                    bar.set_postfix_str(f"F1={f1_sum[0] / n_done[0]:.3f}")
+                if on_line is not None:
+                    on_line(line)
+        except BaseException as exc:  # pragma: no cover - a bug in scoring/writing
+            errors.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=worker, name=f"saga-eval-{i}", daemon=True)
+               for i in range(max(1, min(num_threads, len(items))) if items else 0)]
+    if not threads:
+        bar.close()
+        return new_lines, False
+    for t in threads:
+        t.start()
+    interrupted = False
+    try:
+        while any(t.is_alive() for t in threads):
+            for t in threads:
+                t.join(timeout=0.2)
+    except (KeyboardInterrupt, _Interrupted):
+        interrupted = True
+        stop.set()
+        predictions.close()  # waits for a line being written; no line is written after this
+    finally:
+        bar.close()
+    if errors:
+        raise errors[0]
+    return new_lines, interrupted
+
+
+def _raise_interrupt(signum, frame):  # SIGTERM -> the same path as Ctrl-C
+    raise _Interrupted(f"signal {signum}")
+
+
+def prepare_out_dir(
+    out_dir: Path,
+    settings: Settings,
+    *,
+    resume: bool,
+    retry_failed: bool,
+    overwrite: bool,
+) -> list[dict[str, Any]]:
+    """Check/prepare the run directory; returns the finished lines kept (resume) or []."""
+    pred_path = out_dir / PREDICTIONS
+    cfg_path = out_dir / CONFIG
+    if not resume:
+        if pred_path.exists() and pred_path.stat().st_size > 0 and not overwrite:
+            raise EvalError(f"{pred_path} already exists: pass --resume to continue that run, --overwrite to "
+                            f"start it again, or another --out")
+        for name in (PREDICTIONS, METRICS):
+            (out_dir / name).unlink(missing_ok=True)
+        return []
+    if cfg_path.exists():
+        try:
+            old = json.loads(cfg_path.read_text(encoding="utf-8")).get("fingerprint") or {}
+        except ValueError:
+            old = {}
+        new = fingerprint(settings)
+        diff = {k: (old.get(k), new.get(k)) for k in new if k in old and old.get(k) != new.get(k)}
+        if diff:
+            what = "; ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in ((k, *v) for k, v in diff.items()))
+            raise EvalError(f"--resume: {out_dir} was run with other settings ({what}); use another --out")
+    lines = PredictionsFile.read(pred_path, repair=True)
+    latest = last_by_id(lines)
+    if len(latest) != len(lines):  # duplicates (should not happen): keep the last line per id
+        PredictionsFile.rewrite(pred_path, latest.values())
+    if retry_failed:
+        keep = [line for line in latest.values() if not line.get("error")]
+        if len(keep) != len(latest):
+            print(f"--retry-failed: re-running {len(latest) - len(keep)} questions that ended with an error",
+                  file=sys.stderr)
+            PredictionsFile.rewrite(pred_path, keep)
+        return keep
+    return list(latest.values())
+
+
+def run_variant(
+    settings: Settings,
+    evalset: EvalSet,
+    out_dir: Path,
+    *,
+    program: Any,
+    endpoint: Any = None,
+    lm: Any = None,
+    resume: bool = False,
+    retry_failed: bool = False,
+    overwrite: bool = False,
+    progress: bool = True,
+    tracker: Any = None,
+    nested: bool = False,
+    extra_config: dict | None = None,
+) -> VariantResult:
+    """Evaluate one variant into `out_dir`; resumable; tracked when `tracker` is given."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    kept = prepare_out_dir(out_dir, settings, resume=resume, retry_failed=retry_failed, overwrite=overwrite)
+    wanted = {item.id for item in evalset.items}
+    done = [line for line in kept if line["id"] in wanted]
+    done_ids = {line["id"] for line in done}
+    todo = [item for item in evalset.items if item.id not in done_ids]
+    cfg = run_config(settings, evalset, program, endpoint, extra=extra_config)
+    cfg_path = out_dir / CONFIG
+    if resume and cfg_path.exists():
+        try:
+            previous = json.loads(cfg_path.read_text(encoding="utf-8"))
+        except ValueError:
+            previous = {}
+        cfg["created"] = previous.get("created", cfg["created"])
+        cfg["resumed"] = [*previous.get("resumed", []), _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")]
+    write_json(cfg_path, cfg)
+    if resume:
+        print(f"[{settings.variant}] resuming {out_dir}: {len(done)} done, {len(todo)} to run", file=sys.stderr)
+
+    predictions = PredictionsFile(out_dir / PREDICTIONS)
+    params = run_params(settings, evalset, len(evalset.items))
+    run_ctx = tracker.run(f"{settings.variant}", params=params, nested=nested,
+                          tags={"kind": "eval", "out_dir": str(out_dir)}) if tracker else _null_context()
+    interrupted = False
+    with run_ctx as run_id:
+        try:
+            new, interrupted = run_questions(
+                program, todo, predictions, mode=settings.metric_mode, num_threads=settings.num_threads, lm=lm,
+                progress=progress, desc=settings.variant, done_lines=done, total=len(evalset.items),
+            )
+        finally:
+            predictions.close()
+        latest = last_by_id(PredictionsFile.read(out_dir / PREDICTIONS))
+        lines = [latest[item.id] for item in evalset.items if item.id in latest]
+        metrics = compute_metrics(lines, total=len(evalset.items))
+        metrics["interrupted"] = interrupted
+        write_json(out_dir / METRICS, metrics)
+        if tracker:
+            tracker.log_metrics(metrics)
+            tracker.log_artifacts([out_dir / PREDICTIONS, out_dir / CONFIG, out_dir / METRICS])
+            if settings.program:
+                tracker.log_artifact(settings.program, artifact_path="program")
+    return VariantResult(settings.variant, out_dir, metrics, lines, interrupted, ran=len(new), run_id=run_id)
+
+
+class _null_context:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def run_params(settings: Settings, evalset: EvalSet, n: int) -> dict[str, Any]:
+    return {
+        "dataset": evalset.dataset,
+        "split": evalset.split,
+        "variant": settings.variant,
+        "lm": settings.lm,
+        "endpoint": settings.endpoint,
+        "schema_coverage": settings.schema_coverage,
+        "program": str(settings.program) if settings.program else None,
+        "metric_mode": settings.metric_mode,
+        "n_questions": n,
+        "limit": settings.limit,
+        "num_threads": settings.num_threads,
+        "max_steps": settings.max_steps,
+        "demos": settings.demos,
+        "filter_mode": settings.filter_mode,
+        "temperature": settings.temperature,
+        "seed": settings.seed,
+        "kg": settings.kg,
+    }
+
+
+def default_out_dir(settings: Settings, resume: bool) -> Path:
+    base = Path("runs")
+    prefix = f"eval-{settings.dataset}-{settings.split}-"
+    if resume:
+        found = sorted((p for p in base.glob(prefix + "*") if p.is_dir()), key=lambda p: p.stat().st_mtime)
+        if not found:
+            raise EvalError(f"--resume: no earlier run {base / (prefix + '*')}; pass --out DIR")
+        print(f"--resume: continuing the latest run {found[-1]}", file=sys.stderr)
+        return found[-1]
+    return base / (prefix + _dt.datetime.now().strftime("%Y%m%d-%H%M%S"))
+
+
+def program_has_controller_demos(path: str | Path) -> bool:
+    try:
+        state = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    for key, value in state.items():
+        if key.startswith("react.react") and isinstance(value, dict) and value.get("demos"):
+            return True
+    return False
+
+
+def program_variant_warning(program: str | Path | None, variant: str) -> str | None:
+    """A warning when a compiled program (from `optimize`, which writes config.json beside it) was
+    compiled for another variant: its instructions and demos fit that variant's controller."""
+    if not program:
+        return None
+    cfg = Path(program).with_name("config.json")
+    try:
+        meta = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    compiled_for = meta.get("variant") if meta.get("kind") == "optimize" else None
+    if compiled_for and compiled_for != variant:
+        return (f"warning: {program} was compiled for variant {compiled_for!r}; loading it into {variant!r} "
+                f"replaces that controller's instructions and demos")
+    return None
+
+
+def make_program(settings: Settings, endpoint: Endpoint, search: Search) -> SagaProgram:
+    return SagaProgram(settings, endpoint=endpoint, search=search)
+
+
+ProgramFactory = Callable[[Settings, Endpoint, Search], SagaProgram]
+
+
+def evaluate(
+    settings: Settings,
+    variants: Sequence[str] = ("full",),
+    *,
+    out: str | Path | None = None,
+    ids: Sequence[str] | None = None,
+    data_file: str | Path | None = None,
+    gold_file: str | Path | None = None,
+    answerable_only: bool = True,
+    resume: bool = False,
+    retry_failed: bool = False,
+    overwrite: bool = False,
+    lm: dspy.BaseLM | None = None,
+    endpoint: Endpoint | None = None,
+    search: Search | None = None,
+    program_factory: ProgramFactory | None = None,
+    progress: bool = True,
+    experiment: str | None = None,
+    stream=None,
+) -> dict[str, VariantResult]:
+    """Evaluate each variant on the same questions; returns the results by variant.
+
+    `lm` is used through `dspy.context` in every worker thread (default: dspy's configured
+    LM, else the program builds `build_lm(settings)`); `endpoint`/`search` are opened from
+    settings when not given (and closed at the end)."""
+    stream = stream or sys.stdout
+    variants = checked_variants(settings, variants)
+    resume = resume or retry_failed
+    out_dir = Path(out) if out is not None else (Path(settings.out) if settings.out else default_out_dir(settings, resume))
+    evalset = load_eval_set(settings, ids=ids, data_file=data_file, gold_file=gold_file,
+                            answerable_only=answerable_only, progress=progress)
+    print(describe_filter(evalset), file=stream)
+    if not evalset.items:
+        raise EvalError("no questions to evaluate (check --ids / --limit / the answerable filter)")
+    tracker = Tracker(settings, experiment or f"saga-eval-{evalset.dataset}-{evalset.split}")
+    with KgServices(settings, endpoint, search) as services, _sigterm_as_interrupt():
+        try:
+            results = _run_variants(
+                settings, variants, evalset, out_dir, services, tracker, program_factory or make_program,
+                lm=lm, resume=resume, retry_failed=retry_failed, overwrite=overwrite, progress=progress)
+        finally:
+            tracker.close()
+    print_outcome(settings, evalset, results, out_dir, stream)
+    return results
+
+
+def checked_variants(settings: Settings, variants: Sequence[str]) -> list[str]:
+    """The variants asked for, each once; an EvalError for an unknown one or an unknown coverage."""
+    variants = list(dict.fromkeys(variants or ["full"]))
+    for v in variants:
+        if v not in VARIANT_NAMES:
+            raise EvalError(f"unknown variant {v!r} (one of {', '.join(VARIANT_NAMES)})")
+    if settings.schema_coverage not in COVERAGES:
+        raise EvalError(f"--schema-coverage must be one of {', '.join(map(str, COVERAGES))}")
+    return variants
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM takes the Ctrl-C path while the questions run (only the main thread may set handlers)."""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run_variants(settings: Settings, variants: list[str], evalset: EvalSet, out_dir: Path, services: KgServices,
+                  tracker: Tracker, factory: ProgramFactory, *, lm: dspy.BaseLM | None, resume: bool,
+                  retry_failed: bool, overwrite: bool, progress: bool) -> dict[str, VariantResult]:
+    """Each variant into its run directory (one sub-directory each when there are several), then the comparison."""
+    results: dict[str, VariantResult] = {}
+    several = len(variants) > 1
+    parent = tracker.run(f"eval {evalset.dataset}/{evalset.split} x{len(variants)}",
+                         params={"dataset": evalset.dataset, "split": evalset.split,
+                                 "variants": ",".join(variants), "lm": settings.lm,
+                                 "endpoint": settings.endpoint, "schema_coverage": settings.schema_coverage,
+                                 "program": settings.program, "n_questions": len(evalset.items)},
+                         tags={"kind": "eval-invocation", "out_dir": str(out_dir)}) if several else _null_context()
+    with parent:
+        for variant in variants:
+            vs = settings.model_copy(update={"variant": variant})
+            warning = program_variant_warning(vs.program, variant)
+            if warning:
+                print(warning, file=sys.stderr)
+            program = factory(vs, services.endpoint, services.search)
+            vdir = out_dir / variant if several else out_dir
+            try:
+                result = run_variant(vs, evalset, vdir, program=program, endpoint=services.endpoint, lm=lm,
+                                     resume=resume, retry_failed=retry_failed, overwrite=overwrite,
+                                     progress=progress, tracker=tracker if tracker.enabled else None,
+                                     nested=several)
+            finally:
+                program.close()  # given the endpoint, the program owns nothing shared
+            results[variant] = result
+            if result.interrupted:
+                break
+        _write_comparison(evalset, results, out_dir, tracker, several, variants[0])
+    return results
+
+
+def _write_comparison(evalset: EvalSet, results: dict[str, VariantResult], out_dir: Path, tracker: Tracker,
+                      several: bool, first: str) -> None:
+    """comparison.png / .json / .md in the run directory, and in the tracked run(s)."""
+    table = {v: r.metrics for v, r in results.items()}
+    chart = comparison_chart(table, out_dir / "comparison.png",
+                             title=f"{evalset.dataset}/{evalset.split} ({len(evalset.items)} questions)")
+    write_json(out_dir / "comparison.json", table)
+    (out_dir / "comparison.md").write_text(markdown_table(table) + "\n", encoding="utf-8")
+    if tracker.enabled:
+        if several:
+            tracker.log_artifacts([chart, out_dir / "comparison.json", out_dir / "comparison.md"])
+        else:  # one variant: its run is closed; attach the chart to it
+            tracker.log_artifact_to(results[first].run_id, chart)
+
+
+def print_outcome(settings: Settings, evalset: EvalSet, results: dict[str, VariantResult], out_dir: Path,
+                  stream) -> None:
+    """The summary table, the run directory, and how to continue an interrupted run."""
+    title = (f"{evalset.dataset}/{evalset.split} on {settings.endpoint}, LM {settings.lm}, "
+             f"coverage {settings.schema_coverage}%, metric {settings.metric_mode} (percent)")
+    print("\n" + summary_table({v: r.metrics for v, r in results.items()}, title), file=stream)
+    print(f"\nrun directory: {out_dir}", file=stream)
+    if any(r.interrupted for r in results.values()):
+        done = sum(len(r.lines) for r in results.values())
+        print(f"interrupted: {done} finished questions are saved; continue with "
+              f"`python -m saga_dspy.eval ... --resume --out {out_dir}`", file=stream)
