@@ -41,7 +41,7 @@ from saga_dspy.config import add_settings_args, apply_offline_env, settings_from
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import parse_ids
 from saga_dspy.eval.gold import freeze
-from saga_dspy.eval.runner import COVERAGES, _Interrupted, evaluate, program_has_controller_demos
+from saga_dspy.eval.runner import COVERAGES, Interrupted, evaluate, program_has_controller_demos
 from saga_dspy.lm import cli_lm
 from saga_dspy.variants import VARIANT_NAMES
 
@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EvalError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (KeyboardInterrupt, _Interrupted):
+    except (KeyboardInterrupt, Interrupted):
         print("interrupted", file=sys.stderr)
         return 130
     return 130 if any(r.interrupted for r in results.values()) else 0

@@ -40,7 +40,7 @@ COVERAGES = (0, 25, 50, 75, 100)
 # --------------------------------------------------------------------------- running
 
 
-class _Interrupted(Exception):
+class Interrupted(Exception):
     pass
 
 
@@ -138,7 +138,7 @@ def run_questions(
         while any(t.is_alive() for t in threads):
             for t in threads:
                 t.join(timeout=0.2)
-    except (KeyboardInterrupt, _Interrupted):
+    except (KeyboardInterrupt, Interrupted):
         interrupted = True
         stop.set()
         predictions.close()  # waits for a line being written; no line is written after this
@@ -150,7 +150,7 @@ def run_questions(
 
 
 def _raise_interrupt(signum, frame):  # SIGTERM -> the same path as Ctrl-C
-    raise _Interrupted(f"signal {signum}")
+    raise Interrupted(f"signal {signum}")
 
 
 def prepare_out_dir(
@@ -370,7 +370,7 @@ def evaluate(
     if not evalset.items:
         raise EvalError("no questions to evaluate (check --ids / --limit / the answerable filter)")
     tracker = Tracker(settings, experiment or f"saga-eval-{evalset.dataset}-{evalset.split}")
-    with KgServices(settings, endpoint, search) as services, _sigterm_as_interrupt():
+    with KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
         try:
             results = _run_variants(
                 settings, variants, evalset, out_dir, services, tracker, program_factory or make_program,
@@ -393,7 +393,7 @@ def checked_variants(settings: Settings, variants: Sequence[str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM takes the Ctrl-C path while the questions run (only the main thread may set handlers)."""
     previous = None
     if threading.current_thread() is threading.main_thread():

@@ -30,9 +30,25 @@ import logging
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import dspy
+from tqdm import tqdm
+
+from saga_dspy.agent.answer_type import AnswerTypeInfo
+from saga_dspy.agent.demos import DEMO_OBSERVATION_CHARS, DEMO_STEPS
+from saga_dspy.agent.program import SagaProgram
+from saga_dspy.agent.query_form import decide_query_form
+from saga_dspy.agent.trajectory import Step, render_trajectory
+from saga_dspy.config import Settings
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.kg.endpoint import Endpoint
+from saga_dspy.kg.prefixes import WD, WIKIDATA_PREFIXES
+from saga_dspy.kg.results import AskResult, SelectResult, parse_sparql_json
+from saga_dspy.kg.search import Search
+from saga_dspy.schema import ClassHierarchy, SchemaIndex, load_hierarchy, load_schema_index
+from saga_dspy.signatures import QUERY_FORM_GUIDE
+from saga_dspy.tools import make_tools
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +59,7 @@ _PROPERTY = re.compile(
 )
 _COMMENT = re.compile(r"(?m)(^|[ \t])#[^\n]*$")
 _PREFIX_DECL = re.compile(r"(?i)\bPREFIX\s+([A-Za-z][\w.-]*)?:\s*<([^>]*)>\s*")
-POOL_OBSERVATION_CHARS = 500  # = saga_dspy.demos.DEMO_OBSERVATION_CHARS: a pool observation shows whole in a demo
+POOL_OBSERVATION_CHARS = 500  # = saga_dspy.agent.demos.DEMO_OBSERVATION_CHARS: a pool observation shows whole in a demo
 MAX_ENTITIES = 3
 _NUMERIC = ("integer", "decimal", "double", "float", "int", "long", "nonNegativeInteger", "positiveInteger")
 _DATES = ("dateTime", "date", "gYear", "gYearMonth")
@@ -73,8 +89,6 @@ def property_constants(sparql: str) -> list[str]:
 def _strip_prefixes(sparql: str, keep_unknown: bool = False) -> str:
     """The query without PREFIX declarations; with `keep_unknown`, the ones our endpoints do not
     predeclare come back first, one a line, if the query uses them."""
-    from saga_dspy.kg.prefixes import WIKIDATA_PREFIXES
-
     kept: list[str] = []
 
     def drop(m: re.Match) -> str:
@@ -102,8 +116,6 @@ def compact_query(sparql: str) -> str:
 def gold_answer_type(result: Any, sparql: str, ctx: Any) -> tuple[str, str]:
     """(label, qid) of the gold answer: boolean / quantity / date / string, or the most common
     class (P31) of the answer entities."""
-    from saga_dspy.kg.results import AskResult, SelectResult, parse_sparql_json
-
     if result is None:
         return "", ""
     if not isinstance(result, (AskResult, SelectResult)):
@@ -202,16 +214,13 @@ def _listed(qid: str, observation: str) -> bool:
     return re.search(rf"\b{re.escape(qid)}\b", observation) is not None
 
 
-def _tool_map(ctx: Any) -> dict[str, Any]:
-    from saga_dspy.grounding.tools import make_tools
-
-    return {getattr(t, "__name__", str(t)): t for t in make_tools(ctx)}
+def _tool_map(ctx: QuestionContext) -> dict[str, Callable[..., str]]:
+    return {tool.__name__: tool for tool in make_tools(ctx)}
 
 
-def _question_context(settings, endpoint, search, question: str, variant: str, answer_type, schema=None,
-                      hierarchy=None):
-    from saga_dspy.grounding.context import QuestionContext
-
+def _question_context(settings: Settings, endpoint: Endpoint, search: Search | None, question: str, variant: str,
+                      answer_type: tuple[str, str] | None, schema: SchemaIndex | None = None,
+                      hierarchy: ClassHierarchy | None = None) -> QuestionContext:
     return QuestionContext(settings, endpoint, search, schema, hierarchy, question=question, variant=variant,
                            answer_type=answer_type)
 
@@ -220,20 +229,18 @@ def gold_trace(
     question: str,
     sparql: str,
     *,
-    settings: Any,
-    endpoint: Any,
-    search: Any,
+    settings: Settings,
+    endpoint: Endpoint,
+    search: Search | None,
     gold: Any = None,
     id: str | None = None,
     variant: str | None = None,
     config: TeacherConfig | None = None,
-    schema: Any = None,
-    hierarchy: Any = None,
+    schema: SchemaIndex | None = None,
+    hierarchy: ClassHierarchy | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One demo-pool record for a question solved by its gold query (raises `TeacherSkip`)."""
-    from saga_dspy.signatures import AnswerTypeInfo, decide_query_form
-
     config = config or TeacherConfig()
     variant = variant or settings.variant
     if not sparql or not sparql.strip():
@@ -377,9 +384,9 @@ def _zero_count(result: Any) -> bool:
 def gold_traces(
     items: Iterable[Any],
     *,
-    settings: Any,
-    endpoint: Any,
-    search: Any,
+    settings: Settings,
+    endpoint: Endpoint,
+    search: Search | None,
     variant: str | None = None,
     config: TeacherConfig | None = None,
     progress: bool = False,
@@ -387,8 +394,6 @@ def gold_traces(
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Records for every item that makes a clean demo (items: `eval.EvalItem`s or dicts with
     id / question / gold_sparql (or sparql) / gold); returns (records, skipped counts by reason)."""
-    from saga_dspy.schema import load_hierarchy, load_schema_index
-
     items = list(items)
     schema = load_schema_index(settings)
     hierarchy = load_hierarchy(settings, endpoint, schema)
@@ -396,8 +401,6 @@ def gold_traces(
     skipped: Counter[str] = Counter()
     iterator: Iterable[Any] = items
     if progress:
-        from tqdm import tqdm
-
         iterator = tqdm(items, desc="gold teacher", unit="q")
     for item in iterator:
         get = item.get if isinstance(item, dict) else (lambda k, d=None, _i=item: getattr(_i, k, d))
@@ -424,10 +427,6 @@ def gold_traces(
 def step_example(record: dict[str, Any], index: int, *, spinach: bool = False) -> dspy.Example:
     """The controller demo for step `index` of a record: the trajectory before it as input, the
     step's thought / tool / arguments as output (rendered as `saga_dspy.demos` renders pools)."""
-    from saga_dspy.demos import DEMO_OBSERVATION_CHARS, DEMO_STEPS
-    from saga_dspy.program import Step, render_trajectory
-    from saga_dspy.signatures import QUERY_FORM_GUIDE
-
     raw = record["steps"]
     if not -len(raw) <= index < len(raw):
         raise IndexError(f"record has {len(raw)} steps, no step {index}")
@@ -504,7 +503,7 @@ def pick_records(records: Sequence[dict[str, Any]], k: int) -> list[dict[str, An
     return picked
 
 
-def controller_predictor(program: Any) -> Any:
+def controller_predictor(program: SagaProgram) -> dspy.Predict:
     """The predictor that chooses the next tool (outputs next_tool_name)."""
     for _name, predictor in program.named_predictors():
         if "next_tool_name" in predictor.signature.output_fields:
@@ -512,10 +511,10 @@ def controller_predictor(program: Any) -> Any:
     raise ValueError("the program has no controller predictor (no next_tool_name output)")
 
 
-def apply_gold_demos(program: Any, records: Sequence[dict[str, Any]], *, which: str = "execute",
-                     answer_types: bool = True) -> Any:
+def apply_gold_demos(program: SagaProgram, records: Sequence[dict[str, Any]], *, which: str = "execute",
+                     answer_types: bool = True) -> SagaProgram:
     """Set the controller's demos (and the answer-type step's) from gold-teacher records."""
-    spinach = getattr(program, "variant", "full") == "spinach"
+    spinach = not program.variant_def.agent.schema_controller
     demos: list[dspy.Example] = []
     for rec in records:
         demos.extend(trace_examples(rec, which, spinach=spinach))
