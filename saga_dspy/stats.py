@@ -25,6 +25,16 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .config import Settings, add_settings_args, apply_offline_env, settings_from_args
+from .eval.datasets import load_benchmark
+from .grounding.checks import find_conflicts
+from .grounding.context import QuestionContext
+from .grounding.flavours import CLAIM, DIRECT, Flavour, flavour_for
+from .grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
+from .grounding.patterns import NEGATED, parse_query
+from .kg.endpoint import Endpoint
+from .kg.search import Search
+from .schema import ClassHierarchy, EntityTypes, Outcome, SchemaIndex, check_domain, entity_types_many
+from .services import KgServices
 
 WIKIDATA_BENCHMARKS = ("qald7", "qald9plus", "qald10", "wwq", "spinach", "lcquad2")
 WRONG_CANDIDATES = 5  # search hits looked at per gold entity label
@@ -40,11 +50,8 @@ class GoldQuery:
     pairs: list[tuple[str, str]]  # (entity, property) with the entity as the property's subject
 
 
-def gold_queries(records: Iterable[dict], flavour) -> tuple[list[GoldQuery], int]:
+def gold_queries(records: Iterable[dict], flavour: Flavour) -> tuple[list[GoldQuery], int]:
     """Entity constants and (subject entity, property) pairs of each gold query; and the unparsable count."""
-    from .grounding.flavour import CLAIM, DIRECT
-    from .grounding.patterns import NEGATED, parse_query
-
     out, unparsable = [], 0
     for rec in records:
         parsed = parse_query(rec.get("sparql") or "", flavour)
@@ -121,23 +128,12 @@ class FilterStats:
         }
 
 
-def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpoint=None, search=None,
-                    schema=None, hierarchy=None, limit: int | None = None, log=None) -> dict[str, Any]:
-    from .datasets import load_benchmark
-    from .grounding.flavour import flavour_for
-    from .grounding.neighbourhood import fetch_neighbourhood, type_filter
-    from .kg.endpoint import open_endpoint
-    from .kg.search import open_search
-    from .schema import EntityTypes, Outcome, check_domain, entity_types_many, load_hierarchy, load_schema_index
-
+def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpoint: Endpoint | None = None,
+                    search: Search | None = None, schema: SchemaIndex | None = None,
+                    hierarchy: ClassHierarchy | None = None, limit: int | None = None, log=None) -> dict[str, Any]:
     log = log or (lambda msg: None)
     started = time.monotonic()
-    own = endpoint is None
-    endpoint = endpoint or open_endpoint(settings)
-    try:
-        search = search if search is not None else open_search(settings, endpoint)
-        schema = schema or load_schema_index(settings)
-        hierarchy = hierarchy or load_hierarchy(settings, endpoint, schema)
+    with KgServices(settings, endpoint, search, schema, hierarchy) as kg:
         flavour = flavour_for(settings.kg)
         ds = load_benchmark(dataset, "test", settings)
         records = [dict(r) for r in ds]
@@ -147,91 +143,22 @@ def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpo
         entities = list(dict.fromkeys(e for q in queries for e in q.entities))
         pairs = list(dict.fromkeys(p for q in queries for p in q.pairs))
         log(f"{dataset}: {len(records)} questions, {len(entities)} entity constants, {len(pairs)} gold pairs")
-
-        # lookups (the neighbourhood query only: qualifiers do not change the filter)
-        neighbourhoods = {}
-        for i, eid in enumerate(entities):
-            nb = fetch_neighbourhood(endpoint, flavour, eid, qualifiers=False)
-            if nb.exists:
-                neighbourhoods[eid] = nb
-            if i and i % 500 == 0:
-                log(f"  {i}/{len(entities)} lookups")
+        neighbourhoods = _neighbourhoods(kg.endpoint, flavour, entities, log)
         known = set(neighbourhoods)
         labels = {eid: nb.label for eid, nb in neighbourhoods.items()}
-
-        # wrong candidates: other top search hits for each gold entity's label
-        candidates: dict[str, list[str]] = {}
-        if search is not None:
-            for eid in dict.fromkeys(e for e, _ in pairs if e in known):
-                label = labels.get(eid)
-                if not label:
-                    continue
-                try:
-                    hits = search.search(label, limit=WRONG_CANDIDATES + 1, kind="item")
-                except Exception:  # noqa: BLE001
-                    hits = []
-                candidates[eid] = [h.id for h in hits if h.id != eid][:WRONG_CANDIDATES]
+        candidates = _wrong_candidates(kg.search, pairs, known, labels)
         cand_ids = sorted({c for cs in candidates.values() for c in cs})
-        cand_types = entity_types_many(endpoint, cand_ids) if cand_ids else {}
-
+        cand_types = entity_types_many(kg.endpoint, cand_ids) if cand_ids else {}
         results = {}
         for mode in modes:
             st = FilterStats(mode)
-            kept_by_entity: dict[str, set[str]] = {}
-            for eid, nb in neighbourhoods.items():
-                fr = type_filter(nb, schema, hierarchy, mode)
-                kept_by_entity[eid] = set(fr.kept)
-                st.raw_edges += nb.edge_count
-                st.raw_props += len(nb.edges)
-                st.removed_props += len(fr.removed)
-                st.removed_edges += sum(len(nb.edges[pid]) for pid, _ in fr.removed)
-                for pid, decision in fr.decisions.items():
-                    if fr.skipped:
-                        st.decisions["skipped (no types)"] += 1
-                    else:
-                        st.decisions[str(decision.outcome)] += 1
-            for eid, pid in pairs:
-                if eid not in known:
-                    continue
-                nb = neighbourhoods[eid]
-                st.pairs_total += 1
-                ps = schema.get(pid)
-                decision = check_domain(nb.types, ps.domain if ps else None, hierarchy, mode)
-                if nb.types.types and ps is not None and ps.domain is not None:
-                    st.pairs_checkable += 1
-                if decision.outcome is Outcome.CONFLICT:
-                    st.pairs_flagged += 1
-                in_nb = pid in nb.edges
-                if in_nb:
-                    st.pairs_in_nb += 1
-                    if pid in kept_by_entity[eid]:
-                        st.pairs_kept_in_nb += 1
-                if decision.outcome is Outcome.CONFLICT:
-                    st.removed_gold.append({
-                        "entity": eid, "label": nb.label, "property": pid,
-                        "property_label": ps.label if ps else "",
-                        "in_neighbourhood": in_nb,
-                        "types": [f"{t} {schema.class_label(t)}" for t in nb.types.types[:6]],
-                        "domain": [f"{c} {schema.class_label(c)}" for c in (ps.domain.classes[:8] if ps and ps.domain else ())],
-                        "domain_source": ps.domain.source if ps and ps.domain else None,
-                        "reason": decision.reason,
-                    })
-                # wrong-entity detection
-                for cand in candidates.get(eid, []):
-                    et = cand_types.get(cand) or EntityTypes((), False, "none", cand)
-                    st.wrong_pairs += 1
-                    d = check_domain(et, ps.domain if ps else None, hierarchy, mode)
-                    if et.types and ps is not None and ps.domain is not None:
-                        st.wrong_checkable += 1
-                    if d.outcome is Outcome.CONFLICT:
-                        st.wrong_flagged += 1
-                        if len(st.wrong_examples) < 12:
-                            st.wrong_examples.append({"gold": f"{eid} {nb.label}", "candidate": cand,
-                                                      "property": pid, "reason": d.reason})
+            kept_by_entity = _count_filter(st, neighbourhoods, kg.schema, kg.hierarchy, mode)
+            _count_pairs(st, pairs, neighbourhoods, kept_by_entity, candidates, cand_types, kg.schema, kg.hierarchy,
+                         mode)
             results[mode] = st
         return {
             "dataset": dataset,
-            "endpoint": getattr(endpoint, "name", settings.endpoint),
+            "endpoint": kg.endpoint.name,
             "questions": len(records),
             "unparsable_gold": unparsable,
             "entity_constants": len(entities),
@@ -242,9 +169,99 @@ def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpo
             "filters": {mode: {**st.row(), "removed_gold_pairs": st.removed_gold, "wrong_examples": st.wrong_examples}
                         for mode, st in results.items()},
         }
-    finally:
-        if own:
-            endpoint.close()
+
+
+def _neighbourhoods(endpoint: Endpoint, flavour: Flavour, entities: list[str], log) -> dict[str, Neighbourhood]:
+    """The lookups (the neighbourhood query only: qualifiers do not change the filter) of the known entities."""
+    neighbourhoods = {}
+    for i, eid in enumerate(entities):
+        nb = fetch_neighbourhood(endpoint, flavour, eid, qualifiers=False)
+        if nb.exists:
+            neighbourhoods[eid] = nb
+        if i and i % 500 == 0:
+            log(f"  {i}/{len(entities)} lookups")
+    return neighbourhoods
+
+
+def _wrong_candidates(search: Search | None, pairs: list[tuple[str, str]], known: set[str],
+                      labels: dict[str, str]) -> dict[str, list[str]]:
+    """Wrong candidates: the other top search hits for each gold entity's label."""
+    candidates: dict[str, list[str]] = {}
+    if search is not None:
+        for eid in dict.fromkeys(e for e, _ in pairs if e in known):
+            label = labels.get(eid)
+            if not label:
+                continue
+            try:
+                hits = search.search(label, limit=WRONG_CANDIDATES + 1, kind="item")
+            except Exception:  # noqa: BLE001 - a failed search leaves this entity without candidates
+                hits = []
+            candidates[eid] = [h.id for h in hits if h.id != eid][:WRONG_CANDIDATES]
+    return candidates
+
+
+def _count_filter(st: FilterStats, neighbourhoods: dict[str, Neighbourhood], schema: SchemaIndex,
+                  hierarchy: ClassHierarchy, mode: str) -> dict[str, set[str]]:
+    """Edges and decisions of the type filter over every neighbourhood; returns what it kept per entity."""
+    kept_by_entity: dict[str, set[str]] = {}
+    for eid, nb in neighbourhoods.items():
+        fr = type_filter(nb, schema, hierarchy, mode)
+        kept_by_entity[eid] = set(fr.kept)
+        st.raw_edges += nb.edge_count
+        st.raw_props += len(nb.edges)
+        st.removed_props += len(fr.removed)
+        st.removed_edges += sum(len(nb.edges[pid]) for pid, _ in fr.removed)
+        for pid, decision in fr.decisions.items():
+            if fr.skipped:
+                st.decisions["skipped (no types)"] += 1
+            else:
+                st.decisions[str(decision.outcome)] += 1
+    return kept_by_entity
+
+
+def _count_pairs(st: FilterStats, pairs: list[tuple[str, str]], neighbourhoods: dict[str, Neighbourhood],
+                 kept_by_entity: dict[str, set[str]], candidates: dict[str, list[str]],
+                 cand_types: dict[str, EntityTypes], schema: SchemaIndex, hierarchy: ClassHierarchy,
+                 mode: str) -> None:
+    """Gold-pair recall and false conflicts, and wrong-entity detection on the candidates."""
+    for eid, pid in pairs:
+        if eid not in neighbourhoods:
+            continue
+        nb = neighbourhoods[eid]
+        st.pairs_total += 1
+        ps = schema.get(pid)
+        decision = check_domain(nb.types, ps.domain if ps else None, hierarchy, mode)
+        if nb.types.types and ps is not None and ps.domain is not None:
+            st.pairs_checkable += 1
+        if decision.outcome is Outcome.CONFLICT:
+            st.pairs_flagged += 1
+        in_nb = pid in nb.edges
+        if in_nb:
+            st.pairs_in_nb += 1
+            if pid in kept_by_entity[eid]:
+                st.pairs_kept_in_nb += 1
+        if decision.outcome is Outcome.CONFLICT:
+            st.removed_gold.append({
+                "entity": eid, "label": nb.label, "property": pid,
+                "property_label": ps.label if ps else "",
+                "in_neighbourhood": in_nb,
+                "types": [f"{t} {schema.class_label(t)}" for t in nb.types.types[:6]],
+                "domain": [f"{c} {schema.class_label(c)}" for c in (ps.domain.classes[:8] if ps and ps.domain else ())],
+                "domain_source": ps.domain.source if ps and ps.domain else None,
+                "reason": decision.reason,
+            })
+        # wrong-entity detection
+        for cand in candidates.get(eid, []):
+            et = cand_types.get(cand) or EntityTypes((), False, "none", cand)
+            st.wrong_pairs += 1
+            d = check_domain(et, ps.domain if ps else None, hierarchy, mode)
+            if et.types and ps is not None and ps.domain is not None:
+                st.wrong_checkable += 1
+            if d.outcome is Outcome.CONFLICT:
+                st.wrong_flagged += 1
+                if len(st.wrong_examples) < 12:
+                    st.wrong_examples.append({"gold": f"{eid} {nb.label}", "candidate": cand,
+                                              "property": pid, "reason": d.reason})
 
 
 # --- the conflict check over gold queries ----------------------------------------------------------------------
@@ -253,17 +270,9 @@ def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpo
 def conflict_stats(settings: Settings, datasets: list[str], *, endpoint=None, search=None, schema=None,
                    hierarchy=None, limit: int | None = None, log=None) -> dict[str, Any]:
     """Run the execute tool's conflict check over every gold query (nothing is executed)."""
-    from .datasets import load_benchmark
-    from .grounding.checks import find_conflicts
-    from .grounding.context import QuestionContext
-    from .grounding.patterns import parse_query
-    from .kg.endpoint import open_endpoint
-
     log = log or (lambda msg: None)
-    own = endpoint is None
-    endpoint = endpoint or open_endpoint(settings)
-    try:
-        ctx = QuestionContext(settings, endpoint, search, schema, hierarchy, variant="full")
+    with KgServices(settings, endpoint, search, schema, hierarchy) as kg:
+        ctx = QuestionContext(settings, kg.endpoint, search, schema, hierarchy, variant="full")
         out: dict[str, Any] = {"datasets": {}, "filter": settings.filter_mode}
         offenders: Counter = Counter()
         examples: dict[tuple, dict] = {}
@@ -325,9 +334,6 @@ def conflict_stats(settings: Settings, datasets: list[str], *, endpoint=None, se
             w["subject_label"] = labels.get(w["subject"].split(":", 1)[-1], "")
         out["worst_offenders"] = worst
         return out
-    finally:
-        if own:
-            endpoint.close()
 
 
 # --- printing -------------------------------------------------------------------------------------------------------------
@@ -419,14 +425,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     settings = settings_from_args(args)
     say = (lambda msg: print(msg, file=sys.stderr)) if not args.json else (lambda msg: None)
-    from .kg.endpoint import open_endpoint
-    from .kg.search import open_search
-
-    endpoint = open_endpoint(settings)
-    try:
+    with KgServices(settings) as kg:
+        endpoint = kg.endpoint
         try:
-            search = open_search(settings, endpoint)
-        except Exception:  # noqa: BLE001
+            search = kg.search
+        except Exception:  # noqa: BLE001 - no label index for this endpoint: the statistics run without search
             search = None
         if args.command == "grounding":
             modes = ["bare", "closure"] if args.filter == "both" else [args.filter]
@@ -444,8 +447,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(report, indent=1, ensure_ascii=False))
             else:
                 print_conflicts(report)
-    finally:
-        endpoint.close()
     return 0
 
 
