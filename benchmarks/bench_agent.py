@@ -35,7 +35,7 @@ apply_offline_env()
 
 
 def pick_questions(settings: Settings, endpoint, n: int, ids: list[str] | None) -> list[dict]:
-    from saga_dspy.datasets import load_benchmark, load_records
+    from saga_dspy.eval.datasets import load_benchmark, load_records
     from saga_dspy.kg.results import AskResult, SelectResult, parse_sparql_json
 
     try:
@@ -71,8 +71,8 @@ def run(args) -> dict:
     from saga_dspy.kg.endpoint import open_endpoint
     from saga_dspy.kg.search import open_search
     from saga_dspy.lm import build_lm, configure_lm_cache
-    from saga_dspy.metrics import answer_f1
-    from saga_dspy.program import SagaProgram
+    from saga_dspy.eval.metrics import answer_f1
+    from saga_dspy.agent.program import SagaProgram
 
     base = settings_from_args(args, lm_cache=False)
     configure_lm_cache(base)

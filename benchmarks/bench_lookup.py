@@ -50,10 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = settings_from_args(args, result_cache=False)
 
-    from saga_dspy.datasets import load_benchmark
+    from saga_dspy.eval.datasets import load_benchmark
     from saga_dspy.grounding.context import QuestionContext
-    from saga_dspy.grounding.flavour import flavour_for
-    from saga_dspy.grounding.tools import make_tools
+    from saga_dspy.grounding.flavours import flavour_for
+    from saga_dspy.tools import make_tools
     from saga_dspy.kg.endpoint import open_endpoint
     from saga_dspy.kg.search import open_search
     from saga_dspy.schema import load_hierarchy, load_schema_index

@@ -30,12 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from saga_dspy.datasets import (  # noqa: E402
-    BENCHMARKS,
-    RECORD_FIELDS,
-    gold_file_name,
-    write_jsonl_gz,
-)
+from saga_dspy.eval.datasets import BENCHMARKS, RECORD_FIELDS, gold_file_name, write_jsonl_gz  # noqa: E402
 from saga_dspy.kg.results import parse_sparql_json  # noqa: E402
 
 
@@ -421,7 +416,7 @@ def _write_provenance(bench_dir: Path, spec: BenchSpec, kg: str, rows: list[str]
 
 def freeze_all(out: Path, names: list[str] | None, splits: list[str] | None) -> None:
     from saga_dspy.config import Settings, apply_offline_env
-    from saga_dspy.datasets import freeze_gold
+    from saga_dspy.eval.gold import freeze_gold
     from saga_dspy.kg.endpoint import open_endpoint
 
     apply_offline_env()

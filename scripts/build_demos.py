@@ -41,9 +41,9 @@ def _norm(text: str) -> str:
 
 def build_pool(settings: Settings, dataset: str, split: str, endpoint, search, *, limit: int | None,
                variant: str, progress: bool) -> tuple[list[dict], dict]:
-    from saga_dspy.datasets import BENCHMARKS, load_records
-    from saga_dspy.eval import load_eval_set
-    from saga_dspy.teacher import gold_traces
+    from saga_dspy.eval.datasets import BENCHMARKS, load_records
+    from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.optimize.gold_teacher import gold_traces
 
     info = BENCHMARKS[dataset]
     resolved = info.resolve_split(split)
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
 
-    from saga_dspy.eval import versions
+    from saga_dspy.eval.records import versions
     from saga_dspy.kg.endpoint import open_endpoint
     from saga_dspy.kg.search import open_search
 

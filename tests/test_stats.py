@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from saga_dspy.grounding.flavour import WIKIDATA
+from saga_dspy.grounding.flavours import WIKIDATA
 from saga_dspy.stats import conflict_stats, gold_queries, grounding_stats, main
 
 

@@ -18,7 +18,7 @@ from dspy.utils.dummies import DummyLM
 from dspy.utils.exceptions import ContextWindowExceededError
 
 from saga_dspy.kg.results import AskResult, SelectResult
-from saga_dspy.program import SagaProgram
+from saga_dspy.agent.program import SagaProgram
 
 WD = "http://www.wikidata.org/entity/"
 RIEMANN_Q = "After whom is the Riemannian geometry named?"
@@ -211,9 +211,9 @@ def test_count_question_head_rewritten_from_entities(settings, endpoint, search)
 
 
 def test_tool_error_and_garbage_turn_do_not_crash(settings, endpoint, search, monkeypatch):
-    from saga_dspy.grounding import tools as gtools
+    from saga_dspy.agent import program as program_module
 
-    real = gtools.make_tools
+    real = program_module.make_tools
 
     def with_broken_examples(ctx):
         tools = real(ctx)
@@ -223,7 +223,7 @@ def test_tool_error_and_garbage_turn_do_not_crash(settings, endpoint, search, mo
 
         return [get_property_examples if t.__name__ == "get_property_examples" else t for t in tools]
 
-    monkeypatch.setattr(gtools, "make_tools", with_broken_examples)
+    monkeypatch.setattr(program_module, "make_tools", with_broken_examples)
     script = [
         answer_type("person", "Q5"),
         step("get_property_examples", pid="P138"),  # raises inside the tool

@@ -10,9 +10,9 @@ import pytest
 
 from conftest import make_settings
 from saga_dspy.grounding.context import QuestionContext
-from saga_dspy.grounding.freebase import FREEBASE
+from saga_dspy.grounding.flavours.freebase import FREEBASE
 from saga_dspy.grounding.patterns import parse_query
-from saga_dspy.grounding.tools import make_tools
+from saga_dspy.tools import make_tools
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 NS = "http://rdf.freebase.com/ns/"

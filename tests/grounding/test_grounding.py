@@ -8,12 +8,14 @@ import threading
 import pytest
 
 from conftest import make_settings
-from saga_dspy.grounding.context import VARIANT_FLAGS, GroundingFlags, QuestionContext
-from saga_dspy.grounding.flavour import WIKIDATA
+from saga_dspy.variants import GroundingFlags, VARIANT_FLAGS
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.flavours import WIKIDATA
 from saga_dspy.grounding.patterns import NEGATED, OPTIONAL, REQUIRED, UNION, parse_query
 from saga_dspy.grounding.render import Block, render_blocks, render_table
 from saga_dspy.grounding.state import TypeFact, TypeState
-from saga_dspy.grounding.tools import _hint_pick, make_tools
+from saga_dspy.tools.search import _hint_pick
+from saga_dspy.tools import make_tools
 from saga_dspy.kg.results import Binding, SelectResult
 from saga_dspy.kg.search import SearchHit
 from saga_dspy.schema import load_hierarchy, load_schema_index

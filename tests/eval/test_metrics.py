@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from saga_dspy import metrics
+from saga_dspy.eval import metrics
 from saga_dspy.kg.results import AskResult, Binding, SelectResult
-from saga_dspy.metrics import METRIC_RULES, answer_f1, exact_match, summarize
+from saga_dspy.eval.metrics import METRIC_RULES, answer_f1, exact_match, summarize
 
 WD = "http://www.wikidata.org/entity/"
 XSD = "http://www.w3.org/2001/XMLSchema#"

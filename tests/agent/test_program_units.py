@@ -8,24 +8,14 @@ import json
 import dspy
 import pytest
 
-from saga_dspy.demos import BM25, DemoPool, record_to_example, tokenize
+from saga_dspy.agent.demos import BM25, DemoPool, record_to_example, tokenize
 from saga_dspy.kg.results import Binding, SelectResult
-from saga_dspy.program import (
-    Step,
-    form_of,
-    form_problem,
-    normalize_tool_name,
-    parse_tool_args,
-    render_trajectory,
-    rewrite_head,
-)
-from saga_dspy.signatures import (
-    AnswerTypeInfo,
-    decide_query_form,
-    normalize_answer_label,
-    normalize_answer_qid,
-    parse_pids,
-)
+from saga_dspy.agent.trajectory import Step, render_trajectory
+from saga_dspy.agent.query_form import form_of, form_problem, rewrite_head
+from saga_dspy.agent.parsing import normalize_tool_name, parse_tool_args
+from saga_dspy.agent.answer_type import AnswerTypeInfo, normalize_answer_label, normalize_answer_qid
+from saga_dspy.agent.query_form import decide_query_form
+from saga_dspy.agent.parsing import parse_pids
 
 # --- answer type -------------------------------------------------------------------------
 

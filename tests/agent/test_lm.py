@@ -24,6 +24,8 @@ import dspy  # noqa: E402
 import pytest  # noqa: E402
 
 from saga_dspy import lm as lm_mod  # noqa: E402
+from saga_dspy.lm import llama as llama_mod  # noqa: E402
+from saga_dspy.lm import model_files  # noqa: E402
 from saga_dspy.config import Settings  # noqa: E402
 from saga_dspy.lm import (  # noqa: E402
     CACHE_SCOPE_HEADER,
@@ -141,7 +143,7 @@ def test_sha_mismatch_is_refused_and_leaves_nothing(parts):
 
 
 def test_the_real_constants_describe_22_parts():
-    assert lm_mod.PART_COUNT == 22
+    assert model_files.PART_COUNT == 22
     assert lm_mod.LOCAL_MODEL_SIZE == 1_117_320_768
     assert len(lm_mod.LOCAL_MODEL_SHA256) == 64
 
@@ -324,8 +326,8 @@ def test_state_round_trip(tmp_path):
 
 def test_build_lm_local_uses_settings(monkeypatch, tmp_path):
     model = tmp_path / "model.gguf"
-    monkeypatch.setattr(lm_mod, "ensure_local_model", lambda settings: model)
-    monkeypatch.setattr(lm_mod, "llama_cpp_available", lambda: True)
+    monkeypatch.setattr(llama_mod, "ensure_local_model", lambda settings: model)
+    monkeypatch.setattr(llama_mod, "llama_cpp_available", lambda: True)
     lm = build_lm(Settings(lm="local", context_window=2048, max_tokens=99, temperature=0.2, seed=5, lm_cache=False))
     assert isinstance(lm, LocalLlamaLM) and isinstance(lm, dspy.BaseLM)
     engine = lm.engine

@@ -14,7 +14,7 @@ from conftest import REPO, make_settings
 
 
 def test_tracking_uri_precedence(tmp_path, monkeypatch):
-    from saga_dspy.tracking import artifact_root, default_tracking_uri, sqlite_path
+    from saga_dspy.eval.tracking import artifact_root, default_tracking_uri, sqlite_path
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     settings = make_settings(cache_dir=tmp_path)
@@ -29,7 +29,7 @@ def test_tracking_uri_precedence(tmp_path, monkeypatch):
 
 
 def test_params_and_metrics_are_cleaned():
-    from saga_dspy.tracking import clean_params, numeric_metrics
+    from saga_dspy.eval.tracking import clean_params, numeric_metrics
 
     assert clean_params({"a": None, "b": 1, "c": "x" * 7000})["a"] == "None"
     assert len(clean_params({"c": "x" * 7000})["c"]) == 6000
@@ -38,7 +38,7 @@ def test_params_and_metrics_are_cleaned():
 
 
 def test_disabled_tracker_does_nothing(tmp_path):
-    from saga_dspy.tracking import Tracker
+    from saga_dspy.eval.tracking import Tracker
 
     tracker = Tracker(make_settings(cache_dir=tmp_path, mlflow=False), "x")
     with tracker.run("r", params={"a": 1}) as run_id:
@@ -49,7 +49,7 @@ def test_disabled_tracker_does_nothing(tmp_path):
 
 
 def test_comparison_chart_is_a_png(tmp_path):
-    from saga_dspy.tracking import comparison_chart
+    from saga_dspy.eval.tracking import comparison_chart
 
     path = comparison_chart({"full": {"f1": 0.5, "em": 0.25, "empty_rate": 0.1},
                              "spinach": {"f1": None, "em": 0.0, "empty_rate": 0.5}}, tmp_path / "c.png", title="t")

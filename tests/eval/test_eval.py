@@ -15,88 +15,14 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
 
 from conftest import REPO, TEST_CACHE, make_settings, scripted_settings
 
-from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
-from dspy.utils.dummies import DummyLM
-
-# --------------------------------------------------------------------------- the scripted LM
-
-_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with |\Z)", re.S)
-
-
-def prompt_fields(text: str) -> dict[str, str]:
-    """The `[[ ## name ## ]]` fields of a ChatAdapter message."""
-    return {m.group(1): m.group(2).strip() for m in _FIELD.finditer(text or "")}
-
-
-def output_fields(system: str) -> list[str]:
-    """Output field names announced in the system message."""
-    m = re.search(r"Your output fields are:\n(.*?)\n\n", system or "", re.S)
-    return re.findall(r"`(\w+)`", m.group(1)) if m else []
-
-
-class _ScriptedEngine(DummyEngine):
-    def _complete_messages(self, messages):
-        from dspy.lm15 import Message, Response, TextPart, Usage
-
-        owner = self.owner
-        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
-        user = messages[-1]["content"] if messages else ""
-        outputs = owner.respond(output_fields(system), prompt_fields(user))
-        with owner.lock:
-            owner.calls += 1
-        if owner.delay:
-            time.sleep(owner.delay)
-        text = owner._format_answer_fields(outputs)
-        return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]), finish_reason="stop",
-                        usage=Usage(input_tokens=len(system + user) // 4, output_tokens=len(text) // 4,
-                                    total_tokens=(len(system + user) + len(text)) // 4))
-
-
-class ScriptedLM(DummyLM):
-    """A DummyLM whose answer is computed from the prompt: `plans[question]` is the list of
-    controller actions `(tool_name, args)`, taken in order by the number of steps already in
-    the trajectory; `answer_types[question]` the (label, qid) of the answer-type step."""
-
-    def __init__(self, plans: dict[str, list[tuple[str, dict]]], answer_types: dict[str, tuple[str, str]] | None = None,
-                 delay: float = 0.0):
-        super().__init__([])
-        self.plans = plans
-        self.answer_types = answer_types or {}
-        self.delay = delay
-        self.calls = 0
-        self.lock = threading.Lock()
-        self._engine_spec = _ScriptedEngine(self)
-        self._async_engine_spec = AsyncDummyEngine(self._engine_spec)
-
-    def copy(self, **kwargs):
-        return self  # BootstrapFewShot's later rounds copy the LM: keep the script
-
-    def respond(self, outputs: list[str], fields: dict[str, str]) -> dict[str, Any]:
-        question = fields.get("question", "")
-        if "answer_type_label" in outputs:
-            label, qid = self.answer_types.get(question, ("thing", ""))
-            return {"answer_type_label": label, "answer_type_qid": qid}
-        if "next_tool_name" in outputs:
-            plan = self.plans.get(question, [("stop", {})])
-            done = len(re.findall(r"^Step \d+$", fields.get("trajectory", ""), re.M))
-            name, args = plan[min(done, len(plan) - 1)]
-            return {"next_thought": f"step {done + 1} of the plan", "next_tool_name": name,
-                    "next_tool_args": json.dumps(args)}
-        if "relevant_pids" in outputs:
-            return {"relevant_pids": json.dumps(["P31"])}
-        if "complete" in outputs:
-            return {"complete": "true", "problem": ""}
-        return {name: "" for name in outputs}  # extract / anything else: nothing
-
+from helpers.scripted_lm import ScriptedLM
 
 # --------------------------------------------------------------------------- the sample questions
 
@@ -142,7 +68,7 @@ def eval_settings(store_path):
 
 @pytest.fixture(scope="module")
 def sample(eval_settings):
-    from saga_dspy.eval import load_eval_set
+    from saga_dspy.eval.evalset import load_eval_set
 
     evalset = load_eval_set(eval_settings, ids=list(QUESTION_IDS), progress=False)
     plans, types, expected = build_script(evalset)
@@ -150,7 +76,7 @@ def sample(eval_settings):
 
 
 def _run(settings, out, plans, types, endpoint, **kwargs):
-    from saga_dspy.eval import evaluate
+    from saga_dspy.eval.runner import evaluate
 
     lm = ScriptedLM(plans, types)
     results = evaluate(settings, kwargs.pop("variants", ["full"]), out=out, ids=list(QUESTION_IDS), lm=lm,
@@ -213,7 +139,9 @@ def test_eval_writes_files_and_the_scripted_metrics(eval_settings, sample, endpo
 
 
 def test_existing_run_is_not_overwritten_and_ids_are_checked(eval_settings, sample, endpoint, tmp_path):
-    from saga_dspy.eval import EvalError, evaluate, load_eval_set
+    from saga_dspy.eval.errors import EvalError
+    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.evalset import load_eval_set
 
     evalset, plans, types, _ = sample
     out = tmp_path / "run"
@@ -271,8 +199,7 @@ _CHILD = textwrap.dedent(
     import json, sys
     sys.path.insert(0, {tests!r})
     from conftest import scripted_settings
-    from test_eval import ScriptedLM
-    from saga_dspy.eval import evaluate
+    from saga_dspy.eval.runner import evaluate
     plans, types = json.load(open({script!r}))
     settings = scripted_settings("test").model_copy(update={{"num_threads": 2}})
     lm = ScriptedLM({{q: [tuple(a) for a in p] for q, p in plans.items()}}, {{q: tuple(t) for q, t in types.items()}},
@@ -369,7 +296,7 @@ def test_mlflow_run_with_params_metrics_and_artifacts(eval_settings, sample, end
 def test_cli_main_with_flags(eval_settings, sample, endpoint, tmp_path, monkeypatch, capsys):
     """The CLI end to end (flags -> settings -> files), with the LM builder swapped for the script."""
     import saga_dspy.lm
-    from saga_dspy import eval as eval_cli
+    from saga_dspy.eval import __main__ as eval_cli
 
     evalset, plans, types, expected = sample
     monkeypatch.setattr(saga_dspy.lm, "build_lm", lambda settings: ScriptedLM(plans, types))
@@ -390,7 +317,8 @@ def test_cli_main_with_flags(eval_settings, sample, endpoint, tmp_path, monkeypa
 
 
 def test_live_endpoint_needs_frozen_gold(tmp_path):
-    from saga_dspy.eval import EvalError, find_gold
+    from saga_dspy.eval.errors import EvalError
+    from saga_dspy.eval.gold import find_gold
 
     settings = make_settings(endpoint="http://127.0.0.1:9/sparql", cache_dir=tmp_path)
     with pytest.raises(EvalError, match="freeze-gold --dataset qald10 --split test --endpoint http://127.0.0.1:9/sparql"):
@@ -399,8 +327,9 @@ def test_live_endpoint_needs_frozen_gold(tmp_path):
 
 def test_freeze_gold_subcommand_on_a_live_server(oxigraph_server, tmp_path, capsys):
     """freeze-gold on a real SPARQL server (oxigraph over the sample), then eval finds that gold."""
-    from saga_dspy import eval as eval_cli
-    from saga_dspy.eval import find_gold, load_eval_set
+    from saga_dspy.eval import __main__ as eval_cli
+    from saga_dspy.eval.gold import find_gold
+    from saga_dspy.eval.evalset import load_eval_set
 
     data = tmp_path / "tiny.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in [
@@ -419,7 +348,8 @@ def test_freeze_gold_subcommand_on_a_live_server(oxigraph_server, tmp_path, caps
 
 
 def test_predictions_file_repair(tmp_path):
-    from saga_dspy.eval import EvalError, PredictionsFile
+    from saga_dspy.eval.errors import EvalError
+    from saga_dspy.eval.predictions import PredictionsFile
 
     path = tmp_path / "predictions.jsonl"
     path.write_text('{"id": "a", "f1": 1.0}\n{"id": "b", "f1": 0.5}\n{"id": "c", "f1"')
@@ -438,7 +368,9 @@ def test_predictions_file_repair(tmp_path):
 
 
 def test_score_prediction_maps_statuses():
-    from saga_dspy.eval import EvalItem, compute_metrics, score_prediction
+    from saga_dspy.eval.evalset import EvalItem
+    from saga_dspy.eval.metrics import compute_metrics
+    from saga_dspy.eval.predictions import score_prediction
     from saga_dspy.kg.results import SelectResult
 
     gold = '{"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "uri", "value": "http://a"}}]}}'

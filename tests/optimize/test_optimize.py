@@ -10,7 +10,7 @@ import dspy
 import pytest
 
 from conftest import TEST_CACHE, make_settings, scripted_settings
-from test_eval import ScriptedLM
+from helpers.scripted_lm import ScriptedLM
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def opt_settings(store_path):
 @pytest.fixture(scope="module")
 def train_script(opt_settings):
     """Every answerable train question solved by executing its gold query, then stop."""
-    from saga_dspy.eval import load_eval_set
+    from saga_dspy.eval.evalset import load_eval_set
 
     items = load_eval_set(opt_settings, progress=False).items
     plans, types = {}, {}
@@ -45,7 +45,8 @@ def test_metric_is_f1_and_a_pass_when_tracing():
 
 
 def test_test_splits_are_refused(opt_settings, capsys):
-    from saga_dspy.optimize import OptimizeError, OptimizeOptions, main, optimize, refuse_test_split
+    from saga_dspy.optimize import OptimizeError, OptimizeOptions, optimize, refuse_test_split
+    from saga_dspy.optimize.__main__ import main
 
     with pytest.raises(OptimizeError, match="test split"):
         refuse_test_split("qald10", "test")
@@ -63,7 +64,7 @@ def test_test_splits_are_refused(opt_settings, capsys):
 
 @pytest.mark.skipif(importlib.util.find_spec("optuna") is not None, reason="optuna is installed")
 def test_mipro_without_optuna_says_how_to_install(capsys):
-    from saga_dspy.optimize import main
+    from saga_dspy.optimize.__main__ import main
 
     assert main(["--optimizer", "mipro", "--dataset", "qald10", "--split", "train", "--no-mlflow"]) == 2
     assert "pip install -e '.[mipro]'" in capsys.readouterr().err
@@ -71,9 +72,9 @@ def test_mipro_without_optuna_says_how_to_install(capsys):
 
 def test_bootstrap_writes_a_program_that_loads_and_changes_the_demos(opt_settings, train_script, endpoint, search,
                                                                      tmp_path):
-    from saga_dspy.eval import evaluate
+    from saga_dspy.eval.runner import evaluate
     from saga_dspy.optimize import OptimizeOptions, optimize
-    from saga_dspy.program import SagaProgram
+    from saga_dspy.agent.program import SagaProgram
 
     plans, types = train_script
     lm = ScriptedLM(plans, types)
@@ -111,7 +112,7 @@ def test_bootstrap_writes_a_program_that_loads_and_changes_the_demos(opt_setting
 
 def test_gold_teacher_alone_needs_no_lm(opt_settings, endpoint, search, tmp_path):
     from saga_dspy.optimize import OptimizeError, OptimizeOptions, optimize
-    from saga_dspy.program import SagaProgram
+    from saga_dspy.agent.program import SagaProgram
 
     with pytest.raises(OptimizeError, match="--teacher gold"):
         optimize(opt_settings, OptimizeOptions(optimizer="none"), progress=False)

@@ -14,18 +14,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 from saga_dspy.config import Settings, default_data_dir  # noqa: E402
-from saga_dspy.datasets import (  # noqa: E402
+from saga_dspy.eval.datasets import (
     BENCHMARKS,
     GOLD_FIELDS,
     RECORD_FIELDS,
     filter_report,
-    freeze_gold,
     gold_file_name,
     load_benchmark,
     read_gold,
     read_records,
     write_jsonl_gz,
 )
+from saga_dspy.eval.gold import freeze_gold  # noqa: E402
 from saga_dspy.kg.errors import QuerySyntaxError, QueryTimeout  # noqa: E402
 from saga_dspy.kg.results import AskResult, Binding, SelectResult, parse_sparql_json  # noqa: E402
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from conftest import REPO, scripted_settings
-from test_eval import ScriptedLM
+from helpers.scripted_lm import ScriptedLM
 
 
 @pytest.fixture(scope="module")
@@ -18,13 +18,13 @@ def teach_settings(store_path):
 
 @pytest.fixture(scope="module")
 def train_items(teach_settings):
-    from saga_dspy.eval import load_eval_set
+    from saga_dspy.eval.evalset import load_eval_set
 
     return {i.id: i for i in load_eval_set(teach_settings, progress=False).items}
 
 
 def _trace(item, settings, endpoint, search, **kwargs):
-    from saga_dspy.teacher import gold_trace
+    from saga_dspy.optimize.gold_teacher import gold_trace
 
     return gold_trace(item.question, item.gold_sparql, settings=settings, endpoint=endpoint, search=search,
                       gold=json.loads(item.gold), id=item.id, **kwargs)
@@ -38,7 +38,7 @@ def _find(items, pattern):
 
 
 def test_constants_and_compact_query():
-    from saga_dspy.teacher import compact_query, entity_constants, property_constants
+    from saga_dspy.optimize.gold_teacher import compact_query, entity_constants, property_constants
 
     raw = ("PREFIX wd: <http://www.wikidata.org/entity/> PREFIX wdt: <http://www.wikidata.org/prop/direct/> "
            "PREFIX ex: <http://example.org/> SELECT ?x WHERE { wd:Q42 wdt:P19 ?x . ?x p:P31/ps:P31 wd:Q515 ; "
@@ -71,7 +71,7 @@ def test_gold_trace_has_real_observations(teach_settings, train_items, endpoint,
 
 
 def test_gold_trace_for_a_yes_no_question(teach_settings, endpoint, search):
-    from saga_dspy.eval import load_eval_set
+    from saga_dspy.eval.evalset import load_eval_set
 
     settings = teach_settings.model_copy(update={"dataset": "qald9plus"})
     items = {i.id: i for i in load_eval_set(settings, progress=False).items}
@@ -89,7 +89,7 @@ class _NoSearch:
 
 
 def test_gold_trace_skips_what_would_teach_bad_habits(teach_settings, train_items, endpoint, search):
-    from saga_dspy.teacher import TeacherConfig, TeacherSkip
+    from saga_dspy.optimize.gold_teacher import TeacherConfig, TeacherSkip
 
     item = _find(train_items, r"time zone of Salt Lake City")
     with pytest.raises(TeacherSkip) as err:  # an id the search does not show must not appear from nowhere
@@ -98,8 +98,8 @@ def test_gold_trace_skips_what_would_teach_bad_habits(teach_settings, train_item
     with pytest.raises(TeacherSkip) as err:
         _trace(item, teach_settings, endpoint, search, config=TeacherConfig(max_entities=0))
     assert err.value.reason == "too_many_entities"
-    from saga_dspy.eval import EvalItem
-    from saga_dspy.teacher import gold_trace
+    from saga_dspy.eval.evalset import EvalItem
+    from saga_dspy.optimize.gold_teacher import gold_trace
 
     nothing = {"head": {"vars": ["x"]}, "results": {"bindings": []}}
     unknown = "SELECT ?x WHERE { wd:Q23337 wdt:P999999 ?x }"
@@ -124,9 +124,9 @@ def test_gold_property_not_shown_is_searched_for(teach_settings, train_items, en
 
 
 def test_records_become_controller_demos_with_the_exact_fields(teach_settings, train_items, endpoint, search):
-    from saga_dspy.demos import DemoPool, record_to_example
-    from saga_dspy.program import SagaProgram
-    from saga_dspy.teacher import answer_type_example, trace_examples
+    from saga_dspy.agent.demos import DemoPool, record_to_example
+    from saga_dspy.agent.program import SagaProgram
+    from saga_dspy.optimize.gold_teacher import answer_type_example, trace_examples
 
     item = _find(train_items, r"time zone of Salt Lake City")
     rec = _trace(item, teach_settings, endpoint, search)
@@ -153,8 +153,8 @@ def test_records_become_controller_demos_with_the_exact_fields(teach_settings, t
 
 def test_gold_demos_reach_the_controller_prompt(teach_settings, train_items, endpoint, search):
     """Demos with the trajectory fields are not dropped: the scripted LM sees them in its prompt."""
-    from saga_dspy.program import SagaProgram
-    from saga_dspy.teacher import apply_gold_demos
+    from saga_dspy.agent.program import SagaProgram
+    from saga_dspy.optimize.gold_teacher import apply_gold_demos
 
     item = _find(train_items, r"time zone of Salt Lake City")
     rec = _trace(item, teach_settings, endpoint, search)
@@ -176,8 +176,8 @@ def test_gold_demos_reach_the_controller_prompt(teach_settings, train_items, end
 
 
 def test_bundled_pools_are_train_only():
-    from saga_dspy.datasets import load_records
-    from saga_dspy.demos import DemoPool
+    from saga_dspy.eval.datasets import load_records
+    from saga_dspy.agent.demos import DemoPool
 
     pools = REPO / "data" / "demos"
     files = sorted(pools.glob("*.jsonl"))
@@ -195,7 +195,7 @@ def test_bundled_pools_are_train_only():
 
 
 def test_a_shortened_observation_keeps_the_next_move_whole():
-    from saga_dspy.teacher import focus_observation
+    from saga_dspy.optimize.gold_teacher import focus_observation
 
     text = "\n".join(["Berlin (Q64): city", "Types: city (Q515)"] + [f"- prop {i} (P{i}) = value" * 3 for i in range(30)]
                      + ['Next: get_wikidata_entry({"qid": "Q64"}) if Q64 (Berlin) is what the question means.'])

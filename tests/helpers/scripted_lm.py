@@ -1,0 +1,80 @@
+"""The scripted LM: a DummyLM whose answers follow a per-question plan, so that the real SagaProgram
+runs its real tools on the real embedded store and the expected result of each question is known."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from typing import Any
+
+from dspy.clients.engines.dummy_engine import AsyncDummyEngine, DummyEngine
+from dspy.lm15 import Message, Response, TextPart, Usage
+from dspy.utils.dummies import DummyLM
+
+_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with |\Z)", re.S)
+
+
+def prompt_fields(text: str) -> dict[str, str]:
+    """The `[[ ## name ## ]]` fields of a ChatAdapter message."""
+    return {m.group(1): m.group(2).strip() for m in _FIELD.finditer(text or "")}
+
+
+def output_fields(system: str) -> list[str]:
+    """Output field names announced in the system message."""
+    m = re.search(r"Your output fields are:\n(.*?)\n\n", system or "", re.S)
+    return re.findall(r"`(\w+)`", m.group(1)) if m else []
+
+
+class _ScriptedEngine(DummyEngine):
+    def _complete_messages(self, messages):
+        owner = self.owner
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+        user = messages[-1]["content"] if messages else ""
+        outputs = owner.respond(output_fields(system), prompt_fields(user))
+        with owner.lock:
+            owner.calls += 1
+        if owner.delay:
+            time.sleep(owner.delay)
+        text = owner._format_answer_fields(outputs)
+        return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]), finish_reason="stop",
+                        usage=Usage(input_tokens=len(system + user) // 4, output_tokens=len(text) // 4,
+                                    total_tokens=(len(system + user) + len(text)) // 4))
+
+
+class ScriptedLM(DummyLM):
+    """A DummyLM whose answer is computed from the prompt: `plans[question]` is the list of
+    controller actions `(tool_name, args)`, taken in order by the number of steps already in
+    the trajectory; `answer_types[question]` the (label, qid) of the answer-type step."""
+
+    def __init__(self, plans: dict[str, list[tuple[str, dict]]], answer_types: dict[str, tuple[str, str]] | None = None,
+                 delay: float = 0.0):
+        super().__init__([])
+        self.plans = plans
+        self.answer_types = answer_types or {}
+        self.delay = delay
+        self.calls = 0
+        self.lock = threading.Lock()
+        self._engine_spec = _ScriptedEngine(self)
+        self._async_engine_spec = AsyncDummyEngine(self._engine_spec)
+
+    def copy(self, **kwargs):
+        return self  # BootstrapFewShot's later rounds copy the LM: keep the script
+
+    def respond(self, outputs: list[str], fields: dict[str, str]) -> dict[str, Any]:
+        question = fields.get("question", "")
+        if "answer_type_label" in outputs:
+            label, qid = self.answer_types.get(question, ("thing", ""))
+            return {"answer_type_label": label, "answer_type_qid": qid}
+        if "next_tool_name" in outputs:
+            plan = self.plans.get(question, [("stop", {})])
+            done = len(re.findall(r"^Step \d+$", fields.get("trajectory", ""), re.M))
+            name, args = plan[min(done, len(plan) - 1)]
+            return {"next_thought": f"step {done + 1} of the plan", "next_tool_name": name,
+                    "next_tool_args": json.dumps(args)}
+        if "relevant_pids" in outputs:
+            return {"relevant_pids": json.dumps(["P31"])}
+        if "complete" in outputs:
+            return {"complete": "true", "problem": ""}
+        return {name: "" for name in outputs}  # extract / anything else: nothing
