@@ -443,12 +443,12 @@ def test_save_and_load(settings, endpoint, search, tmp_path):
 
 
 def test_forward_never_raises(settings, endpoint, search, monkeypatch):
-    from saga_dspy.grounding import context as gctx
+    from saga_dspy.agent import program as program_module
 
     def broken(*args, **kwargs):
         raise RuntimeError("grounding is down")
 
-    monkeypatch.setattr(gctx, "QuestionContext", broken)
+    monkeypatch.setattr(program_module, "QuestionContext", broken)
     pred, _ = run(settings, endpoint, search, [answer_type("person", "Q5")], RIEMANN_Q)
     assert pred.error and "grounding is down" in pred.error
     assert pred.sparql == "" and pred.answers is None and pred.counters["lm_calls"] == 1

@@ -53,7 +53,7 @@ EXPECTED = {
 
 
 def _sources() -> Path | None:
-    for cand in (os.environ.get("SAGA_BENCHMARK_SOURCES"), Path(__file__).parents[2] / "shared" / "data"):
+    for cand in (os.environ.get("SAGA_BENCHMARK_SOURCES"), Path(__file__).parents[3] / "shared" / "data"):
         if cand and (Path(cand) / "benchmarks").is_dir():
             return Path(cand) / "benchmarks"
     return None

@@ -199,6 +199,7 @@ _CHILD = textwrap.dedent(
     import json, sys
     sys.path.insert(0, {tests!r})
     from conftest import scripted_settings
+    from helpers.scripted_lm import ScriptedLM
     from saga_dspy.eval.runner import evaluate
     plans, types = json.load(open({script!r}))
     settings = scripted_settings("test").model_copy(update={{"num_threads": 2}})

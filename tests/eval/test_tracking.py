@@ -60,7 +60,7 @@ def test_mlflow_stays_offline_and_exits_fast(tmp_path):
     """A tracked run in a fresh process: telemetry off, nothing left running at exit."""
     code = (
         "import os, time\n"
-        "from saga_dspy.tracking import Tracker\n"
+        "from saga_dspy.eval.tracking import Tracker\n"
         "from saga_dspy.config import Settings\n"
         f"s = Settings(cache_dir={str(tmp_path)!r})\n"
         "t = Tracker(s, 'offline')\n"

@@ -14,7 +14,7 @@ from saga_dspy.grounding.flavours.freebase import FREEBASE
 from saga_dspy.grounding.patterns import parse_query
 from saga_dspy.tools import make_tools
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 NS = "http://rdf.freebase.com/ns/"
 
 # On top of the schema layer's fixture: a marriage CVT node, a property used on the wrong type

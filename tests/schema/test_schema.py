@@ -30,7 +30,7 @@ from saga_dspy.schema import (
 )
 from saga_dspy.schema.index import ParentTable, bundled_index_path
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 KNOWN = ("P19", "P138", "P607", "P50", "P136", "P31", "P1424", "P12081")
 
 
