@@ -156,19 +156,28 @@ class SagaProgram(dspy.Module):
         self._demo_pool = None
         self._pool_lock = _SharedLock()
         if settings.program:  # a compiled program named in the settings
-            dspy.Module.load(self, settings.program)
+            self._load_state(settings.program)
 
     # -- loading -------------------------------------------------------------------------
 
+    def _load_state(self, path, **kwargs) -> None:
+        """dspy's load of a saved program (program.json: one entry per predictor), with a clear error."""
+        try:
+            dspy.Module.load(self, path, **kwargs)
+        except KeyError as exc:
+            raise ValueError(f"{path} is not a saved SagaProgram (the program.json that optimize writes): "
+                             f"it has no entry {exc}") from None
+
     def _load_into(self, path, **kwargs):
-        dspy.Module.load(self, path, **kwargs)
+        self._load_state(path, **kwargs)
         return self
 
     @classmethod
-    def _load_new(cls, path, settings: Settings | None = None, endpoint=None, search=None, **kwargs):
+    def _load_new(cls, path, settings: Settings | None = None, endpoint: Endpoint | None = None,
+                  search: Search | None = None, **kwargs):
         load_kwargs = {k: kwargs.pop(k) for k in ("allow_pickle", "allow_unsafe_lm_state") if k in kwargs}
         program = cls(settings, endpoint, search, **kwargs)
-        dspy.Module.load(program, path, **load_kwargs)
+        program._load_state(path, **load_kwargs)
         return program
 
     load = _HybridMethod(_load_new.__func__, _load_into)
