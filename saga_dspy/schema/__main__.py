@@ -15,6 +15,10 @@ import time
 from pathlib import Path
 
 from ..config import add_settings_args, apply_offline_env, settings_from_args
+from ..kg.endpoint import open_endpoint
+from .compat import check_domain, entity_types
+from .hierarchy import load_hierarchy
+from .index import BuildOptions, build_schema_index, cached_index_path, index_path, load_schema_index
 
 COMMON = ["cache_dir", "data_dir", "schema_index"]
 BUILD_ROW_CAP = 20000  # pages of the build; a --row-cap given explicitly wins
@@ -57,8 +61,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         return _build(args)
     settings = settings_from_args(args)
-    from .index import index_path, load_schema_index
-
     index = load_schema_index(settings)
     if args.command == "counts":
         print(json.dumps({"file": str(index_path(settings)), **index.counts}, indent=2))
@@ -80,10 +82,6 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {role} [{ev.source}{' ' + extra if extra else ''}]: {names}")
         return 0
     if args.command == "check":
-        from ..kg.endpoint import open_endpoint
-        from .compat import check_domain, entity_types
-        from .hierarchy import load_hierarchy
-
         with open_endpoint(settings) as endpoint:
             hierarchy = load_hierarchy(settings, endpoint, index)
             types = entity_types(endpoint, args.qid)
@@ -100,9 +98,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from ..kg.endpoint import open_endpoint
-    from .index import BuildOptions, build_schema_index, cached_index_path
-
     extra = {} if "row_cap" in vars(args) else {"row_cap": BUILD_ROW_CAP}
     settings = settings_from_args(args, **extra)
     options = BuildOptions(
