@@ -101,24 +101,61 @@ def do_execute(ctx: QuestionContext, sparql: str) -> str:
     try:
         result = ctx.query(sparql)
     except SparqlError as exc:
-        ctx.counters["errors"] += 1
-        ex = Execution(sparql, None, str(exc), "error", seconds=time.monotonic() - started, error_kind=exc.kind)
-        ctx.executions.append(ex)
-        if ctx.flags.type_state:
-            ctx.state.note("fail error", f"{exc.kind}: {_summary(sparql)}")
-        lines = [f"[ERROR] {exc.kind}: {clip(str(exc), 240)}"]
-        lines.extend(unknown_iri_hints(ctx, sparql, parsed, check_existence=exc.kind == "syntax"))
-        return fit("\n".join(lines), ctx.budget)
+        return _failed(ctx, sparql, parsed, exc, started)
     seconds = time.monotonic() - started
+    _state_from_query(ctx, parsed)
 
-    # Θ from the query text
+    # types needed: constants of the query (conflict check, Θ) and a sample of the result's entities
+    sample = _result_entities(ctx, result) if isinstance(result, SelectResult) and result.rows else {}
+    constants = _query_constants(ctx, parsed)
+    wanted = list(dict.fromkeys(constants[:20] + [e for ids in sample.values() for e in ids]))
+    types = ctx.entity_types(wanted) if wanted and (ctx.flags.conflict_check or ctx.flags.type_state) else {}
+    const_labels = ctx.labels(constants[:20]) if constants and (ctx.flags.conflict_check or ctx.flags.type_state) else {}
+    conflicts = find_conflicts(ctx, parsed) if ctx.flags.conflict_check else []
+    # a conflict blocks only when it is demonstrated on a known entity in a required pattern; a variable's
+    # declared type is only part of its bound entities' types, so that one is a note
+    required_conflicts = [c for c in conflicts if c.required and not c.declared]
+    _record_constants(ctx, constants, types, const_labels)
+
+    is_ask = isinstance(result, AskResult)
+    ask_false = is_ask and not result.value
+    if isinstance(result, SelectResult) and result.rows:
+        lines, status = _observe_rows(ctx, sparql, parsed, result, constants, sample, types, conflicts), "ok"
+    elif is_ask and result.value:
+        lines, status = _observe_ask_true(ctx, sparql, result, conflicts), "ok"
+    elif required_conflicts:
+        lines, status = _observe_blocked(ctx, sparql, parsed, required_conflicts, ask_false), "blocked"
+    else:
+        lines, status = _observe_no_answer(ctx, sparql, parsed, result, ask_false, conflicts)
+    rows = len(result.rows) if isinstance(result, SelectResult) else 1
+    ctx.executions.append(Execution(sparql, result, None, status, [c.short(ctx) for c in conflicts], rows, seconds))
+    return fit("\n".join(lines), ctx.budget)
+
+
+def _failed(ctx: QuestionContext, sparql: str, parsed: ParsedQuery | None, exc: SparqlError, started: float) -> str:
+    """The observation of a query the endpoint refused or could not run (and its record)."""
+    ctx.counters["errors"] += 1
+    ex = Execution(sparql, None, str(exc), "error", seconds=time.monotonic() - started, error_kind=exc.kind)
+    ctx.executions.append(ex)
+    if ctx.flags.type_state:
+        ctx.state.note("fail error", f"{exc.kind}: {_summary(sparql)}")
+    lines = [f"[ERROR] {exc.kind}: {clip(str(exc), 240)}"]
+    lines.extend(unknown_iri_hints(ctx, sparql, parsed, check_existence=exc.kind == "syntax"))
+    return fit("\n".join(lines), ctx.budget)
+
+
+def _state_from_query(ctx: QuestionContext, parsed: ParsedQuery | None) -> None:
+    """Θ from the query text."""
+    flavour = ctx.flavour
     if ctx.flags.type_state and parsed is not None:
         dom = lambda pid: tuple(ctx.schema.get(pid).domain.classes) if ctx.schema.get(pid) and ctx.schema.get(pid).domain else ()  # noqa: E731
         rng = lambda pid: tuple(ctx.schema.get(pid).range.classes) if ctx.schema.get(pid) and ctx.schema.get(pid).range else ()  # noqa: E731
         ctx.state.update_from_query(parsed, flavour, dom, rng)
 
-    # types needed: constants of the query (conflict check, Θ) and a sample of the result's entities
-    sample = _result_entities(ctx, result) if isinstance(result, SelectResult) and result.rows else {}
+
+def _query_constants(ctx: QuestionContext, parsed: ParsedQuery | None) -> list[str]:
+    """The entity constants of the query (not the classes of its type patterns)."""
+    flavour = ctx.flavour
     constants = []
     if parsed is not None:
         for p in parsed.patterns:
@@ -127,13 +164,11 @@ def do_execute(ctx: QuestionContext, sparql: str) -> str:
                     eid = flavour.entity_id(term.value)
                     if eid and flavour.entity_re.match(eid) and not (p.type_kind and term is p.obj):
                         constants.append(eid)
-    wanted = list(dict.fromkeys(constants[:20] + [e for ids in sample.values() for e in ids]))
-    types = ctx.entity_types(wanted) if wanted and (ctx.flags.conflict_check or ctx.flags.type_state) else {}
-    const_labels = ctx.labels(constants[:20]) if constants and (ctx.flags.conflict_check or ctx.flags.type_state) else {}
-    conflicts = find_conflicts(ctx, parsed) if ctx.flags.conflict_check else []
-    # a conflict blocks only when it is demonstrated on a known entity in a required pattern; a variable's
-    # declared type is only part of its bound entities' types, so that one is a note
-    required_conflicts = [c for c in conflicts if c.required and not c.declared]
+    return constants
+
+
+def _record_constants(ctx: QuestionContext, constants: list[str], types: dict, const_labels: dict[str, str]) -> None:
+    """The types of the query's entity constants, into Θ."""
     if ctx.flags.type_state:
         for eid in dict.fromkeys(constants[:20]):
             et = types.get(eid)
@@ -141,88 +176,103 @@ def do_execute(ctx: QuestionContext, sparql: str) -> str:
                 ctx.state.record_entity(eid, et.types, const_labels.get(eid, ""), is_class=et.is_class, source="query",
                                         has_p31=et.source != "p279")
 
-    is_ask = isinstance(result, AskResult)
-    ask_false = is_ask and not result.value
+
+def _observe_rows(ctx: QuestionContext, sparql: str, parsed: ParsedQuery | None, result: SelectResult,
+                  constants: list[str], sample: dict[str, list[str]], types: dict, conflicts: list) -> list[str]:
+    """[OK] and the labelled table of a non-empty result; what the rows teach goes into Θ."""
+    flavour = ctx.flavour
+    lines: list[str] = []
+    ids = []
+    for row in result.rows[:TABLE_LABELS]:
+        for b in row.values():
+            if b.is_iri:
+                eid = flavour.entity_id(b.value)
+                if eid:
+                    ids.append(eid)
+    labels = ctx.labels(list(dict.fromkeys(constants[:20] + ids[:TABLE_LABELS * 2])))
+    for eid, lab in labels.items():
+        ctx.remember(eid, lab)
+    learnt = _learn_from_result(ctx, parsed, result, sample, types)
+
+    def label_of(iri: str):
+        eid = flavour.entity_id(iri)
+        return (eid, labels.get(eid) or ctx.seen.get(eid, "")) if eid else (None, "")
+
+    notes = []
+    if conflicts:
+        notes.append("Note: type conflict in the query (rows shown anyway): " + "; ".join(c.short(ctx) for c in conflicts[:2]))
+    body_budget = ctx.budget - sum(len(n) + 1 for n in notes) - 60
+    lines.append(render_table(result, label_of, body_budget, head="[OK]"))
+    lines.extend(notes)
+    lines.append(NEXT_AFTER_OK)
+    if ctx.flags.type_state:
+        first = result.rows[0]
+        preview = ", ".join(
+            clip(label_of(b.value)[1] or b.value.rsplit("/", 1)[-1], 25) if b.is_iri else clip(b.value, 25)
+            for b in list(first.values())[:2]
+        )
+        ctx.state.note("ok", f"{len(result.rows)}{'+' if result.capped else ''} rows ({preview}): {_summary(sparql)}")
+        for text in learnt[:1]:
+            ctx.state.note("info", text)
+    extra = unknown_iri_hints(ctx, sparql, parsed, check_existence=False)
+    lines.extend(extra)
+    return lines
+
+
+def _observe_ask_true(ctx: QuestionContext, sparql: str, result: AskResult, conflicts: list) -> list[str]:
+    lines: list[str] = []
+    lines.append("[OK] " + render_ask(result))
+    lines.append(NEXT_AFTER_OK)
+    if conflicts:
+        lines.append("Note: type conflict in the query: " + "; ".join(c.short(ctx) for c in conflicts[:2]))
+    if ctx.flags.type_state:
+        ctx.state.note("ok", f"ASK true: {_summary(sparql)}")
+    return lines
+
+
+def _observe_blocked(ctx: QuestionContext, sparql: str, parsed: ParsedQuery | None, required_conflicts: list,
+                     ask_false: bool) -> list[str]:
+    """[BLOCKED]: no answer, and a required pattern applies a property to a subject of a conflicting type."""
+    lines: list[str] = []
+    ctx.counters["blocked"] += 1
+    what = "false" if ask_false else "no results"
+    lines.append(f"[BLOCKED] The query returned {what}, and a triple pattern is type-incompatible: "
+                 + " Also: ".join(c.describe(ctx) + "." for c in required_conflicts[:2]))
+    lines.append("Use a property whose domain fits the subject's type, or look for another entity "
+                 "(the one used may be the wrong one).")
+    lines.extend(reversed_direction_hints(ctx, parsed))
+    lines.extend(unknown_iri_hints(ctx, sparql, parsed, check_existence=True))
+    if ctx.flags.type_state:
+        ctx.state.note("fail blocked", required_conflicts[0].short(ctx))
+    return lines
+
+
+def _observe_no_answer(ctx: QuestionContext, sparql: str, parsed: ParsedQuery | None, result, ask_false: bool,
+                       conflicts: list) -> tuple[list[str], str]:
+    """An ASK false (with hints before trusting it) or an empty result ([WARNING] and what to check)."""
     lines: list[str] = []
     status = "ok"
-    if isinstance(result, SelectResult) and result.rows:
-        ids = []
-        for row in result.rows[:TABLE_LABELS]:
-            for b in row.values():
-                if b.is_iri:
-                    eid = flavour.entity_id(b.value)
-                    if eid:
-                        ids.append(eid)
-        labels = ctx.labels(list(dict.fromkeys(constants[:20] + ids[:TABLE_LABELS * 2])))
-        for eid, lab in labels.items():
-            ctx.remember(eid, lab)
-        learnt = _learn_from_result(ctx, parsed, result, sample, types)
-
-        def label_of(iri: str):
-            eid = flavour.entity_id(iri)
-            return (eid, labels.get(eid) or ctx.seen.get(eid, "")) if eid else (None, "")
-
-        notes = []
-        if conflicts:
-            notes.append("Note: type conflict in the query (rows shown anyway): " + "; ".join(c.short(ctx) for c in conflicts[:2]))
-        body_budget = ctx.budget - sum(len(n) + 1 for n in notes) - 60
-        lines.append(render_table(result, label_of, body_budget, head="[OK]"))
-        lines.extend(notes)
-        lines.append(NEXT_AFTER_OK)
-        if ctx.flags.type_state:
-            first = result.rows[0]
-            preview = ", ".join(
-                clip(label_of(b.value)[1] or b.value.rsplit("/", 1)[-1], 25) if b.is_iri else clip(b.value, 25)
-                for b in list(first.values())[:2]
-            )
-            ctx.state.note("ok", f"{len(result.rows)}{'+' if result.capped else ''} rows ({preview}): {_summary(sparql)}")
-            for text in learnt[:1]:
-                ctx.state.note("info", text)
-        extra = unknown_iri_hints(ctx, sparql, parsed, check_existence=False)
-        lines.extend(extra)
-    elif is_ask and result.value:
+    hints = reversed_direction_hints(ctx, parsed)
+    hints.extend(unknown_iri_hints(ctx, sparql, parsed, check_existence=True))
+    if ask_false:
         lines.append("[OK] " + render_ask(result))
-        lines.append(NEXT_AFTER_OK)
-        if conflicts:
-            lines.append("Note: type conflict in the query: " + "; ".join(c.short(ctx) for c in conflicts[:2]))
+        if hints:
+            lines.append("[WARNING] Before trusting `false`: " + " ".join(hints))
         if ctx.flags.type_state:
-            ctx.state.note("ok", f"ASK true: {_summary(sparql)}")
-    elif required_conflicts:
-        status = "blocked"
-        ctx.counters["blocked"] += 1
-        what = "false" if ask_false else "no results"
-        lines.append(f"[BLOCKED] The query returned {what}, and a triple pattern is type-incompatible: "
-                     + " Also: ".join(c.describe(ctx) + "." for c in required_conflicts[:2]))
-        lines.append("Use a property whose domain fits the subject's type, or look for another entity "
-                     "(the one used may be the wrong one).")
-        lines.extend(reversed_direction_hints(ctx, parsed))
-        lines.extend(unknown_iri_hints(ctx, sparql, parsed, check_existence=True))
-        if ctx.flags.type_state:
-            ctx.state.note("fail blocked", required_conflicts[0].short(ctx))
+            ctx.state.note("ok", f"ASK false: {_summary(sparql)}")
     else:
-        hints = reversed_direction_hints(ctx, parsed)
-        hints.extend(unknown_iri_hints(ctx, sparql, parsed, check_existence=True))
-        if ask_false:
-            lines.append("[OK] " + render_ask(result))
-            if hints:
-                lines.append("[WARNING] Before trusting `false`: " + " ".join(hints))
-            if ctx.flags.type_state:
-                ctx.state.note("ok", f"ASK false: {_summary(sparql)}")
-        else:
-            status = "empty"
-            ctx.counters["empty"] += 1
-            lines.append("[WARNING] The query returned no results.")
-            lines.extend(hints)
-            if not hints:
-                lines.append("Check each triple's direction (subject → object), the property (its domain and range) "
-                             "and the entities; run smaller fragments to find the pattern that fails.")
-            if conflicts:
-                lines.append("Note: " + "; ".join(c.short(ctx) for c in conflicts[:2]))
-            if ctx.flags.type_state:
-                ctx.state.note("fail empty", _summary(sparql))
-    rows = len(result.rows) if isinstance(result, SelectResult) else 1
-    ctx.executions.append(Execution(sparql, result, None, status, [c.short(ctx) for c in conflicts], rows, seconds))
-    return fit("\n".join(lines), ctx.budget)
+        status = "empty"
+        ctx.counters["empty"] += 1
+        lines.append("[WARNING] The query returned no results.")
+        lines.extend(hints)
+        if not hints:
+            lines.append("Check each triple's direction (subject → object), the property (its domain and range) "
+                         "and the entities; run smaller fragments to find the pattern that fails.")
+        if conflicts:
+            lines.append("Note: " + "; ".join(c.short(ctx) for c in conflicts[:2]))
+        if ctx.flags.type_state:
+            ctx.state.note("fail empty", _summary(sparql))
+    return lines, status
 
 
 def _strip_fences(text: str) -> str:
