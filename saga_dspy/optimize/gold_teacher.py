@@ -41,7 +41,7 @@ from saga_dspy.agent.program import SagaProgram
 from saga_dspy.agent.query_form import decide_query_form
 from saga_dspy.agent.trajectory import Step, render_trajectory
 from saga_dspy.config import Settings
-from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.context import Execution, QuestionContext
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.prefixes import WD, WIKIDATA_PREFIXES
 from saga_dspy.kg.results import AskResult, SelectResult, parse_sparql_json
@@ -255,7 +255,7 @@ def gold_trace(
     if gold is None:
         try:
             gold = endpoint.query(query)
-        except Exception as exc:
+        except Exception as exc:  # any failure of the gold query: the question cannot become a demo
             raise TeacherSkip("gold_error", str(exc)[:200]) from exc
     label, qid = gold_answer_type(gold, query, probe)
     info = AnswerTypeInfo.from_raw(label, qid)
@@ -264,97 +264,15 @@ def gold_trace(
         form = "SELECT"
     at = (info.label, info.qid) if info.label else None
     ctx = _question_context(settings, endpoint, search, question, variant, at, probe.schema, probe.hierarchy)
-    tools = _tool_map(ctx)
+    trace = _Trace(ctx, _tool_map(ctx), config)
     labels = ctx.labels(entities) if entities else {}
-    steps: list[dict[str, Any]] = []
-
     props = property_constants(query)
-
-    def run(thought: str, name: str, args: dict[str, Any], keep: Sequence[str] = ()) -> str:
-        before_types = str(ctx.type_context() or "")
-        before_log = str(ctx.knowledge_log() or "")
-        observation = tools[name](**args)
-        steps.append({
-            "thought": thought,
-            "tool_name": name,
-            "tool_args": args,
-            "observation": focus_observation(observation, keep, config.observation_chars),
-            "type_context": before_types,
-            "knowledge_log": before_log,
-        })
-        return observation
-
-    # 1-2. find and inspect each entity
-    for n, eid in enumerate(entities):
-        name = (labels.get(eid) or "").strip()
-        if not name:
-            raise TeacherSkip("no_label", eid)
-        if n == 0:
-            thought = f'The question is about "{name}". I search for it to get its Wikidata id.'
-        else:
-            thought = f'I also need "{name}". I search for it.'
-        observation = run(thought, "search_wikidata", {"query": name}, keep=[eid])
-        if config.require_search_hit and not _listed(eid, observation):
-            raise TeacherSkip("not_found_by_search", f"{eid} ({name})")
-        if config.lookups:
-            run(f"{eid} is {name}. I look at its entry to check its types and see its properties.",
-                "get_wikidata_entry", {"qid": eid}, keep=props)
-
-    # 2b. a gold property that no observation showed: search it by its label, as an agent would
-    searched = 0
-    for pid in props:
-        if any(_listed(pid, str(step["observation"])) for step in steps):
-            continue
-        label = ctx.property_label(pid)
-        if not label or label == pid:
-            raise TeacherSkip("property_unlabelled", pid)
-        searched += 1
-        if searched > config.max_property_searches:
-            raise TeacherSkip("too_many_property_searches", pid)
-        observation = run(f'I still need a property for "{label}". I search for it.', "search_wikidata",
-                          {"query": label}, keep=[pid])
-        if config.require_search_hit and not _listed(pid, observation):
-            raise TeacherSkip("property_not_found_by_search", f"{pid} ({label})")
-
-    # 3. the gold query
-    named = [f"{ctx.property_label(p)} ({p})" for p in props[:4]]
-    where = f"with {', '.join(named)}" if named else "from what I found"
-    ids = ", ".join(f"{labels.get(e) or e} ({e})" for e in entities[:4])
-    if form == "ASK":
-        thought = f"This is a yes/no question, so I write an ASK query {where}" + (f" about {ids}" if ids else "")
-    elif form == "COUNT":
-        thought = f"The question asks how many, so I count the answers {where}" + (f" for {ids}" if ids else "")
-    else:
-        thought = f"I can now write the query {where}" + (f" starting from {ids}" if ids else "")
-    observation = run(thought + ", and execute it.", "execute_sparql", {"sparql": query})
-    executions = list(getattr(ctx, "executions", []) or [])
-    last = executions[-1] if executions else None
-    if last is None or last.status != "ok":
-        status = getattr(last, "status", "missing")
-        raise TeacherSkip(f"gold_{status}", _clip(observation, 200))
-    if form == "COUNT" and _zero_count(last.result):
-        raise TeacherSkip("gold_zero_count", "a count of 0 on the sample teaches nothing")
-
-    # 4. stop
-    result = last.result
-    rows = len(getattr(result, "rows", []) or [])
-    if form == "ASK":
-        why = "The ASK query answers the question"
-    else:
-        why = f"The query returns the answer ({rows} row{'s' if rows != 1 else ''})"
-    type_context = str(ctx.type_context() or "")
-    knowledge_log = str(ctx.knowledge_log() or "")
-    run(f"{why}, so it is the final query.", "stop", {})
-
-    # a step keeps its type context / knowledge log only where they changed (step_example carries them on)
-    previous: dict[str, Any] = {}
-    for step in steps:
-        for key in ("type_context", "knowledge_log"):
-            if key in previous and previous[key] == step[key]:
-                del step[key]
-            else:
-                previous[key] = step[key]
-
+    _find_entities(trace, entities, labels, props)
+    _find_missing_properties(trace, props)
+    last = _execute_gold(trace, query, form, entities, labels, props)
+    type_context, knowledge_log = _stop(trace, form, last)
+    _keep_changed_contexts(trace.steps)
+    steps = trace.steps
     record: dict[str, Any] = {
         "id": id,
         "question": question,
@@ -374,6 +292,119 @@ def gold_trace(
     if extra:
         record.update(extra)
     return record
+
+
+class _Trace:
+    """The steps of one gold trace: each tool call with the observation and the context the agent saw before it."""
+
+    def __init__(self, ctx: QuestionContext, tools: dict[str, Callable[..., str]], config: TeacherConfig):
+        self.ctx = ctx
+        self.tools = tools
+        self.config = config
+        self.steps: list[dict[str, Any]] = []
+
+    def run(self, thought: str, name: str, args: dict[str, Any], keep: Sequence[str] = ()) -> str:
+        ctx, steps, tools, config = self.ctx, self.steps, self.tools, self.config
+        before_types = str(ctx.type_context() or "")
+        before_log = str(ctx.knowledge_log() or "")
+        observation = tools[name](**args)
+        steps.append({
+            "thought": thought,
+            "tool_name": name,
+            "tool_args": args,
+            "observation": focus_observation(observation, keep, config.observation_chars),
+            "type_context": before_types,
+            "knowledge_log": before_log,
+        })
+        return observation
+
+
+def _find_entities(trace: _Trace, entities: list[str], labels: dict[str, str], props: list[str]) -> None:
+    """1-2. find and inspect each entity (search its label, look it up)."""
+    config, run = trace.config, trace.run
+    for n, eid in enumerate(entities):
+        name = (labels.get(eid) or "").strip()
+        if not name:
+            raise TeacherSkip("no_label", eid)
+        if n == 0:
+            thought = f'The question is about "{name}". I search for it to get its Wikidata id.'
+        else:
+            thought = f'I also need "{name}". I search for it.'
+        observation = run(thought, "search_wikidata", {"query": name}, keep=[eid])
+        if config.require_search_hit and not _listed(eid, observation):
+            raise TeacherSkip("not_found_by_search", f"{eid} ({name})")
+        if config.lookups:
+            run(f"{eid} is {name}. I look at its entry to check its types and see its properties.",
+                "get_wikidata_entry", {"qid": eid}, keep=props)
+
+
+def _find_missing_properties(trace: _Trace, props: list[str]) -> None:
+    """2b. a gold property that no observation showed: search it by its label, as an agent would."""
+    ctx, steps, config, run = trace.ctx, trace.steps, trace.config, trace.run
+    searched = 0
+    for pid in props:
+        if any(_listed(pid, str(step["observation"])) for step in steps):
+            continue
+        label = ctx.property_label(pid)
+        if not label or label == pid:
+            raise TeacherSkip("property_unlabelled", pid)
+        searched += 1
+        if searched > config.max_property_searches:
+            raise TeacherSkip("too_many_property_searches", pid)
+        observation = run(f'I still need a property for "{label}". I search for it.', "search_wikidata",
+                          {"query": label}, keep=[pid])
+        if config.require_search_hit and not _listed(pid, observation):
+            raise TeacherSkip("property_not_found_by_search", f"{pid} ({label})")
+
+
+def _execute_gold(trace: _Trace, query: str, form: str, entities: list[str], labels: dict[str, str],
+                  props: list[str]) -> Execution:
+    """3. the gold query, written from the evidence and executed; it must answer."""
+    ctx, run = trace.ctx, trace.run
+    named = [f"{ctx.property_label(p)} ({p})" for p in props[:4]]
+    where = f"with {', '.join(named)}" if named else "from what I found"
+    ids = ", ".join(f"{labels.get(e) or e} ({e})" for e in entities[:4])
+    if form == "ASK":
+        thought = f"This is a yes/no question, so I write an ASK query {where}" + (f" about {ids}" if ids else "")
+    elif form == "COUNT":
+        thought = f"The question asks how many, so I count the answers {where}" + (f" for {ids}" if ids else "")
+    else:
+        thought = f"I can now write the query {where}" + (f" starting from {ids}" if ids else "")
+    observation = run(thought + ", and execute it.", "execute_sparql", {"sparql": query})
+    last = ctx.executions[-1] if ctx.executions else None
+    if last is None or last.status != "ok":
+        status = last.status if last is not None else "missing"
+        raise TeacherSkip(f"gold_{status}", _clip(observation, 200))
+    if form == "COUNT" and _zero_count(last.result):
+        raise TeacherSkip("gold_zero_count", "a count of 0 on the sample teaches nothing")
+    return last
+
+
+def _stop(trace: _Trace, form: str, last: Execution) -> tuple[str, str]:
+    """4. stop; returns the type context and knowledge log the agent saw before it."""
+    ctx, run = trace.ctx, trace.run
+    result = last.result
+    rows = len(getattr(result, "rows", []) or [])
+    if form == "ASK":
+        why = "The ASK query answers the question"
+    else:
+        why = f"The query returns the answer ({rows} row{'s' if rows != 1 else ''})"
+    type_context = str(ctx.type_context() or "")
+    knowledge_log = str(ctx.knowledge_log() or "")
+    run(f"{why}, so it is the final query.", "stop", {})
+    return type_context, knowledge_log
+
+
+def _keep_changed_contexts(steps: list[dict[str, Any]]) -> None:
+    """A step keeps its type context / knowledge log only where they changed (step_example carries them on)."""
+    # a step keeps its type context / knowledge log only where they changed (step_example carries them on)
+    previous: dict[str, Any] = {}
+    for step in steps:
+        for key in ("type_context", "knowledge_log"):
+            if key in previous and previous[key] == step[key]:
+                del step[key]
+            else:
+                previous[key] = step[key]
 
 
 def _zero_count(result: Any) -> bool:
