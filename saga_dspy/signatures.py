@@ -15,11 +15,7 @@ Signatures and their instructions only: what the LM's output means as data lives
 
 from __future__ import annotations
 
-import re
-from typing import Any, Literal
-
 import dspy
-from pydantic import BaseModel, field_validator
 
 # --- answer type ----------------------------------------------------------------
 
@@ -169,22 +165,12 @@ class CheckAnswer(dspy.Signature):
 
 __all__ = [
     "AnswerType",
-    "AnswerTypeInfo",
-    "COMMON_TYPE_QIDS",
     "CheckAnswer",
     "PruneNeighborhood",
     "QUERY_FORM_GUIDE",
-    "QueryForm",
     "SAGA_CONTROLLER_INSTRUCTIONS",
-    "SCALAR_TYPES",
     "SPINACH_CONTROLLER_INSTRUCTIONS",
     "SagaController",
     "SpinachController",
-    "decide_query_form",
-    "is_how_many_question",
     "kg_signature",
-    "is_yes_no_question",
-    "normalize_answer_label",
-    "normalize_answer_qid",
-    "parse_pids",
 ]

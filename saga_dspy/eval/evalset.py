@@ -1,6 +1,7 @@
 """The eval set: the questions of a benchmark split with their frozen gold, answerable ones by default, then the ids and limit asked for."""
 
 from __future__ import annotations
+
 import json
 import logging
 from dataclasses import dataclass, field

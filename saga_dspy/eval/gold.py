@@ -1,12 +1,15 @@
 """Frozen gold: where it lives (bundled with the sample, or frozen into the cache per endpoint), how it is found, and how it is frozen (every gold query executed once, never during a run)."""
 
 from __future__ import annotations
+
 import datetime as _dt
 import json
 import re
 import sys
 from pathlib import Path
 from typing import Any, Iterable
+
+from tqdm import tqdm
 
 from saga_dspy.config import Settings
 from saga_dspy.eval.datasets import BENCHMARKS, bundled_gold_path, gold_file_name, load_records, write_jsonl_gz
@@ -130,8 +133,6 @@ def freeze_gold(
     endpoint_name = str(endpoint.name)
     iterator: Iterable[dict[str, Any]] = records
     if progress:
-        from tqdm import tqdm
-
         iterator = tqdm(records, desc=f"{name}/{split}", unit="q")
     frozen = []
     errors: dict[str, int] = {}
@@ -139,22 +140,8 @@ def freeze_gold(
     with_source = compared = agree = 0
     f1_sum = 0.0
     for rec in iterator:
-        result_json = None
-        error = None
-        n_rows = None
-        if not rec["sparql"]:
-            error = {"kind": "no_query", "message": "the record has no gold SPARQL"}
-        else:
-            try:
-                result = endpoint.query(rec["sparql"], timeout=timeout)
-            except SparqlError as exc:
-                error = {"kind": exc.kind, "message": exc.message}
-            except Exception as exc:  # an endpoint bug must not lose the other questions
-                error = {"kind": "internal", "message": f"{type(exc).__name__}: {exc}"[:400]}
-            else:
-                result_json = result.to_json()
-                n_rows = len(result.rows) if hasattr(result, "rows") else None
-                capped += bool(getattr(result, "capped", False))
+        result_json, error, n_rows, was_capped = _run_gold_query(endpoint, rec, timeout)
+        capped += was_capped
         source_f1 = None
         if rec["source_answers"] is not None:
             with_source += 1
@@ -210,3 +197,26 @@ def freeze_gold(
     }
     _summary_path(out_path).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return summary
+
+
+def _run_gold_query(endpoint: Endpoint, rec: dict[str, Any], timeout: float | None
+                    ) -> tuple[dict | None, dict | None, int | None, bool]:
+    """(SPARQL-JSON result, error {kind, message}, rows, capped) of one record's gold query."""
+    result_json = None
+    error = None
+    n_rows = None
+    capped = False
+    if not rec["sparql"]:
+        error = {"kind": "no_query", "message": "the record has no gold SPARQL"}
+    else:
+        try:
+            result = endpoint.query(rec["sparql"], timeout=timeout)
+        except SparqlError as exc:
+            error = {"kind": exc.kind, "message": exc.message}
+        except Exception as exc:  # an endpoint bug must not lose the other questions
+            error = {"kind": "internal", "message": f"{type(exc).__name__}: {exc}"[:400]}
+        else:
+            result_json = result.to_json()
+            n_rows = len(result.rows) if hasattr(result, "rows") else None
+            capped = bool(getattr(result, "capped", False))
+    return result_json, error, n_rows, capped

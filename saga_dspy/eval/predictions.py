@@ -1,6 +1,7 @@
 """predictions.jsonl: one line per finished question (question, gold, prediction, scores, counters, trajectory), appended and flushed under a lock; read back for --resume."""
 
 from __future__ import annotations
+
 import datetime as _dt
 import json
 import logging

@@ -1,6 +1,7 @@
 """config.json: everything needed to reproduce a run (versions, endpoint, LM, variant, seeds, metric rules, the controller's instructions, the question ids)."""
 
 from __future__ import annotations
+
 import datetime as _dt
 import json
 import os

@@ -1,6 +1,7 @@
 """The summary table printed at the end of a run (variants side by side), as text and markdown."""
 
 from __future__ import annotations
+
 from typing import Any
 
 
