@@ -18,7 +18,17 @@ from saga_dspy.schema.hierarchy import ClassHierarchy, load_hierarchy
 from saga_dspy.schema.index import SchemaIndex, load_schema_index
 
 
-class KgServices:
+class SharedOnCopy:
+    """Copies of the program share this object: `copy.copy` and `copy.deepcopy` return it unchanged."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __copy__(self):
+        return self
+
+
+class KgServices(SharedOnCopy):
     """Endpoint, search, schema and hierarchy for one settings object: lazy, shared, thread-safe.
 
     `copy.deepcopy` returns the same object, so dspy's deepcopy / reset_copy (optimisers, a program's
@@ -33,12 +43,6 @@ class KgServices:
         self._hierarchy = hierarchy
         self._owns_endpoint = False
         self._lock = threading.RLock()
-
-    def __deepcopy__(self, memo):
-        return self
-
-    def __copy__(self):
-        return self
 
     def __enter__(self) -> "KgServices":
         return self

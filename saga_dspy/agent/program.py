@@ -36,7 +36,7 @@ from saga_dspy.kg.errors import SparqlError
 from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
 from saga_dspy.kg.search import Search
 from saga_dspy.lm import build_lm
-from saga_dspy.services import KgServices
+from saga_dspy.services import KgServices, SharedOnCopy
 from saga_dspy.signatures import (
     QUERY_FORM_GUIDE,
     AnswerType,
@@ -82,7 +82,7 @@ def _token_totals(usage_by_lm: dict[str, dict[str, Any]]) -> tuple[int, int]:
 # --- the LM ------------------------------------------------------------------------------------
 
 
-class _ProgramLM:
+class _ProgramLM(SharedOnCopy):
     """The program's LM: the one given, else dspy's configured LM, else build_lm(settings) on first use.
 
     Shared by copies of the program (deepcopy returns the same object), like the services."""
@@ -91,12 +91,6 @@ class _ProgramLM:
         self.settings = settings
         self._lm = lm
         self._lock = threading.RLock()
-
-    def __deepcopy__(self, memo):
-        return self
-
-    def __copy__(self):
-        return self
 
     def __call__(self) -> dspy.BaseLM | None:
         if self._lm is not None:
@@ -452,7 +446,7 @@ class SagaProgram(dspy.Module):
         )
 
 
-class _SharedLock:
+class _SharedLock(SharedOnCopy):
     """A lock that copies of the module share (deepcopy returns itself)."""
 
     def __init__(self):
@@ -464,12 +458,6 @@ class _SharedLock:
 
     def __exit__(self, *exc):
         self._lock.release()
-
-    def __deepcopy__(self, memo):
-        return self
-
-    def __copy__(self):
-        return self
 
 
 def result_sample(result: QueryResult | None, rows: int = RESULT_SAMPLE_ROWS) -> str:
