@@ -5,7 +5,7 @@
     python scripts/build_benchmarks.py --freeze-gold [--benchmarks qald10 wwq] [--splits test]
 
 The first form converts every benchmark whose source files exist into
-`<out>/<name>/<split>.jsonl.gz` in one schema (see `saga_dspy.datasets.RECORD_FIELDS`),
+`<out>/<name>/<split>.jsonl.gz` in one schema (see `saga_dspy.eval.datasets.RECORD_FIELDS`),
 copies the licence files next to them and writes a PROVENANCE.md per benchmark and a
 MANIFEST.json with the counts and checksums. Output is deterministic: records keep the
 source order, JSON keys have a fixed order, gzip headers carry no name and mtime 0.

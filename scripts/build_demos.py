@@ -6,9 +6,9 @@
 
 For each dataset's train split (qald10 train = GRASP's QALD-10 train, qald7 train, qald9plus
 train, wwq train) the answerable questions (frozen gold on the embedded sample) are solved by
-`saga_dspy.teacher.gold_trace`: search each entity's label, look the entity up, execute the
+`saga_dspy.optimize.gold_teacher.gold_trace`: search each entity's label, look the entity up, execute the
 gold query, stop — with real observations from our tools. The records (the format of
-`saga_dspy.demos`) go to `<out>/<dataset>.jsonl`, in benchmark order; the agent picks its
+`saga_dspy.agent.demos`) go to `<out>/<dataset>.jsonl`, in benchmark order; the agent picks its
 per-question demonstrations from them by BM25 (`--demos N`).
 
 A train question whose text also occurs in the dataset's test split is left out (no test
@@ -130,11 +130,11 @@ def main(argv=None) -> int:
         endpoint.close()
     manifest.update({
         "built": _dt.datetime.now(_dt.timezone.utc).date().isoformat(),
-        "teacher": "gold (saga_dspy.teacher.gold_trace: search labels, look up entities, execute the gold query, stop)",
+        "teacher": "gold (saga_dspy.optimize.gold_teacher.gold_trace: search labels, look up entities, execute the gold query, stop)",
         "endpoint": "embedded",
         "variant": args.variant,
         "versions": {k: v for k, v in versions().items() if k in ("saga_dspy", "dspy", "pyoxigraph", "git")},
-        "format": "saga_dspy.demos (one solved question a line: question, answer_type, query_form, steps, sparql)",
+        "format": "saga_dspy.agent.demos (one solved question a line: question, answer_type, query_form, steps, sparql)",
     })
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return 0

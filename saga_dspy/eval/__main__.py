@@ -18,9 +18,9 @@ sub-directory per variant):
 * `metrics.json` — `metrics.summarize()` over the finished questions (+ counts).
 
 A summary table (variants side by side) is printed at the end, and each variant is an MLflow
-run (`saga_dspy.tracking`; `--no-mlflow` turns it off).
+run (`saga_dspy.eval.tracking`; `--no-mlflow` turns it off).
 
-Gold answers always come from frozen gold (`datasets.freeze_gold`): the bundled files for
+Gold answers always come from frozen gold (`gold.freeze_gold`): the bundled files for
 the embedded sample (frozen into the cache on first use if a split has none), or, for a live
 endpoint, the file written by `freeze-gold` (never queried during a run). By default only the
 questions whose gold result is non-empty are evaluated; how many were left out and why is

@@ -8,7 +8,7 @@ endpoint (`freeze_gold`); the bundled frozen gold for the embedded sample is
 columns `gold` (SPARQL-JSON text), `answerable` and `gold_error`.
 
 In a loaded Dataset, `source_answers` and `gold` are SPARQL-JSON *text* (or None), so the
-column types stay fixed whatever the result shapes; `saga_dspy.metrics` accepts the text.
+column types stay fixed whatever the result shapes; `saga_dspy.eval.metrics` accepts the text.
 """
 
 from __future__ import annotations

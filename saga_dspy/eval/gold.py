@@ -85,7 +85,7 @@ def freeze(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Execute every gold query of the split on `settings.endpoint` and store the results
-    (`datasets.freeze_gold`); returns its summary (with the file's path under 'file')."""
+    (`gold.freeze_gold`); returns its summary (with the file's path under 'file')."""
     resolved = resolve_split(dataset, split)
     path = Path(out) if out is not None else cached_gold_path(settings, dataset, resolved)
     with KgServices(settings, endpoint) as services:

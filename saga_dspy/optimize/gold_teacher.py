@@ -15,7 +15,7 @@ what a good agent would do:
 Each step stores the thought, the tool name and arguments, the real observation (shortened to
 what a demo shows, keeping the gold entity / properties), and the type context and knowledge
 log the controller would have seen before choosing it (only where they changed). The record is the
-demo-pool format of `saga_dspy.demos` (`steps`, `answer_type`, `query_form`, `sparql`, ...),
+demo-pool format of `saga_dspy.agent.demos` (`steps`, `answer_type`, `query_form`, `sparql`, ...),
 so `DemoPool` and `scripts/build_demos.py` use it directly, and `trace_examples` turns it into
 `dspy.Example`s with the exact controller fields (`question`, `answer_type`, `query_form`,
 `type_context`, `knowledge_log`, `trajectory` -> `next_thought`, `next_tool_name`,
@@ -457,7 +457,7 @@ def gold_traces(
 
 def step_example(record: dict[str, Any], index: int, *, spinach: bool = False) -> dspy.Example:
     """The controller demo for step `index` of a record: the trajectory before it as input, the
-    step's thought / tool / arguments as output (rendered as `saga_dspy.demos` renders pools)."""
+    step's thought / tool / arguments as output (rendered as `saga_dspy.agent.demos` renders pools)."""
     raw = record["steps"]
     if not -len(raw) <= index < len(raw):
         raise IndexError(f"record has {len(raw)} steps, no step {index}")

@@ -1,4 +1,4 @@
-"""Scoring rules of saga_dspy.metrics (answers set F1, SPINACH row F1, EM, aggregates)."""
+"""Scoring rules of saga_dspy.eval.metrics (answers set F1, SPINACH row F1, EM, aggregates)."""
 
 from __future__ import annotations
 
