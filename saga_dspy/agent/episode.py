@@ -130,7 +130,7 @@ class Episode:
     def _call_tool(self, name: str, func: Callable, args: dict[str, Any]) -> str:
         try:
             out = func(**args)
-        except Exception as exc:
+        except Exception as exc:  # boundary: a tool call returns an observation, never raises into the loop
             log.debug("tool %s failed", name, exc_info=True)
             return f"Error in {name}: {type(exc).__name__}: {one_line(str(exc), 300)}"
         return out if isinstance(out, str) else str(out)

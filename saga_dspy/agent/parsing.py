@@ -48,14 +48,14 @@ def parse_tool_args(raw: Any, params: list[str]) -> dict[str, Any]:
                 try:
                     value = loader(text)
                     break
-                except Exception:
+                except Exception:  # LM text: any loader failure means try the next reading
                     continue
             else:
                 try:
-                    import json_repair
+                    import json_repair  # lazy: only a broken JSON reply needs it (it ships with dspy)
 
                     value = json_repair.loads(text)
-                except Exception:
+                except Exception:  # unrepairable LM text: keep it as the raw argument
                     value = text
         elif text in ("", "{}", "None", "null"):
             value = {}

@@ -209,7 +209,7 @@ class SagaProgram(dspy.Module):
         usage_totals: dict[str, dict[str, Any]] = {}
         try:
             lm = self.lm_of_program()
-        except Exception as exc:
+        except Exception as exc:  # boundary: forward() never raises; no LM is an empty prediction with the reason
             return self._empty(question, f"no language model: {type(exc).__name__}: {exc}", started)
         context_kwargs: dict[str, Any] = {"callbacks": [*(dspy.settings.callbacks or []), counter]}
         if lm is not None:
@@ -225,11 +225,11 @@ class SagaProgram(dspy.Module):
                     if box and getattr(box[0], "final", None) is None:
                         try:  # keep what the steps found
                             self._finish(box[0], extract=False)
-                        except Exception:
+                        except Exception:  # best effort on a question that already failed
                             log.debug("finishing a failed question failed", exc_info=True)
                 finally:
                     usage_totals = usage.get_total_tokens()
-        except Exception as exc:
+        except Exception as exc:  # boundary: dspy.context / usage tracking failed; forward() never raises
             error = error or f"{type(exc).__name__}: {one_line(str(exc), 500)}"
         episode = box[0] if box else None
         if episode is None:
@@ -254,7 +254,7 @@ class SagaProgram(dspy.Module):
                 raw = self.answer_type(question=str(question), config={"max_tokens": ANSWER_TYPE_MAX_TOKENS})
                 answer_type = AnswerTypeInfo.from_raw(getattr(raw, "answer_type_label", ""),
                                                       getattr(raw, "answer_type_qid", ""), settings.kg)
-            except Exception as exc:
+            except Exception as exc:  # an LM call: the question goes on with the yes/no heuristic
                 notes.append(f"answer type failed: {type(exc).__name__}: {one_line(str(exc), 200)}")
                 answer_type = AnswerTypeInfo.from_raw("boolean" if is_yes_no_question(question) else "", "")
             if not answer_type.label and is_yes_no_question(question):
@@ -292,7 +292,7 @@ class SagaProgram(dspy.Module):
             try:
                 out = self.prune(question=str(prune_question or question), neighborhood=str(text),
                                  config={"max_tokens": PRUNE_MAX_TOKENS})
-            except Exception as exc:
+            except Exception as exc:  # an LM call: the lookup keeps the whole neighbourhood
                 log.info("pruning failed (%s): keeping the neighbourhood", exc)
                 return []
             return parse_pids(getattr(out, "relevant_pids", None), kg)
@@ -321,7 +321,7 @@ class SagaProgram(dspy.Module):
                              answer_type=episode.answer_type.render() if episode.answer_type else "unknown",
                              query_form=QUERY_FORM_GUIDE[episode.form], sparql=final,
                              result_sample=result_sample(result))
-        except Exception as exc:
+        except Exception as exc:  # an LM call: no verdict means the final query is accepted
             episode.notes.append(f"check failed: {type(exc).__name__}")
             return None
         complete = getattr(out, "complete", True)
@@ -383,7 +383,7 @@ class SagaProgram(dspy.Module):
                 except SparqlError as exc:
                     status = "error"
                     final_error = f"{exc.kind}: {exc}"
-                except Exception as exc:
+                except Exception as exc:  # an endpoint bug on the final query: reported, not raised
                     status = "error"
                     final_error = f"{type(exc).__name__}: {exc}"
         if error is None and episode.lm_errors and not episode.steps:

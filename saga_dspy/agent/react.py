@@ -108,7 +108,7 @@ class SagaReAct(dspy.ReAct):
             demos = episode.demos if (predictor is self.react and episode.demos is not None) else predictor.demos
             messages = adapter.format(predictor.signature, demos, {**inputs, "trajectory": ""})
             fixed = sum(len(str(m.get("content") or "")) for m in messages)
-        except Exception:
+        except Exception:  # formatting only measures the prompt: fall back to a safe estimate
             fixed = 6000
         settings = episode.settings
         total = int((settings.context_window - settings.max_tokens) * CHARS_PER_TOKEN * episode.budget_scale)
@@ -126,7 +126,7 @@ class SagaReAct(dspy.ReAct):
                 if predictor is self.react and episode.demos is not None:
                     return predictor(**inputs, trajectory=trajectory, demos=episode.demos, **extra)
                 return predictor(**inputs, trajectory=trajectory, **extra)
-            except Exception as exc:
+            except Exception as exc:  # LM clients raise many types for an overflow; anything else is re-raised
                 if not _is_context_overflow(exc):
                     raise
                 last = exc
@@ -185,7 +185,7 @@ class SagaReAct(dspy.ReAct):
         """The fallback: ask the extract predictor for the final query from the trajectory."""
         try:
             pred = self._call(episode, self.extract)
-        except Exception as exc:
+        except Exception as exc:  # an LM call: without an extracted query the last execution is used
             episode.notes.append(f"extract failed: {type(exc).__name__}: {one_line(str(exc), 200)}")
             return None
         text = MARKER.sub(" ", str(getattr(pred, "sparql", "") or "")).strip()

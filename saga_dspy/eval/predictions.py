@@ -27,7 +27,7 @@ def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "to_json"):
         try:
             return obj.to_json()
-        except Exception:
+        except Exception:  # a prediction field that cannot serialise itself is written as text below
             pass
     if isinstance(obj, dict):
         return {str(k): _jsonable(v) for k, v in obj.items()}
@@ -36,7 +36,7 @@ def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "to_dict"):
         try:
             return _jsonable(obj.to_dict())
-        except Exception:
+        except Exception:  # as above: fall through to the generic forms
             pass
     if hasattr(obj, "__dataclass_fields__"):
         return _jsonable(asdict(obj))

@@ -116,7 +116,7 @@ def program_record(program: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         named = program.named_predictors()
-    except Exception:
+    except Exception:  # a program factory's object without predictors: the record says nothing about prompts
         return out
     for name, predictor in named:
         sig = predictor.signature
