@@ -36,10 +36,10 @@ import dspy
 from tqdm import tqdm
 
 from saga_dspy.agent.answer_type import AnswerTypeInfo
-from saga_dspy.agent.demos import DEMO_OBSERVATION_CHARS, DEMO_STEPS
+from saga_dspy.agent.demos import DEMO_STEPS, controller_example
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.agent.query_form import decide_query_form
-from saga_dspy.agent.trajectory import Step, render_trajectory
+from saga_dspy.agent.trajectory import Step
 from saga_dspy.config import Settings
 from saga_dspy.grounding.context import Execution, QuestionContext
 from saga_dspy.kg.endpoint import Endpoint
@@ -47,7 +47,6 @@ from saga_dspy.kg.prefixes import WD, WIKIDATA_PREFIXES
 from saga_dspy.kg.results import AskResult, SelectResult, parse_sparql_json
 from saga_dspy.kg.search import Search
 from saga_dspy.schema import ClassHierarchy, SchemaIndex, load_hierarchy, load_schema_index
-from saga_dspy.signatures import QUERY_FORM_GUIDE
 from saga_dspy.tools import make_tools
 
 log = logging.getLogger(__name__)
@@ -464,30 +463,18 @@ def step_example(record: dict[str, Any], index: int, *, spinach: bool = False) -
     index %= len(raw)
     steps = [Step(str(s.get("thought") or ""), str(s["tool_name"]), dict(s.get("tool_args") or {}),
                   str(s.get("observation") or "")) for s in raw]
-    target = raw[index]
     seen: dict[str, str] = {}
     for step in raw[: index + 1]:  # the context in force at this step (stored only where it changed)
         for key in ("type_context", "knowledge_log"):
             if key in step:
                 seen[key] = step[key]
     shown = steps[:index][-DEMO_STEPS:]
-    trajectory = render_trajectory(shown, budget=None, observation_chars=DEMO_OBSERVATION_CHARS,
-                                   first_index=index - len(shown))
-    outputs = {"next_thought": str(target.get("thought") or ""), "next_tool_name": str(target["tool_name"]),
-               "next_tool_args": json.dumps(target.get("tool_args") or {}, ensure_ascii=False)}
-    if spinach:
-        inputs = {"question": record["question"], "trajectory": trajectory}
-    else:
-        form = str(record.get("query_form") or "SELECT").upper()
-        inputs = {
-            "question": record["question"],
-            "answer_type": str(record.get("answer_type") or "unknown"),
-            "query_form": QUERY_FORM_GUIDE.get(form, QUERY_FORM_GUIDE["SELECT"]),
-            "type_context": str(seen.get("type_context") or record.get("type_context") or "(none yet)"),
-            "knowledge_log": str(seen.get("knowledge_log") or record.get("knowledge_log") or "(none yet)"),
-            "trajectory": trajectory,
-        }
-    return dspy.Example(**inputs, **outputs).with_inputs(*inputs)
+    form = str(record.get("query_form") or "SELECT").upper()
+    return controller_example(
+        record["question"], shown, index - len(shown), steps[index], spinach=spinach,
+        answer_type=str(record.get("answer_type") or "unknown"), form=form,
+        type_context=str(seen.get("type_context") or record.get("type_context") or "(none yet)"),
+        knowledge_log=str(seen.get("knowledge_log") or record.get("knowledge_log") or "(none yet)"))
 
 
 STEP_CHOICES = ("execute", "last", "all")
