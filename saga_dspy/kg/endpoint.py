@@ -130,6 +130,7 @@ class _Worker:
              str(memory_mb), str(cpu_seconds)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            env={**os.environ, "RUST_BACKTRACE": "0"},
         )
         self.ready = False
 
