@@ -110,8 +110,10 @@ def _refuse_if_update(text: str) -> None:
         update = parseUpdate(text)
     except Exception:
         return
-    names = [getattr(op, "name", "") for op in update.get("request", [])]
-    word = next((_UPDATE_NAMES.get(n, n) for n in names if n), "UPDATE")
+    names = [getattr(op, "name", "") for op in update.get("request", []) if getattr(op, "name", "")]
+    if not names:  # an empty text is a valid (empty) update: nothing to refuse
+        return
+    word = _UPDATE_NAMES.get(names[0], names[0])
     raise QueryRefused(f"refused: {word} is a SPARQL update; only SELECT, ASK, CONSTRUCT and DESCRIBE queries are run")
 
 
