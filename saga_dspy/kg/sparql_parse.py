@@ -13,6 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from pyparsing import ParseException
+from rdflib.plugins.sparql.parser import parseQuery, parseUpdate  # imported once, not first in a worker thread
+
 from .errors import QueryRefused, QuerySyntaxError
 
 DEFAULT_MAX_QUERY_CHARS = 20_000
@@ -67,10 +70,6 @@ def canonical_text(query: str, max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> str:
 
 def parse_sparql(query: str, base_prefixes: dict[str, str], max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> SparqlParse:
     """Parse a read query; an update is refused, anything else that does not parse is a syntax error."""
-    from pyparsing import ParseException
-
-    from rdflib.plugins.sparql.parser import parseQuery
-
     text = canonical_text(query, max_chars)
     try:
         tree = parseQuery(text)
@@ -104,8 +103,6 @@ def parse_sparql(query: str, base_prefixes: dict[str, str], max_chars: int = DEF
 
 def _refuse_if_update(text: str) -> None:
     """A text that parses as an update gets a refusal that names the operation."""
-    from rdflib.plugins.sparql.parser import parseUpdate
-
     try:
         update = parseUpdate(text)
     except Exception:
