@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, get_args, get_origin
 
 import platformdirs
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from saga_dspy.variants import VARIANT_NAMES
@@ -57,11 +57,16 @@ class Settings(BaseSettings):
         default_factory=lambda: Path(platformdirs.user_cache_dir("saga-dspy")),
         description="cache directory (store, result cache, model)",
     )
-    query_timeout: float = Field(20.0, description="deadline per SPARQL query, seconds")
-    row_cap: int = Field(1000, description="at most this many rows are kept from a result")
+    query_timeout: float = Field(20.0, gt=0, allow_inf_nan=False, description="deadline per SPARQL query, seconds")
+    row_cap: int = Field(1000, ge=1, description="at most this many rows are kept from a result")
     result_cache: bool = Field(True, description="cache successful query results on disk")
-    http_retries: int = Field(3, description="attempts on 429 / 5xx / connection errors")
-    embedded_workers: int = Field(2, description="worker processes for the embedded store")
+    http_retries: int = Field(3, ge=1, description="attempts on 429 / 5xx / connection errors")
+    embedded_workers: int = Field(2, ge=1, description="worker processes for the embedded store")
+    max_query_chars: int = Field(20_000, ge=1, description="longer SPARQL queries are refused before any parsing")
+    worker_memory_mb: int = Field(4096, ge=0, description="address-space limit of one embedded-store worker, MB (0: none)")
+    worker_cpu_seconds: float = Field(
+        120.0, ge=0, allow_inf_nan=False, description="CPU-time limit of one query in an embedded-store worker (0: none)"
+    )
     user_agent: str = Field(
         "saga-dspy/0.1 (https://github.com/saga-dspy/saga-dspy; research KGQA agent)",
         description="HTTP User-Agent (query.wikidata.org requires one)",
@@ -70,13 +75,13 @@ class Settings(BaseSettings):
     # --- schema and grounding -------------------------------------------
     schema_index: Path | None = Field(None, description="schema index JSON (default: the bundled one)")
     filter_mode: Literal["closure", "bare"] = Field("closure", description="domain check through P279* or the paper's bare P31 intersection")
-    schema_coverage: int = Field(100, description="share of formal constraints kept (0/25/50/75/100)")
+    schema_coverage: int = Field(100, ge=0, le=100, description="share of formal constraints kept (0/25/50/75/100)")
     coverage_seed: int = Field(0, description="seed of the coverage mask")
-    observation_chars: int = Field(3000, description="character budget of one tool observation")
+    observation_chars: int = Field(3000, ge=1, description="character budget of one tool observation")
 
     # --- agent ----------------------------------------------------------------
     variant: Variant = Field("full", description="ablation variant")
-    max_steps: int = Field(15, description="ReAct steps per question")
+    max_steps: int = Field(15, ge=1, description="ReAct steps per question")
     check_answer: bool = Field(False, description="run the CheckAnswer step (beyond the paper)")
     demos: int = Field(3, description="controller demonstrations selected per question (0: none)")
     program: Path | None = Field(None, description="compiled program JSON to load")
@@ -84,22 +89,34 @@ class Settings(BaseSettings):
     # --- language model ---------------------------------------------------
     lm: str = Field("local", description="'local' (bundled Qwen2.5-Coder-1.5B) or a dspy/litellm model string")
     api_base: str | None = Field(None, description="OpenAI-compatible server URL")
-    api_key: str | None = Field(None, description="API key for the server")
-    temperature: float = Field(0.0, description="sampling temperature")
-    max_tokens: int = Field(512, description="generation cap per LM call (always applied)")
+    api_key: SecretStr | None = Field(None, description="API key for the server")
+    temperature: float = Field(0.0, ge=0, allow_inf_nan=False, description="sampling temperature")
+    max_tokens: int = Field(512, ge=1, description="generation cap per LM call (always applied)")
     seed: int = Field(0, description="LM seed")
     lm_cache: bool = Field(True, description="cache LM responses on disk")
-    context_window: int = Field(8192, description="local model context window, tokens")
+    context_window: int = Field(8192, ge=1, description="local model context window, tokens")
 
     # --- evaluation -------------------------------------------------------------
     dataset: str = Field("qald10", description="benchmark name")
     split: str = Field("test", description="benchmark split")
-    limit: int | None = Field(None, description="at most this many questions")
-    num_threads: int = Field(1, description="questions evaluated in parallel")
+    limit: int | None = Field(None, ge=1, description="at most this many questions")
+    num_threads: int = Field(1, ge=1, description="questions evaluated in parallel")
     metric_mode: Literal["answers", "rows"] = Field("answers", description="F1 over answer sets or SPINACH's row matching")
     out: Path | None = Field(None, description="output directory of a run")
     mlflow: bool = Field(True, description="track runs in MLflow")
     mlflow_uri: str | None = Field(None, description="MLflow tracking URI (default: sqlite under the cache dir)")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_is_embedded_or_http(cls, value: str) -> str:
+        from urllib.parse import urlparse
+
+        if value.strip().lower() == "embedded":
+            return value
+        url = urlparse(value.strip())
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"endpoint must be 'embedded' or an http(s) URL, not {value!r}")
+        return value.strip()
 
     @property
     def is_embedded(self) -> bool:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..kg.prefixes import with_prefixes
 from ..kg.query_text import tokenize
+from ..kg.sparql_parse import query_algebra
 from .flavours import DIRECT, CLAIM, STATEMENT, Flavour
 
 log = logging.getLogger(__name__)
@@ -263,10 +264,7 @@ def _tighten(sparql: str) -> str:
 
 
 def _rdflib_parse(text: str):
-    from rdflib.plugins.sparql.algebra import translateQuery
-    from rdflib.plugins.sparql.parser import parseQuery
-
-    return translateQuery(parseQuery(text))
+    return query_algebra(text)
 
 
 @functools.lru_cache(maxsize=512)

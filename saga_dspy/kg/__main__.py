@@ -64,7 +64,13 @@ def _print_table(result: SelectResult) -> None:
 def main(argv: list[str] | None = None) -> int:
     apply_offline_env()
     args = _parser().parse_args(argv)
-    settings = settings_from_args(args)
+    try:
+        settings = settings_from_args(args)
+    except ValueError as exc:  # pydantic's ValidationError: one line per bad setting
+        errors = getattr(exc, "errors", lambda: [])()
+        lines = [f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}" for e in errors] or [str(exc)]
+        print("error: " + "; ".join(lines), file=sys.stderr)
+        return 2
     if args.command == "build":
         started = time.monotonic()
         path = ensure_store(settings, force=args.force, log=lambda m: print(m, file=sys.stderr))

@@ -1,33 +1,45 @@
 """One endpoint interface over the bundled store (embedded) and SPARQL HTTP servers.
 
-Every query is checked read-only, gets the Wikidata prefixes, has a deadline,
-and comes back parsed once into `SelectResult` / `AskResult`."""
+Every query is parsed and checked read-only (the text sent is the text checked), gets
+the Wikidata prefixes, has one deadline, and comes back parsed once into
+`SelectResult` / `AskResult` of the form the query asked for."""
 
 from __future__ import annotations
 
+import email.utils
+import http.client
 import json
+import math
+import os
 import pickle
 import select
+import signal
+import socket
 import subprocess
 import sys
 import queue
+import threading
 import time
-import urllib.error
 import urllib.parse
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import pyoxigraph
 
 from ..config import Settings
 from .cache import ResultCache
-from .errors import EndpointUnavailable, QueryRefused, QuerySyntaxError, QueryTimeout, SparqlError
-from .guard import check_read_only
+from .errors import EndpointUnavailable, MalformedResponse, QueryRefused, QuerySyntaxError, QueryTimeout, SparqlError
+from .guard import EMULATED_SERVICES, SERVICE_ALLOWLIST, check_read_only
 from .label_service import rewrite_label_service
+from .oxigraph_worker import term_tuple
 from .prefixes import FREEBASE_PREFIXES, WIKIDATA_PREFIXES, expand_dotted_names, with_prefixes
 from .results import AskResult, Binding, QueryResult, SelectResult, parse_sparql_json
+from .sparql_parse import parse_sparql
 from .store import ensure_store
 
 WDQS_HOSTS = {"query.wikidata.org"}
-
+RESULT_TYPES = {"SELECT": SelectResult, "CONSTRUCT": SelectResult, "DESCRIBE": SelectResult, "ASK": AskResult}
 
 class Endpoint(ABC):
     """A SPARQL endpoint: `query(sparql) -> SelectResult | AskResult` or a SparqlError."""
@@ -44,21 +56,43 @@ class Endpoint(ABC):
     def cache_id(self) -> str:
         return self.name
 
-    def prepare(self, sparql: str) -> str:
-        if not isinstance(sparql, str) or not sparql.strip():
-            raise QuerySyntaxError("empty query")
-        check_read_only(sparql)
+    @property
+    def service_allowlist(self) -> frozenset[str]:
+        """What a query may name in SERVICE: everything WDQS serves itself, else only what is emulated."""
+        return SERVICE_ALLOWLIST if self.native_label_service else EMULATED_SERVICES
+
+    def _checked(self, sparql: str) -> tuple[str, str]:
+        """(text to send, query form). Every text sent has been parsed and checked as it is sent."""
+        parsed = check_read_only(self._parse(sparql), self.service_allowlist, self.prefixes)
+        text = parsed.text
         if not self.native_label_service:
-            sparql = rewrite_label_service(sparql)
-        return expand_dotted_names(sparql, self.prefixes)
+            text = rewrite_label_service(parsed, self.prefixes)
+        text = self._finish(expand_dotted_names(text, self.prefixes))
+        if text != parsed.text:
+            final = check_read_only(self._parse(text), frozenset() if not self.native_label_service
+                                    else self.service_allowlist, self.prefixes)
+            if final.form != parsed.form:
+                raise QueryRefused("refused: rewriting the query changed its form")
+        return text, parsed.form
+
+    def _parse(self, text: str):
+        return parse_sparql(text, self.prefixes, self.settings.max_query_chars)
+
+    def _finish(self, text: str) -> str:
+        return text
+
+    def prepare(self, sparql: str) -> str:
+        return self._checked(sparql)[0]
 
     def query(self, sparql: str, timeout: float | None = None) -> QueryResult:
-        prepared = self.prepare(sparql)
+        prepared, form = self._checked(sparql)
         row_cap = self.settings.row_cap
         key = ResultCache.key(self.cache_id, prepared, row_cap) if self.cache is not None else None
         if key and (hit := self.cache.get(key)) is not None:
             return hit
         result = self._run(prepared, timeout or self.settings.query_timeout, row_cap)
+        if not isinstance(result, RESULT_TYPES[form]):
+            raise MalformedResponse(f"{self.name}: a {form} query was answered with a {type(result).__name__}")
         if key:
             self.cache.put(key, result)
         return result
@@ -93,16 +127,18 @@ class Endpoint(ABC):
 class _Worker:
     """One `oxigraph_worker` child process with its pipes."""
 
-    def __init__(self, store_path: Path):
+    def __init__(self, store_path: Path, memory_mb: int, cpu_seconds: float):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "saga_dspy.kg.oxigraph_worker", str(store_path)],
+            [sys.executable, "-m", "saga_dspy.kg.oxigraph_worker", str(store_path), str(os.getpid()),
+             str(memory_mb), str(cpu_seconds)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            env={**os.environ, "RUST_BACKTRACE": "0"},
         )
         self.ready = False
 
     def request(self, message: tuple, timeout: float) -> tuple:
-        """Send one request; the answer, or None when the deadline passed."""
+        """Send one request; the answer, or _Deadline when the deadline passed."""
         deadline = time.monotonic() + timeout
         if not self.ready:  # the child greets once its store is open
             self._wait(deadline)
@@ -119,9 +155,18 @@ class _Worker:
         if not readable:
             raise _Deadline()
 
+    def exit_status(self) -> int | None:
+        try:
+            return self.process.wait(2)
+        except subprocess.TimeoutExpired:
+            return None
+
     def kill(self) -> None:
-        self.process.kill()
-        self.process.wait(5)
+        try:
+            self.process.kill()
+            self.process.wait(5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
         for pipe in (self.process.stdin, self.process.stdout):
             try:
                 pipe.close()
@@ -137,46 +182,100 @@ class EmbeddedEndpoint(Endpoint):
     """The bundled Wikidata sample in pyoxigraph, queried in worker processes.
 
     pyoxigraph cannot cancel a query, so a query past its deadline is stopped by
-    killing its worker; a fresh worker takes its place."""
+    killing its worker; a fresh worker takes its place. Workers are started from one
+    long-lived thread, because the parent-death signal follows the thread that forked."""
 
     def __init__(self, settings: Settings, store_path: Path | None = None):
         super().__init__(settings)
         self.store_path = Path(store_path) if store_path else ensure_store(settings)
         self.name = "embedded"
-        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._idle: queue.Queue[_Worker | None] = queue.Queue()
+        self._live: set[_Worker] = set()
+        self._lock = threading.Lock()
         self._closed = False
+        self._spawner = ThreadPoolExecutor(1, thread_name_prefix="oxigraph-spawner")
         for _ in range(max(1, settings.embedded_workers)):
-            self._idle.put(_Worker(self.store_path))
+            self._idle.put(self._spawn())
 
     @property
     def cache_id(self) -> str:
         return f"embedded:{self.store_path.name}"
 
+    def _spawn(self) -> _Worker:
+        limits = (self.settings.worker_memory_mb, self.settings.worker_cpu_seconds)
+        worker = self._spawner.submit(_Worker, self.store_path, *limits).result()
+        with self._lock:
+            if self._closed:
+                worker.kill()
+                raise EndpointUnavailable("endpoint is closed")
+            self._live.add(worker)
+        return worker
+
+    def _retire(self, worker: _Worker) -> None:
+        worker.kill()
+        with self._lock:
+            self._live.discard(worker)
+
+    def _checkout(self) -> _Worker:
+        worker = self._idle.get()
+        if worker is not None and worker.process.poll() is None:
+            return worker
+        if worker is not None:
+            self._retire(worker)
+        try:
+            return self._spawn()
+        except Exception as exc:
+            self._idle.put(None)  # the slot stays, empty: the next query tries again
+            if isinstance(exc, SparqlError):
+                raise
+            raise EndpointUnavailable(f"could not start an embedded store worker: {exc}") from None
+
     def _run(self, sparql: str, timeout: float, row_cap: int) -> QueryResult:
         if self._closed:
             raise EndpointUnavailable("endpoint is closed")
-        worker = self._idle.get()
+        worker = self._checkout()
+        healthy = False
         try:
             message = worker.request((sparql, row_cap, self.prefixes), timeout)
+            healthy = True
         except _Deadline:
-            worker.kill()
-            worker = _Worker(self.store_path)
             raise QueryTimeout(f"query timed out after {timeout:g}s") from None
-        except (EOFError, OSError, pickle.UnpicklingError) as exc:
-            worker.kill()
-            worker = _Worker(self.store_path)
-            raise EndpointUnavailable(f"embedded store worker died: {exc}") from None
+        except (EOFError, OSError, ValueError, pickle.UnpicklingError):
+            if self._closed:
+                raise EndpointUnavailable("endpoint was closed while the query ran") from None
+            raise EndpointUnavailable(self._death_note(worker)) from None
         finally:
-            self._idle.put(worker)
-        return _decode(message)
+            if healthy:
+                self._idle.put(worker)
+            else:
+                self._retire(worker)
+                self._idle.put(None)  # replaced at the next checkout
+        return _decode(message, self.settings)
+
+    def _death_note(self, worker: _Worker) -> str:
+        status = worker.exit_status()
+        memory, cpu = self.settings.worker_memory_mb, self.settings.worker_cpu_seconds
+        if status in (-signal.SIGABRT, -signal.SIGSEGV, -signal.SIGBUS) and memory:
+            return (f"the query ran out of memory: the embedded store worker is limited to {memory} MB "
+                    "(worker_memory_mb) and was stopped; narrow the query")
+        if status == -signal.SIGXCPU:
+            return f"the query used more than {cpu:g} s of CPU (worker_cpu_seconds) and was stopped; narrow the query"
+        how = f"signal {signal.Signals(-status).name}" if status and status < 0 else f"exit status {status}"
+        return f"the embedded store worker stopped while answering ({how}); it is replaced for the next query"
 
     def close(self) -> None:
-        self._closed = True
+        with self._lock:
+            self._closed = True
+            workers = list(self._live)
+            self._live.clear()
+        for worker in workers:  # idle and checked-out alike
+            worker.kill()
         while True:
             try:
-                self._idle.get_nowait().kill()
+                self._idle.get_nowait()
             except queue.Empty:
                 break
+        self._spawner.shutdown(wait=False)
 
     def __del__(self):
         try:
@@ -185,7 +284,7 @@ class EmbeddedEndpoint(Endpoint):
             pass
 
 
-def _decode(message: tuple) -> QueryResult:
+def _decode(message: tuple, settings: Settings) -> QueryResult:
     kind = message[0]
     if kind == "ask":
         return AskResult(message[1])
@@ -197,13 +296,23 @@ def _decode(message: tuple) -> QueryResult:
         return SelectResult(variables, typed, capped)
     if kind == "syntax":
         raise QuerySyntaxError(f"syntax error: {message[1]}")
+    if kind == "memory":
+        raise EndpointUnavailable(f"the query ran out of memory: the embedded store worker is limited to "
+                                  f"{settings.worker_memory_mb} MB (worker_memory_mb); narrow the query")
     raise SparqlError(message[1])
 
 
 # --- HTTP: any SPARQL 1.1 protocol server --------------------------------------------------
 
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+ACCEPT = "application/sparql-results+json, application/n-triples;q=0.9"
+
+
 class HttpEndpoint(Endpoint):
-    """query.wikidata.org, QLever, Virtuoso, an Oxigraph server… via SPARQLWrapper."""
+    """query.wikidata.org, QLever, Virtuoso, an Oxigraph server… over the SPARQL protocol.
+
+    Always sent as `query=` (never `update=`), with one monotonic deadline across
+    connecting, retries and reading the body."""
 
     def __init__(self, settings: Settings, url: str):
         super().__init__(settings)
@@ -212,81 +321,131 @@ class HttpEndpoint(Endpoint):
         host = urllib.parse.urlparse(url).hostname or ""
         self.native_label_service = host in WDQS_HOSTS
 
-    def prepare(self, sparql: str) -> str:
-        return with_prefixes(super().prepare(sparql), self.prefixes)
+    def _finish(self, text: str) -> str:
+        return with_prefixes(text, self.prefixes)
 
     def _run(self, sparql: str, timeout: float, row_cap: int) -> QueryResult:
+        deadline = time.monotonic() + timeout
         attempts = max(1, self.settings.http_retries)
         delay = 1.0
         for attempt in range(1, attempts + 1):
             try:
-                return self._once(sparql, timeout, row_cap)
+                return self._once(sparql, deadline, row_cap)
             except _Retryable as exc:
                 if attempt == attempts:
                     raise EndpointUnavailable(f"{self.url}: {exc.reason} (after {attempts} attempts)") from None
-                time.sleep(min(exc.retry_after if exc.retry_after is not None else delay, 60.0))
+                wait = exc.retry_after if exc.retry_after is not None else delay
+                remaining = deadline - time.monotonic()
+                if wait >= remaining:
+                    raise EndpointUnavailable(
+                        f"{self.url}: {exc.reason}; retrying in {wait:.0f}s would pass the query's deadline"
+                    ) from None
+                time.sleep(wait)
                 delay *= 2
         raise AssertionError("unreachable")
 
-    def _once(self, sparql: str, timeout: float, row_cap: int) -> QueryResult:
-        from SPARQLWrapper import JSON, POST, SPARQLWrapper
-        from SPARQLWrapper.SPARQLExceptions import (
-            EndPointInternalError,
-            EndPointNotFound,
-            QueryBadFormed,
-            SPARQLWrapperException,
-            Unauthorized,
-            URITooLong,
-        )
+    def _once(self, sparql: str, deadline: float, row_cap: int) -> QueryResult:
+        status, content_type, body, headers = self._post(sparql, deadline)
+        if status == 200:
+            return _cap(_parse_body(self.url, content_type, body), row_cap)
+        message = _clip_body(body)
+        if status == 400:
+            raise QuerySyntaxError(message or "HTTP 400: the endpoint rejected the query")
+        if status == 429 or status >= 500:
+            if status == 500 and ("timeout" in message.lower() or "timed out" in message.lower()):
+                raise QueryTimeout(message)
+            raise _Retryable(f"HTTP {status}" + (f": {message[:200]}" if message else ""),
+                             retry_after_seconds(headers.get("Retry-After")))
+        raise EndpointUnavailable(f"{self.url}: HTTP {status}" + (f": {message[:200]}" if message else ""))
 
-        client = SPARQLWrapper(self.url, agent=self.settings.user_agent)
-        client.setMethod(POST)
-        client.setReturnFormat(JSON)
-        client.setTimeout(max(1, int(round(timeout))))
-        client.setQuery(sparql)
+    def _post(self, sparql: str, deadline: float) -> tuple[int, str, bytes, http.client.HTTPMessage]:
+        url = urllib.parse.urlsplit(self.url)
+        connection_type = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        body = urllib.parse.urlencode({"query": sparql}).encode()
+        headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": ACCEPT,
+                   "User-Agent": self.settings.user_agent}
+        timeout = deadline - time.monotonic()
         started = time.monotonic()
+        if timeout <= 0:
+            raise QueryTimeout("query timed out before it could be sent")
+        conn = connection_type(url.hostname, url.port, timeout=timeout)
         try:
-            response = client.query().response
-            status = getattr(response, "status", 200)
-            body = response.read()
-        except QueryBadFormed as exc:
-            raise QuerySyntaxError(_server_message(exc)) from None
-        except EndPointInternalError as exc:
-            message = _server_message(exc)
-            if "timeout" in message.lower() or "timed out" in message.lower():
-                raise QueryTimeout(message) from None
-            raise _Retryable(f"server error: {message}") from None
-        except (EndPointNotFound, Unauthorized, URITooLong) as exc:
-            raise EndpointUnavailable(_server_message(exc)) from None
-        except urllib.error.HTTPError as exc:
-            if exc.code == 429 or exc.code >= 500:
-                retry_after = exc.headers.get("Retry-After") if exc.headers else None
-                raise _Retryable(f"HTTP {exc.code}", _seconds(retry_after)) from None
-            raise EndpointUnavailable(f"HTTP {exc.code}: {exc.reason}") from None
-        except (TimeoutError, OSError) as exc:
-            if "timed out" in str(exc).lower() or isinstance(exc, TimeoutError):
-                raise QueryTimeout(f"query timed out after {timeout:g}s") from None
+            conn.request("POST", path, body, headers)
+            _arm(conn, deadline)
+            response = conn.getresponse()
+            chunks, size = [], 0
+            while True:
+                _arm(conn, deadline)
+                chunk = response.read1(65536)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > MAX_RESPONSE_BYTES:
+                    raise MalformedResponse(f"{self.url}: the response exceeds {MAX_RESPONSE_BYTES // 2**20} MB")
+                chunks.append(chunk)
+            if response.length:  # the server closed before Content-Length bytes came
+                raise http.client.IncompleteRead(b"".join(chunks), response.length)
+            return response.status, response.getheader("Content-Type", ""), b"".join(chunks), response.headers
+        except (TimeoutError, socket.timeout, _Deadline):
+            raise QueryTimeout(f"query timed out after {time.monotonic() - started:.1f}s") from None
+        except http.client.IncompleteRead as exc:
+            raise MalformedResponse(f"{self.url}: the response was cut off after {len(exc.partial)} bytes") from None
+        except (http.client.HTTPException, ConnectionError) as exc:
+            raise _Retryable(f"connection failed: {type(exc).__name__}: {exc}") from None
+        except OSError as exc:
             raise _Retryable(f"connection failed: {exc}") from None
-        except SPARQLWrapperException as exc:
-            raise EndpointUnavailable(str(exc)) from None
-        try:
-            payload = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            # Oxigraph (and others) stream results: a timeout mid-stream leaves a
-            # truncated body behind a 200 status.
-            elapsed = time.monotonic() - started
-            raise QueryTimeout(
-                f"the endpoint cut the result off after {elapsed:.1f}s (HTTP {status}, truncated JSON): query timed out"
-            ) from None
-        return _cap(payload, row_cap)
+        finally:
+            conn.close()
 
 
-def _cap(payload: dict, row_cap: int) -> QueryResult:
-    if isinstance(payload, dict) and "results" in payload:
-        bindings = payload["results"].get("bindings", [])
-        if len(bindings) > row_cap:
-            payload = {**payload, "results": {"bindings": bindings[:row_cap]}, "capped": True}
-    return parse_sparql_json(payload)
+def _arm(conn: http.client.HTTPConnection, deadline: float) -> None:
+    """Give the socket only the time left: a trickled body cannot outlive the deadline."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise _Deadline()
+    if conn.sock is not None:
+        conn.sock.settimeout(remaining)
+
+
+def _parse_body(url: str, content_type: str, body: bytes) -> QueryResult:
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if "html" in kind:
+        raise MalformedResponse(f"{url}: answered with an HTML page ({kind}), not SPARQL results")
+    if kind in ("application/n-triples", "text/plain") and not body.lstrip().startswith((b"{", b"[")):
+        return _triples(url, body)
+    try:
+        payload = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        tail = body[-300:].decode("utf-8", "replace").lower()
+        if any(word in tail for word in ("cancelled", "canceled", "timeout", "timed out")):
+            # Oxigraph streams results: its own timeout mid-stream leaves an unfinished
+            # JSON body and a note behind a 200 status.
+            raise QueryTimeout(f"the endpoint cut the result off: {_clip_body(body[-200:])}") from None
+        raise MalformedResponse(f"{url}: the response is not valid SPARQL-JSON ({exc})") from None
+    try:
+        return parse_sparql_json(payload)
+    except ValueError as exc:
+        raise MalformedResponse(f"{url}: the response is not valid SPARQL-JSON ({exc})") from None
+
+
+def _triples(url: str, body: bytes) -> SelectResult:
+    """A CONSTRUCT / DESCRIBE answer as subject/predicate/object rows."""
+    try:
+        triples = list(pyoxigraph.parse(body, format=pyoxigraph.RdfFormat.N_TRIPLES))
+    except (SyntaxError, ValueError) as exc:
+        raise MalformedResponse(f"{url}: the response is not valid N-Triples ({exc})") from None
+    rows = [
+        {v: Binding(*term_tuple(t)) for v, t in zip(("subject", "predicate", "object"), (q.subject, q.predicate, q.object))}
+        for q in triples
+    ]
+    return SelectResult(["subject", "predicate", "object"], rows)
+
+
+def _cap(result: QueryResult, row_cap: int) -> QueryResult:
+    if isinstance(result, SelectResult) and len(result.rows) > row_cap:
+        return SelectResult(result.variables, result.rows[:row_cap], True)
+    return result
 
 
 class _Retryable(Exception):
@@ -296,20 +455,28 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
-def _seconds(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Retry-After as seconds from now: a number of seconds or an HTTP-date; None when unusable."""
+    if not value:
         return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
 
 
-def _server_message(exc: Exception) -> str:
-    text = str(exc)
-    if "Response:" in text:
-        text = text.split("Response:", 1)[1].strip()
-        if text.startswith(("b'", 'b"')):
-            text = text[2:-1].encode().decode("unicode_escape", errors="replace")
-    return text
+def _clip_body(body: bytes) -> str:
+    return " ".join(body.decode("utf-8", "replace").split())[:400]
 
 
 def open_endpoint(settings: Settings) -> Endpoint:

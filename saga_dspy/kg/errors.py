@@ -45,3 +45,8 @@ class EndpointUnavailable(SparqlError):
     """The endpoint could not be reached or kept failing (connection, 429, 5xx)."""
 
     kind = "unavailable"
+
+
+class MalformedResponse(EndpointUnavailable):
+    """The endpoint answered, but not with the SPARQL results the query asks for (HTML, broken JSON,
+    a cut-off body, a boolean for a SELECT): the endpoint's fault, never cached."""

@@ -1,8 +1,10 @@
 """Child process that owns a read-only pyoxigraph store and answers queries.
 
-Started by `EmbeddedEndpoint` as `python -m saga_dspy.kg.oxigraph_worker STORE`;
-requests and answers are pickled over stdin/stdout. Living in its own process
-lets the parent kill a query that runs past its deadline."""
+Started by `EmbeddedEndpoint` as `python -m saga_dspy.kg.oxigraph_worker STORE PARENT_PID
+MEMORY_MB CPU_SECONDS`; requests and answers are pickled over stdin/stdout. Living in its
+own process lets the parent kill a query that runs past its deadline; before the store
+opens, the worker binds itself to its parent's life, to its limits and away from any
+network (`worker_limits`)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 RDF_LANGSTRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 
 
-def _term(term):
+def term_tuple(term):
+    """A pyoxigraph term as (type, value, datatype, lang), SPARQL-JSON's vocabulary."""
     import pyoxigraph
 
     if term is None:
@@ -48,18 +51,29 @@ def answer(store, sparql: str, row_cap: int, prefixes: dict) -> tuple:
             if len(rows) >= row_cap:
                 capped = True
                 break
-            rows.append([_term(term) for term in item])
+            rows.append([term_tuple(term) for term in item])
         return ("select", variables, rows, capped)
     except SyntaxError as exc:
         return ("syntax", str(exc))
+    except MemoryError:
+        return ("memory", "")
     except Exception as exc:  # evaluation errors from Oxigraph
         return ("error", f"{type(exc).__name__}: {exc}")
 
 
 def main() -> None:
+    # Imported here, not at the top: the parent imports this module only for term_tuple.
     import pyoxigraph
 
-    store = pyoxigraph.Store.read_only(sys.argv[1])
+    from .worker_limits import deny_network, die_with_parent, limit_cpu_for_next_query, limit_memory
+
+    store_path, parent_pid, memory_mb, cpu_seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    die_with_parent(parent_pid)
+    limit_memory(memory_mb)
+    if not deny_network():
+        print("oxigraph worker: no seccomp filter on this platform; SERVICE is refused by the guard only",
+              file=sys.stderr)
+    store = pyoxigraph.Store.read_only(store_path)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     pickle.dump(("ready",), stdout)
     stdout.flush()
@@ -68,6 +82,7 @@ def main() -> None:
             sparql, row_cap, prefixes = pickle.load(stdin)
         except EOFError:
             return
+        limit_cpu_for_next_query(cpu_seconds)
         pickle.dump(answer(store, sparql, row_cap, prefixes), stdout, protocol=pickle.HIGHEST_PROTOCOL)
         stdout.flush()
 

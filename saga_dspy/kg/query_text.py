@@ -10,7 +10,7 @@ from dataclasses import dataclass
 _TOKEN = re.compile(
     r"""
     (?P<ws>\s+)
-  | (?P<comment>\#[^\n]*)
+  | (?P<comment>\#[^\n\r]*)
   | (?P<string>'''(?:[^'\\]|\\.|'(?!''))*'''|\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\"|'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")
   | (?P<iri><[^<>"{}|^`\\\s]*>)
   | (?P<var>[?$][A-Za-z0-9_\u00B7-\uFFFF]+)

@@ -50,6 +50,14 @@ _STOPWORDS = frozenset(
 )
 
 
+# Cost caps: a search text is a name, not a document. Sub-phrases are at most
+# MAX_PHRASE_WORDS long, so their number stays linear in the words (and far below
+# SQLite's limit on bound variables) whatever a tool argument holds.
+MAX_SEARCH_CHARS = 300
+MAX_SEARCH_WORDS = 40
+MAX_PHRASE_WORDS = 10
+
+
 class LocalSearch:
     """The FTS5 label index of the bundled store (read-only, one connection per thread)."""
 
@@ -67,8 +75,8 @@ class LocalSearch:
         return db
 
     def search(self, text: str, limit: int = 10, kind: str | None = None) -> list[SearchHit]:
-        text = text.strip()
-        words = _WORD.findall(text.lower())
+        text = text.strip()[:MAX_SEARCH_CHARS]
+        words = _WORD.findall(text.lower())[:MAX_SEARCH_WORDS]
         if not words:
             return []
         # A bare identifier ("Q42", "P19") is looked up directly.
@@ -119,7 +127,7 @@ class LocalSearch:
         query "Tencent company founders" (Tencent came 14th); an entity the query names
         outright is the better link, as Wikidata's own search would return it first."""
         phrases: dict[str, int] = {}
-        for n in range(len(words) - 1, 0, -1):
+        for n in range(min(len(words) - 1, MAX_PHRASE_WORDS), 0, -1):
             for i in range(len(words) - n + 1):
                 phrase = " ".join(words[i:i + n])
                 content = sum(1 for w in words[i:i + n] if len(w) > 2 and w not in _STOPWORDS)

@@ -37,7 +37,7 @@ def remote_lm(settings: Settings) -> dspy.LM:
         "cache": settings.lm_cache,
     }
     if settings.api_key:
-        kwargs["api_key"] = settings.api_key
+        kwargs["api_key"] = settings.api_key.get_secret_value()
     scope = lm_cache_scope(settings)
     if scope is not None:
         kwargs["api_base"] = settings.api_base

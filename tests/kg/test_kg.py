@@ -204,6 +204,9 @@ def test_syntax_errors_are_not_retried(oxigraph_server, monkeypatch):
     monkeypatch.setattr(ep, "_once", lambda *a: calls.append(1) or original(*a))
     with pytest.raises(QuerySyntaxError):
         ep.query("SELECT WHERE {")
+    assert calls == []  # refused by our parser: nothing was sent
+    with pytest.raises(QuerySyntaxError, match="unbound"):  # grammatical, but the server's checks reject it
+        ep.query("SELECT ?x WHERE { ?x ?p ?o } GROUP BY ?p")
     assert len(calls) == 1
 
 

@@ -1,0 +1,353 @@
+"""Attack classes of issue 13 (kg layer) against the Endpoint API and the `kg query` CLI, loopback only.
+
+Run from a checkout's root (that checkout's saga_dspy is attacked):
+    python benchmarks/attack_suite.py --cache-dir DIR [--json]
+Prints `attack class | held | broke`. Bounded: every attack has a deadline and the
+script stops by itself (~1-2 minutes). Uses only APIs older checkouts have too, so the
+same script measures before and after a change."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+sys.path.insert(0, os.getcwd())
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from saga_dspy.config import Settings  # noqa: E402
+from saga_dspy.kg import endpoint as endpoint_module  # noqa: E402
+from saga_dspy.kg.endpoint import EmbeddedEndpoint, HttpEndpoint  # noqa: E402
+from saga_dspy.kg.errors import SparqlError  # noqa: E402
+
+CROSS_JOIN = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"
+RESULTS: dict[str, list[bool]] = {}
+
+
+def record(cls: str, held: bool) -> None:
+    RESULTS.setdefault(cls, []).append(bool(held))
+
+
+def bounded(fn, seconds: float):
+    """fn() in a thread: (finished, value or exception)."""
+    box: list = []
+
+    def run():
+        try:
+            box.append(("ok", fn()))
+        except BaseException as exc:  # noqa: BLE001 - the attack's outcome
+            box.append(("error", exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return (bool(box), box[0] if box else None)
+
+
+class Recorder(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.hits += 1
+        body = b'{"head":{"vars":["a"]},"results":{"bindings":[{"a":{"type":"literal","value":"leak"}}]}}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/sparql-results+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST
+
+    def log_message(self, *a):
+        pass
+
+
+class Faulty(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        mode = urllib.parse.unquote(self.path.strip("/"))
+        if mode == "trickle":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/sparql-results+json")
+            self.end_headers()
+            try:
+                for ch in '{"head":{},"boolean":true}' + " " * 14:
+                    self.wfile.write(ch.encode())
+                    self.wfile.flush()
+                    time.sleep(0.5)
+            except OSError:
+                pass
+            return
+        if mode.startswith("retry-"):
+            self.send_response(503)
+            self.send_header("Retry-After", mode[6:])
+            self.end_headers()
+            return
+        if mode == "incomplete":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/sparql-results+json")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b'{"head": {"vars": ["x"]}')
+            self.wfile.flush()
+            self.connection.shutdown(2)
+            return
+        content_type, body = {
+            "badjson": ("application/sparql-results+json", b'{"head": {"vars": ["x"]}, "results": oops'),
+            "html": ("text/html", b"<html><body>Maintenance</body></html>"),
+            "boolean": ("application/sparql-results+json", b'{"head": {}, "boolean": true}'),
+        }[mode]
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+def serve(handler) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.hits = 0
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def bypasses(url: str) -> list[str]:
+    return [
+        f"SELECT * WHERE {{ ?s ?p ?o # note\rSERVICE <{url}> {{ ?a ?b ?c }} }}",
+        f"SELECT * WHERE {{ ?s ?p <http://a/\\u0041#x> . SERVICE <{url}> {{ ?a ?b ?c }} }}",
+        f"SELECT * WHERE {{ ?o ?p ?a FILTER(?o<?a&&'>'=?x) SERVICE <{url}> {{ ?a ?b ?c }} FILTER(?x!='') }}",
+        f"PREFIX wikibase: <{url}#> SELECT * WHERE {{ SERVICE wikibase:label {{ ?a ?b ?c }} }}",
+        f"SELECT * WHERE {{ {{ SELECT * WHERE {{ SERVICE SILENT <{url}> {{ ?a ?b ?c }} }} }} }}",
+        f"SELECT * WHERE {{ SERVICE <{url}> {{ ?a ?b ?c }} }}",
+    ]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def settings(cache_dir: Path, **kw) -> Settings:
+    base = {"cache_dir": cache_dir, "result_cache": False, "query_timeout": 20.0}
+    base.update(kw)
+    return Settings(**base)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cache-dir", type=Path, required=True, help="cache dir holding the built store")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    from saga_dspy.kg.store import ensure_store
+
+    store = ensure_store(settings(args.cache_dir))
+    canary = serve(Recorder)
+    url = f"http://127.0.0.1:{canary.server_port}/sparql"
+    embedded = EmbeddedEndpoint(settings(args.cache_dir, embedded_workers=2), store)
+
+    # 1. guard bypass through the API and the CLI
+    for query in bypasses(url) + ['SELECT * WHERE { SERVICE wikibase:mwapi { bd:serviceParam wikibase:api "EntitySearch" } }']:
+        canary.hits = 0
+        done, outcome = bounded(lambda: embedded.query(query, timeout=5), 10)
+        refused = done and outcome[0] == "error" and isinstance(outcome[1], SparqlError)
+        record("SERVICE bypass (API, embedded)", refused and canary.hits == 0)
+    for query in bypasses(url):
+        canary.hits = 0
+        out = subprocess.run([sys.executable, "-m", "saga_dspy.kg", "query", "--json", "--cache-dir",
+                              str(args.cache_dir), "-"], input=query, capture_output=True, text=True, timeout=60)
+        record("SERVICE bypass (CLI)", out.returncode == 2 and canary.hits == 0 and "Traceback" not in out.stderr)
+
+    # 2. update smuggling against a writable server
+    location = tempfile.mkdtemp(prefix="attack-writable-")
+    port = free_port()
+    binary = Path(sys.executable).with_name("oxigraph")
+    server = subprocess.Popen([str(binary), "serve", "--location", location, "--bind", f"127.0.0.1:{port}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+
+    def post(kind: str, text: str) -> bytes:
+        return urllib.request.urlopen(f"{base}/{kind}", data=urllib.parse.urlencode({kind: text}).encode(), timeout=5).read()
+
+    for _ in range(100):
+        try:
+            post("update", "INSERT DATA { <http://ex/a> <http://ex/p> <http://ex/b> }")
+            break
+        except OSError:
+            time.sleep(0.2)
+    dump = lambda: post("query", "SELECT * WHERE { { ?s ?p ?o } UNION { GRAPH ?g { ?s ?p ?o } } }")  # noqa: E731
+    smuggled = [
+        "SELECT * WHERE { ?s ?p ?o } ; DELETE WHERE { ?s ?p ?o }",
+        "SELECT * WHERE { ?s ?p ?o # x\rDELETE WHERE { ?s ?p ?o }",
+        "ASK { ?s ?p ?o FILTER(?o<?s&&'>'=?x) } ; INSERT DATA { <http://ex/x> <http://ex/p> 'y' }",
+        "\\u0044ELETE WHERE { ?s ?p ?o }",
+        "PREFIX x: <http://a/\\u0041#> DELETE WHERE { ?s ?p ?o }",
+        "INSERT DATA { <http://ex/x> <http://ex/p> <http://ex/y> }",
+    ]
+    for path in ("/query", "/update", "/"):
+        for query in smuggled:
+            before = dump()
+            ep = HttpEndpoint(settings(args.cache_dir, http_retries=1), base + path)
+            done, outcome = bounded(lambda: ep.query(query, timeout=5), 10)
+            after = dump()
+            record("update smuggling (HTTP, writable server)", after == before)
+            if after != before:  # re-seed for the next attempt
+                post("update", "CLEAR ALL")
+                post("update", "INSERT DATA { <http://ex/a> <http://ex/p> <http://ex/b> }")
+    server.terminate()
+
+    # 3. orphaned workers: the parent SIGKILLed mid-query
+    script = (
+        "import sys; sys.path.insert(0, '.')\n"
+        "from saga_dspy.config import Settings\n"
+        "from saga_dspy.kg.endpoint import EmbeddedEndpoint\n"
+        f"ep = EmbeddedEndpoint(Settings(cache_dir={str(args.cache_dir)!r}, result_cache=False, embedded_workers=1,"
+        f" query_timeout=60), {str(store)!r})\n"
+        "print(ep._idle.queue[0].process.pid, flush=True)\n"
+        f"ep.query({CROSS_JOIN!r})\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    pid = int(parent.stdout.readline())
+    time.sleep(1.5)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    time.sleep(3)
+    record("orphaned worker after parent SIGKILL", not alive(pid))
+    if alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+    # 4. runaway memory within the deadline
+    runaway = EmbeddedEndpoint(settings(args.cache_dir, embedded_workers=1, worker_memory_mb=1024), store)
+    worker_pid = runaway._idle.queue[0].process.pid
+    peak = [0]
+
+    def watch():
+        while alive(worker_pid):
+            try:
+                for line in Path(f"/proc/{worker_pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS"):
+                        peak[0] = max(peak[0], int(line.split()[1]) // 1024)
+            except OSError:
+                return
+            time.sleep(0.05)
+
+    threading.Thread(target=watch, daemon=True).start()
+    done, outcome = bounded(lambda: runaway.query("SELECT ?a ?d WHERE { ?a ?b ?c . ?d ?e ?f } ORDER BY ?c ?f",
+                                                  timeout=6), 12)
+    clear = done and outcome[0] == "error" and "memory" in str(outcome[1])
+    record("runaway query memory (peak <= 1.1 GB, clear error)", peak[0] <= 1100 and clear)
+    print(f"runaway worker peak RSS: {peak[0]} MB; outcome: {outcome[1] if outcome else 'still running'}",
+          file=sys.stderr)
+    runaway.close()
+
+    # 5. one failed respawn
+    pool = EmbeddedEndpoint(settings(args.cache_dir, embedded_workers=1), store)
+    original = endpoint_module._Worker.__init__
+
+    def broken(self, *a, **k):
+        raise OSError("no more processes")
+
+    endpoint_module._Worker.__init__ = broken
+    bounded(lambda: pool.query(CROSS_JOIN, timeout=1), 5)
+    endpoint_module._Worker.__init__ = original
+    bounded(lambda: pool.query("ASK { ?s ?p ?o }", timeout=5), 8)  # may report the failed start
+    done, outcome = bounded(lambda: pool.query("ASK { ?s ?p ?o }", timeout=5), 8)
+    record("pool after a failed respawn", done and outcome[0] == "ok")
+    pool.close()
+
+    # 6. HTTP deadline, Retry-After, malformed answers
+    faulty = serve(Faulty)
+    faulty_url = f"http://127.0.0.1:{faulty.server_port}"
+    http = lambda mode, retries=1: HttpEndpoint(settings(args.cache_dir, http_retries=retries), f"{faulty_url}/{mode}")  # noqa: E731
+    started = time.monotonic()
+    done, outcome = bounded(lambda: http("trickle").query("ASK { ?s ?p ?o }", timeout=3), 12)
+    record("HTTP deadline (trickled body, 3 s timeout)", done and outcome[0] == "error" and time.monotonic() - started < 4.5)
+    for value in ("3600", "Wed, 21 Oct 2099 07:28:00 GMT"):
+        started = time.monotonic()
+        done, outcome = bounded(lambda: http(f"retry-{urllib.parse.quote(value)}", 3).query("ASK { ?s ?p ?o }", timeout=5), 8)
+        record("Retry-After beyond the deadline", done and time.monotonic() - started < 6)
+    for value in ("-5", "nan"):
+        done, outcome = bounded(lambda: http(f"retry-{value}", 2).query("ASK { ?s ?p ?o }", timeout=5), 8)
+        record("negative / nan Retry-After", done and outcome[0] == "error" and isinstance(outcome[1], SparqlError))
+    for mode in ("badjson", "html", "incomplete", "boolean"):
+        cache_dir = Path(tempfile.mkdtemp(prefix="attack-cache-"))
+        ep = HttpEndpoint(settings(cache_dir, http_retries=1, result_cache=True), f"{faulty_url}/{mode}")
+        done, outcome = bounded(lambda: ep.query("SELECT ?x WHERE { ?x ?p ?o }", timeout=5), 8)
+        kind = getattr(outcome[1], "kind", None) if done and outcome[0] == "error" else None
+        record("malformed 200 answers (unavailable-kind, not cached)", kind == "unavailable" and len(ep.cache) == 0)
+
+    # 7. cost caps
+    started = time.monotonic()
+    done, outcome = bounded(lambda: embedded.query("SELECT * WHERE { ?s ?p ?o } " + "#" * 1_000_000, timeout=5), 20)
+    record("1 MB query refused fast", done and outcome[0] == "error" and time.monotonic() - started < 2)
+    from saga_dspy.kg.search import LocalSearch
+
+    search = LocalSearch(store / "search.sqlite")
+    for n in (750, 1000):
+        started = time.monotonic()
+        done, outcome = bounded(lambda: search.search(" ".join(f"w{i}x" for i in range(n))), 30)
+        record("long entity search (750 / 1000 words)", done and outcome[0] == "ok" and time.monotonic() - started < 2)
+
+    # 8. settings validation and a corrupt cache
+    for field, value in (("query_timeout", 0), ("query_timeout", -1), ("query_timeout", float("nan")),
+                         ("query_timeout", float("inf")), ("row_cap", 0), ("row_cap", -1), ("endpoint", "ftp://x")):
+        try:
+            Settings(**{field: value})
+            record("numeric / URL settings validated", False)
+        except ValueError:
+            record("numeric / URL settings validated", True)
+    cache_dir = Path(tempfile.mkdtemp(prefix="attack-cache-"))
+    ep = EmbeddedEndpoint(settings(cache_dir, result_cache=True, embedded_workers=1), store)
+    ep.query("ASK { ?s ?p ?o }")
+    ep.cache._db.execute("UPDATE result SET value='{not json'")
+    ep.cache._db.commit()
+    done, outcome = bounded(lambda: ep.query("ASK { ?s ?p ?o }"), 10)
+    record("corrupt result cache (row, file)", done and outcome[0] == "ok")
+    ep.close()
+    (cache_dir / "results.sqlite").write_bytes(b"not a database" * 100)
+    for suffix in ("-wal", "-shm"):
+        (cache_dir / f"results.sqlite{suffix}").unlink(missing_ok=True)
+    try:
+        ep = EmbeddedEndpoint(settings(cache_dir, result_cache=True, embedded_workers=1), store)
+        done, outcome = bounded(lambda: ep.query("ASK { ?s ?p ?o }"), 10)
+        record("corrupt result cache (row, file)", done and outcome[0] == "ok")
+        ep.close()
+    except Exception:
+        record("corrupt result cache (row, file)", False)
+    embedded.close()
+
+    rows = [(cls, sum(v), len(v) - sum(v)) for cls, v in RESULTS.items()]
+    if args.json:
+        print(json.dumps({cls: {"held": h, "broke": b} for cls, h, b in rows}))
+    else:
+        print("attack class | held | broke")
+        for cls, h, b in rows:
+            print(f"{cls} | {h} | {b}")
+    sys.stdout.flush()
+    os._exit(0)  # threads still stuck in an unbounded old client must not keep the script alive
+
+
+if __name__ == "__main__":
+    main()

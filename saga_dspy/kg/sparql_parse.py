@@ -1,0 +1,186 @@
+"""A query parsed by a real SPARQL grammar (rdflib's), on text made unambiguous first.
+
+Every decision about a query (is it read-only, which SERVICE does it call, where is
+the label service) is taken on this parse, never on regex tokens. The text that was
+parsed is the text that is sent: `canonical_text` first removes what parsers are
+known to disagree on (a lone carriage return ending a comment, `\\u` escapes that
+each parser decodes its own way), so the endpoint reads what the guard read.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from pyparsing import ParseException
+from rdflib.plugins.sparql.algebra import translateQuery
+from rdflib.plugins.sparql.parser import parseQuery, parseUpdate  # imported once, not first in a worker thread
+
+from .errors import QueryRefused, QuerySyntaxError
+
+DEFAULT_MAX_QUERY_CHARS = 20_000
+# pyparsing is not thread-safe: it learns each parse action's arity on the action's first call by
+# catching TypeError, so two threads parsing at once can fail on a valid query. Parses are short; one lock.
+_PARSER_LOCK = threading.Lock()
+_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
+_LEFTOVER_ESCAPE = re.compile(r"\\[uU]")
+_FORMS = {"SelectQuery": "SELECT", "AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
+_UPDATE_NAMES = {
+    "InsertData": "INSERT", "DeleteData": "DELETE", "DeleteWhere": "DELETE", "Modify": "DELETE/INSERT",
+    "Load": "LOAD", "Clear": "CLEAR", "Drop": "DROP", "Create": "CREATE", "Add": "ADD", "Move": "MOVE", "Copy": "COPY",
+}
+
+
+@dataclass(frozen=True)
+class Service:
+    """One SERVICE clause: its target IRI (None for a variable or an unresolvable name) and source text."""
+
+    iri: str | None
+    target: str
+    source: str
+    graph: Any = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class SparqlParse:
+    text: str
+    form: str
+    prefixes: dict[str, str]
+    services: list[Service]
+    variables: set[str]
+
+
+def canonical_text(query: str, max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> str:
+    """The query with line breaks as `\\n` and codepoint escapes decoded once (SPARQL 1.1 §19.2).
+
+    Refuses a query over `max_chars` before any other work, and one that still holds an
+    escape after decoding (a second decoder would read it differently)."""
+    if not isinstance(query, str) or not query.strip():
+        raise QuerySyntaxError("empty query")
+    if len(query) > max_chars:
+        raise QueryRefused(f"refused: the query has {len(query):,} characters; at most {max_chars:,} are accepted")
+    text = query.replace("\r\n", "\n").replace("\r", "\n")
+    try:
+        text = _ESCAPE.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), text)
+    except (ValueError, OverflowError):
+        raise QuerySyntaxError("syntax error: a \\U escape names no Unicode code point") from None
+    if _LEFTOVER_ESCAPE.search(text):
+        raise QueryRefused("refused: \\u escapes that spell another escape are not accepted; write the characters themselves")
+    if "\x00" in text:
+        raise QuerySyntaxError("syntax error: the query contains a NUL character")
+    return text
+
+
+def query_algebra(text: str):
+    """rdflib's algebra of a query (for pattern analysis), parsed under the one parser lock."""
+    with _PARSER_LOCK:
+        tree = parseQuery(text)
+    return translateQuery(tree)
+
+
+def parse_sparql(query: str, base_prefixes: dict[str, str], max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> SparqlParse:
+    """Parse a read query; an update is refused, anything else that does not parse is a syntax error."""
+    text = canonical_text(query, max_chars)
+    try:
+        with _PARSER_LOCK:
+            tree = parseQuery(text)
+    except ParseException as exc:
+        _refuse_if_update(text)
+        _refuse_if_update(text[exc.loc:].lstrip().lstrip(";"))  # `query ; update`
+        raise QuerySyntaxError(f"syntax error: {exc.msg} at line {exc.lineno}, column {exc.col}: "
+                               f"{exc.line.strip()[:120]!r}") from None
+    except RecursionError:
+        raise QuerySyntaxError("syntax error: the query is nested too deeply") from None
+    except Exception as exc:  # rdflib's parse actions raise plain exceptions on bad terms
+        raise QuerySyntaxError(f"syntax error: {type(exc).__name__}: {exc}") from None
+    prologue, body = tree[0], tree[1]
+    declared: dict[str, str] = {}
+    for decl in prologue:
+        if getattr(decl, "name", None) == "PrefixDecl":
+            declared[str(decl.get("prefix") or "")] = str(decl["iri"])
+    prefixes = {**base_prefixes, **declared}
+    services, variables = [], set()
+    for node in _walk(body):
+        if _is_comp(node, "ServiceGraphPattern"):
+            term = node["term"]
+            services.append(Service(resolve_iri(term, prefixes), term_text(term), str(node["service_string"]), node["graph"]))
+        elif type(node).__name__ == "Variable":
+            variables.add(str(node))
+    form = _FORMS.get(getattr(body, "name", ""), "")
+    if not form:
+        raise QuerySyntaxError("syntax error: not a SELECT, ASK, CONSTRUCT or DESCRIBE query")
+    return SparqlParse(text, form, declared, services, variables)
+
+
+def _refuse_if_update(text: str) -> None:
+    """A text that parses as an update gets a refusal that names the operation."""
+    try:
+        with _PARSER_LOCK:
+            update = parseUpdate(text)
+    except Exception:
+        return
+    names = [getattr(op, "name", "") for op in update.get("request", []) if getattr(op, "name", "")]
+    if not names:  # an empty text is a valid (empty) update: nothing to refuse
+        return
+    word = _UPDATE_NAMES.get(names[0], names[0])
+    raise QueryRefused(f"refused: {word} is a SPARQL update; only SELECT, ASK, CONSTRUCT and DESCRIBE queries are run")
+
+
+def _is_comp(node: Any, name: str) -> bool:
+    return getattr(node, "name", None) == name and isinstance(node, dict)
+
+
+def _walk(root: Any) -> Iterator[Any]:
+    """Every node under root, iteratively (a deep tree must not overflow the stack)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)) or type(node).__name__ == "ParseResults":
+            stack.extend(list(node))
+
+
+def resolve_iri(term: Any, prefixes: dict[str, str]) -> str | None:
+    if _is_comp(term, "pname"):
+        base = prefixes.get(str(term.get("prefix") or ""))
+        return None if base is None else base + str(term.get("localname") or "")
+    if type(term).__name__ == "URIRef":
+        return str(term)
+    return None
+
+
+def term_text(term: Any) -> str:
+    """A parsed IRI, prefixed name or variable as SPARQL text."""
+    if _is_comp(term, "pname"):
+        return f"{term.get('prefix') or ''}:{term.get('localname') or ''}"
+    if type(term).__name__ == "URIRef":
+        return f"<{term}>"
+    if type(term).__name__ == "Variable":
+        return f"?{term}"
+    return str(term)
+
+
+def simple_triples(graph: Any) -> Iterator[tuple[Any, Any, Any]]:
+    """(subject, predicate, object) of plain triples directly inside a group (no paths with modifiers)."""
+    for part in graph.get("part", []) if isinstance(graph, dict) else []:
+        if not _is_comp(part, "TriplesBlock"):
+            continue
+        for flat in part.get("triples", []):
+            items = list(flat)
+            for i in range(0, len(items) - 2, 3):
+                yield items[i], _plain_predicate(items[i + 1]), items[i + 2]
+
+
+def _plain_predicate(path: Any) -> Any:
+    node = path
+    for name in ("PathAlternative", "PathSequence"):
+        if _is_comp(node, name) and len(node["part"]) == 1:
+            node = node["part"][0]
+    if _is_comp(node, "PathElt") and "mod" not in node:
+        return node["part"]
+    return node
+
