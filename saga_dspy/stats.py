@@ -2,6 +2,7 @@
 
     python -m saga_dspy.stats grounding --dataset qald10 [--filter bare|closure|both] [--json]
     python -m saga_dspy.stats conflicts [--dataset NAME ...] [--json]
+    python -m saga_dspy.stats components --dataset NAME --split dev|train|test [--json]  (component_metrics.py)
 
 `grounding`: for every entity constant of the dataset's gold SPARQL that the endpoint
 knows, look the entity up with and without the type filter and report raw edges, edge
@@ -122,7 +123,8 @@ class FilterStats:
 
 
 def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpoint=None, search=None,
-                    schema=None, hierarchy=None, limit: int | None = None, log=None) -> dict[str, Any]:
+                    schema=None, hierarchy=None, limit: int | None = None, log=None,
+                    split: str = "test") -> dict[str, Any]:
     from .datasets import load_benchmark
     from .grounding.flavour import flavour_for
     from .grounding.neighbourhood import fetch_neighbourhood, type_filter
@@ -139,7 +141,7 @@ def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpo
         schema = schema or load_schema_index(settings)
         hierarchy = hierarchy or load_hierarchy(settings, endpoint, schema)
         flavour = flavour_for(settings.kg)
-        ds = load_benchmark(dataset, "test", settings)
+        ds = load_benchmark(dataset, split, settings)
         records = [dict(r) for r in ds]
         if limit:
             records = records[:limit]
@@ -411,6 +413,17 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--limit", type=int, help="at most this many questions per dataset")
     c.add_argument("--json", action="store_true")
     add_settings_args(c, COMMON + ["filter_mode"])
+    # --- components (issue 11/12): the LLM-free component metrics of component_metrics.py ---
+    m = sub.add_parser("components", help="entity linking, property ranking, hints, answer type, observation size")
+    m.add_argument("--dataset", dest="datasets", action="append", required=True, help="benchmark name (repeatable)")
+    m.add_argument("--split", default="dev", help="dev | train | test (a split name or role; never tune on test)")
+    m.add_argument("--limit", type=int, help="at most this many questions per dataset")
+    m.add_argument("--answer-type", choices=["rules", "none"], default="rules",
+                   help="answer type without an LLM: the rule-based cues, or only the yes/no fallback")
+    m.add_argument("--filters", default="bare,closure", help="filter modes whose figures are reported ('' for none)")
+    m.add_argument("--json", action="store_true")
+    add_settings_args(m, COMMON)
+    # --- end components ---
     return parser
 
 
@@ -437,6 +450,18 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 for report in reports:
                     print_grounding(report, details=args.details)
+        elif args.command == "components":  # component_metrics.py
+            from .component_metrics import component_stats, print_components
+
+            modes = [m for m in args.filters.split(",") if m]
+            reports = [component_stats(settings, name, args.split, endpoint=endpoint, search=search, limit=args.limit,
+                                       answer_type=args.answer_type, filter_modes=modes, log=say)
+                       for name in args.datasets]
+            if args.json:
+                print(json.dumps(reports if len(reports) > 1 else reports[0], indent=1, ensure_ascii=False))
+            else:
+                for report in reports:
+                    print_components(report)
         else:
             report = conflict_stats(settings, args.datasets or list(WIKIDATA_BENCHMARKS), endpoint=endpoint,
                                     search=search, limit=args.limit, log=say)
