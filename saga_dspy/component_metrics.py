@@ -194,16 +194,16 @@ def _first_hint(ctx, observation: str) -> str | None:
     return None
 
 
-def rule_answer_type(question: str, mode: str, schema=None) -> tuple[str, str] | None:
-    """(label, qid) the program can know without an LLM. `none`: only the yes/no fallback."""
+def rule_answer_type(question: str, mode: str, schema=None) -> tuple[str, str, bool] | None:
+    """(label, qid, confident) the program can know without an LLM. `none`: only the yes/no fallback."""
     if mode == "rules":
         from .grounding.answer_cues import rule_answer_type as rules
 
         cue = rules(question, schema)
-        return (cue.label, cue.qid) if cue is not None and cue.confident else None
+        return cue.label, cue.qid, cue.confident
     from .signatures import is_yes_no_question
 
-    return ("boolean", "") if is_yes_no_question(question) else None
+    return ("boolean", "", True) if is_yes_no_question(question) else None
 
 
 # --- the report ----------------------------------------------------------------------------------------------------
@@ -215,6 +215,7 @@ def component_stats(settings: Settings, dataset: str, split: str, *, endpoint=No
     from .datasets import load_benchmark
     from .grounding.context import QuestionContext
     from .grounding.flavour import flavour_for
+    from .grounding.neighbourhood import fetch_neighbourhood
     from .grounding.tools import do_lookup
     from .kg.endpoint import open_endpoint
     from .kg.search import open_search
@@ -271,6 +272,7 @@ def component_stats(settings: Settings, dataset: str, split: str, *, endpoint=No
         at_total = at_ok = cls_total = cls_ok = 0
         at_confusion: Counter = Counter()
         examples: list[dict[str, Any]] = []
+        edges: dict[str, set[str]] = {}  # entity → its outgoing properties (what a lookup can show)
         for n, q in enumerate(queries):
             rec = by_id[q.qid]
             question = rec.get("question") or ""
@@ -292,19 +294,20 @@ def component_stats(settings: Settings, dataset: str, split: str, *, endpoint=No
             for eid, pid in q.pairs:
                 if eid not in seen_lookup:
                     ctx = QuestionContext(settings, endpoint, search, schema, hierarchy, question=question,
-                                          variant="full", answer_type=at)
+                                          variant="full", answer_type=at[:2] if at and at[2] else None)
                     obs = do_lookup(ctx, eid)
                     if obs.startswith(("[NOT FOUND]", "[ERROR]")):
                         seen_lookup[eid] = (obs, [], None)
                     else:
                         seen_lookup[eid] = (obs, observed_order(obs), ctx)
                         tokens.append(approx_tokens(obs))
+                        edges[eid] = set(fetch_neighbourhood(endpoint, flavour, eid, qualifiers=False).edges)
                 obs, order, ctx = seen_lookup[eid]
                 if ctx is None:
                     continue
                 rank = order.index(pid) + 1 if pid in order else None
                 ranks.append(rank)
-                if _in_neighbourhood(obs, pid, order):
+                if pid in edges.get(eid, ()):
                     ranks_in_nb.append(rank)
                 if rank is None or rank > 3:
                     if len(examples) < 15:
@@ -372,11 +375,6 @@ def component_stats(settings: Settings, dataset: str, split: str, *, endpoint=No
     finally:
         if own:
             endpoint.close()
-
-
-def _in_neighbourhood(observation: str, pid: str, order: list[str]) -> bool:
-    """Is the property among the entity's outgoing properties (shown, or named as removed/cut)?"""
-    return pid in order or f"({pid})" in observation
 
 
 def _class_fits(endpoint, hierarchy, qid: str, entities: list[str]) -> bool:

@@ -35,6 +35,7 @@ from saga_dspy.config import Settings
 from saga_dspy.kg.errors import SparqlError
 from saga_dspy.kg.query_text import matching_brace, query_form, tokenize
 from saga_dspy.kg.results import AskResult, SelectResult
+from saga_dspy.grounding.answer_cues import guard, rule_answer_type
 from saga_dspy.signatures import (
     QUERY_FORM_GUIDE,
     AnswerType,
@@ -1021,6 +1022,13 @@ class SagaProgram(dspy.Module):
                 answer_type = AnswerTypeInfo.from_raw("boolean" if is_yes_no_question(question) else "", "")
             if not answer_type.label and is_yes_no_question(question):
                 answer_type = AnswerTypeInfo.from_raw("boolean", "")
+            # issue 12: the question's own cues guard the LM's answer type (grounding/answer_cues.py)
+            if settings.kg == "wikidata":
+                label, qid = guard(rule_answer_type(str(question), self.resources.schema),
+                                   answer_type.label, answer_type.qid)
+                if (label, qid) != (answer_type.label, answer_type.qid):
+                    answer_type = AnswerTypeInfo.from_raw(label, qid, settings.kg)
+            # --- end issue 12 ---
         form = decide_query_form(answer_type, str(question))
 
         # 2. the grounding context and tools of this question

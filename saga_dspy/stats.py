@@ -1,6 +1,6 @@
 """Grounding statistics without an LLM (paper Appendix C, Table 9; issue 3 §5).
 
-    python -m saga_dspy.stats grounding --dataset qald10 [--filter bare|closure|both] [--json]
+    python -m saga_dspy.stats grounding --dataset qald10 [--filter bare|closure|calibrated|both|all] [--json]
     python -m saga_dspy.stats conflicts [--dataset NAME ...] [--json]
     python -m saga_dspy.stats components --dataset NAME --split dev|train|test [--json]  (component_metrics.py)
 
@@ -402,8 +402,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     g = sub.add_parser("grounding", help="neighbourhood filtering statistics (paper Table 9)")
     g.add_argument("--dataset", dest="datasets", action="append", required=True, help="benchmark name (repeatable)")
-    g.add_argument("--filter", choices=["bare", "closure", "both"], default="both",
-                   help="domain check: the paper's bare P31 intersection, ours through P279*, or both (default)")
+    g.add_argument("--filter", choices=["bare", "closure", "calibrated", "both", "all"], default="all",
+                   help="domain check: the paper's bare P31 intersection, ours through P279*, the calibrated one "
+                        "(hub classes do not count), both (bare and closure) or all three (default)")
     g.add_argument("--limit", type=int, help="at most this many questions per dataset")
     g.add_argument("--details", type=int, default=10, help="flagged gold pairs listed per filter")
     g.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -420,7 +421,7 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--limit", type=int, help="at most this many questions per dataset")
     m.add_argument("--answer-type", choices=["rules", "none"], default="rules",
                    help="answer type without an LLM: the rule-based cues, or only the yes/no fallback")
-    m.add_argument("--filters", default="bare,closure", help="filter modes whose figures are reported ('' for none)")
+    m.add_argument("--filters", default="bare,closure,calibrated", help="filter modes whose figures are reported ('' for none)")
     m.add_argument("--json", action="store_true")
     add_settings_args(m, COMMON)
     # --- end components ---
@@ -442,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:  # noqa: BLE001
             search = None
         if args.command == "grounding":
-            modes = ["bare", "closure"] if args.filter == "both" else [args.filter]
+            modes = {"both": ["bare", "closure"], "all": ["bare", "closure", "calibrated"]}.get(args.filter, [args.filter])
             reports = [grounding_stats(settings, name, modes, endpoint=endpoint, search=search, limit=args.limit, log=say)
                        for name in args.datasets]
             if args.json:

@@ -7,6 +7,10 @@ one (P279*). A CONFLICT must be demonstrated: no relevant type reaches a domain 
 types, hierarchy gaps and soft evidence (empirical, or a "suggestion" constraint) give
 UNKNOWN. Only a CONFLICT removes a property.
 
+`calibrated` (schema/calibrated_filter.py) is `closure` in which very general hub classes
+(entity, object, group of humans …) cannot satisfy a domain, and a formal domain that no type
+reaches is a conflict even where some type's closure is incomplete.
+
 `bare` is the paper's Eq. 3: keep p iff δ(p) is empty or δ(p) ∩ τ(e) ≠ ∅, where τ(e)
 is the entity's P31 set (no subclass reasoning, no class-level typing); a property
 is still never judged against an entity without types.
@@ -25,7 +29,8 @@ from .index import FB, WD, TypeEvidence, normalize_pid
 if TYPE_CHECKING:  # pragma: no cover
     from ..kg.endpoint import Endpoint
 
-Mode = Literal["closure", "bare"]
+Mode = Literal["closure", "bare", "calibrated"]
+MODES = ("closure", "bare", "calibrated")
 
 
 class Outcome(str, Enum):
@@ -155,10 +160,14 @@ def check_types(
     wanted = frozenset(evidence.classes)
     if mode == "bare":
         return _bare(et, evidence, wanted, role)
-    if mode != "closure":
-        raise ValueError(f"mode must be 'closure' or 'bare', not {mode!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if hierarchy is None:
-        raise ValueError("the closure mode needs a ClassHierarchy")
+        raise ValueError(f"the {mode} mode needs a ClassHierarchy")
+    if mode == "calibrated":  # calibrated_filter.py
+        from .calibrated_filter import check_calibrated
+
+        return check_calibrated(et, evidence, wanted, hierarchy, role, _closure)
     return _closure(et, evidence, wanted, hierarchy, role)
 
 
