@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     from saga_dspy.kg.endpoint import open_endpoint
     from saga_dspy.kg.search import open_search
     from saga_dspy.schema import load_hierarchy, load_schema_index
-    from saga_dspy.stats import gold_queries
+    from saga_dspy.eval.gold_pairs import gold_queries
 
     started = time.monotonic()
     endpoint = open_endpoint(settings)

@@ -74,7 +74,9 @@ class Settings(BaseSettings):
 
     # --- schema and grounding -------------------------------------------
     schema_index: Path | None = Field(None, description="schema index JSON (default: the bundled one)")
-    filter_mode: Literal["closure", "bare"] = Field("closure", description="domain check through P279* or the paper's bare P31 intersection")
+    filter_mode: Literal["closure", "bare", "calibrated"] = Field(
+        "closure", description="domain check through P279*, the paper's bare P31 intersection, or calibrated "
+                               "(P279* without hub classes; schema/compat.py)")
     schema_coverage: int = Field(100, ge=0, le=100, description="share of formal constraints kept (0/25/50/75/100)")
     coverage_seed: int = Field(0, description="seed of the coverage mask")
     observation_chars: int = Field(3000, ge=1, description="character budget of one tool observation")

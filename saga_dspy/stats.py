@@ -1,7 +1,8 @@
 """Grounding statistics without an LLM (paper Appendix C, Table 9; issue 3 §5).
 
-    python -m saga_dspy.stats grounding --dataset qald10 [--filter bare|closure|both] [--json]
+    python -m saga_dspy.stats grounding --dataset qald10 [--filter bare|closure|calibrated|both|all] [--json]
     python -m saga_dspy.stats conflicts [--dataset NAME ...] [--json]
+    python -m saga_dspy.stats components --dataset NAME --split dev|train|test [--json]  (eval/components.py)
 
 `grounding`: for every entity constant of the dataset's gold SPARQL that the endpoint
 knows, look the entity up with and without the type filter and report raw edges, edge
@@ -22,15 +23,17 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .config import Settings, add_settings_args, apply_offline_env, settings_from_args
+from .eval.components import component_stats, print_components
 from .eval.datasets import load_benchmark
+from .eval.gold_pairs import gold_queries
 from .grounding.checks import find_conflicts
 from .grounding.context import QuestionContext
-from .grounding.flavours import CLAIM, DIRECT, Flavour, flavour_for
+from .grounding.flavours import Flavour, flavour_for
 from .grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
-from .grounding.patterns import NEGATED, parse_query
+from .grounding.patterns import parse_query
 from .kg.endpoint import Endpoint
 from .kg.search import Search
 from .schema import ClassHierarchy, EntityTypes, Outcome, SchemaIndex, check_domain, entity_types_many
@@ -38,48 +41,6 @@ from .services import KgServices
 
 WIKIDATA_BENCHMARKS = ("qald7", "qald9plus", "qald10", "wwq", "spinach", "lcquad2")
 WRONG_CANDIDATES = 5  # search hits looked at per gold entity label
-
-
-# --- gold pairs --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class GoldQuery:
-    qid: str
-    entities: list[str]
-    pairs: list[tuple[str, str]]  # (entity, property) with the entity as the property's subject
-
-
-def gold_queries(records: Iterable[dict], flavour: Flavour) -> tuple[list[GoldQuery], int]:
-    """Entity constants and (subject entity, property) pairs of each gold query; and the unparsable count."""
-    out, unparsable = [], 0
-    for rec in records:
-        parsed = parse_query(rec.get("sparql") or "", flavour)
-        if parsed is None:
-            unparsable += 1
-            continue
-        entities: list[str] = []
-        pairs: list[tuple[str, str]] = []
-        for p in parsed.patterns:
-            for term in (p.subject, p.obj):
-                if term.kind == "iri":
-                    eid = flavour.entity_id(term.value)
-                    if eid and flavour.entity_re.match(eid) and eid not in entities:
-                        entities.append(eid)
-            if p.context == NEGATED or p.alternative:
-                continue
-            for steps, term, is_subject in ((p.subject_steps, p.subject, True), (p.object_steps, p.obj, False)):
-                if not steps or len(steps) != 1 or term.kind != "iri":
-                    continue
-                step = steps[0]
-                ref = flavour.prop_ref(step.iri)
-                eid = flavour.entity_id(term.value)
-                if ref is None or eid is None or not flavour.entity_re.match(eid):
-                    continue
-                if (is_subject != step.inverse) and ref.role in (DIRECT, CLAIM) and (eid, ref.pid) not in pairs:
-                    pairs.append((eid, ref.pid))
-        out.append(GoldQuery(str(rec.get("id")), entities, pairs))
-    return out, unparsable
 
 
 # --- the grounding statistics --------------------------------------------------------------------------------
@@ -130,12 +91,13 @@ class FilterStats:
 
 def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpoint: Endpoint | None = None,
                     search: Search | None = None, schema: SchemaIndex | None = None,
-                    hierarchy: ClassHierarchy | None = None, limit: int | None = None, log=None) -> dict[str, Any]:
+                    hierarchy: ClassHierarchy | None = None, limit: int | None = None, log=None,
+                    split: str = "test") -> dict[str, Any]:
     log = log or (lambda msg: None)
     started = time.monotonic()
     with KgServices(settings, endpoint, search, schema, hierarchy) as kg:
         flavour = flavour_for(settings.kg)
-        ds = load_benchmark(dataset, "test", settings)
+        ds = load_benchmark(dataset, split, settings)
         records = [dict(r) for r in ds]
         if limit:
             records = records[:limit]
@@ -406,8 +368,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     g = sub.add_parser("grounding", help="neighbourhood filtering statistics (paper Table 9)")
     g.add_argument("--dataset", dest="datasets", action="append", required=True, help="benchmark name (repeatable)")
-    g.add_argument("--filter", choices=["bare", "closure", "both"], default="both",
-                   help="domain check: the paper's bare P31 intersection, ours through P279*, or both (default)")
+    g.add_argument("--filter", choices=["bare", "closure", "calibrated", "both", "all"], default="all",
+                   help="domain check: the paper's bare P31 intersection, ours through P279*, the calibrated one "
+                        "(hub classes do not count), both (bare and closure) or all three (default)")
     g.add_argument("--limit", type=int, help="at most this many questions per dataset")
     g.add_argument("--details", type=int, default=10, help="flagged gold pairs listed per filter")
     g.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -417,7 +380,33 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--limit", type=int, help="at most this many questions per dataset")
     c.add_argument("--json", action="store_true")
     add_settings_args(c, COMMON + ["filter_mode"])
+    m = sub.add_parser("components", help="entity linking, property ranking, hints, answer type, observation size")
+    m.add_argument("--dataset", dest="datasets", action="append", required=True, help="benchmark name (repeatable)")
+    m.add_argument("--split", default="dev", help="dev | train | test (a split name or role; never tune on test)")
+    m.add_argument("--limit", type=int, help="at most this many questions per dataset")
+    m.add_argument("--answer-type", choices=["rules", "none"], default="rules",
+                   help="answer type without an LLM: the rule-based cues, or only the yes/no fallback")
+    m.add_argument("--filters", default="bare,closure,calibrated", help="filter modes whose figures are reported ('' for none)")
+    m.add_argument("--json", action="store_true")
+    add_settings_args(m, COMMON)
     return parser
+
+
+FILTER_FIGURES = ("false_conflicts_on_gold_pairs", "false_conflict_rate_pct", "wrong_entity_detection_pct",
+                  "wrong_entity_detection_checkable_pct", "edge_reduction_pct", "gold_recall_in_neighbourhood_pct")
+
+
+def components_report(settings: Settings, dataset: str, split: str, *, endpoint: Endpoint, search: Search | None,
+                      limit: int | None, answer_type: str, filter_modes: list[str], log) -> dict[str, Any]:
+    """`eval.components.component_stats`, with `stats grounding`'s filter figures per mode beside it."""
+    with KgServices(settings, endpoint, search) as kg:
+        report = component_stats(settings, dataset, split, endpoint=kg.endpoint, search=search, schema=kg.schema,
+                                 hierarchy=kg.hierarchy, limit=limit, answer_type=answer_type, log=log)
+        if filter_modes:
+            g = grounding_stats(settings, dataset, filter_modes, endpoint=kg.endpoint, search=search, schema=kg.schema,
+                                hierarchy=kg.hierarchy, limit=limit, split=split, log=log)
+            report["filters"] = {mode: {k: row[k] for k in FILTER_FIGURES} for mode, row in g["filters"].items()}
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -432,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:  # noqa: BLE001 - no label index for this endpoint: the statistics run without search
             search = None
         if args.command == "grounding":
-            modes = ["bare", "closure"] if args.filter == "both" else [args.filter]
+            modes = {"both": ["bare", "closure"], "all": ["bare", "closure", "calibrated"]}.get(args.filter, [args.filter])
             reports = [grounding_stats(settings, name, modes, endpoint=endpoint, search=search, limit=args.limit, log=say)
                        for name in args.datasets]
             if args.json:
@@ -440,6 +429,16 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 for report in reports:
                     print_grounding(report, details=args.details)
+        elif args.command == "components":
+            modes = [m for m in args.filters.split(",") if m]
+            reports = [components_report(settings, name, args.split, endpoint=endpoint, search=search, limit=args.limit,
+                                         answer_type=args.answer_type, filter_modes=modes, log=say)
+                       for name in args.datasets]
+            if args.json:
+                print(json.dumps(reports if len(reports) > 1 else reports[0], indent=1, ensure_ascii=False))
+            else:
+                for report in reports:
+                    print_components(report)
         else:
             report = conflict_stats(settings, args.datasets or list(WIKIDATA_BENCHMARKS), endpoint=endpoint,
                                     search=search, limit=args.limit, log=say)

@@ -61,6 +61,21 @@ def search(settings, store_path):
     return LocalSearch(store_path / "search.sqlite")
 
 
+@pytest.fixture(scope="session")
+def schema(settings):
+    """The bundled schema index (the sample's)."""
+    from saga_dspy.schema import load_schema_index
+
+    return load_schema_index(settings)
+
+
+@pytest.fixture(scope="session")
+def hierarchy(settings, endpoint, schema):
+    from saga_dspy.schema import load_hierarchy
+
+    return load_hierarchy(settings, endpoint, schema)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from saga_dspy.grounding.flavours import WIKIDATA
-from saga_dspy.stats import conflict_stats, gold_queries, grounding_stats, main
+from saga_dspy.eval.gold_pairs import gold_queries
+from saga_dspy.stats import conflict_stats, grounding_stats, main
 
 
 def test_gold_pairs_are_subject_constants_with_their_properties():
@@ -61,3 +62,16 @@ def test_stats_cli_json(capsys, settings):
     assert main(["conflicts", "--dataset", "qald7", "--limit", "10", "--json", "--cache-dir", str(settings.cache_dir)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["datasets"]["qald7"]["parsed"] == 10
+
+
+def test_components_cli(settings, capsys):
+    assert main(["components", "--dataset", "qald7", "--split", "train", "--limit", "30", "--json",
+                 "--filters", "closure,calibrated", "--cache-dir", str(settings.cache_dir)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["split"] == "train" and report["questions"] == 30
+    pr = report["property_ranking"]
+    assert pr["gold_pairs_known_entity"] > 0 and pr["recall_at_10_in_neighbourhood_pct"] >= pr["recall_at_1_in_neighbourhood_pct"]
+    assert report["observation_tokens"]["median"] > 0 and report["answer_type"]["questions"] > 0
+    assert set(report["filters"]) == {"closure", "calibrated"}
+    with pytest.raises(SystemExit):
+        main(["components", "--dataset", "qald7", "--answer-type", "llm"])

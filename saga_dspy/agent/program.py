@@ -22,6 +22,7 @@ from typing import Any, Callable
 import dspy
 from dspy.utils.callback import BaseCallback
 
+from saga_dspy.agent.answer_cues import guard, rule_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.demos import DemoPool, load_demo_pool
 from saga_dspy.agent.episode import Episode, nonempty
@@ -259,6 +260,11 @@ class SagaProgram(dspy.Module):
                 answer_type = AnswerTypeInfo.from_raw("boolean" if is_yes_no_question(question) else "", "")
             if not answer_type.label and is_yes_no_question(question):
                 answer_type = AnswerTypeInfo.from_raw("boolean", "")
+            if settings.kg == "wikidata":  # the question's own cues guard the LM's answer type (issue 12)
+                label, qid = guard(rule_answer_type(str(question), self.services.schema),
+                                   answer_type.label, answer_type.qid)
+                if (label, qid) != (answer_type.label, answer_type.qid):
+                    answer_type = AnswerTypeInfo.from_raw(label, qid, settings.kg)
         form = decide_query_form(answer_type, str(question))
 
         # 2. the grounding context and tools of this question

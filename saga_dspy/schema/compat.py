@@ -7,6 +7,14 @@ one (P279*). A CONFLICT must be demonstrated: no relevant type reaches a domain 
 types, hierarchy gaps and soft evidence (empirical, or a "suggestion" constraint) give
 UNKNOWN. Only a CONFLICT removes a property.
 
+`calibrated` (issue 12) is `closure` without its two blind spots. Hub classes: through P279*
+almost every class reaches a few very general classes (entity, object, group of humans …), so a
+domain listing one is satisfied by nearly anything; here a hub cannot satisfy a domain, and a
+domain made only of hubs is unknown. Incomplete closures: `closure` calls a conflict only when
+every type's closure reaches the root, and the sample's hierarchy is patchy; here a formal,
+non-suggestion domain that no type reaches is a conflict as soon as one of the entity's types
+is known. Soft evidence stays unknown.
+
 `bare` is the paper's Eq. 3: keep p iff δ(p) is empty or δ(p) ∩ τ(e) ≠ ∅, where τ(e)
 is the entity's P31 set (no subclass reasoning, no class-level typing); a property
 is still never judged against an entity without types.
@@ -25,7 +33,27 @@ from .index import FB, WD, TypeEvidence, normalize_pid
 if TYPE_CHECKING:  # pragma: no cover
     from ..kg.endpoint import Endpoint
 
-Mode = Literal["closure", "bare"]
+Mode = Literal["closure", "bare", "calibrated"]
+MODES = ("closure", "bare", "calibrated")
+HUB_CLASSES = frozenset({  # classes nearly every class reaches through P279*: no evidence of fit (calibrated)
+    "Q35120",  # entity
+    "Q488383",  # object
+    "Q223557",  # physical object
+    "Q4406616",  # concrete object
+    "Q7184903",  # abstract object
+    "Q151885",  # concept
+    "Q16334295",  # group of humans
+    "Q16887380",  # group
+    "Q24229398",  # agent
+    "Q1190554",  # occurrence
+    "Q99527517",  # collection entity
+    "Q58778",  # system
+    "Q937228",  # property
+    "Q830077",  # subject
+    "Q17553950",  # role
+    "Q28813620",  # set
+    "Q18336849",  # item with given name property
+})
 
 
 class Outcome(str, Enum):
@@ -155,10 +183,12 @@ def check_types(
     wanted = frozenset(evidence.classes)
     if mode == "bare":
         return _bare(et, evidence, wanted, role)
-    if mode != "closure":
-        raise ValueError(f"mode must be 'closure' or 'bare', not {mode!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if hierarchy is None:
-        raise ValueError("the closure mode needs a ClassHierarchy")
+        raise ValueError(f"the {mode} mode needs a ClassHierarchy")
+    if mode == "calibrated":
+        return _calibrated(et, evidence, wanted, hierarchy, role)
     return _closure(et, evidence, wanted, hierarchy, role)
 
 
@@ -181,6 +211,25 @@ def check_range(
     """Object-side check (value-type constraint semantics): same outcomes as `check_domain`."""
     return check_types(entity_types, evidence, hierarchy, mode, "range")
 
+
+def _calibrated(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], hierarchy: ClassHierarchy,
+                role: str) -> Decision:
+    """`closure` where hub classes do not count and one known type suffices to call a formal conflict."""
+    specific = frozenset(wanted - HUB_CLASSES)
+    if not specific:
+        return Decision(Outcome.UNKNOWN, f"the {role} names only hub classes: not decisive")
+    decision = _closure(et, evidence, specific, hierarchy, role)
+    if decision.outcome is not Outcome.UNKNOWN or evidence.is_soft:
+        return decision
+    probes = list(et.types) + list(et.superclasses)
+    if not probes or not any(hierarchy.is_known(p) for p in probes):
+        return decision
+    if any(not specific.isdisjoint(hierarchy.ancestors(p)) for p in probes):
+        return decision
+    if evidence.relation == "subclass_of" and not et.is_class:
+        return decision
+    return Decision(Outcome.CONFLICT, f"no type reaches the {role} (hub classes do not count; "
+                                      f"some closures incomplete)")
 
 def _bare(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], role: str) -> Decision:
     tau = et.p31

@@ -21,6 +21,7 @@ from __future__ import annotations
 import array
 import base64
 import bisect
+import dataclasses
 import datetime as _dt
 import gzip
 import hashlib
@@ -121,11 +122,14 @@ class PropertySchema:
     datatype: str | None
     domain: TypeEvidence | None  # None = unknown
     range: TypeEvidence | None  # None = unknown
+    aliases: tuple[str, ...] = ()  # English aliases (question-aware ranking; absent in older index files)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"label": self.label}
         if self.description:
             out["description"] = self.description
+        if self.aliases:
+            out["aliases"] = list(self.aliases)
         if self.datatype:
             out["datatype"] = self.datatype
         if self.domain:
@@ -143,6 +147,7 @@ class PropertySchema:
             obj.get("datatype"),
             TypeEvidence.from_json(obj.get("domain")),
             TypeEvidence.from_json(obj.get("range")),
+            tuple(obj.get("aliases") or ()),
         )
 
 
@@ -286,9 +291,9 @@ class SchemaIndex:
         schema = PropertySchema.from_json(key, raw)
         if self._masked:
             if (key, "domain") in self._masked:
-                schema = PropertySchema(schema.pid, schema.label, schema.description, schema.datatype, None, schema.range)
+                schema = dataclasses.replace(schema, domain=None)
             if (key, "range") in self._masked:
-                schema = PropertySchema(schema.pid, schema.label, schema.description, schema.datatype, schema.domain, None)
+                schema = dataclasses.replace(schema, range=None)
         self._cache[key] = schema
         return schema
 
@@ -563,6 +568,7 @@ _CONSTRAINED_BODY = """SELECT DISTINCT ?p WHERE { ?p p:P2302 [] }"""
 _TERMS_QUERY = """SELECT ?p ?k ?v WHERE {{
   VALUES ?p {{ {values} }}
   {{ ?p rdfs:label ?v BIND("label" AS ?k) }} UNION {{ ?p schema:description ?v BIND("description" AS ?k) }}
+  UNION {{ ?p skos:altLabel ?v BIND("alias" AS ?k) }}
   FILTER(LANG(?v) = "en")
 }}"""
 
@@ -656,7 +662,11 @@ def _build_wikidata(endpoint: "Endpoint", options: BuildOptions, log: Callable[[
     formal: dict[tuple[str, str], dict[str, Any]] = {}
     for chunk in _batches(pids, batch):
         for row in _select_values(endpoint, _TERMS_QUERY, chunk):
-            props[_local(row["p"].value, WD)][row["k"].value] = row["v"].value
+            entry = props[_local(row["p"].value, WD)]
+            if row["k"].value == "alias":
+                entry.setdefault("aliases", []).append(row["v"].value)
+            else:
+                entry[row["k"].value] = row["v"].value
         for row in _select_values(endpoint, CONSTRAINT_QUERY, chunk):
             pid = _local(row["p"].value, WD)
             role = "domain" if row["kind"].value.endswith(SUBJECT_TYPE) else "range"
@@ -725,8 +735,11 @@ def _qid_order(qid: str) -> tuple[int, str]:
 
 
 def _ordered_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    keys = ("label", "description", "datatype", "domain", "range")
-    return {k: entry[k] for k in keys if entry.get(k) is not None}
+    keys = ("label", "description", "aliases", "datatype", "domain", "range")
+    out = {k: entry[k] for k in keys if entry.get(k) is not None}
+    if "aliases" in out:  # sorted and unique: the bundled index rebuilds byte-for-byte
+        out["aliases"] = sorted(set(out["aliases"]), key=lambda a: (a.lower(), a))
+    return out
 
 
 def _induce_empirical(endpoint: "Endpoint", props: dict[str, dict[str, Any]], options: BuildOptions,

@@ -1,12 +1,15 @@
 """get_wikidata_entry: an entity's types and its outgoing properties, filtered by the type check (Eq. 3),
-ranked by the expected answer type and annotated with [domain | range]; a proposed next query."""
+ranked by relevance to the question (grounding.lookup_view: the top ones in full, the rest on one line) and
+annotated with [domain | range]; a proposed next query only when relevance and the answer type agree."""
 
 from __future__ import annotations
 
 import re
 
 from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.lookup_view import arrange, rest_block, tail_lines
 from saga_dspy.grounding.neighbourhood import Neighbourhood, Value, fetch_neighbourhood, type_filter
+from saga_dspy.grounding.ranking import id_order
 from saga_dspy.grounding.render import Block, class_names, clip, entity_text, fit, literal_text, render_blocks
 from saga_dspy.tools.evidence import evidence_text
 from saga_dspy.tools.examples import do_examples
@@ -95,10 +98,6 @@ def _group(ctx: QuestionContext, pid: str) -> int:
     if dt in EXTERNAL_DATATYPES:
         return 3
     return 1 if dt in ITEM_DATATYPES else 2
-
-
-def _pid_order(pid: str) -> tuple[int, str]:
-    return (int(pid[1:]), pid) if pid[1:].isdigit() else (1 << 40, pid)
 
 
 # --- search ---------------------------------------------------------------------------------------------------------
@@ -221,9 +220,18 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
             if note:
                 notes.append(note)
 
-    # --- rank --------------------------------------------------------------------------------------------------------------
-    fits = {pid: (prior and _fits_answer(ctx, pid, nb.edges[pid])) for pid in kept}
-    order = sorted(kept, key=lambda p: (not fits[p], _group(ctx, p), _pid_order(p)))
+    # --- rank (issue 12: by relevance to the question, see lookup_view; spinach keeps the plain order) ---------------------
+    arrangement = None
+    if ctx.flags.prune_all:
+        fits = {pid: (prior and _fits_answer(ctx, pid, nb.edges[pid])) for pid in kept}
+        order = sorted(kept, key=lambda p: (not fits[p], _group(ctx, p), id_order(p)))
+    else:
+        confident = prior and ctx.state.answer_type.label not in ("", "entity")
+        arrangement = arrange(ctx, eid, nb.label, kept, lambda p: _fits_answer(ctx, p, nb.edges.get(p, [])),
+                              lambda p: any(v.id for v in nb.edges.get(p, [])) or _group(ctx, p) == 1,
+                              confident=confident, wikidata=flavour.name == "wikidata")
+        order = arrangement.order
+        fits = {pid: pid in arrangement.starred for pid in kept}
 
     # --- head ----------------------------------------------------------------------------------------------------------------
     head = [f"{nb.label or eid} ({eid})" + (f": {clip(nb.description, 160)}" if nb.description else "")]
@@ -250,13 +258,22 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
         head.append(f"Type filter: no property conflicts with this entity's types (all {len(all_pids)} kept).")
     head.extend(notes)
     if prior and any(fits.values()):
-        head.append(f"★ = range fits the expected answer type ({ctx.state.answer_type.render()}); listed first.")
+        head.append(f"★ = range fits the expected answer type ({ctx.state.answer_type.render()})"
+                    + ("; listed first." if arrangement is None else " and the property matches the question."))
     cap = " (the endpoint cut the neighbourhood off)" if nb.capped else ""
     if not all_pids:
         head.append("No outgoing properties in the knowledge graph: look for it as the object of triples, "
                     "or search for a better-connected entity of the same name.")
         return fit("\n".join(head), ctx.budget)
-    head.append(f"Outgoing properties: {len(kept)} shown of {len(all_pids)}, {n_vals} of {raw_edges} values{cap}:")
+    shown = f"{len(kept)} shown" if arrangement is None else f"{len(kept)} (most relevant first, {len(arrangement.full)} in full)"
+    head.append(f"Outgoing properties: {shown} of {len(all_pids)}, {n_vals} of {raw_edges} values{cap}:")
+    if arrangement is not None:  # issue 12: top properties in full, the rest as one line; hints only when they agree
+        blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid]) for pid in arrangement.full]
+        rest = rest_block(ctx, arrangement.rest)
+        blocks += [rest] if rest is not None else []
+        if arrangement.proposal:
+            ctx.suggested_sparql = arrangement.proposal
+        return render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement)).text
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid]) for pid in order]
     starred = [pid for pid in order if fits[pid]]
     if starred and flavour.name == "wikidata":

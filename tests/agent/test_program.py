@@ -164,6 +164,15 @@ def test_ask_question(settings, endpoint, search):
     assert pred.final_status == "ok"
 
 
+def test_the_questions_cues_guard_the_lms_answer_type(settings, endpoint, search):
+    """Issue 12: the LM says `string` for a 'when' question; the rule-based cue (date) wins, the form stays SELECT."""
+    question = "When was the Riemannian geometry named?"
+    pred, _ = run(settings, endpoint, search, [answer_type("string"), step("stop")], question)
+    assert pred.answer_type == "date" and pred.query_form == "SELECT"
+    pred, _ = run(settings, endpoint, search, [answer_type("person", "Q5"), step("stop")], RIEMANN_Q)
+    assert pred.answer_type == "person (Q5)"  # an agreeing LM keeps its own type
+
+
 # --- the query form is imposed -------------------------------------------------------------------------
 
 

@@ -18,17 +18,6 @@ from saga_dspy.tools.search import _hint_pick
 from saga_dspy.tools import make_tools
 from saga_dspy.kg.results import Binding, SelectResult
 from saga_dspy.kg.search import SearchHit
-from saga_dspy.schema import load_hierarchy, load_schema_index
-
-
-@pytest.fixture(scope="module")
-def schema(settings):
-    return load_schema_index(settings)
-
-
-@pytest.fixture(scope="module")
-def hierarchy(settings, endpoint, schema):
-    return load_hierarchy(settings, endpoint, schema)
 
 
 @pytest.fixture
@@ -126,6 +115,7 @@ def test_execute_updates_type_state_and_range_evidence(make):
     assert ctx.schema.get("P361").range is None
     tools["execute_sparql"]("SELECT ?o WHERE { wd:Q209857 wdt:P361 ?o }")
     assert ctx.state.observed_range("P361")
+    ctx.set_question("What was the Kingdom of Lombardy-Venetia part of?")  # P361 then ranks among the full ones
     entry = tools["get_wikidata_entry"]("Q209857")
     assert "(seen in this question)" in entry
     assert "[ok]" in ctx.knowledge_log()
@@ -246,7 +236,8 @@ def test_wrong_entity_lookup_shows_the_property_removed(make):
 
 
 def test_lookup_format_annotations_and_qualifiers(make):
-    ctx, tools = make(settings_=make_settings(observation_chars=12000))
+    ctx, tools = make(settings_=make_settings(observation_chars=12000),
+                      question="Who is the head of government of Ukraine, and with whom does it have diplomatic relations?")
     out = tools["get_wikidata_entry"]("Q212")
     assert out.startswith("Ukraine (Q212): country in Eastern Europe")
     assert "Types: " in out and "sovereign state (Q3624078)" in out
@@ -322,7 +313,8 @@ def test_observations_fit_the_budget_and_say_what_they_cut(make, budget):
     small = make_settings(observation_chars=budget)
     ctx, tools = make(settings_=small)
     out = tools["get_wikidata_entry"]("Q30")
-    assert len(out) <= budget and "[cut to fit" in out
+    # the top properties in full and the rest on one line: only the small budgets cut
+    assert len(out) <= budget and ("[cut to fit" in out if budget < 3000 else "Other properties: " in out)
     out = tools["execute_sparql"]("SELECT ?x ?y WHERE { wd:Q30 wdt:P530 ?x . ?x wdt:P31 ?y }")
     assert len(out) <= budget and "more rows not shown" in out
     out = tools["search_wikidata"]("Jackson")
@@ -382,12 +374,15 @@ def test_ablation_type_state_changes_what_the_controller_sees(make):
 
 
 def test_ablation_answer_type_prior_changes_the_ranking(make):
-    ctx_on, on = make("full", answer_type=("country", "Q6256"))
-    ctx_off, off = make("no-answer-type", answer_type=("country", "Q6256"))
+    question = "Of which country was Andrew Jackson a citizen?"
+    ctx_on, on = make("full", answer_type=("country", "Q6256"), question=question)
+    ctx_off, off = make("no-answer-type", answer_type=("country", "Q6256"), question=question)
     a, b = on["get_wikidata_entry"]("Q11817"), off["get_wikidata_entry"]("Q11817")
     first = lambda text: next(line for line in text.splitlines() if line.startswith("- "))  # noqa: E731
     assert "★" in a and "★" not in b
-    assert first(a).startswith("- country of citizenship (P27) ★") and first(b).startswith("- instance of (P31)")
+    # the question ranks the property first in both; only the prior stars it and proposes the query
+    assert first(a).startswith("- country of citizenship (P27) ★") and first(b).startswith("- country of citizenship (P27)")
+    assert "wdt:P27 ?x" in a.splitlines()[-1] and "Best matches for the question: country of citizenship (P27)" in b
     assert "Expected answer type: country (Q6256)" in ctx_on.type_context()
     assert "Expected answer type" not in ctx_off.type_context()
 
@@ -432,7 +427,8 @@ def test_contexts_do_not_share_state_across_threads(make):
 
 def test_each_observation_names_the_next_move(make):
     """A small model repeats its last action unless the observation says what comes next."""
-    ctx, tools = make(answer_type=("human", "Q5"))
+    question = "Who is Riemannian geometry named after?"
+    ctx, tools = make(answer_type=("human", "Q5"), question=question)
     found = tools["search_wikidata"]("Riemannian geometry")
     assert found.splitlines()[-1].startswith('Next: get_wikidata_entry({"qid": "Q761383"})')
     entry = tools["get_wikidata_entry"]("Q761383")
@@ -440,9 +436,9 @@ def test_each_observation_names_the_next_move(make):
                                      "SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }"
     ok = tools["execute_sparql"]("SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }")
     assert ok.startswith("[OK]") and "Next: stop" in ok
-    _, plain = make("no-answer-type", answer_type=("human", "Q5"))  # no expected type: no ★, no concrete query
+    _, plain = make("no-answer-type", answer_type=("human", "Q5"), question=question)  # no ★, no concrete query
     assert plain["get_wikidata_entry"]("Q761383").splitlines()[-1] == \
-        "Next: execute a query with the property above that leads to the answer."
+        "Best matches for the question: named after (P138). Next: execute a query with the one that leads to the answer."
     empty = tools["execute_sparql"]("SELECT ?x WHERE { wd:Q761383 wdt:P57 ?x }")
     assert "Next: stop" not in empty
 

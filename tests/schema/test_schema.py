@@ -28,7 +28,7 @@ from saga_dspy.schema import (
     load_hierarchy,
     load_schema_index,
 )
-from saga_dspy.schema.index import ParentTable, bundled_index_path
+from saga_dspy.schema.index import ParentTable, PropertySchema, bundled_index_path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 KNOWN = ("P19", "P138", "P607", "P50", "P136", "P31", "P1424", "P12081")
@@ -407,3 +407,24 @@ def test_freebase_schema_index(freebase, tmp_path):
     assert check_domain(badham, pob.domain, hierarchy, "bare").outcome is Outcome.CONFLICT
     live = ClassHierarchy.from_endpoint(freebase)
     assert live.ancestors("film.director") == hierarchy.ancestors("film.director")
+
+
+def test_aliases_travel_in_the_schema_index_and_old_files_still_load(bundled):
+    assert "birthdate" in bundled.get("P569").aliases and "actor" in bundled.get("P161").aliases
+    old = SchemaIndex.from_json({"format": "saga-schema-index", "format_version": 1,
+                                 "properties": {"P1": {"label": "x", "datatype": "Time"}}})
+    assert old.get("P1").aliases == ()
+    round_trip = PropertySchema.from_json("P9", PropertySchema("P9", "y", "", None, None, None, ("b", "a")).to_json())
+    assert round_trip.aliases == ("b", "a")
+
+
+def test_calibrated_mode_ignores_hub_classes(hierarchy):
+    hub_only = TypeEvidence(("Q35120",), "p2302", "instance_of")
+    assert check_domain(("Q5",), hub_only, hierarchy, "closure").outcome is Outcome.COMPATIBLE
+    assert check_domain(("Q5",), hub_only, hierarchy, "calibrated").outcome is Outcome.UNKNOWN
+    films = TypeEvidence(("Q11424", "Q35120"), "p2302", "instance_of")
+    assert check_domain(("Q5",), films, hierarchy, "closure").outcome is Outcome.COMPATIBLE  # via "entity"
+    assert check_domain(("Q5",), films, hierarchy, "calibrated").outcome is Outcome.CONFLICT
+    assert check_domain(("Q11424",), films, hierarchy, "calibrated").outcome is Outcome.COMPATIBLE
+    with pytest.raises(ValueError):
+        check_domain(("Q5",), films, hierarchy, "nonsense")

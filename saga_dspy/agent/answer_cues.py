@@ -1,0 +1,118 @@
+"""The expected answer type from deterministic cues in the question, no LM (issue 12).
+
+The wh-word and the question's head noun decide where they are unambiguous: yes/no → boolean,
+"how many" / "how tall" → quantity, "when" / "what year" / "birthday" → date, "who" → person,
+"where" → location, "which river" → the class labelled "river" in the schema index. The result
+guards the LM's prediction (`guard`): a confident cue wins over a disagreeing LM, and the LM's
+`string` (rarely right, and it stars Commons categories) gives way to any cue. A cue that is not
+confident (a generic entity question) stars nothing in the lookup.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from saga_dspy.agent.answer_type import SCALAR_TYPES
+from saga_dspy.agent.query_form import is_yes_no_question
+from saga_dspy.grounding.ranking import id_order, stem
+from saga_dspy.schema.index import SchemaIndex
+
+HUMAN, LOCATION = "Q5", "Q2221906"  # human; geographic location
+_QUANTITY = re.compile(
+    r"\bhow\s+(many|much|tall|high|long|big|old|large|deep|far|heavy|wide|fast|often)\b|\bnumber\s+of\b|"
+    r"\bcount\s+(the|all)\b|\b(population|height|elevation|area|length|budget|revenue|net worth|salary|"
+    r"altitude|depth|weight|speed|age|gdp|temperature|distance|score|capacity|duration|runtime)\s+of\b", re.I)
+_DATE = re.compile(
+    r"^\s*(when|since when)\b|\b(what|which|in what|in which)\s+(year|date|day|month|century|decade|time)\b|"
+    r"\bbirth\s*days?\b|\bbirth\s*dates?\b|\bdate\s+of\b|\b(year|day)\s+of\b|\bwhat\s+time\b", re.I)
+_WHO = re.compile(r"^\s*(who|whom|whose)\b|\b(who|whom)\s+(is|was|are|were|did|does|has|had)\b", re.I)
+_WHERE = re.compile(r"^\s*(where|from where)\b|\bwhere\s+(is|was|are|were|did|does)\b", re.I)
+_HEAD = re.compile(
+    r"\b(?:which|what|list(?:\s+all)?|give\s+me(?:\s+all)?|show\s+me(?:\s+all)?|name(?:\s+all)?|all)\s+"
+    r"(?:(?:the|of the|are the|is the|was the|were the)\s+)?([a-z][a-z-]*(?:\s+[a-z][a-z-]*)?)", re.I)
+_PERSON_NOUNS = frozenset({"person", "people", "actor", "actress", "author", "writer", "president", "politician",
+                           "player", "singer", "musician", "scientist", "artist", "king", "queen", "director",
+                           "wife", "husband", "child", "son", "daughter", "founder", "member", "leader", "mayor",
+                           "chancellor", "prime", "governor", "painter", "poet", "composer", "astronaut"})
+_PLACE_NOUNS = frozenset({"place", "location", "country", "city", "town", "state", "region", "continent", "where"})
+_NOT_HEAD = frozenset({"is", "was", "are", "were", "the", "a", "an", "of", "do", "does", "did", "kind", "type",
+                       "sort", "has", "have"})
+
+
+@dataclass(frozen=True)
+class AnswerCue:
+    label: str  # boolean | quantity | date | string | a class name | "entity" (unknown class)
+    qid: str = ""
+    confident: bool = True
+    cue: str = ""  # what decided it
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.label in SCALAR_TYPES
+
+
+def rule_answer_type(question: str, schema: SchemaIndex | None = None) -> AnswerCue:
+    """The answer type the question's own words give (never None: a generic entity cue at worst)."""
+    q = " ".join((question or "").split())
+    if is_yes_no_question(q):
+        return AnswerCue("boolean", cue="yes/no")
+    if _QUANTITY.search(q):
+        return AnswerCue("quantity", cue="how many / measure")
+    if _DATE.search(q):
+        return AnswerCue("date", cue="when / year / date")
+    if _WHO.search(q):
+        return AnswerCue("person", HUMAN, cue="who")
+    if _WHERE.search(q):
+        return AnswerCue("location", LOCATION, cue="where")
+    for m in _HEAD.finditer(q):
+        words = [w for w in m.group(1).lower().split() if w not in _NOT_HEAD]
+        if not words:
+            continue
+        for phrase in (" ".join(words), words[0]):
+            single = " ".join(stem(w) for w in phrase.split())
+            if single in _PERSON_NOUNS or phrase in _PERSON_NOUNS:
+                return AnswerCue("person", HUMAN, cue=f"head noun {phrase!r}")
+            qid = class_for(single, schema) or class_for(phrase, schema)
+            if qid:
+                return AnswerCue(single, qid, cue=f"head noun {phrase!r}")
+            if single in _PLACE_NOUNS:
+                return AnswerCue("location", LOCATION, cue=f"head noun {phrase!r}")
+        break
+    return AnswerCue("entity", confident=False, cue="no cue")
+
+
+def class_for(name: str, schema: SchemaIndex | None) -> str:
+    """The class whose English label is `name` (the lowest Q-id of several), via the schema index's labels."""
+    if schema is None or not name:
+        return ""
+    return _label_table(schema).get(name.lower(), "")
+
+
+@lru_cache(maxsize=4)  # one schema index per process in practice (keyed by identity: the index is immutable)
+def _label_table(schema: SchemaIndex) -> dict[str, str]:
+    table: dict[str, str] = {}
+    for qid, label in schema.class_labels.items():
+        low = label.lower()
+        if low not in table or id_order(qid) < id_order(table[low]):
+            table[low] = qid
+    return table
+
+
+
+def guard(cue: AnswerCue, lm_label: str, lm_qid: str) -> tuple[str, str]:
+    """The LM's answer type checked against the cue: a confident cue that disagrees wins; the LM's
+    `string`, or nothing, gives way to any confident cue. Returns (label, qid)."""
+    lm_label = (lm_label or "").strip()
+    if not cue.confident:
+        return lm_label, lm_qid
+    if not lm_label or lm_label == "string":
+        return cue.label, cue.qid
+    lm_scalar = lm_label in SCALAR_TYPES
+    if cue.is_scalar != lm_scalar or (cue.is_scalar and cue.label != lm_label):
+        return cue.label, cue.qid
+    return lm_label, lm_qid
+
+
+__all__ = ["AnswerCue", "rule_answer_type", "class_for", "guard"]

@@ -1,0 +1,405 @@
+"""LLM-free component metrics over whole splits (issue 11, `stats components`; issue 12's targets).
+
+    python -m saga_dspy.stats components --dataset qald10 --split dev|train|test [--limit N] [--json]
+
+What is measured, per question of the split (the gold SPARQL gives the gold entities and the
+gold (subject entity, property) pairs; see `eval.gold_pairs`):
+
+- entity linking: for each gold entity constant with a label, its rank in the search tool's
+  item hits (`search_wikidata`: 8 hits) for the question's own mention of it — the question
+  n-gram (1–6 words) that best matches the entity's label or aliases (token-set overlap), or the
+  whole question when none overlaps. recall@1 / recall@8 over those entities.
+- property ranking: for each gold pair whose entity the endpoint knows, the gold property's
+  position among the properties of the lookup observation (`get_wikidata_entry`) the agent would
+  see for that question, with the answer type the program can predict without an LLM (`--answer-type
+  rules`: `agent.answer_cues`; `none`: only yes/no questions get `boolean`, the program's fallback).
+  recall@1 / @3 / @10 over pairs whose property is in the entity's neighbourhood (what a lookup can
+  show) and over all pairs. `misled`: questions whose first gold subject's lookup stars or proposes
+  first a property that is not one of the query's gold properties.
+- the proposed query: answers F1 (eval.metrics.answer_f1) against the frozen gold result of the query the
+  lookup of the question's first gold subject proposes (0 when it proposes none); over answerable questions.
+- observation size: tokens per lookup observation, median / p95. Tokens are approximated without a
+  tokenizer download: word pieces (`\\w+`) × 1.3 + one per punctuation mark (close to cl100k on
+  English prose with ids; offline, so tiktoken's encodings are not fetched).
+- answer type: the rule-based (or fallback) answer type against the gold result's kind —
+  boolean (ASK), quantity (numeric literal or COUNT), date (xsd date/time literal), string (other
+  literal), entity (IRIs). Accuracy over answerable questions; a predicted class counts as entity.
+  Class accuracy: for entity answers with a predicted class, the share where the class is a type, a
+  P279 ancestor or a direct subclass of a type of one of the first five gold entities.
+- beside these, the `stats components` command adds `stats grounding`'s filter figures per filter mode
+  (false conflicts on gold pairs, wrong-entity detection).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+import time
+from collections import Counter
+from typing import Any, TextIO
+
+from saga_dspy.agent.answer_cues import rule_answer_type as cue_answer_type
+from saga_dspy.agent.query_form import is_yes_no_question
+from saga_dspy.config import Settings
+from saga_dspy.eval.datasets import load_benchmark
+from saga_dspy.eval.gold_pairs import GoldQuery, gold_queries
+from saga_dspy.eval.metrics import answer_f1
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.flavours import flavour_for
+from saga_dspy.grounding.neighbourhood import fetch_neighbourhood
+from saga_dspy.kg.endpoint import Endpoint
+from saga_dspy.kg.errors import SparqlError
+from saga_dspy.kg.results import SelectResult
+from saga_dspy.kg.search import Search
+from saga_dspy.schema import ClassHierarchy, SchemaIndex, entity_types_many
+from saga_dspy.services import KgServices
+from saga_dspy.tools.lookup import do_lookup
+
+SEARCH_HITS = 8
+MAX_NGRAM = 6
+_WORD = re.compile(r"\w+")
+_PUNCT = re.compile(r"[^\w\s]")
+_PID_REF = re.compile(r"\((P[1-9]\d*)\)")
+_LABELS_QUERY = """SELECT ?e ?k ?v WHERE {{
+  VALUES ?e {{ {values} }}
+  {{ ?e rdfs:label ?v BIND("l" AS ?k) }} UNION {{ ?e skos:altLabel ?v BIND("a" AS ?k) }}
+  FILTER(LANG(?v) = "en")
+}}"""
+DATE_TYPES = ("dateTime", "date", "gYear", "gYearMonth")
+NUMBER_TYPES = ("decimal", "integer", "double", "float", "int", "long", "nonNegativeInteger")
+
+
+def approx_tokens(text: str) -> int:
+    """Token count approximation (documented in the module docstring)."""
+    return round(len(_WORD.findall(text)) * 1.3 + len(_PUNCT.findall(text)))
+
+
+def _pct(a: int | float, b: int | float) -> float | None:
+    return round(100.0 * a / b, 1) if b else None
+
+
+def _p95(values: list[int]) -> int | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+
+
+# --- entity linking -------------------------------------------------------------------------------------------
+
+
+def entity_names(endpoint: Endpoint, ids: list[str], batch: int = 200) -> dict[str, list[str]]:
+    """id → [label, aliases…] (English) from the endpoint."""
+    out: dict[str, list[str]] = {}
+    for start in range(0, len(ids), batch):
+        chunk = ids[start:start + batch]
+        values = " ".join(f"wd:{i}" for i in chunk)
+        result = endpoint.query(_LABELS_QUERY.format(values=values))
+        if not isinstance(result, SelectResult):
+            continue
+        rows = sorted(result.rows, key=lambda r: r["k"].value != "l")  # labels first
+        for row in rows:
+            eid = row["e"].value.rsplit("/", 1)[-1]
+            names = out.setdefault(eid, [])
+            if row["v"].value not in names:
+                names.append(row["v"].value)
+    return out
+
+
+def mention_of(question: str, names: list[str]) -> str:
+    """The question n-gram that best matches one of the names (token-set F1), else the whole question."""
+    words = _WORD.findall(question)
+    lower = [w.lower() for w in words]
+    best, best_score = question, 0.0
+    name_sets = [set(_WORD.findall(n.lower())) for n in names if n]
+    for n in range(1, min(MAX_NGRAM, len(words)) + 1):
+        for i in range(len(words) - n + 1):
+            gram = set(lower[i:i + n])
+            for ns in name_sets:
+                if not ns:
+                    continue
+                common = len(gram & ns)
+                if not common:
+                    continue
+                score = 2 * common / (len(gram) + len(ns))
+                if score > best_score + 1e-9:
+                    best, best_score = " ".join(words[i:i + n]), score
+    return best
+
+
+# --- gold result kinds ------------------------------------------------------------------------------------------
+
+
+def gold_kind(gold_text: str | None, sparql: str) -> tuple[str | None, list[str]]:
+    """('boolean'|'quantity'|'date'|'string'|'entity', first entity ids) of a frozen gold result."""
+    if not gold_text:
+        return None, []
+    obj = json.loads(gold_text) if isinstance(gold_text, str) else gold_text
+    if "boolean" in obj:
+        return "boolean", []
+    if re.search(r"\bCOUNT\s*\(", sparql or "", re.I):
+        return "quantity", []
+    bindings = obj.get("results", {}).get("bindings", [])
+    variables = [v for v in obj.get("head", {}).get("vars", []) if not v.lower().endswith("label")]
+    kinds: Counter = Counter()
+    entities: list[str] = []
+    for row in bindings[:50]:
+        for var in variables[:1] or list(row)[:1]:
+            b = row.get(var)
+            if not b:
+                continue
+            if b["type"] == "uri":
+                kinds["entity"] += 1
+                eid = b["value"].rsplit("/", 1)[-1]
+                if eid.startswith("Q") and len(entities) < 5:
+                    entities.append(eid)
+            else:
+                dt = (b.get("datatype") or "").rsplit("#", 1)[-1]
+                kinds["date" if dt in DATE_TYPES else "quantity" if dt in NUMBER_TYPES else "string"] += 1
+    if not kinds:
+        return None, []
+    return kinds.most_common(1)[0][0], entities
+
+
+def predicted_kind(label: str) -> str:
+    if label in ("boolean", "quantity", "date", "string"):
+        return label
+    return "entity" if label else "unknown"
+
+
+# --- the lookup observation ------------------------------------------------------------------------------------
+
+
+def observed_order(observation: str) -> list[str]:
+    """The properties of a lookup observation in the order it shows them (full blocks, then the compact rest)."""
+    order: list[str] = []
+    listing = False
+    for line in observation.splitlines():
+        if line.startswith("Outgoing properties"):
+            listing = True
+            continue
+        if not listing:
+            continue
+        if line.startswith("- "):
+            m = _PID_REF.search(line)
+            if m and m.group(1) not in order:
+                order.append(m.group(1))
+        elif line.startswith(("Other properties", "More properties")):
+            for pid in _PID_REF.findall(line):
+                if pid not in order:
+                    order.append(pid)
+    return order
+
+
+def _first_hint(ctx: QuestionContext, observation: str) -> str | None:
+    """The property the lookup puts forward: its proposed query's property, else the first starred one."""
+    sparql = ctx.suggested_sparql
+    if sparql:
+        m = re.search(r"wdt:(P\d+)", sparql)
+        if m:
+            return m.group(1)
+    for line in observation.splitlines():
+        if line.startswith("- ") and "★" in line:
+            m = _PID_REF.search(line)
+            if m:
+                return m.group(1)
+    return None
+
+
+def rule_answer_type(question: str, mode: str, schema: SchemaIndex | None = None) -> tuple[str, str, bool] | None:
+    """(label, qid, confident) the program can know without an LLM. `none`: only the yes/no fallback."""
+    if mode == "rules":
+        cue = cue_answer_type(question, schema)
+        return cue.label, cue.qid, cue.confident
+    return ("boolean", "", True) if is_yes_no_question(question) else None
+
+
+# --- the report ----------------------------------------------------------------------------------------------------
+
+
+def component_stats(settings: Settings, dataset: str, split: str, *, endpoint: Endpoint | None = None,
+                    search: Search | None = None, schema: SchemaIndex | None = None,
+                    hierarchy: ClassHierarchy | None = None, limit: int | None = None, answer_type: str = "rules",
+                    log=None) -> dict[str, Any]:
+    """The component figures of one split (the module docstring says what each one is)."""
+    log = log or (lambda msg: None)
+    started = time.monotonic()
+    with KgServices(settings, endpoint, search, schema, hierarchy) as kg:
+        endpoint, schema, hierarchy = kg.endpoint, kg.schema, kg.hierarchy
+        if search is None:
+            try:
+                search = kg.search
+            except Exception:  # noqa: BLE001 - no label index for this endpoint: entity linking is not measured
+                search = None
+        flavour = flavour_for(settings.kg)
+        records = [dict(r) for r in load_benchmark(dataset, split, settings)]
+        if limit:
+            records = records[:limit]
+        resolved = records[0]["split"] if records else split
+        queries, unparsable = gold_queries(records, flavour)
+        by_id = {str(r.get("id")): r for r in records}
+        all_entities = list(dict.fromkeys(e for q in queries for e in q.entities))
+        names = entity_names(endpoint, all_entities)
+        log(f"{dataset}/{resolved}: {len(records)} questions, {len(all_entities)} entity constants")
+        linking = entity_linking(queries, by_id, names, search)
+
+        # property ranking, hints, proposed query, observation size, answer type
+        ranks: list[int | None] = []
+        ranks_in_nb: list[int | None] = []
+        tokens: list[int] = []
+        misled = hinted = questions_with_pairs = 0
+        f1s: list[float] = []
+        proposals = 0
+        at_total = at_ok = cls_total = cls_ok = 0
+        at_confusion: Counter = Counter()
+        examples: list[dict[str, Any]] = []
+        edges: dict[str, set[str]] = {}  # entity → its outgoing properties (what a lookup can show)
+        for n, q in enumerate(queries):
+            rec = by_id[q.qid]
+            question = rec.get("question") or ""
+            at = rule_answer_type(question, answer_type, schema)
+            kind, gold_entities = gold_kind(rec.get("gold"), rec.get("sparql") or "")
+            if kind is not None and rec.get("answerable"):
+                at_total += 1
+                pk = predicted_kind(at[0] if at else "")
+                at_confusion[f"{kind}->{pk}"] += 1
+                at_ok += pk == kind
+                if kind == "entity" and at and at[1] and gold_entities:
+                    cls_total += 1
+                    cls_ok += _class_fits(endpoint, hierarchy, at[1], gold_entities)
+            if not q.pairs:
+                continue
+            gold_props = {p for _, p in q.pairs}
+            first_subject = q.pairs[0][0]
+            seen_lookup: dict[str, tuple[str, list[str], QuestionContext | None]] = {}
+            for eid, pid in q.pairs:
+                if eid not in seen_lookup:
+                    ctx = QuestionContext(settings, endpoint, search, schema, hierarchy, question=question,
+                                          variant="full", answer_type=at[:2] if at and at[2] else None)
+                    obs = do_lookup(ctx, eid)
+                    if obs.startswith(("[NOT FOUND]", "[ERROR]")):
+                        seen_lookup[eid] = (obs, [], None)
+                    else:
+                        seen_lookup[eid] = (obs, observed_order(obs), ctx)
+                        tokens.append(approx_tokens(obs))
+                        edges[eid] = set(fetch_neighbourhood(endpoint, flavour, eid, qualifiers=False).edges)
+                obs, order, ctx = seen_lookup[eid]
+                if ctx is None:
+                    continue
+                rank = order.index(pid) + 1 if pid in order else None
+                ranks.append(rank)
+                if pid in edges.get(eid, ()):
+                    ranks_in_nb.append(rank)
+                if (rank is None or rank > 3) and len(examples) < 15:
+                    examples.append({"id": q.qid, "question": question, "entity": eid, "property": pid,
+                                     "rank": rank, "first": order[:3]})
+            obs, order, ctx = seen_lookup.get(first_subject, ("", [], None))
+            if ctx is None:
+                continue
+            questions_with_pairs += 1
+            first = _first_hint(ctx, obs)
+            if first is not None:
+                hinted += 1
+                misled += first not in gold_props
+            if rec.get("answerable") and rec.get("gold"):
+                f1 = 0.0
+                if ctx.suggested_sparql:
+                    proposals += 1
+                    try:
+                        f1 = answer_f1(endpoint.query(ctx.suggested_sparql), rec["gold"])
+                    except SparqlError:  # a failing proposal scores 0
+                        f1 = 0.0
+                f1s.append(f1)
+            if n and n % 100 == 0:
+                log(f"  {n}/{len(queries)} questions")
+
+    def recall(rs: list[int | None], k: int) -> float | None:
+        return _pct(sum(1 for r in rs if r is not None and r <= k), len(rs))
+
+    return {
+        "dataset": dataset, "split": resolved, "questions": len(records), "unparsable_gold": unparsable,
+        "answer_type_source": answer_type,
+        "entity_linking": linking,
+        "property_ranking": {
+            "gold_pairs_known_entity": len(ranks), "gold_pairs_in_neighbourhood": len(ranks_in_nb),
+            **{f"recall_at_{k}_in_neighbourhood_pct": recall(ranks_in_nb, k) for k in (1, 3, 10)},
+            **{f"recall_at_{k}_all_pairs_pct": recall(ranks, k) for k in (1, 3, 10)},
+            "questions": questions_with_pairs, "questions_hinted": hinted,
+            "non_gold_starred_or_proposed_first": misled,
+            "non_gold_first_pct": _pct(misled, questions_with_pairs),
+        },
+        "proposed_query": {"answerable_questions": len(f1s), "proposals": proposals,
+                           "mean_f1": round(statistics.fmean(f1s), 3) if f1s else None},
+        "observation_tokens": {"lookups": len(tokens),
+                               "median": int(statistics.median(tokens)) if tokens else None,
+                               "p95": _p95(tokens), "tokenizer": "approx: words*1.3 + punctuation"},
+        "answer_type": {"questions": at_total, "accuracy_pct": _pct(at_ok, at_total),
+                        "class_checked": cls_total, "class_accuracy_pct": _pct(cls_ok, cls_total),
+                        "confusion": dict(at_confusion.most_common())},
+        "worst_ranked_examples": examples,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def entity_linking(queries: list[GoldQuery], by_id: dict[str, dict], names: dict[str, list[str]],
+                   search: Search | None) -> dict[str, Any]:
+    """Recall@1 / @8 of the search tool for each named gold entity, searched by its mention in the question."""
+    total = at1 = at8 = whole = 0
+    for q in queries:
+        question = by_id[q.qid].get("question") or ""
+        for eid in q.entities:
+            if eid not in names:
+                continue
+            total += 1
+            mention = mention_of(question, names[eid])
+            whole += mention == question
+            try:
+                hits = search.search(mention, limit=SEARCH_HITS, kind="item") if search is not None else []
+            except Exception:  # noqa: BLE001 - a failing search is a miss, the measurement goes on
+                hits = []
+            ids = [h.id for h in hits]
+            at1 += ids[:1] == [eid]
+            at8 += eid in ids[:SEARCH_HITS]
+    return {"entities": total, "recall_at_1_pct": _pct(at1, total), "recall_at_8_pct": _pct(at8, total),
+            "mention_is_whole_question": whole}
+
+
+def _class_fits(endpoint: Endpoint, hierarchy: ClassHierarchy, qid: str, entities: list[str]) -> bool:
+    """Is the predicted class a type, a P279 ancestor or a direct subclass of a type of one of the entities?"""
+    try:
+        types = entity_types_many(endpoint, entities)
+    except SparqlError:  # the entities' types are unavailable: the class cannot be confirmed
+        return False
+    for et in types.values():
+        for t in et.types:
+            if t == qid or qid in hierarchy.ancestors(t) or t in hierarchy.parents(qid):
+                return True
+    return False
+
+
+def print_components(report: dict[str, Any], out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    el, pr, pq, ot, at = (report[k] for k in ("entity_linking", "property_ranking", "proposed_query",
+                                               "observation_tokens", "answer_type"))
+    print(f"\n== {report['dataset']}/{report['split']} ({report['questions']} questions, answer type: "
+          f"{report['answer_type_source']}, {report['seconds']} s)", file=out)
+    print(f"entity linking: R@1 {el['recall_at_1_pct']}% R@8 {el['recall_at_8_pct']}% of {el['entities']} entities",
+          file=out)
+    print(f"property ranking (in N(e), {pr['gold_pairs_in_neighbourhood']} pairs): R@1 "
+          f"{pr['recall_at_1_in_neighbourhood_pct']}% R@3 {pr['recall_at_3_in_neighbourhood_pct']}% R@10 "
+          f"{pr['recall_at_10_in_neighbourhood_pct']}%; all {pr['gold_pairs_known_entity']} pairs: R@3 "
+          f"{pr['recall_at_3_all_pairs_pct']}%", file=out)
+    print(f"non-gold starred/proposed first: {pr['non_gold_starred_or_proposed_first']} of {pr['questions']} "
+          f"questions ({pr['non_gold_first_pct']}%), hinted {pr['questions_hinted']}", file=out)
+    print(f"proposed query: mean F1 {pq['mean_f1']} over {pq['answerable_questions']} answerable "
+          f"({pq['proposals']} proposals)", file=out)
+    print(f"lookup tokens: median {ot['median']} p95 {ot['p95']} over {ot['lookups']} lookups ({ot['tokenizer']})",
+          file=out)
+    print(f"answer type: {at['accuracy_pct']}% of {at['questions']}; class {at['class_accuracy_pct']}% of "
+          f"{at['class_checked']}", file=out)
+    for mode, row in (report.get("filters") or {}).items():
+        print(f"filter {mode}: false conflicts {row['false_conflicts_on_gold_pairs']} "
+              f"({row['false_conflict_rate_pct']}%), wrong-entity detection {row['wrong_entity_detection_pct']}% "
+              f"({row['wrong_entity_detection_checkable_pct']}% checkable)", file=out)

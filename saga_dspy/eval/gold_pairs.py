@@ -1,0 +1,52 @@
+"""The gold entities and (subject entity, property) pairs of gold SPARQL queries: what the LLM-free statistics
+(`stats grounding`, `stats components`) measure the grounding against."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from saga_dspy.grounding.flavours import CLAIM, DIRECT, Flavour
+from saga_dspy.grounding.patterns import NEGATED, parse_query
+
+
+@dataclass
+class GoldQuery:
+    qid: str
+    entities: list[str]
+    pairs: list[tuple[str, str]]  # (entity, property) with the entity as the property's subject
+
+
+def gold_queries(records: Iterable[dict], flavour: Flavour) -> tuple[list[GoldQuery], int]:
+    """Entity constants and (subject entity, property) pairs of each gold query; and the unparsable count."""
+    out, unparsable = [], 0
+    for rec in records:
+        parsed = parse_query(rec.get("sparql") or "", flavour)
+        if parsed is None:
+            unparsable += 1
+            continue
+        entities: list[str] = []
+        pairs: list[tuple[str, str]] = []
+        for p in parsed.patterns:
+            for term in (p.subject, p.obj):
+                if term.kind == "iri":
+                    eid = flavour.entity_id(term.value)
+                    if eid and flavour.entity_re.match(eid) and eid not in entities:
+                        entities.append(eid)
+            if p.context == NEGATED or p.alternative:
+                continue
+            for steps, term, is_subject in ((p.subject_steps, p.subject, True), (p.object_steps, p.obj, False)):
+                if not steps or len(steps) != 1 or term.kind != "iri":
+                    continue
+                step = steps[0]
+                ref = flavour.prop_ref(step.iri)
+                eid = flavour.entity_id(term.value)
+                if ref is None or eid is None or not flavour.entity_re.match(eid):
+                    continue
+                if (is_subject != step.inverse) and ref.role in (DIRECT, CLAIM) and (eid, ref.pid) not in pairs:
+                    pairs.append((eid, ref.pid))
+        out.append(GoldQuery(str(rec.get("id")), entities, pairs))
+    return out, unparsable
+
+
+__all__ = ["GoldQuery", "gold_queries"]

@@ -1,0 +1,94 @@
+"""What the lookup shows, in which order, and what it proposes (issue 12).
+
+The entity's properties are ranked by relevance to the question (`ranking`); the top ones are
+shown in full (values, qualifiers, annotations), the rest as one compact line of `label (Pid)`.
+A ★ marks a shown property that is both relevant to the question and fit for the expected answer
+type; the "Next:" proposal is made only when the top-ranked property is such a one (or a checked
+two-hop path is), otherwise the observation names the best two or three candidates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from .context import QuestionContext
+from .ranking import PropertyScore, rank_properties
+from .render import Block, clip
+from .two_hop import TwoHop, propose_two_hop
+
+TOP_FULL = 3  # properties shown in full
+STRONG_EXTRA = 2  # more shown in full when their relevance is strong
+STRONG = 1.0
+REST_CHARS = 900
+CANDIDATES = 3
+
+
+@dataclass
+class Arrangement:
+    scores: list[PropertyScore]
+    full: list[str]
+    rest: list[str]
+    starred: set[str] = field(default_factory=set)
+    proposal: str | None = None  # the proposed query
+    two_hop: TwoHop | None = None
+
+    @property
+    def order(self) -> list[str]:
+        return self.full + self.rest
+
+
+def arrange(ctx: QuestionContext, eid: str, entity_label: str, pids: Sequence[str], fits: Callable[[str], bool],
+            item_valued: Callable[[str], bool], *, confident: bool, wikidata: bool) -> Arrangement:
+    fit_map = {pid: bool(confident and fits(pid)) for pid in pids}
+    scores = rank_properties(ctx.question, pids, ctx.schema, entity_label=entity_label, fits=fit_map,
+                             label_of=ctx.property_label, header=(ctx.flavour.type_pid, ctx.flavour.subclass_pid))
+    full = [s.pid for s in scores[:TOP_FULL]]
+    full += [s.pid for s in scores[TOP_FULL:TOP_FULL + STRONG_EXTRA] if s.relevance >= STRONG and not s.niche]
+    rest = [s.pid for s in scores if s.pid not in full]
+    starred = {s.pid for s in scores if s.pid in full and s.fits and s.relevance > 0}
+    out = Arrangement(scores, full, rest, starred)
+    if not wikidata or not confident or not scores:
+        return out
+    top = scores[0]
+    if top.relevance > 0 and top.fits:
+        out.proposal = f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{top.pid} ?x }}"
+    elif not any(s.fits and s.relevance > 0 for s in scores):
+        hop = propose_two_hop(ctx, eid, scores, item_valued, fits, entity_label)
+        if hop is not None:
+            out.two_hop = hop
+            out.proposal = hop.sparql
+    return out
+
+
+def rest_block(ctx: QuestionContext, rest: Sequence[str]) -> Block | None:
+    if not rest:
+        return None
+    names = [f"{ctx.property_label(pid)} ({pid})" for pid in rest]
+    text = "Other properties: " + ", ".join(names)
+    if len(text) > REST_CHARS:
+        shown, used = [], len("Other properties: ")
+        for name in names:
+            if used + len(name) + 2 > REST_CHARS - 20:
+                break
+            shown.append(name)
+            used += len(name) + 2
+        text = "Other properties: " + ", ".join(shown) + f" (+{len(names) - len(shown)} more)"
+    return Block(text, text, "other properties")
+
+
+def tail_lines(ctx: QuestionContext, arrangement: Arrangement) -> list[str]:
+    if arrangement.two_hop is not None:
+        hop = arrangement.two_hop
+        return [f"Two hops: no property of this entity gives the expected answer type, but "
+                f"{ctx.property_label(hop.first)} ({hop.first}) → {ctx.property_label(hop.second)} ({hop.second}) does "
+                f"(path {hop.path()}). Next: execute {arrangement.proposal}"]
+    if arrangement.proposal:
+        return [f"Next: execute a query with the property that leads to the answer, e.g. {arrangement.proposal}"]
+    best = [s for s in arrangement.scores if s.relevance > 0][:CANDIDATES]
+    if best:
+        names = ", ".join(f"{clip(ctx.property_label(s.pid), 40)} ({s.pid})" for s in best)
+        return [f"Best matches for the question: {names}. Next: execute a query with the one that leads to the answer."]
+    return ["Next: execute a query with the property above that leads to the answer."]
+
+
+__all__ = ["Arrangement", "arrange", "rest_block", "tail_lines"]

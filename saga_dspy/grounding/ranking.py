@@ -1,0 +1,158 @@
+"""Question-aware property ranking for the lookup (issue 12).
+
+The question's content words are matched against each property's label, aliases and
+description after a light stemming ("birthdays" → birthday, "crosses" → cross, "actors" →
+actor) and a few verb → noun forms ("born" → birth, "married" → spouse); a shared word prefix of
+five letters counts as a weaker match ("birthday" meets "birth"). The score orders the
+properties; the range's fit to the expected answer type only breaks ties, so it never puts an
+irrelevant property first. Identifier, media and Commons properties go last unless the question
+names them. Lexical only: no model, no network.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterable, Mapping
+
+_WORD = re.compile(r"[a-z0-9]+")
+STOPWORDS = frozenset("""
+a an the of in on at to for from by with about as into onto over under than then and or nor but not no
+is are was were be been being am do does did done has have had having will would shall should can could may might must
+what which who whom whose when where why how that this these those there here it its it's he she they them his her their
+i me my we our you your give list show tell name all any some each every many much one ones also
+please find me get whats whos wheres
+""".split())
+# verb and adjective forms whose property label is a noun (linguistic, not tuned per question)
+WORD_FORMS: Mapping[str, tuple[str, ...]] = {
+    "born": ("birth",), "bear": ("birth",), "die": ("death",), "died": ("death",), "dead": ("death",),
+    "kill": ("killed", "death"), "marry": ("spouse",), "married": ("spouse",), "wife": ("spouse",),
+    "husband": ("spouse",), "wrote": ("author",), "write": ("author",), "written": ("author",),
+    "writer": ("author",), "directed": ("director",), "direct": ("director",), "star": ("cast",),
+    "starred": ("cast",), "actor": ("cast",), "actress": ("cast",), "play": ("cast", "performer"),
+    "found": ("founded", "inception", "founder"), "founded": ("inception", "founder"), "live": ("residence",),
+    "lived": ("residence",), "speak": ("language",), "spoken": ("language",), "bury": ("burial",),
+    "buried": ("burial",), "located": ("location",), "flow": ("mouth", "watercourse"), "pass": ("crosses",),
+    "tall": ("height",), "high": ("height", "elevation"), "old": ("age", "birth", "inception"),
+    "big": ("area",), "large": ("area",), "long": ("length",), "deep": ("depth",), "won": ("award",),
+    "win": ("award",), "child": ("child",), "kid": ("child",), "son": ("child",), "daughter": ("child",),
+    "father": ("father",), "mother": ("mother",), "parent": ("father", "mother"), "capital": ("capital",),
+    "population": ("population",), "inhabitants": ("population",), "people": ("population",),
+    "currency": ("currency",), "money": ("currency",), "creator": ("creator", "author"), "created": ("creator",),
+    "invent": ("inventor",), "invented": ("inventor",), "discover": ("discoverer",), "discovered": ("discoverer",),
+    "designed": ("architect", "designer"), "built": ("architect", "inception"), "study": ("educated",),
+    "studied": ("educated",), "attend": ("educated",), "graduate": ("educated",), "team": ("team",),
+    "birthplace": ("birth",), "birthday": ("birth",), "hometown": ("birth", "residence"),
+}
+NICHE_DATATYPES = frozenset({"ExternalId", "CommonsMedia", "Url", "GeoShape", "TabularData", "Math",
+                             "MusicalNotation", "type.key", "type.id"})
+NICHE_WORDS = frozenset({"commons", "id", "identifier", "image", "logo", "icon", "video", "audio", "url",
+                         "website", "signature", "category", "username", "handle", "hashtag", "map", "locator"})
+PREFIX = 5
+LABEL, ALIAS, DESCRIPTION = 1.0, 0.9, 0.25
+PARTIAL = 0.6
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: plural and common verb endings (enough to meet property labels)."""
+    w = word.lower()
+    if len(w) <= 3:
+        return w
+    for suffix, repl in (("ies", "y"), ("sses", "ss"), ("ches", "ch"), ("shes", "sh"), ("xes", "x"), ("oes", "o")):
+        if w.endswith(suffix) and len(w) > len(suffix) + 1:
+            return w[: -len(suffix)] + repl
+    if w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    return w
+
+
+def content_stems(text: str, drop: Iterable[str] = ()) -> list[str]:
+    """The stems of the text's content words (stopwords and `drop` words removed), with word forms added."""
+    dropped = {stem(w) for w in drop}
+    out: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        if word in STOPWORDS or len(word) < 2:
+            continue
+        s = stem(word)
+        if s in dropped or word in dropped:
+            continue
+        for form in (s, *WORD_FORMS.get(word, ()), *WORD_FORMS.get(s, ())):
+            if form not in out:
+                out.append(form)
+    return out
+
+
+@lru_cache(maxsize=20000)
+def _field_stems(text: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS)
+
+
+def _match(word: str, stems: frozenset[str]) -> float:
+    if word in stems:
+        return 1.0
+    if len(word) >= PREFIX:
+        for s in stems:
+            if len(s) >= PREFIX and (s.startswith(word[:PREFIX]) and word.startswith(s[:PREFIX])):
+                return PARTIAL
+    return 0.0
+
+
+@dataclass(frozen=True)
+class PropertyScore:
+    pid: str
+    relevance: float  # lexical match of the question against label, aliases and description
+    fits: bool  # the range fits the expected answer type (secondary)
+    niche: bool  # identifier / media / Commons property not asked for
+
+
+def relevance(words: list[str], label: str, aliases: Iterable[str] = (), description: str = "") -> float:
+    """Sum over question stems of the best field match (label 1.0, aliases 0.9, description 0.25)."""
+    fields = [(LABEL, _field_stems(label or ""))]
+    fields += [(ALIAS, _field_stems(a)) for a in aliases]
+    if description:
+        fields.append((DESCRIPTION, _field_stems(description)))
+    total = 0.0
+    for w in words:
+        best = 0.0
+        for weight, stems in fields:
+            m = _match(w, stems)
+            if m:
+                best = max(best, weight * m)
+        total += best
+    return total
+
+
+def is_niche(label: str, datatype: str | None) -> bool:
+    if datatype in NICHE_DATATYPES:
+        return True
+    return bool(set(_WORD.findall((label or "").lower())) & NICHE_WORDS)
+
+
+def rank_properties(question: str, pids: Iterable[str], schema, *, entity_label: str = "",
+                    fits: Mapping[str, bool] | None = None, label_of=None,
+                    header: Iterable[str] = ("P31",)) -> list[PropertyScore]:
+    """The properties ordered by relevance to the question, then answer-type fit, niche last, then id.
+    `header` properties (the types, already in the lookup's header) come after the others of equal relevance."""
+    header = frozenset(header)
+    words = content_stems(question, drop=_WORD.findall((entity_label or "").lower()))
+    asked = set(words)
+    out = []
+    for pid in pids:
+        ps = schema.get(pid) if schema is not None else None
+        label = (ps.label if ps and ps.label else "") or (label_of(pid) if label_of else pid)
+        aliases = ps.aliases if ps is not None else ()
+        desc = ps.description if ps is not None else ""
+        score = relevance(words, label, aliases, desc)
+        niche = is_niche(label, ps.datatype if ps else None) and not (asked & _field_stems(label))
+        out.append(PropertyScore(pid, round(score, 3), bool((fits or {}).get(pid)), niche))
+    out.sort(key=lambda s: (s.niche, -s.relevance, not s.fits, s.pid in header, id_order(s.pid)))
+    return out
+
+
+def id_order(ident: str) -> tuple[int, str]:
+    """Wikidata ids in numeric order (P31 before P279, Q5 before Q42); other ids (Freebase) after them, by name."""
+    return (int(ident[1:]), ident) if ident[1:].isdigit() else (1 << 40, ident)
+
+
+__all__ = ["PropertyScore", "content_stems", "id_order", "rank_properties", "relevance", "stem", "is_niche"]

@@ -1,0 +1,25 @@
+"""Issue 12: the answer type from the question's own cues, and the guard it puts on the LM's answer type."""
+
+from __future__ import annotations
+
+import pytest
+
+from saga_dspy.agent.answer_cues import guard, rule_answer_type
+
+
+@pytest.mark.parametrize("question,label", [
+    ("When was Barack Obama born?", "date"), ("What are the birthdays of the Friends cast?", "date"),
+    ("How many children does Madonna have?", "quantity"), ("Is Berlin the capital of Germany?", "boolean"),
+    ("Who killed Caesar?", "person"), ("Where is the Eiffel Tower?", "location"),
+])
+def test_rule_answer_type(question, label):
+    assert rule_answer_type(question).label == label
+
+
+def test_head_noun_class_and_the_guard(schema):
+    cue = rule_answer_type("Which river does the Brooklyn Bridge cross?", schema)
+    assert cue.label == "river" and cue.qid == "Q4022" and cue.confident
+    assert guard(cue, "string", "") == ("river", "Q4022")  # the LM's string gives way
+    assert guard(rule_answer_type("When was X born?"), "person", "Q5") == ("date", "")
+    assert guard(rule_answer_type("Who founded Apple?"), "organization", "Q43229") == ("organization", "Q43229")
+    assert guard(rule_answer_type("Tell me about Apple."), "company", "Q783794") == ("company", "Q783794")
