@@ -193,8 +193,7 @@ class SagaProgram(dspy.Module):
         with self._pool_lock:
             if self._demo_pool is None:
                 try:
-                    self._demo_pool = load_demo_pool(self.settings, self._demo_pool_arg,
-                                                     spinach=not self.variant_def.agent.schema_controller)
+                    self._demo_pool = load_demo_pool(self.settings, self._demo_pool_arg, variant=self.variant_def)
                 except Exception as exc:  # a missing or broken pool file: run without demos, say why
                     log.warning("demo pool unavailable: %s", exc)
                     self._demo_pool = DemoPool([])
