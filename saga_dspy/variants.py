@@ -1,6 +1,8 @@
 """The one table of variants: each name maps to the grounding mechanisms it keeps and how the agent runs.
 
 `full` is SAGA; `no-type-filter`, `no-type-state` and `no-answer-type` are the paper's ablations (Table 5);
+`no-query-form`, `no-form-rewrite` and `no-auto-run` switch off, one at a time, this implementation's remedies
+around the stop decision (issue 11 §4: each ablation isolates one mechanism);
 `spinach` is the baseline without schema annotations, with LLM pruning of every neighbourhood. Nothing
 else in the package compares variant names: it asks `variant_of(name).grounding` / `.agent` instead.
 
@@ -38,7 +40,10 @@ class GroundingFlags:
 class AgentFlags:
     """How the agent runs around the tools."""
 
-    answer_type_step: bool = True  # predict the expected answer type once per question (fixes the query form)
+    answer_type_step: bool = True  # predict the expected answer type once per question (the prior's LM step)
+    query_form: bool = True  # impose the query form (ASK / COUNT / SELECT): shown to the controller, enforced at stop
+    form_rewrite: bool = True  # rewrite the head of a final query of the wrong form (ASK <-> SELECT, COUNT)
+    auto_run: bool = True  # stop right after a lookup runs the lookup's proposed query first
     schema_controller: bool = True  # the SAGA controller reading the type context and knowledge log; else SPINACH's
     reject_empty_stop: bool = True  # stop() on an empty / blocked final query is sent back once
 
@@ -49,17 +54,27 @@ class Variant:
     grounding: GroundingFlags
     agent: AgentFlags
 
+    @property
+    def is_full(self) -> bool:
+        """Every mechanism on: what the bundled demo pools were recorded with."""
+        return self.grounding == GroundingFlags() and self.agent == AgentFlags()
+
 
 _TABLE = (
     Variant("full", GroundingFlags(), AgentFlags()),
     # the filter ablation removes both type constraints used as filters: lookup filtering and [BLOCKED]
     Variant("no-type-filter", GroundingFlags(type_filter=False, conflict_check=False), AgentFlags()),
     Variant("no-type-state", GroundingFlags(type_state=False), AgentFlags()),
+    # the paper's ablation: the answer-type prior only (the query form then comes from the question's wording)
     Variant("no-answer-type", GroundingFlags(answer_type_prior=False), AgentFlags(answer_type_step=False)),
+    Variant("no-query-form", GroundingFlags(), AgentFlags(query_form=False)),
+    Variant("no-form-rewrite", GroundingFlags(), AgentFlags(form_rewrite=False)),
+    Variant("no-auto-run", GroundingFlags(), AgentFlags(auto_run=False)),
     Variant("spinach",
             GroundingFlags(type_filter=False, conflict_check=False, type_state=False, answer_type_prior=False,
                            schema_annotations=False, prune_all=True),
-            AgentFlags(answer_type_step=False, schema_controller=False, reject_empty_stop=False)),
+            AgentFlags(answer_type_step=False, query_form=False, form_rewrite=False, auto_run=False,
+                       schema_controller=False, reject_empty_stop=False)),
 )
 VARIANTS: dict[str, Variant] = {v.name: v for v in _TABLE}
 VARIANT_NAMES: tuple[str, ...] = tuple(VARIANTS)

@@ -16,7 +16,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "saga_dspy"
 
 
 def test_the_table():
-    assert VARIANT_NAMES == ("full", "no-type-filter", "no-type-state", "no-answer-type", "spinach")
+    assert VARIANT_NAMES == ("full", "no-type-filter", "no-type-state", "no-answer-type", "no-query-form",
+                             "no-form-rewrite", "no-auto-run", "spinach")
+    assert [n for n in VARIANT_NAMES if variant_of(n).is_full] == ["full"]
     assert get_args(Variant) == VARIANT_NAMES  # the settings accept exactly the table's names
     assert variant_of("full").grounding == GroundingFlags() and variant_of("full").agent.answer_type_step
     spinach = variant_of("spinach")
@@ -27,7 +29,9 @@ def test_the_table():
     assert not variant_of("no-type-filter").grounding.type_filter
     assert not variant_of("no-type-state").grounding.type_state
     for name, flags in VARIANT_FLAGS.items():
-        assert flags.variant == name and GroundingFlags.for_variant(name) is flags
+        # the agent-only ablations keep full SAGA's grounding, so their flags read as "full"
+        assert flags.variant == (name if flags != GroundingFlags() else "full")
+        assert GroundingFlags.for_variant(name) is flags
     with pytest.raises(ValueError, match="unknown variant 'nope'"):
         variant_of("nope")
 

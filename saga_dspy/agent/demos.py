@@ -1,7 +1,8 @@
 """Per-question demonstrations for the controller: a demo pool and a tiny BM25 over its questions.
 
 A demo pool is a JSONL file (default `<data_dir>/demos/<dataset>.jsonl`, built by the
-evaluation's gold-teacher), one solved question a line::
+evaluation's gold-teacher with the full variant's tools; `<dataset>.<variant>.jsonl` when built with a
+variant's own tools), one solved question a line::
 
     {"id": "qald10-train-12",                      # optional
      "question": "After whom is the Riemannian geometry named?",
@@ -37,8 +38,10 @@ from typing import Any, Iterable, Sequence
 
 import dspy
 
+from saga_dspy.agent.demo_views import for_variant
 from saga_dspy.agent.trajectory import Step, render_trajectory
 from saga_dspy.signatures import QUERY_FORM_GUIDE
+from saga_dspy.variants import Variant
 
 log = logging.getLogger(__name__)
 
@@ -167,8 +170,9 @@ def record_to_example(record: dict[str, Any], *, spinach: bool = False, output: 
     # the state the controller saw when it chose this step (per step in the teacher's records)
     type_context = raw.get("type_context") or record.get("type_context") or "(none yet)"
     knowledge_log = raw.get("knowledge_log") or record.get("knowledge_log") or "(none yet)"
+    shown_form = str(record.get("shown_form") or form).upper()  # a variant's view may hold the controller to no form
     return controller_example(question, shown, at - len(shown), target, spinach=spinach, answer_type=str(answer_type),
-                              form=form, type_context=str(type_context), knowledge_log=str(knowledge_log))
+                              form=shown_form, type_context=str(type_context), knowledge_log=str(knowledge_log))
 
 
 def controller_example(question: str, shown: list[Step], first_index: int, target: Step, *, spinach: bool,
@@ -196,9 +200,19 @@ def controller_example(question: str, shown: list[Step], first_index: int, targe
 class DemoPool:
     """Solved questions to pick controller demonstrations from, by BM25 similarity of the question."""
 
-    def __init__(self, records: Iterable[dict[str, Any]] = (), *, spinach: bool = False):
+    def __init__(self, records: Iterable[dict[str, Any]] = (), *, spinach: bool = False,
+                 variant: Variant | None = None):
+        """`variant`: render each record as that variant's tools show it (agent.demo_views); `spinach`
+        (or a variant without the schema controller) renders the SPINACH controller's inputs."""
         self.records: list[DemoRecord] = []
+        spinach = spinach or (variant is not None and not variant.agent.schema_controller)
+        self.dropped = 0  # records the variant's tools could not have produced
         for record in records:
+            if variant is not None and isinstance(record, dict):
+                record = for_variant(record, variant)
+                if record is None:
+                    self.dropped += 1
+                    continue
             try:
                 example = record_to_example(record, spinach=spinach)
                 execute = record_to_example(record, spinach=spinach, output="execute") if example is not None else None
@@ -216,7 +230,7 @@ class DemoPool:
         self._index = BM25([tokenize(r.question) for r in self.records])
 
     @classmethod
-    def from_file(cls, path: str | Path, *, spinach: bool = False) -> "DemoPool":
+    def from_file(cls, path: str | Path, *, spinach: bool = False, variant: Variant | None = None) -> "DemoPool":
         records = []
         with open(path, encoding="utf-8") as handle:
             for number, line in enumerate(handle, 1):
@@ -227,7 +241,7 @@ class DemoPool:
                     records.append(json.loads(line))
                 except ValueError:
                     log.warning("%s:%d: not JSON, skipped", path, number)
-        return cls(records, spinach=spinach)
+        return cls(records, spinach=spinach, variant=variant)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -276,20 +290,34 @@ def default_pool_path(settings) -> Path:
     return Path(settings.data_dir) / "demos" / f"{settings.dataset}.jsonl"
 
 
+def variant_pool_path(settings, variant: Variant) -> Path:
+    """The pool recorded by `variant`'s own tools (the gold teacher run with its flags), if one was built."""
+    return Path(settings.data_dir) / "demos" / f"{settings.dataset}.{variant.name}.jsonl"
+
+
 def load_demo_pool(settings, pool: "DemoPool | str | Path | Iterable[dict] | None" = None, *,
-                   spinach: bool = False) -> DemoPool:
-    """The pool given (object, file, or records), else the dataset's default file, else an empty pool."""
+                   spinach: bool = False, variant: Variant | None = None) -> DemoPool:
+    """The pool given (object, file, or records), else the dataset's pool for this variant.
+
+    For a variant: its own pool file when one exists (recorded by its tools, used as it is), else the
+    full pool rendered as the variant's tools show it (agent.demo_views); else an empty pool."""
     if isinstance(pool, DemoPool):
         return pool
     if isinstance(pool, (str, Path)):
-        return DemoPool.from_file(pool, spinach=spinach)
+        return DemoPool.from_file(pool, spinach=spinach, variant=variant)
     if pool is not None:
-        return DemoPool(pool, spinach=spinach)
+        return DemoPool(pool, spinach=spinach, variant=variant)
+    if variant is not None and not variant.is_full:
+        own = variant_pool_path(settings, variant)
+        if own.is_file():
+            log.info("demo pool: %s (recorded by the %s variant's tools)", own, variant.name)
+            return DemoPool.from_file(own, spinach=spinach or not variant.agent.schema_controller)
     path = default_pool_path(settings)
     if path.is_file():
-        return DemoPool.from_file(path, spinach=spinach)
+        return DemoPool.from_file(path, spinach=spinach, variant=variant)
     log.info("no demo pool at %s; the controller runs without demonstrations", path)
     return DemoPool([], spinach=spinach)
 
 
-__all__ = ["BM25", "DemoPool", "default_pool_path", "load_demo_pool", "record_to_example", "tokenize"]
+__all__ = ["BM25", "DemoPool", "default_pool_path", "load_demo_pool", "record_to_example", "tokenize",
+           "variant_pool_path"]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from saga_dspy.agent.answer_type import AnswerTypeInfo
+from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.parsing import normalize_tool_name, params_of, parse_tool_args
 from saga_dspy.agent.query_form import QUERY_FORMS, form_of, form_problem
 from saga_dspy.agent.trajectory import Step, one_line
@@ -42,6 +43,7 @@ class Episode:
     on_event: Callable[..., None] | None = None
     check: AnswerCheck | None = None  # CheckAnswer's verdict on a final query (None: no check)
     max_steps: int = 15
+    calls: QuestionCalls = field(default_factory=QuestionCalls)  # this question's LM calls and their bound
     steps: list[Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     lm_errors: list[str] = field(default_factory=list)
@@ -53,7 +55,8 @@ class Episode:
     overflows: int = 0
     budget_scale: float = 1.0
     last_trajectory_chars: int = 0
-    extra_executions: int = 0
+    extra_executions: int = 0  # queries the program ran itself: from stop's argument or the lookup's proposal
+    auto_runs: int = 0  # of which the lookup's proposed query (the auto-run)
     done: dict[tuple[str, str], int] = field(default_factory=dict)  # action -> the step that ran it
     repeats: int = 0  # identical actions in a row
     final: str | None = None
@@ -74,10 +77,15 @@ class Episode:
         return {
             "question": self.question,
             "answer_type": self.answer_type.render() if self.answer_type is not None else "unknown",
-            "query_form": QUERY_FORM_GUIDE[self.form],
+            "query_form": QUERY_FORM_GUIDE[self.imposed_form],
             "type_context": type_context or "(none yet)",
             "knowledge_log": knowledge_log or "(none yet)",
         }
+
+    @property
+    def imposed_form(self) -> str:
+        """The form the controller is held to: the decided one, or 'ANY' where the variant imposes none."""
+        return self.form if self.variant.agent.query_form else "ANY"
 
     def emit(self, kind: str, **payload) -> None:
         if self.on_event is not None:
@@ -152,9 +160,10 @@ class Episode:
                 and given.strip() != (self.last_executed() or "").strip()):
             self._execute_for_stop(thought, given, "from-stop")
         suggestion = self.suggested_query() if not self.last_executed() else None
-        if suggestion and not self.no_query_rejections:
+        if suggestion and not self.no_query_rejections and self.variant.agent.auto_run:
             # Stop right after a lookup: a small model takes the lookup's proposed query as done.
             self._execute_for_stop(thought, suggestion, "from-suggestion")
+            self.auto_runs += 1
         observation = self._call_tool("stop", self.tools["stop"], {})
         final = _ctx_final(self.ctx) or self.last_executed()
         if not final:
@@ -177,7 +186,7 @@ class Episode:
                 "graph: change the property, its direction or the entity, execute the query again, then stop."),
                 note="rejected"))
             return False
-        problem = form_problem(self.form, final, self.result_of(final))
+        problem = form_problem(self.imposed_form, final, self.result_of(final))
         if problem and self.form_rejections < MAX_FORM_REJECTIONS:
             self.form_rejections += 1
             self.add_step(Step(thought, "stop", {}, "Not accepted. " + problem, note="rejected"))

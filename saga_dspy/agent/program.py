@@ -20,10 +20,10 @@ import time
 from typing import Any, Callable
 
 import dspy
-from dspy.utils.callback import BaseCallback
 
 from saga_dspy.agent.answer_cues import guard, rule_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
+from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.demos import DemoPool, load_demo_pool
 from saga_dspy.agent.episode import Episode, nonempty
 from saga_dspy.agent.parsing import parse_pids
@@ -55,32 +55,37 @@ log = logging.getLogger(__name__)
 ANSWER_TYPE_MAX_TOKENS = 64  # a type name and a QID
 PRUNE_MAX_TOKENS = 160  # a list of property ids; a small model otherwise rambles to the cap (measured: 512 tokens, 70 s)
 RESULT_SAMPLE_ROWS = 5
+COUNTER_NAMES = ("steps", "lm_steps", "lookups", "searches", "examples", "executions", "auto_runs",
+                 "program_executions", "blocked", "empty", "prunes", "extracts", "answer_type_calls", "checks",
+                 "unparsable", "rejected", "repeated", "overflows", "lm_calls", "prompt_tokens", "completion_tokens",
+                 "prompt_tokens_evaluated", "prompt_tokens_reused")  # a prediction's counters besides `seconds`
 
 
 # --- LM bookkeeping ---------------------------------------------------------------------------
 
 
-class _LMCallCounter(BaseCallback):
-    """Counts the LM calls made inside one forward() (installed with dspy.context: per thread)."""
-
-    def __init__(self):
-        self.calls = 0
-        self._lock = threading.Lock()
-
-    def on_lm_end(self, call_id, outputs, exception):
-        with self._lock:
-            self.calls += 1
-
-
-def _token_totals(usage_by_lm: dict[str, dict[str, Any]]) -> tuple[int, int]:
-    prompt = completion = 0
+def _token_totals(usage_by_lm: dict[str, dict[str, Any]]) -> tuple[int, int, int]:
+    """(prompt tokens, completion tokens, prompt tokens reused from a cache: 0 where the LM does not say)."""
+    prompt = completion = reused = 0
     for usage in usage_by_lm.values():
         prompt += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
         completion += int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
-    return prompt, completion
+        details = usage.get("prompt_tokens_details") or {}
+        reused += int((details.get("cached_tokens") if isinstance(details, dict) else 0) or 0)
+    return prompt, completion, reused
+
+
+def _token_counters(usage_by_lm: dict[str, dict[str, Any]]) -> dict[str, int]:
+    prompt, completion, reused = _token_totals(usage_by_lm)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "prompt_tokens_evaluated": max(0, prompt - reused), "prompt_tokens_reused": reused}
 
 
 # --- the LM ------------------------------------------------------------------------------------
+
+
+class PruneSkipped(RuntimeError):
+    """The neighbourhood prune was not made: the question has no spare LM call left (see agent.calls)."""
 
 
 class _ProgramLM(SharedOnCopy):
@@ -192,8 +197,7 @@ class SagaProgram(dspy.Module):
         with self._pool_lock:
             if self._demo_pool is None:
                 try:
-                    self._demo_pool = load_demo_pool(self.settings, self._demo_pool_arg,
-                                                     spinach=not self.variant_def.agent.schema_controller)
+                    self._demo_pool = load_demo_pool(self.settings, self._demo_pool_arg, variant=self.variant_def)
                 except Exception as exc:  # a missing or broken pool file: run without demos, say why
                     log.warning("demo pool unavailable: %s", exc)
                     self._demo_pool = DemoPool([])
@@ -204,7 +208,8 @@ class SagaProgram(dspy.Module):
     def forward(self, question: str, prior_turns: list[str] | str | None = None,
                 on_event: Callable[..., None] | None = None) -> dspy.Prediction:
         started = time.monotonic()
-        counter = _LMCallCounter()
+        # SPINACH prunes every neighbourhood by design: its prunes are outside the bound
+        counter = QuestionCalls(exempt=frozenset({"prune"}) if self.variant_def.grounding.prune_all else frozenset())
         episode: Episode | None = None
         error: str | None = None
         usage_totals: dict[str, dict[str, Any]] = {}
@@ -219,7 +224,7 @@ class SagaProgram(dspy.Module):
         try:
             with dspy.context(**context_kwargs), dspy.track_usage() as usage:
                 try:
-                    self._run(question, prior_turns, on_event, box)
+                    self._run(question, prior_turns, on_event, box, counter)
                 except Exception as exc:  # never raise out of forward
                     log.warning("question failed: %s", exc, exc_info=True)
                     error = f"{type(exc).__name__}: {one_line(str(exc), 500)}"
@@ -235,12 +240,12 @@ class SagaProgram(dspy.Module):
         episode = box[0] if box else None
         if episode is None:
             pred = self._empty(question, error or "failed", started)
-            pred.counters["lm_calls"] = counter.calls
-            pred.counters["prompt_tokens"], pred.counters["completion_tokens"] = _token_totals(usage_totals)
+            pred.counters.update(counter.counters())
+            pred.counters.update(_token_counters(usage_totals))
             return pred
         return self._prediction(episode, counter, usage_totals, started, error)
 
-    def _run(self, question: str, prior_turns, on_event, box: list) -> Episode:
+    def _run(self, question: str, prior_turns, on_event, box: list, calls: QuestionCalls) -> Episode:
         settings = self.settings
         text = str(question or "").strip()
         if prior_turns:
@@ -250,9 +255,10 @@ class SagaProgram(dspy.Module):
         # 1. answer type, once (not in the ablation without it, nor in the SPINACH baseline)
         answer_type: AnswerTypeInfo | None = None
         notes: list[str] = []
-        if self.variant_def.agent.answer_type_step:
+        if self.variant_def.agent.answer_type_step and calls.take("answer_type"):
             try:
-                raw = self.answer_type(question=str(question), config={"max_tokens": ANSWER_TYPE_MAX_TOKENS})
+                with calls.one_call():
+                    raw = self.answer_type(question=str(question), config={"max_tokens": ANSWER_TYPE_MAX_TOKENS})
                 answer_type = AnswerTypeInfo.from_raw(getattr(raw, "answer_type_label", ""),
                                                       getattr(raw, "answer_type_qid", ""), settings.kg)
             except Exception as exc:  # an LM call: the question goes on with the yes/no heuristic
@@ -265,10 +271,13 @@ class SagaProgram(dspy.Module):
                                    answer_type.label, answer_type.qid)
                 if (label, qid) != (answer_type.label, answer_type.qid):
                     answer_type = AnswerTypeInfo.from_raw(label, qid, settings.kg)
-        form = decide_query_form(answer_type, str(question))
+        agent_flags = self.variant_def.agent
+        # the form is decided where it is imposed or used to rewrite the final query; 'ANY' leaves it open
+        form = (decide_query_form(answer_type, str(question)) if agent_flags.query_form or agent_flags.form_rewrite
+                else "ANY")
 
         # 2. the grounding context and tools of this question
-        ctx = self._new_context(str(question), answer_type)
+        ctx = self._new_context(str(question), answer_type, calls)
         tools = self._tools(ctx)
         pool = self.demo_pool()
         # per-question demos replace the predictor's own (compiled) demos for this call only
@@ -276,7 +285,7 @@ class SagaProgram(dspy.Module):
 
         episode = Episode(settings, text, ctx, tools, self.variant_def, answer_type, form,
                           demos=demos, on_event=on_event, check=self._check if settings.check_answer else None,
-                          max_steps=settings.max_steps, notes=notes)
+                          max_steps=settings.max_steps, notes=notes, calls=calls)
         box.append(episode)
         episode.emit("start", question=text, answer_type=answer_type, form=form, demos=len(demos or []))
 
@@ -289,15 +298,20 @@ class SagaProgram(dspy.Module):
 
     # -- grounding adapters ----------------------------------------------------------------------
 
-    def _prune_callable(self, question: str) -> Callable[..., list[str]]:
-        """The fallback neighbourhood pruning handed to the grounding context: (question, neighbourhood) -> PIDs."""
+    def _prune_callable(self, question: str, calls: QuestionCalls) -> Callable[..., list[str]]:
+        """The fallback neighbourhood pruning handed to the grounding context: (question, neighbourhood) -> PIDs.
+
+        Without a spare LM call left it raises PruneSkipped: the lookup then shows the whole neighbourhood."""
         kg = self.settings.kg
 
         def prune(prune_question: str | None = None, neighborhood: str = "", *args, **kwargs) -> list[str]:
             text = neighborhood or kwargs.get("neighbourhood") or kwargs.get("neighborhood") or (args[0] if args else "")
+            if not calls.take("prune"):
+                raise PruneSkipped("no LM call left for this question")
             try:
-                out = self.prune(question=str(prune_question or question), neighborhood=str(text),
-                                 config={"max_tokens": PRUNE_MAX_TOKENS})
+                with calls.one_call():
+                    out = self.prune(question=str(prune_question or question), neighborhood=str(text),
+                                     config={"max_tokens": PRUNE_MAX_TOKENS})
             except Exception as exc:  # an LM call: the lookup keeps the whole neighbourhood
                 log.info("pruning failed (%s): keeping the neighbourhood", exc)
                 return []
@@ -305,12 +319,13 @@ class SagaProgram(dspy.Module):
 
         return prune
 
-    def _new_context(self, question: str, answer_type: AnswerTypeInfo | None) -> QuestionContext:
+    def _new_context(self, question: str, answer_type: AnswerTypeInfo | None,
+                     calls: QuestionCalls | None = None) -> QuestionContext:
         """The grounding context of one question, on the program's shared services."""
         services = self.services
         return QuestionContext(
             self.settings, services.endpoint, services.search, services.schema, services.hierarchy,
-            question=question, flags=self.variant_def.grounding, prune=self._prune_callable(question),
+            question=question, flags=self.variant_def.grounding, prune=self._prune_callable(question, calls or QuestionCalls()),
             answer_type=(answer_type.label, answer_type.qid) if answer_type is not None and answer_type.label else None,
             kg=self.settings.kg)
 
@@ -322,11 +337,15 @@ class SagaProgram(dspy.Module):
     def _check(self, episode: Episode, final: str) -> str | None:
         """CheckAnswer's verdict: None when complete, else what to fix."""
         result = episode.result_of(final)
+        if not episode.calls.take("check"):
+            episode.notes.append("check skipped: no LM call left for this question")
+            return None
         try:
-            out = self.check(question=episode.question,
-                             answer_type=episode.answer_type.render() if episode.answer_type else "unknown",
-                             query_form=QUERY_FORM_GUIDE[episode.form], sparql=final,
-                             result_sample=result_sample(result))
+            with episode.calls.one_call():
+                out = self.check(question=episode.question,
+                                 answer_type=episode.answer_type.render() if episode.answer_type else "unknown",
+                                 query_form=QUERY_FORM_GUIDE[episode.imposed_form], sparql=final,
+                                 result_sample=result_sample(result))
         except Exception as exc:  # an LM call: no verdict means the final query is accepted
             episode.notes.append(f"check failed: {type(exc).__name__}")
             return None
@@ -363,7 +382,10 @@ class SagaProgram(dspy.Module):
         if not final:
             return
         problem = form_problem(episode.form, final, episode.result_of(final))
-        if problem:
+        if problem and not self.variant_def.agent.form_rewrite:
+            episode.notes.append(f"the final query has the wrong form ({form_of(final)} for {episode.form}); "
+                                 "not rewritten in this variant")
+        elif problem:
             target = "COUNT" if episode.form == "COUNT" else episode.form
             rewritten = rewrite_head(final, target)
             if rewritten:
@@ -373,7 +395,7 @@ class SagaProgram(dspy.Module):
             else:
                 episode.notes.append(f"the final query has the wrong form ({form_of(final)} for {episode.form})")
 
-    def _prediction(self, episode: Episode, counter: _LMCallCounter, usage_totals, started: float,
+    def _prediction(self, episode: Episode, counter: QuestionCalls, usage_totals, started: float,
                     error: str | None) -> dspy.Prediction:
         final = episode.final
         answers = None
@@ -417,25 +439,24 @@ class SagaProgram(dspy.Module):
         episode.emit("final", prediction=pred)
         return pred
 
-    def _counters(self, episode: Episode, counter: _LMCallCounter, usage_totals, started: float) -> dict[str, Any]:
+    def _counters(self, episode: Episode, calls: QuestionCalls, usage_totals, started: float) -> dict[str, Any]:
         ctx_counters = dict(getattr(episode.ctx, "counters", {}) or {})
-        prompt, completion = _token_totals(usage_totals)
         return {
             "steps": len([s for s in episode.steps]),
             "lookups": int(ctx_counters.get("lookups", 0)),
             "searches": int(ctx_counters.get("searches", 0)),
             "examples": int(ctx_counters.get("examples", 0)),
             "executions": int(ctx_counters.get("executions", 0)),
+            "auto_runs": episode.auto_runs,
+            "program_executions": episode.extra_executions,
             "blocked": int(ctx_counters.get("blocked", 0)),
             "empty": int(ctx_counters.get("empty", 0)),
-            "prunes": int(ctx_counters.get("prune_calls", 0)),
             "unparsable": sum(1 for s in episode.steps if s.note == "unparsable"),
             "rejected": sum(1 for s in episode.steps if s.note == "rejected"),
             "repeated": sum(1 for s in episode.steps if s.note == "repeated"),
             "overflows": episode.overflows,
-            "lm_calls": counter.calls,
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
+            **calls.counters(),
+            **_token_counters(usage_totals),
             "seconds": round(time.monotonic() - started, 3),
         }
 
@@ -445,10 +466,7 @@ class SagaProgram(dspy.Module):
             answer_type_qid="", query_form="", trajectory=[], final_status="error" if error else "none",
             final_error=None,
             final_source=None, rewritten_from=None, variant=self.variant, notes=[], error=error,
-            counters={"steps": 0, "lookups": 0, "searches": 0, "examples": 0, "executions": 0, "blocked": 0,
-                      "empty": 0, "prunes": 0, "unparsable": 0, "rejected": 0, "repeated": 0, "overflows": 0, "lm_calls": 0,
-                      "prompt_tokens": 0, "completion_tokens": 0,
-                      "seconds": round(time.monotonic() - started, 3)},
+            counters={**dict.fromkeys(COUNTER_NAMES, 0), "seconds": round(time.monotonic() - started, 3)},
         )
 
 

@@ -31,10 +31,12 @@ def is_how_many_question(question: str) -> bool:
 def decide_query_form(answer_type: AnswerTypeInfo | None, question: str) -> QueryForm:
     """ASK for a boolean answer, COUNT for a 'how many' quantity, SELECT otherwise.
 
-    `None` (no answer-type step: the `no-answer-type` and `spinach` variants) leaves the
-    form to the controller ('ANY')."""
+    `None` (no answer-type step: the `no-answer-type` ablation removes the prior only) decides
+    from the question's wording alone: ASK for a yes/no question, COUNT for 'how many', else SELECT."""
     if answer_type is None:
-        return "ANY"
+        if is_yes_no_question(question):
+            return "ASK"
+        return "COUNT" if is_how_many_question(question) else "SELECT"
     if answer_type.is_boolean:
         return "ASK"
     if answer_type.label == "quantity" and is_how_many_question(question):

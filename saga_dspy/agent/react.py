@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import Any
 
@@ -10,6 +11,7 @@ from dspy.adapters.chat_adapter import ChatAdapter
 from dspy.primitives.module import Module
 from dspy.utils.exceptions import AdapterParseError, ContextWindowExceededError, LMError
 
+from saga_dspy.agent.calls import is_context_overflow
 from saga_dspy.agent.episode import Episode
 from saga_dspy.agent.parsing import FENCE, MARKER
 from saga_dspy.agent.trajectory import Step, one_line, render_trajectory
@@ -26,14 +28,9 @@ REPEAT_TEMPERATURE = 0.7  # the sampling temperature of the step after a repeate
 CHECK_EXTRA_STEPS = 3  # CheckAnswer's bounded second chance
 
 
-def _is_context_overflow(exc: BaseException) -> bool:
-    if isinstance(exc, ContextWindowExceededError):
-        return True
-    name = type(exc).__name__
-    text = str(exc).lower()
-    return name in ("ContextLengthError", "ContextWindowExceededError") or (
-        "context" in text and ("window" in text or "length" in text) and ("exceed" in text or "too long" in text)
-    )
+def _plain_format(adapter) -> Any:
+    """The adapter class's `format` without dspy's callback decorator(s)."""
+    return inspect.unwrap(type(adapter).format)
 
 
 def _tool_spec(name: str) -> dspy.Tool:
@@ -102,11 +99,14 @@ class SagaReAct(dspy.ReAct):
     # -- one step --------------------------------------------------------------------
 
     def _budget(self, episode: "Episode", inputs: dict[str, Any], predictor: dspy.Predict) -> int:
-        """Characters left for the trajectory in this call's prompt."""
+        """Characters left for the trajectory in this call's prompt.
+
+        The prompt is formatted only to be measured: the adapter's undecorated `format`, so that no
+        callback (tracing) sees a format that is never sent."""
         adapter = dspy.settings.adapter or ChatAdapter()
         try:
             demos = episode.demos if (predictor is self.react and episode.demos is not None) else predictor.demos
-            messages = adapter.format(predictor.signature, demos, {**inputs, "trajectory": ""})
+            messages = _plain_format(adapter)(adapter, predictor.signature, demos, {**inputs, "trajectory": ""})
             fixed = sum(len(str(m.get("content") or "")) for m in messages)
         except Exception:  # formatting only measures the prompt: fall back to a safe estimate
             fixed = 6000
@@ -117,17 +117,21 @@ class SagaReAct(dspy.ReAct):
     def _call(self, episode: "Episode", predictor: dspy.Predict, **extra):
         """One predictor call with the episode's current inputs; shrinks the trajectory on overflow."""
         last: BaseException | None = None
+        calls = episode.calls
+        if predictor is self.react:
+            calls.turn()
         for _attempt in range(4):
             inputs = episode.inputs()
             budget = self._budget(episode, inputs, predictor)
             trajectory = render_trajectory(episode.steps, budget, observation_chars=episode.settings.observation_chars)
             episode.last_trajectory_chars = len(trajectory)
             try:
-                if predictor is self.react and episode.demos is not None:
-                    return predictor(**inputs, trajectory=trajectory, demos=episode.demos, **extra)
-                return predictor(**inputs, trajectory=trajectory, **extra)
+                with calls.one_call():
+                    if predictor is self.react and episode.demos is not None:
+                        return predictor(**inputs, trajectory=trajectory, demos=episode.demos, **extra)
+                    return predictor(**inputs, trajectory=trajectory, **extra)
             except Exception as exc:  # LM clients raise many types for an overflow; anything else is re-raised
-                if not _is_context_overflow(exc):
+                if not is_context_overflow(exc):
                     raise
                 last = exc
                 episode.overflows += 1
@@ -183,6 +187,9 @@ class SagaReAct(dspy.ReAct):
 
     def extract_query(self, episode: "Episode") -> str | None:
         """The fallback: ask the extract predictor for the final query from the trajectory."""
+        if not episode.calls.take("extract"):
+            episode.notes.append("extract skipped: no LM call left for this question")
+            return None
         try:
             pred = self._call(episode, self.extract)
         except Exception as exc:  # an LM call: without an extracted query the last execution is used

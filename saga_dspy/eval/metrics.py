@@ -343,7 +343,10 @@ def exact_match(predicted: Any, gold: Any, mode: MetricMode = "answers", keep_la
 
 # --------------------------------------------------------------------------- aggregates
 
-COUNTERS = ("steps", "lookups", "searches", "executions", "lm_calls", "prompt_tokens", "completion_tokens", "seconds")
+COUNTERS = ("steps", "lookups", "searches", "executions", "lm_calls", "prompt_tokens", "completion_tokens", "seconds",
+            # issue 15: what each question really cost, counted by the program (agent.calls)
+            "lm_steps", "auto_runs", "prunes", "extracts", "answer_type_calls",
+            "prompt_tokens_evaluated", "prompt_tokens_reused")
 FINAL_STATUSES = ("ok", "empty", "blocked", "error")
 
 
@@ -430,8 +433,7 @@ __all__ = [
 
 
 # Counters copied from the prediction into the line and into summarize()'s records.
-LINE_COUNTERS = ("steps", "lookups", "searches", "executions", "lm_calls", "prompt_tokens", "completion_tokens",
-                 "seconds")
+LINE_COUNTERS = COUNTERS
 
 
 # The agent's final_status values that summarize() knows; 'none' (no final query) counts as empty.

@@ -15,6 +15,13 @@ TABLE_COLUMNS = (
     ("steps", "mean_steps", "{:.1f}"),
     ("lookups", "mean_lookups", "{:.1f}"),
     ("LM calls", "mean_lm_calls", "{:.1f}"),
+    ("LM steps", "mean_lm_steps", "{:.1f}"),
+    ("AT", "mean_answer_type_calls", "{:.1f}"),
+    ("prunes", "mean_prunes", "{:.1f}"),
+    ("extracts", "mean_extracts", "{:.1f}"),
+    ("auto-runs", "mean_auto_runs", "{:.1f}"),
+    ("ktok eval", "mean_prompt_tokens_evaluated", "k"),
+    ("ktok reused", "mean_prompt_tokens_reused", "k"),
     ("s/q", "mean_seconds", "{:.1f}"),
     ("blocked", "blocked_rate", "pct"),
     ("failed", "n_failed", "{:d}"),
@@ -26,6 +33,8 @@ def _cell(value: Any, fmt: str) -> str:
         return "-"
     if fmt == "pct":
         return f"{100.0 * value:.1f}"
+    if fmt == "k":  # thousands of tokens
+        return f"{value / 1000:.1f}"
     if fmt == "{:d}":
         return str(int(value))
     return fmt.format(value)

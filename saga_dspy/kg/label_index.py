@@ -1,4 +1,5 @@
-"""The label index of the bundled store: labels, aliases, descriptions and popularity in SQLite FTS5, built once with the store (kg.store) and read by kg.search.LocalSearch."""
+"""The label index of the bundled store: labels, aliases, descriptions and popularity in SQLite FTS5, and an
+indexed alias table for exact matches; built once with the store (kg.store) and read by kg.search.LocalSearch."""
 
 from __future__ import annotations
 
@@ -20,6 +21,20 @@ _DATATYPE_QUERY = "SELECT ?e ?t WHERE { ?e <http://wikiba.se/ontology#propertyTy
 
 def _local_id(iri: str) -> str | None:
     return iri[len(WD):] if iri.startswith(WD) else None
+
+
+LABEL_INDEX_VERSION = 2  # 2: the alias table (an index for the exact alias match); a store with another is re-indexed
+
+
+def label_index_version(path: Path) -> int:
+    """The format version of the label index at `path` (its sqlite user_version; 0 before versions, or no file)."""
+    if not Path(path).is_file():
+        return 0
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(db.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        db.close()
 
 
 def build_label_index(store, path: Path) -> None:
@@ -57,16 +72,21 @@ def build_label_index(store, path: Path) -> None:
                             aliases TEXT, aliases_lc TEXT, description TEXT, kind TEXT, datatype TEXT,
                             popularity INTEGER);
         CREATE INDEX entity_label_lc ON entity(label_lc);
+        CREATE TABLE alias(alias_lc TEXT NOT NULL, entity INTEGER NOT NULL);  -- entity: entity.rowid
+        CREATE INDEX alias_alias_lc ON alias(alias_lc);
         CREATE VIRTUAL TABLE entity_fts USING fts5(label, aliases, description, content='entity',
                                                    tokenize='unicode61 remove_diacritics 2');
         """
     )
     rows = []
-    for qid in sorted(entries, key=lambda x: (x[0], int(x[1:]) if x[1:].isdigit() else 0)):
+    alias_rows = []
+    for rowid, qid in enumerate(sorted(entries, key=lambda x: (x[0], int(x[1:]) if x[1:].isdigit() else 0)), 1):
         e = entries[qid]
         aliases = sorted(set(e["aliases"]))
+        alias_rows.extend((a, rowid) for a in sorted({a.lower() for a in aliases}))
         rows.append(
             (
+                rowid,
                 qid,
                 e["label"],
                 e["label"].lower(),
@@ -79,10 +99,12 @@ def build_label_index(store, path: Path) -> None:
             )
         )
     db.executemany(
-        "INSERT INTO entity(id,label,label_lc,aliases,aliases_lc,description,kind,datatype,popularity)"
-        " VALUES (?,?,?,?,?,?,?,?,?)",
+        "INSERT INTO entity(rowid,id,label,label_lc,aliases,aliases_lc,description,kind,datatype,popularity)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?)",
         rows,
     )
+    db.executemany("INSERT INTO alias(alias_lc, entity) VALUES (?,?)", alias_rows)
     db.execute("INSERT INTO entity_fts(rowid,label,aliases,description) SELECT rowid,label,aliases,description FROM entity")
+    db.execute(f"PRAGMA user_version = {LABEL_INDEX_VERSION}")
     db.commit()
     db.close()

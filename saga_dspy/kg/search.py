@@ -88,11 +88,7 @@ class LocalSearch:
         lc = text.lower()
         kind_sql, kind_args = ("AND e.kind=?", [kind]) if kind else ("", [])
         candidates: dict[str, tuple] = {}
-        exact = self._db().execute(
-            f"SELECT e.id,e.label,e.description,e.kind,e.datatype,e.popularity, 0.0 FROM entity e "
-            f"WHERE (e.label_lc=? OR instr(e.aliases_lc, ?) > 0) {kind_sql} ORDER BY e.popularity DESC LIMIT 200",
-            [lc, f"\n{lc}\n", *kind_args],
-        ).fetchall()
+        exact = self._exact(lc, kind_sql, kind_args)
         for row in exact:
             candidates[row[0]] = row
         named = self._named(words, kind_sql, kind_args)
@@ -148,6 +144,29 @@ class LocalSearch:
             if content is not None:
                 named[row[0]] = (row, content)
         return named
+
+    def _exact(self, lc: str, kind_sql: str, kind_args: list) -> list[tuple]:
+        """Entities whose label or one of whose aliases is the query, the best known first (both through an index)."""
+        columns = "e.id,e.label,e.description,e.kind,e.datatype,e.popularity, 0.0, e.rowid"
+        if self._has_alias_table():
+            return self._db().execute(
+                f"SELECT {columns} FROM entity e WHERE e.label_lc=? {kind_sql} UNION "
+                f"SELECT {columns} FROM alias a JOIN entity e ON e.rowid=a.entity WHERE a.alias_lc=? {kind_sql} "
+                f"ORDER BY 6 DESC, 8 LIMIT 200",
+                [lc, *kind_args, lc, *kind_args],
+            ).fetchall()
+        return self._db().execute(  # an index built before the alias table: a scan of every row
+            f"SELECT {columns} FROM entity e WHERE (e.label_lc=? OR instr(e.aliases_lc, ?) > 0) {kind_sql} "
+            f"ORDER BY e.popularity DESC, e.rowid LIMIT 200",
+            [lc, f"\n{lc}\n", *kind_args],
+        ).fetchall()
+
+    def _has_alias_table(self) -> bool:
+        known = getattr(self, "_alias_table", None)
+        if known is None:
+            row = self._db().execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='alias'").fetchone()
+            known = self._alias_table = row is not None
+        return known
 
     def _aliases(self, qid: str) -> set[str]:
         row = self._db().execute("SELECT aliases_lc FROM entity WHERE id=?", (qid,)).fetchone()

@@ -19,6 +19,7 @@ from rdflib.plugins.sparql.algebra import translateQuery
 from rdflib.plugins.sparql.parser import parseQuery, parseUpdate  # imported once, not first in a worker thread
 
 from .errors import QueryRefused, QuerySyntaxError
+from .query_text import tokenize
 
 DEFAULT_MAX_QUERY_CHARS = 20_000
 # pyparsing is not thread-safe: it learns each parse action's arity on the action's first call by
@@ -70,6 +71,30 @@ def canonical_text(query: str, max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> str:
         raise QueryRefused("refused: \\u escapes that spell another escape are not accepted; write the characters themselves")
     if "\x00" in text:
         raise QuerySyntaxError("syntax error: the query contains a NUL character")
+    return _close_spaced_operators(text)
+
+
+def _close_spaced_operators(text: str) -> str:
+    """`wdt:P279 * wd:Q5` and `"1" ^^ xsd:int` as `wdt:P279* wd:Q5` and `"1"^^xsd:int`.
+
+    The grammar allows the space, Oxigraph and WDQS accept it, and gold queries use it, but
+    rdflib's parser does not. Only a gap of plain whitespace is closed (never a comment), and the
+    closed text is what is parsed, checked and sent."""
+    tokens = tokenize(text)
+    cuts: list[tuple[int, int]] = []
+    for i, tok in enumerate(tokens):
+        if i == 0:
+            continue
+        prev = tokens[i - 1]
+        if tok.text in ("*", "+") and prev.kind in ("iri", "pname") or tok.text in ("*", "+") and prev.text == ")":
+            cuts.append((prev.end, tok.start))
+        elif tok.text == "^^":
+            cuts.append((prev.end, tok.start))
+            if i + 1 < len(tokens):
+                cuts.append((tok.end, tokens[i + 1].start))
+    for start, end in sorted(cuts, reverse=True):
+        if start < end and not text[start:end].strip():
+            text = text[:start] + text[end:]
     return text
 
 

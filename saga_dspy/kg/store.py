@@ -9,13 +9,14 @@ from __future__ import annotations
 import fcntl
 import gzip
 import hashlib
+import os
 import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from ..config import Settings
-from .label_index import build_label_index
+from .label_index import LABEL_INDEX_VERSION, build_label_index, label_index_version
 
 SAMPLE_NAME = "wikidata-sample"
 READY = "READY"
@@ -62,13 +63,31 @@ def _build_lock(root: Path):
 def ensure_store(settings: Settings, force: bool = False, log=None) -> Path:
     """Path of a ready store for the bundled dump, building it (and its search index) if needed."""
     path = store_path(settings)
-    if (path / READY).exists() and not force:
+    if (path / READY).exists() and not force and _index_current(path):
         return path
     with _build_lock(path.parent):
         if (path / READY).exists() and not force:
+            if not _index_current(path):
+                _reindex(path, log or (lambda msg: None))
             return path
         _build(settings, path, log or (lambda msg: None))
     return path
+
+
+def _index_current(path: Path) -> bool:
+    return label_index_version(path / "search.sqlite") == LABEL_INDEX_VERSION
+
+
+def _reindex(path: Path, log) -> None:
+    """Rebuild only the label index of a ready store (a new index version); readers of the old file keep it."""
+    import pyoxigraph
+
+    log(f"rebuilding the label index (version {LABEL_INDEX_VERSION})")
+    store = pyoxigraph.Store.read_only(str(path))
+    tmp = path / "search.sqlite.tmp"
+    build_label_index(store, tmp)
+    del store
+    os.replace(tmp, path / "search.sqlite")
 
 
 def _build(settings: Settings, path: Path, log) -> None:

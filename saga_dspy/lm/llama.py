@@ -115,6 +115,30 @@ class PrefixStateCache:
             self.states.popitem(last=False)
 
 
+class _EvalMeter:
+    """Wraps a Llama's `eval`: llama-cpp-python evaluates a completion's prompt in its first eval() call, after
+    skipping the prefix it already holds, then one sampled token per call; `sizes[0]` is the prompt tokens
+    really evaluated."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.sizes: list[int] = []
+
+    def __call__(self, tokens: Sequence[int]) -> Any:
+        self.sizes.append(len(tokens))
+        return self.inner(tokens)
+
+
+def _eval_meter(llama: Any) -> _EvalMeter | None:
+    """The meter on this Llama's eval (installed once; None for an object without eval, e.g. a test double)."""
+    meter = getattr(llama, "_saga_eval_meter", None)
+    if meter is None and callable(getattr(llama, "eval", None)):
+        meter = _EvalMeter(llama.eval)
+        llama.eval = meter  # the instance attribute shadows the method: generate() calls self.eval
+        llama._saga_eval_meter = meter
+    return meter
+
+
 # One heavyweight Llama per (file, context size, threads) and process; it holds
 # no per-question state (llama.cpp only keeps the last prompt's KV prefix).
 _MODELS: dict[tuple[str, int, int], _Loaded] = {}
@@ -207,21 +231,29 @@ class LlamaCppEngine:
         loaded = self._handle()
         kwargs = self._generation_kwargs(config)
         with loaded.lock:
+            meter = _eval_meter(loaded.llama)
+            if meter is not None:
+                meter.sizes.clear()
             try:
                 raw = loaded.llama.create_chat_completion(messages=messages, **kwargs)
             except ValueError as exc:
                 if "context window" in str(exc):
                     raise ContextLengthError(str(exc), provider="local") from exc
                 raise
+            evaluated = meter.sizes[0] if meter is not None and meter.sizes else None
         choice = raw["choices"][0]
         text = (choice.get("message") or {}).get("content") or ""
         usage = raw.get("usage") or {}
+        prompt_tokens = usage.get("prompt_tokens")
+        # the prompt tokens llama.cpp did not evaluate: held in its KV prefix or restored from the state cache
+        reused = max(0, int(prompt_tokens) - evaluated) if evaluated is not None and prompt_tokens else None
         return Response(
             id=raw.get("id") or None,
             model=request.model,
             message=Message.assistant(text),
             finish_reason=_FINISH.get(choice.get("finish_reason") or "stop", "stop"),
-            usage=Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens")),
+            usage=Usage(input_tokens=prompt_tokens, output_tokens=usage.get("completion_tokens"),
+                        cache_read_tokens=reused),
         )
 
     def stream(self, request: Any) -> Iterator[Any]:

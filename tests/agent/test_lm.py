@@ -463,3 +463,44 @@ def test_prefix_state_cache_counts_logits_and_finds_the_longest_prefix():
         cache[(8, 8)]
     cache[(5,)] = State(8)  # 100 + 320 + 32 = 452: the least recently used go first
     assert cache.cache_size <= 1000 and (1, 2, 3) not in cache.states and (1, 2, 9, 9) in cache.states
+
+
+class PrefixReusingLlama(ScriptedLlama):
+    """Like llama-cpp-python: keeps the last prompt's tokens (here: characters), evaluates only what follows
+    the common prefix in one eval() call, then one eval() per generated token."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.held: list[int] = []
+        self.evaluated: list[int] = []
+
+    def eval(self, tokens):
+        self.evaluated.append(len(tokens))
+
+    def create_chat_completion(self, messages, **kwargs):
+        tokens = [ord(c) for m in messages for c in m["content"]]
+        prefix = 0
+        for a, b in zip(self.held, tokens[:-1]):
+            if a != b:
+                break
+            prefix += 1
+        self.eval(tokens[prefix:])
+        for _ in range(3):
+            self.eval([0])
+        self.held = tokens
+        out = super().create_chat_completion(messages, **kwargs)
+        out["usage"] = {"prompt_tokens": len(tokens), "completion_tokens": 3, "total_tokens": len(tokens) + 3}
+        return out
+
+
+def test_prompt_tokens_reused_from_the_prefix_are_reported():
+    llama = PrefixReusingLlama()
+    lm = LocalLlamaLM(llama=llama, cache=False)
+    shared = "You are a careful agent. " * 20
+    with dspy.context(lm=lm, track_usage=True) as _, dspy.track_usage() as usage:
+        lm(messages=[{"role": "user", "content": shared + "first question"}])
+        lm(messages=[{"role": "user", "content": shared + "second question"}])
+    total = usage.get_total_tokens()[lm.model]
+    assert llama.evaluated[0] == len(shared) + len("first question")
+    assert total["prompt_tokens_details"]["cached_tokens"] == len(shared)  # the second call reused the prefix
+    assert total["prompt_tokens"] == 2 * len(shared) + len("first question") + len("second question")

@@ -283,7 +283,9 @@ def test_lm_running_dry_never_raises(settings, endpoint, search):
     assert pred.sparql == "" and pred.final_status == "none" and pred.answers is None
     assert pred.counters["unparsable"] == 3  # three unreadable turns in a row end the loop
     assert any("repeated unreadable replies" in n for n in pred.notes)
-    assert pred.counters["lm_calls"] == 1 + 3 * 2  # each turn plus its JSONAdapter retry; no extract call
+    # the answer type and the first turn's JSONAdapter retry take the two spare calls; the later turns are not
+    # retried (the bound: LM calls <= controller turns + 2); no extract call
+    assert pred.counters["lm_calls"] == 1 + 2 + 1 + 1 == pred.counters["lm_steps"] + 2
 
 
 def test_context_budget_truncates_old_observations(settings, endpoint, search):
@@ -365,11 +367,12 @@ def test_each_ablation_changes_what_the_controller_sees(settings, endpoint, sear
     assert "media franchise" not in field(user_part(lm, 2), "type_context")
     assert field(user_part(lm, 2), "knowledge_log") == "(not kept in this configuration)"
 
-    # no-answer-type: no answer-type call, the type and the form are left open
+    # no-answer-type: no answer-type call, the type is left open; the form comes from the question's wording
     pred, lm, ps = seen["no-answer-type"]
     assert "answer_type_label" not in ps[0]
-    assert pred.answer_type == "" and pred.query_form == "ANY"
-    assert field(user_part(lm, 0), "answer_type") == "unknown" and "not fixed" in field(user_part(lm, 0), "query_form")
+    assert pred.answer_type == "" and pred.query_form == "SELECT"
+    assert field(user_part(lm, 0), "answer_type") == "unknown"
+    assert field(user_part(lm, 0), "query_form").startswith("SELECT - the final query")
     assert "★" not in pred.trajectory[0]["observation"]  # lookups are not ranked by an answer type
 
     # spinach: the SPINACH controller (no schema guidance, no type context), LM pruning per lookup
@@ -578,3 +581,131 @@ def test_a_stop_before_any_query_without_a_suggestion_is_sent_back(settings, end
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
     assert pred.trajectory[1]["note"] == "rejected" and "No query has been executed yet" in pred.trajectory[1]["observation"]
     assert pred.final_status == "ok" and pred.final_source == "stop"
+
+
+# --- ablation switches: each mechanism on and off (issue 11 §4) ------------------------------------------------------
+
+JOE_Q = "Did Joe Cocker play at the Woodstock festival?"
+JOE_SELECT = "SELECT ?x WHERE { wd:Q164815 wdt:P710 ?x }"
+
+
+def test_query_form_imposition_switch(settings, endpoint, search):
+    script = [answer_type("boolean"), step("execute_sparql", sparql=JOE_SELECT), step("stop"), step("stop")]
+    on, on_lm = run(settings, endpoint, search, script, JOE_Q)
+    assert on.trajectory[1]["note"] == "rejected" and "must be an ASK query" in on.trajectory[1]["observation"]
+    assert field(user_part(on_lm, 1), "query_form").startswith("ASK")
+    off, off_lm = run(settings, endpoint, search, script, JOE_Q, variant="no-query-form")
+    assert [s["note"] for s in off.trajectory] == ["", ""]  # the first stop is accepted: no form is held
+    assert "not fixed" in field(user_part(off_lm, 1), "query_form")
+    # the form is still decided, and the final query's head still rewritten (a switch of its own)
+    assert off.query_form == "ASK" and off.final_source == "stop+rewritten" and off.rewritten_from == JOE_SELECT
+
+
+def test_form_rewrite_switch(settings, endpoint, search):
+    script = [answer_type("boolean"), step("execute_sparql", sparql=JOE_SELECT), step("stop"), step("stop")]
+    on, _ = run(settings, endpoint, search, script, JOE_Q)
+    assert on.sparql == "ASK WHERE { wd:Q164815 wdt:P710 ?x }" and on.rewritten_from == JOE_SELECT
+    off, _ = run(settings, endpoint, search, script, JOE_Q, variant="no-form-rewrite")
+    assert off.trajectory[1]["note"] == "rejected"  # the form is still imposed at stop ...
+    assert off.sparql == JOE_SELECT and off.rewritten_from is None and off.final_source == "stop"  # ... not rewritten
+    assert isinstance(off.answers, SelectResult)
+    assert any("not rewritten" in n for n in off.notes)
+
+
+def test_auto_run_switch(settings, endpoint, search):
+    script = [answer_type("person", "Q5"), step("get_wikidata_entry", qid="Q761383"), step("stop"),
+              step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    on, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert [s.get("note") for s in on.trajectory[1:]] == ["from-suggestion", ""]
+    assert on.counters["auto_runs"] == 1 == on.counters["program_executions"]
+    off, _ = run(settings, endpoint, search, script, RIEMANN_Q, variant="no-auto-run")
+    assert off.trajectory[1]["note"] == "rejected" and "No query has been executed yet" in off.trajectory[1]["observation"]
+    assert "wdt:P138" in off.trajectory[1]["observation"]  # the proposal is still shown, not run
+    assert off.counters["auto_runs"] == 0 and off.counters["executions"] == 1  # the controller's own
+    assert off.sparql == RIEMANN_SPARQL and answer_ids(off) == {"Q42299"}
+
+
+def test_no_answer_type_removes_the_prior_only(settings, endpoint, search):
+    script = [step("execute_sparql", sparql=JOE_SELECT), step("stop"), step("stop")]
+    pred, lm = run(settings, endpoint, search, script, JOE_Q, variant="no-answer-type")
+    assert pred.counters["answer_type_calls"] == 0 and pred.answer_type == ""
+    assert "answer_type_label" not in prompts(lm)[0]
+    # the query form is still imposed (from the question's wording), and the final query rewritten
+    assert pred.query_form == "ASK" and pred.trajectory[1]["note"] == "rejected"
+    assert pred.final_source == "stop+rewritten" and isinstance(pred.answers, AskResult)
+    full, _ = run(settings, endpoint, search, [answer_type("boolean")] + script, JOE_Q)
+    assert full.counters["answer_type_calls"] == 1 and full.answer_type == "boolean"
+
+
+def test_spinach_has_none_of_the_stop_remedies(settings, endpoint, search):
+    script = [step("execute_sparql", sparql=JOE_SELECT), step("stop")]
+    pred, _ = run(settings, endpoint, search, script, JOE_Q, variant="spinach")
+    assert pred.query_form == "ANY" and pred.sparql == JOE_SELECT and pred.rewritten_from is None
+    assert [s["note"] for s in pred.trajectory] == ["", ""]
+
+
+# --- counted, not assumed: LM calls <= controller turns + 2 (issue 15) ---------------------------------------------
+
+
+UNTYPED = ("Q23558", "Q117396")  # entities of the sample with properties but no P31 / P279: the prune fallback
+
+
+def test_lm_calls_stay_within_steps_plus_two(settings, endpoint, search):
+    script = [answer_type("thing"), step("get_wikidata_entry", qid=UNTYPED[0]), {"relevant_pids": ["P57"]},
+              step("get_wikidata_entry", qid=UNTYPED[1])]  # a second prune and an extract would make steps + 4
+    pred, lm = run(settings, endpoint, search, script, "What is it?", max_steps=2)
+    c = pred.counters
+    assert "Type filter skipped" in pred.trajectory[0]["observation"] and "pruned for relevance" in pred.trajectory[0]["observation"]
+    assert "PruneSkipped" in pred.trajectory[1]["observation"]  # the whole neighbourhood, no LM call
+    assert (c["answer_type_calls"], c["prunes"], c["extracts"], c["lm_steps"]) == (1, 1, 0, 2)
+    assert c["lm_calls"] == len(lm.history) == 4 <= c["lm_steps"] + 2 <= c["steps"] + 2
+    assert any("extract skipped" in n for n in pred.notes)
+    # with a spare call left the extract is made
+    pred, lm = run(settings, endpoint, search, [answer_type("thing"), step("search_wikidata", query="Riemann"),
+                                                {"sparql": RIEMANN_SPARQL}], RIEMANN_Q, max_steps=1)
+    assert pred.counters["extracts"] == 1 and pred.counters["lm_calls"] == 3 == pred.counters["lm_steps"] + 2
+
+
+def test_spinach_prunes_every_lookup_outside_the_bound(settings, endpoint, search):
+    script = [step("get_wikidata_entry", qid="Q462"), {"relevant_pids": ["P57"]},
+              step("get_wikidata_entry", qid="Q17738"), {"relevant_pids": ["P57"]},
+              step("get_wikidata_entry", qid="Q761383"), {"relevant_pids": ["P138"]},
+              step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, variant="spinach")
+    assert pred.counters["prunes"] == 3 and pred.counters["lm_calls"] == len(lm.history) == 8
+    assert answer_ids(pred) == {"Q42299"}
+
+
+def test_prompt_tokens_evaluated_and_reused_are_counted(settings, endpoint, search):
+    from tests.helpers.scripted_lm import ScriptedLM
+
+    plans = {RIEMANN_Q: [("execute_sparql", {"sparql": RIEMANN_SPARQL}), ("stop", {})]}
+    pred, _ = run(settings, endpoint, search, None, RIEMANN_Q, lm=ScriptedLM(plans))
+    c = pred.counters
+    assert c["prompt_tokens"] > 0 and c["prompt_tokens_reused"] == 0  # the usage says nothing of a cache
+    assert c["prompt_tokens_evaluated"] == c["prompt_tokens"]
+    pred, _ = run(settings, endpoint, search, None, RIEMANN_Q, lm=ScriptedLM(plans, cached_tokens=100))
+    c = pred.counters
+    assert c["lm_calls"] == 3 and c["prompt_tokens_reused"] == 300
+    assert c["prompt_tokens_evaluated"] == c["prompt_tokens"] - 300
+
+
+def test_measuring_the_prompt_fires_no_callback(settings, endpoint, search):
+    """_budget formats each prompt only to measure it: no format span of its own (issue 15)."""
+    from dspy.utils.callback import BaseCallback
+
+    class Formats(BaseCallback):
+        def __init__(self):
+            self.formats = 0
+
+        def on_adapter_format_start(self, call_id, instance, inputs):
+            self.formats += 1
+
+    seen = Formats()
+    script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"),
+              step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    s = settings.model_copy(update={"demos": 0})
+    with dspy.context(lm=DummyLM(script), callbacks=[seen]):
+        pred = SagaProgram(s, endpoint, search)(question=RIEMANN_Q)
+    assert pred.counters["lm_calls"] == 4 and answer_ids(pred) == {"Q42299"}
+    assert seen.formats == pred.counters["lm_calls"]  # one format per LM call, none for measuring

@@ -73,7 +73,10 @@ def test_query_form_from_answer_type():
     assert decide_query_form(quantity, "How high is the Cologne Cathedral?") == "SELECT"
     assert decide_query_form(person, "Who founded Tencent?") == "SELECT"
     assert decide_query_form(AnswerTypeInfo.from_raw("", ""), "Is Berlin a city?") == "ASK"
-    assert decide_query_form(None, "Is Berlin a city?") == "ANY"
+    # without an answer type (the no-answer-type ablation) the form comes from the wording alone
+    assert decide_query_form(None, "Is Berlin a city?") == "ASK"
+    assert decide_query_form(None, "How many children did Bach have?") == "COUNT"
+    assert decide_query_form(None, "Who founded Tencent?") == "SELECT"
 
 
 def test_parse_pids():
@@ -257,3 +260,76 @@ def test_the_demos_show_stop_then_the_query_then_the_lookup():
     demos = pool.select("Who directed Jaws?", 3)
     assert [d.next_tool_name for d in demos] == ["stop", "execute_sparql", "get_wikidata_entry"]
     assert demos[2].trajectory.count("Step ") == 1 and "search_wikidata" in demos[2].trajectory
+
+
+# --- per-variant demonstrations (issue 11 §4) -------------------------------------------------------------------
+
+def _bundled_pool_records(name="qald10"):
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "data" / "demos" / f"{name}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _shown(example) -> str:
+    return "\n".join(str(example.get(k, "")) for k in ("trajectory", "type_context", "knowledge_log", "answer_type",
+                                                          "query_form"))
+
+
+def test_demos_show_only_what_the_variants_own_tools_produce():
+    from saga_dspy.variants import variant_of
+
+    records = _bundled_pool_records()
+    full = DemoPool(records, variant=variant_of("full"))
+    full_text = "\n".join(_shown(r.example) + _shown(r.execute or r.example) for r in full.records)
+    assert "Type filter" in full_text and "domain:" in full_text and "Expected answer type" in full_text
+
+    def text_of(name):
+        pool = DemoPool(records, variant=variant_of(name))
+        assert len(pool) == len(full)  # nothing dropped: the bundled pools have no [BLOCKED] step
+        return "\n".join(_shown(r.example) + _shown(r.execute or r.example) for r in pool.records)
+
+    spinach = text_of("spinach")
+    for marker in ("Type filter", "domain:", "range:", "★", "e.g. SELECT", "Expected answer type"):
+        assert marker not in spinach, marker
+    no_filter = text_of("no-type-filter")
+    assert "Type filter" not in no_filter and "domain:" in no_filter
+    no_prior = text_of("no-answer-type")
+    assert "★" not in no_prior and "Expected answer type" not in no_prior and "domain:" in no_prior
+    assert all(r.example["answer_type"] == "unknown" for r in DemoPool(records[:5], variant=variant_of("no-answer-type")).records)
+    no_state = DemoPool(records[:5], variant=variant_of("no-type-state")).records
+    assert all(r.example["knowledge_log"] == "(not kept in this configuration)" for r in no_state)
+    no_form = DemoPool(records[:5], variant=variant_of("no-query-form")).records
+    assert all("not fixed" in r.example["query_form"] for r in no_form)
+
+
+def test_a_blocked_step_cannot_be_shown_without_the_conflict_check():
+    from saga_dspy.variants import variant_of
+
+    record = {"question": "Where was Star Wars born?", "sparql": "SELECT ?x WHERE { wd:Q17738 wdt:P57 ?x }",
+              "steps": [{"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q17738 wdt:P19 ?x }"},
+                         "observation": "[BLOCKED] place of birth (P19) needs a person"},
+                        {"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q17738 wdt:P57 ?x }"},
+                         "observation": "?x = Q38222"}]}
+    assert len(DemoPool([record], variant=variant_of("full"))) == 1
+    pool = DemoPool([record], variant=variant_of("no-type-filter"))
+    assert len(pool) == 0 and pool.dropped == 1
+
+
+def test_a_variants_own_pool_file_is_preferred(tmp_path):
+    from saga_dspy.agent.demos import load_demo_pool
+    from saga_dspy.config import Settings
+    from saga_dspy.variants import variant_of
+
+    demos = tmp_path / "demos"
+    demos.mkdir()
+    full = {"question": "Who founded Rome?", "steps": [{"thought": "t", "tool_name": "execute_sparql",
+            "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q220 wdt:P112 ?x }"}, "observation": "full tools"}]}
+    own = {**full, "question": "Who founded Carthage?",
+           "steps": [{**full["steps"][0], "observation": "spinach tools"}]}
+    (demos / "qald10.jsonl").write_text(json.dumps(full) + "\n")
+    settings = Settings(data_dir=tmp_path, dataset="qald10")
+    assert load_demo_pool(settings, variant=variant_of("spinach")).records[0].question == "Who founded Rome?"
+    (demos / "qald10.spinach.jsonl").write_text(json.dumps(own) + "\n")
+    assert load_demo_pool(settings, variant=variant_of("spinach")).records[0].question == "Who founded Carthage?"
+    assert load_demo_pool(settings, variant=variant_of("full")).records[0].question == "Who founded Rome?"

@@ -365,3 +365,24 @@ def test_metric_rules_are_serialisable_and_complete():
     for key in ("answers", "rows", "labels", "numbers", "dates", "strings", "booleans", "empty", "version"):
         assert key in METRIC_RULES
     assert "Hungarian" in text
+
+
+def test_the_summary_table_shows_what_each_question_cost():
+    """Issue 15: LM-driven steps, spare LM calls by kind, auto-runs and prompt tokens evaluated vs reused."""
+    from saga_dspy.eval.report import markdown_table, summary_table
+
+    lines = [{"f1": 1.0, "em": True, "final_status": "ok",
+              "counters": {"steps": 5, "lm_steps": 4, "lm_calls": 6, "answer_type_calls": 1, "prunes": 1,
+                           "extracts": 0, "auto_runs": 1, "prompt_tokens": 20000,
+                           "prompt_tokens_evaluated": 6000, "prompt_tokens_reused": 14000}},
+             {"f1": 0.0, "em": False, "final_status": "empty",
+              "counters": {"steps": 3, "lm_steps": 2, "lm_calls": 4, "answer_type_calls": 1, "prunes": 0,
+                           "extracts": 1, "auto_runs": 0, "prompt_tokens": 10000,
+                           "prompt_tokens_evaluated": 10000, "prompt_tokens_reused": 0}}]
+    m = metrics.compute_metrics(lines)
+    assert (m["mean_lm_steps"], m["mean_prunes"], m["mean_extracts"], m["mean_auto_runs"]) == (3.0, 0.5, 0.5, 0.5)
+    assert (m["mean_prompt_tokens_evaluated"], m["mean_prompt_tokens_reused"]) == (8000.0, 7000.0)
+    table = summary_table({"full": m})
+    header = table.splitlines()[0]
+    assert "LM steps" in header and "ktok reused" in header and "auto-runs" in header
+    assert "| 3.0 | 1.0 | 0.5 | 0.5 | 0.5 | 8.0 | 7.0 |" in markdown_table({"full": m})

@@ -339,11 +339,14 @@ def test_render_table_clips_cells():
 
 
 def test_variants_map_to_flags_in_one_place(make, settings):
-    assert set(VARIANT_FLAGS) == {"full", "no-type-filter", "no-type-state", "no-answer-type", "spinach"}
+    assert set(VARIANT_FLAGS) == {"full", "no-type-filter", "no-type-state", "no-answer-type", "spinach",
+                                  "no-query-form", "no-form-rewrite", "no-auto-run"}
     assert GroundingFlags.for_variant("full") == GroundingFlags()
     for name in VARIANT_FLAGS:
         ctx, _ = make(variant=name)
-        assert ctx.variant == name
+        # the agent-only ablations (the stop remedies) keep the full variant's grounding
+        agent_only = name in ("no-query-form", "no-form-rewrite", "no-auto-run")
+        assert ctx.variant == ("full" if agent_only else name)
     with pytest.raises(ValueError):
         GroundingFlags.for_variant("nope")
 

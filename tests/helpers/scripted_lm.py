@@ -40,17 +40,20 @@ class _ScriptedEngine(DummyEngine):
         text = owner._format_answer_fields(outputs)
         return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]), finish_reason="stop",
                         usage=Usage(input_tokens=len(system + user) // 4, output_tokens=len(text) // 4,
-                                    total_tokens=(len(system + user) + len(text)) // 4))
+                                    total_tokens=(len(system + user) + len(text)) // 4,
+                                    cache_read_tokens=owner.cached_tokens or None))
 
 
 class ScriptedLM(DummyLM):
     """A DummyLM whose answer is computed from the prompt: `plans[question]` is the list of
     controller actions `(tool_name, args)`, taken in order by the number of steps already in
-    the trajectory; `answer_types[question]` the (label, qid) of the answer-type step."""
+    the trajectory; `answer_types[question]` the (label, qid) of the answer-type step; `cached_tokens` the
+    prompt tokens each call's usage reports as reused from a prefix cache."""
 
     def __init__(self, plans: dict[str, list[tuple[str, dict]]], answer_types: dict[str, tuple[str, str]] | None = None,
-                 delay: float = 0.0):
+                 delay: float = 0.0, cached_tokens: int = 0):
         super().__init__([])
+        self.cached_tokens = cached_tokens  # prompt tokens each call reports as read from a cache
         self.plans = plans
         self.answer_types = answer_types or {}
         self.delay = delay

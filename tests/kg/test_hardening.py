@@ -481,3 +481,12 @@ def test_a_corrupt_cache_row_or_file_does_not_fail_queries_forever(tmp_path, sto
         assert ep.query(query).rows
     finally:
         ep.close()
+
+
+def test_spaced_path_modifiers_and_datatypes_parse_and_run(endpoint):
+    """Gold queries write `wdt:P279 *` and `"…" ^^ xsd:…`: the grammar allows the space, so the guard must too."""
+    from saga_dspy.kg.results import SelectResult
+
+    spaced = endpoint.query('SELECT ?c WHERE { wd:Q5 wdt:P279 * ?c FILTER("1" ^^ xsd:integer = 1) } LIMIT 3')
+    closed = endpoint.query('SELECT ?c WHERE { wd:Q5 wdt:P279* ?c FILTER("1"^^xsd:integer = 1) } LIMIT 3')
+    assert isinstance(spaced, SelectResult) and spaced.rows and spaced.rows == closed.rows

@@ -1,0 +1,196 @@
+"""Eval throughput against a served LM: 1 / 4 / 8 / 16 threads with the default settings.
+
+A loopback OpenAI-compatible stub (`/v1/chat/completions`, fixed latency, TCP_NODELAY) plays the
+controller with a fixed policy that exercises the real tools on the real embedded store: it
+executes the question's gold query, then stops (the answer-type call gets a plain answer). Every
+thread count runs the same questions through `saga_dspy.eval.evaluate` in this process, with the
+default tracking (MLflow to a fresh sqlite store) unless `--no-mlflow`.
+
+Reported per thread count: seconds for the question phase (the `evaluate` call after one warm-up
+question), questions per second, speed-up over one thread, the share of a question's time that is
+not waiting for the LM (non-LM time), and the traces' size per question.
+
+    python benchmarks/bench_throughput.py [--questions 32] [--latency 0.3] [--threads 1 4 8 16] [--no-mlflow]
+
+Loopback only; bounded (one evaluate per thread count); stops by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with |\Z)", re.S)
+
+
+def _fields(text: str) -> dict[str, str]:
+    return {m.group(1): m.group(2).strip() for m in _FIELD.finditer(text or "")}
+
+
+def _outputs(system: str) -> list[str]:
+    m = re.search(r"Your output fields are:\n(.*?)\n\n", system or "", re.S)
+    return re.findall(r"`(\w+)`", m.group(1)) if m else []
+
+
+def _reply(fields: dict[str, str]) -> str:
+    return "".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in fields.items()) + "[[ ## completed ## ]]"
+
+
+class StubPolicy:
+    """What the stub answers: gold query first, then stop; counts its calls."""
+
+    def __init__(self, gold_by_question: dict[str, str], latency: float):
+        self.gold = gold_by_question
+        self.latency = latency
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def answer(self, messages: list[dict]) -> str:
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+        user = "\n".join(str(m.get("content") or "") for m in messages[1:] if m["role"] == "user")
+        outputs = _outputs(system)
+        fields = _fields(messages[-1]["content"] if messages else "")
+        question = fields.get("question", "")
+        if "next_tool_name" in outputs:
+            done = len(re.findall(r"^Step \d+$", fields.get("trajectory", ""), re.M))
+            if done == 0 and question in self.gold:
+                out = {"next_thought": "run the query", "next_tool_name": "execute_sparql",
+                       "next_tool_args": json.dumps({"sparql": self.gold[question]})}
+            else:
+                out = {"next_thought": "done", "next_tool_name": "stop", "next_tool_args": "{}"}
+        elif "answer_type_label" in outputs:
+            out = {"answer_type_label": "thing", "answer_type_qid": ""}
+        else:
+            out = {name: "" for name in outputs}
+        del user
+        return _reply(out)
+
+
+def start_stub(policy: StubPolicy) -> tuple[ThreadingHTTPServer, str]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self):
+            super().setup()
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def log_message(self, *args):  # quiet
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            time.sleep(policy.latency)
+            text = policy.answer(body.get("messages") or [])
+            with policy.lock:
+                policy.calls += 1
+            payload = json.dumps({
+                "id": "stub", "object": "chat.completion", "created": int(time.time()), "model": "stub",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+            }).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def trace_bytes(db: Path) -> int:
+    """Bytes of span content in an MLflow sqlite store (0 when there is none)."""
+    import sqlite3
+
+    if not db.exists():
+        return 0
+    con = sqlite3.connect(db)
+    try:
+        row = con.execute("SELECT COALESCE(SUM(LENGTH(content)), 0) FROM spans").fetchone()
+        return int(row[0] or 0)
+    except sqlite3.Error:
+        return 0
+    finally:
+        con.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    ap.add_argument("--questions", type=int, default=32)
+    ap.add_argument("--latency", type=float, default=0.3)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 4, 8, 16])
+    ap.add_argument("--no-mlflow", action="store_true")
+    ap.add_argument("--dataset", default="qald10")
+    ap.add_argument("--split", default="test")
+    args = ap.parse_args()
+
+    from saga_dspy.config import Settings, apply_offline_env
+
+    apply_offline_env()
+    from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.kg.endpoint import open_endpoint
+
+    base = Settings(dataset=args.dataset, split=args.split, lm_cache=False, result_cache=False)
+    evalset = load_eval_set(base, progress=False)
+    items = evalset.items[: args.questions + 1]
+    ids = [it.id for it in items]
+    policy = StubPolicy({it.question: it.gold_sparql for it in items}, args.latency)
+    server, url = start_stub(policy)
+    tmp = Path(tempfile.mkdtemp(prefix="saga-throughput-"))
+    endpoint = open_endpoint(base)
+    rows = []
+    try:
+        for n in args.threads:
+            db = tmp / f"mlflow-{n}.db"
+            s = base.model_copy(update={"lm": "openai/stub", "api_base": url, "num_threads": n,
+                                        "mlflow": not args.no_mlflow, "mlflow_uri": f"sqlite:///{db}"})
+            sink = open(os.devnull, "w")
+            evaluate(s, ["full"], out=tmp / f"warm-{n}", ids=ids[:1], endpoint=endpoint, progress=False,
+                     stream=sink)
+            before_calls, before_bytes = policy.calls, trace_bytes(db)
+            started = time.perf_counter()
+            res = evaluate(s, ["full"], out=tmp / f"run-{n}", ids=ids[1:], endpoint=endpoint, progress=False,
+                           stream=sink)
+            wall = time.perf_counter() - started
+            lines = res["full"].lines
+            lm_calls = policy.calls - before_calls
+            q_seconds = sum(float((l.get("counters") or {}).get("seconds") or 0.0) for l in lines)
+            lm_wait = lm_calls * args.latency
+            rows.append({"threads": n, "questions": len(lines), "seconds": round(wall, 2),
+                         "q_per_s": round(len(lines) / wall, 3), "lm_calls": lm_calls,
+                         "non_lm_share": round(max(0.0, q_seconds - lm_wait) / q_seconds, 3) if q_seconds else None,
+                         "trace_kb_per_q": round((trace_bytes(db) - before_bytes) / 1024 / max(1, len(lines)), 1),
+                         "f1": res["full"].metrics.get("f1")})
+            print(json.dumps(rows[-1]), flush=True)
+    finally:
+        endpoint.close()
+        server.shutdown()
+    one = rows[0]["q_per_s"] if rows else None
+    print("\n| threads | questions | seconds | q/s | speed-up | non-LM share | trace KB/q | F1 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        speed = r["q_per_s"] / one if one else float("nan")
+        share = f"{100 * r['non_lm_share']:.1f} %" if r["non_lm_share"] is not None else "-"
+        print(f"| {r['threads']} | {r['questions']} | {r['seconds']} | {r['q_per_s']} | {speed:.2f}x | {share} | "
+              f"{r['trace_kb_per_q']} | {r['f1']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
