@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -379,9 +380,60 @@ def build(sources: Path, out: Path) -> dict[str, Any]:
                 licences.append(name)
         _write_provenance(bench_dir, spec, kg, rows_md, licences, sources)
         manifest[spec.name] = {"kg": kg, "title": spec.title, "splits": built, "licences": licences}
+    carve_dev_splits(out, manifest)
     text = json.dumps(manifest, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
     (out / "MANIFEST.json").write_text(text, encoding="utf-8")
     return manifest
+
+
+def carve_dev_splits(out: Path, manifest: dict[str, Any]) -> None:
+    """Carve the seeded dev splits (`saga_dspy.eval.splits.DEV_SPLITS`) from the written train files,
+    after the firewall against every test split of the same graph; train keeps the rest."""
+    from saga_dspy.eval.datasets import read_records
+    from saga_dspy.eval.firewall import Firewall
+    from saga_dspy.eval.splits import DEV_SEED, DEV_SPLITS, carve_dev, held_out_splits
+
+    carved = Firewall()
+    for name, n in DEV_SPLITS.items():
+        train_path = out / name / "train.jsonl.gz"
+        if not train_path.exists():
+            continue
+        kg = BENCHMARKS[name].kg
+        tests = Firewall()
+        for other, split in held_out_splits(kg, roles=("test",)):
+            path = out / other / f"{split}.jsonl.gz"
+            if path.exists():
+                tests.extend(Firewall.of_records(read_records(path), f"{other}/{split}"))
+        train = read_records(train_path)
+        dev, rest, counts = carve_dev(train, n, seed=DEV_SEED, tests=tests, prefer=carved)
+        carved.extend(Firewall.of_records(dev, f"{name}/dev"))
+        for rec in dev:
+            rec["split"] = "dev"
+        write_jsonl_gz(out / name / "dev.jsonl.gz", dev)
+        write_jsonl_gz(train_path, rest)
+        splits = manifest[name]["splits"]
+        source = splits["train"]
+        for split, records in (("dev", dev), ("train", rest)):
+            path = out / name / f"{split}.jsonl.gz"
+            splits[split] = {
+                **source,
+                "file": path.name,
+                "count": len(records),
+                "with_source_answers": sum(1 for r in records if r["source_answers"] is not None),
+                "boolean_source_answers": sum(1 for r in records if r["source_answers"] is not None
+                                              and "boolean" in r["source_answers"]),
+                "bytes": path.stat().st_size,
+                "sha256": _sha256(path),
+                "carved": {**counts, "seed": DEV_SEED, "role": split},
+            }
+        note = (f"\n## dev split\n\n`dev.jsonl.gz`: {len(dev)} questions carved from the source train split "
+                f"(seed {DEV_SEED}, `saga_dspy.eval.splits.carve_dev`), none colliding with any test question of a "
+                f"{kg} benchmark ({counts['collide_with_test']} train questions do; "
+                f"{counts['dev_twins_of_earlier_dev']} dev questions are twins of an earlier benchmark's dev "
+                f"questions, preferred so the same questions are held out everywhere). `train.jsonl.gz` holds the "
+                f"other {len(rest)}.\n")
+        with open(out / name / "PROVENANCE.md", "a", encoding="utf-8") as fh:
+            fh.write(note)
 
 
 def _write_provenance(bench_dir: Path, spec: BenchSpec, kg: str, rows: list[str], licences: list[str], sources: Path) -> None:
@@ -449,7 +501,8 @@ def freeze_all(out: Path, names: list[str] | None, splits: list[str] | None) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sources", type=Path, help="source data folder (with benchmarks/)")
+    parser.add_argument("--sources", type=Path, default=os.environ.get("SAGA_BENCHMARK_SOURCES") or None,
+                        help="source data folder (with benchmarks/; default: $SAGA_BENCHMARK_SOURCES)")
     parser.add_argument("--out", type=Path, default=REPO / "data" / "benchmarks", help="output folder")
     parser.add_argument("--freeze-gold", action="store_true", help="execute the gold queries on the configured endpoint")
     parser.add_argument("--benchmarks", nargs="*", help="only these benchmarks (freezing)")

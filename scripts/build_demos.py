@@ -8,11 +8,14 @@ For each dataset's train split (qald10 train = GRASP's QALD-10 train, qald7 trai
 train, wwq train) the answerable questions (frozen gold on the embedded sample) are solved by
 `saga_dspy.optimize.gold_teacher.gold_trace`: search each entity's label, look the entity up, execute the
 gold query, stop — with real observations from our tools. The records (the format of
-`saga_dspy.agent.demos`) go to `<out>/<dataset>.jsonl`, in benchmark order; the agent picks its
+`saga_dspy.agent.demos`) go to `<out>/<dataset>.jsonl` (`--variant V`: `<dataset>.V.jsonl`,
+observations from that variant's own tools), in benchmark order; the agent picks its
 per-question demonstrations from them by BM25 (`--demos N`).
 
-A train question whose text also occurs in the dataset's test split is left out (no test
-leakage through near-copies). `<out>/MANIFEST.json` records counts, skip reasons, the endpoint,
+A train question that collides (`saga_dspy.eval.firewall`: same text, content-word Jaccard >= 0.8, or
+the same normalised gold SPARQL) with any test or dev question of a benchmark on the same graph
+is left out, so a pool leaks into no evaluation it may be used for. Train is already train minus
+dev (`saga_dspy.eval.splits`). `<out>/MANIFEST.json` records counts, skip reasons, the endpoint,
 the schema index and the versions.
 """
 
@@ -22,7 +25,6 @@ import argparse
 import datetime as _dt
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -30,19 +32,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from saga_dspy.agent.demos import SHARED_POOL_VARIANT, pool_file_name  # noqa: E402
 from saga_dspy.config import Settings, apply_offline_env, default_data_dir  # noqa: E402
+from saga_dspy.variants import VARIANT_NAMES  # noqa: E402
 
 POOLS = {"qald10": "train", "qald7": "train", "qald9plus": "train", "wwq": "train"}
 
 
-def _norm(text: str) -> str:
-    return " ".join(re.findall(r"\w+", (text or "").lower()))
-
-
 def build_pool(settings: Settings, dataset: str, split: str, endpoint, search, *, limit: int | None,
                variant: str, progress: bool) -> tuple[list[dict], dict]:
-    from saga_dspy.eval.datasets import BENCHMARKS, load_records
+    from saga_dspy.eval.datasets import BENCHMARKS
     from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.splits import held_out_firewall
     from saga_dspy.optimize.gold_teacher import gold_traces
 
     info = BENCHMARKS[dataset]
@@ -51,11 +52,15 @@ def build_pool(settings: Settings, dataset: str, split: str, endpoint, search, *
         raise SystemExit(f"{dataset}/{resolved} is a test split: demo pools come from train questions only")
     s = settings.model_copy(update={"dataset": dataset, "split": resolved, "limit": limit})
     evalset = load_eval_set(s, answerable_only=True, progress=progress)
-    test_questions: set[str] = set()
-    if info.test:
-        test_questions = {_norm(r["question"]) for r in load_records(dataset, info.test, s)}
-    items = [i for i in evalset.items if _norm(i.question) not in test_questions]
-    leaked = len(evalset.items) - len(items)
+    # the test firewall: no pool question collides with any test or dev question of the graph
+    firewall = held_out_firewall(s, info.kg)
+    items, leaked = [], {}
+    for item in evalset.items:
+        hits = firewall.collisions(item.question, item.gold_sparql)
+        if hits:
+            leaked[hits[0].source] = leaked.get(hits[0].source, 0) + 1
+        else:
+            items.append(item)
     started = time.monotonic()
     records, skipped = gold_traces(items, settings=s, endpoint=endpoint, search=search, variant=variant,
                                    progress=progress, extra={"dataset": dataset, "split": resolved})
@@ -63,7 +68,8 @@ def build_pool(settings: Settings, dataset: str, split: str, endpoint, search, *
         "split": resolved,
         "questions": (evalset.filter_report or {}).get("total"),
         "answerable": (evalset.filter_report or {}).get("kept"),
-        "left_out_in_test": leaked,
+        "left_out_by_firewall": dict(sorted(leaked.items())),
+        "left_out_by_firewall_total": sum(leaked.values()),
         "tried": len(items),
         "records": len(records),
         "skipped": skipped,
@@ -90,7 +96,8 @@ def main(argv=None) -> int:
     parser.add_argument("--datasets", nargs="+", default=list(POOLS), choices=list(POOLS))
     parser.add_argument("--out", type=Path, default=default_data_dir() / "demos")
     parser.add_argument("--limit", type=int, default=None, help="at most N answerable questions per dataset")
-    parser.add_argument("--variant", default="full", help="grounding variant the observations come from")
+    parser.add_argument("--variant", default=SHARED_POOL_VARIANT, choices=VARIANT_NAMES,
+                        help="the variant whose tools record the observations (its pool: <dataset>.<variant>.jsonl)")
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
@@ -114,7 +121,7 @@ def main(argv=None) -> int:
         for dataset in args.datasets:
             records, stats = build_pool(settings, dataset, POOLS[dataset], endpoint, search, limit=args.limit,
                                         variant=args.variant, progress=not args.no_progress)
-            name = f"{dataset}.jsonl" if args.variant == "full" else f"{dataset}.{args.variant}.jsonl"
+            name = pool_file_name(dataset, args.variant)
             path = args.out / name
             tmp = path.with_name(path.name + ".tmp")
             with open(tmp, "w", encoding="utf-8") as fh:
@@ -122,17 +129,19 @@ def main(argv=None) -> int:
                     fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n")
             os.replace(tmp, path)  # readers (a running eval) never see a half-written pool
             stats["file"] = name
+            stats["variant"] = args.variant  # whose tools recorded the observations
             stats["bytes"] = path.stat().st_size
             manifest["pools"][name] = stats
             print(f"{dataset}: {stats['records']} demos of {stats['tried']} answerable train questions "
-                  f"(skipped {stats['skipped'] or 'none'}; {stats['left_out_in_test']} also in test) -> {path}")
+                  f"(skipped {stats['skipped'] or 'none'}; firewall left out {stats['left_out_by_firewall_total']}: "
+                  f"{stats['left_out_by_firewall'] or 'none'}) -> {path}")
     finally:
         endpoint.close()
+    manifest.pop("variant", None)  # per pool now
     manifest.update({
         "built": _dt.datetime.now(_dt.timezone.utc).date().isoformat(),
         "teacher": "gold (saga_dspy.optimize.gold_teacher.gold_trace: search labels, look up entities, execute the gold query, stop)",
         "endpoint": "embedded",
-        "variant": args.variant,
         "versions": {k: v for k, v in versions().items() if k in ("saga_dspy", "dspy", "pyoxigraph", "git")},
         "format": "saga_dspy.agent.demos (one solved question a line: question, answer_type, query_form, steps, sparql)",
     })

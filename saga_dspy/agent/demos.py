@@ -1,7 +1,7 @@
 """Per-question demonstrations for the controller: a demo pool and a tiny BM25 over its questions.
 
-A demo pool is a JSONL file (default `<data_dir>/demos/<dataset>.jsonl`, built by the
-evaluation's gold-teacher with the full variant's tools; `<dataset>.<variant>.jsonl` when built with a
+A demo pool is a JSONL file (default `<data_dir>/demos/<dataset>.<variant>.jsonl` where that
+variant has its own, else `<dataset>.jsonl`; built by the evaluation's gold teacher with the
 variant's own tools), one solved question a line::
 
     {"id": "qald10-train-12",                      # optional
@@ -22,7 +22,8 @@ a whole solved question. A record that is already a step example (it has `trajec
 
 `DemoPool.select(question, k)` ranks the pool by BM25 over the question words and returns
 fresh `dspy.Example` objects: the caller passes them to the predictor for one call only
-(`predictor(..., demos=...)`), so nothing shared is mutated.
+(`predictor(..., demos=...)`), so nothing shared is mutated. `select_guarded` does the same
+behind a test firewall (`DemoGuard`): a record it refuses is never shown, and counted.
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import dspy
 
 from saga_dspy.agent.demo_views import for_variant
 from saga_dspy.agent.trajectory import Step, render_trajectory
+from saga_dspy.config import Settings
 from saga_dspy.signatures import QUERY_FORM_GUIDE
 from saga_dspy.variants import Variant
 
@@ -106,6 +108,19 @@ class DemoRecord:
     query_chars: int = 0
     complete: bool = False  # shows the whole protocol: search, lookup, execute, stop
     lookup: dspy.Example | None = field(default=None, compare=False)  # up to its first lookup
+    sparql: str = ""  # its gold query (the test firewall compares it with the evaluated question's)
+
+
+Allow = Callable[[str, str], bool]  # (demo question, demo gold SPARQL) -> may it be shown?
+
+
+class DemoGuard(Protocol):
+    """What the program asks of a test firewall handed to it per question (evaluation's
+    `eval.firewall.QuestionGuard`; the agent never imports evaluation, it only calls these)."""
+
+    def allows(self, question: str | None, sparql: str | None = None) -> bool: ...
+
+    def filter_demos(self, demos: Sequence[Any]) -> tuple[list[Any], int]: ...
 
 
 def _norm_question(text: str) -> str:
@@ -226,7 +241,7 @@ class DemoPool:
                 self.records.append(DemoRecord(str(record["question"]), example, record.get("id"), execute,
                                                form, len(record.get("steps") or []),
                                                len(str(record.get("sparql") or "")),
-                                               PROTOCOL <= tools, lookup))
+                                               PROTOCOL <= tools, lookup, str(record.get("sparql") or "")))
         self._index = BM25([tokenize(r.question) for r in self.records])
 
     @classmethod
@@ -246,15 +261,29 @@ class DemoPool:
     def __len__(self) -> int:
         return len(self.records)
 
-    def _fillers(self, own: str, n: int, form: str | None, exclude: set[int]) -> list[int]:
+    def _fillers(self, own: str, n: int, form: str | None, exclude: set[int], allow: Allow | None = None) -> list[int]:
         """The n shortest records that show the whole protocol, of the form where possible."""
         def rank(i: int) -> tuple:
             r = self.records[i]
             return (form is not None and r.form != form.upper(), not r.complete, r.steps, r.query_chars, i)
 
         usable = [i for i in range(len(self.records))
-                  if i not in exclude and _norm_question(self.records[i].question) != own]
+                  if i not in exclude and _norm_question(self.records[i].question) != own and self._allowed(i, allow)]
         return sorted(usable, key=rank)[:n]
+
+    def _allowed(self, index: int, allow: Allow | None) -> bool:
+        record = self.records[index]
+        return allow is None or allow(record.question, record.sparql)
+
+    def select_guarded(self, question: str, k: int, form: str | None = None,
+                       allow: Allow | None = None) -> tuple[list[dspy.Example], int]:
+        """`select` with a firewall: `allow(demo_question, demo_sparql)` says whether a record may be
+        shown to this question. Returns (demos, how many records the unguarded choice would have
+        shown that `allow` refused); the refused ones are replaced by the next best."""
+        if allow is None:
+            return self.select(question, k, form), 0
+        refused = sum(1 for i in self._choose(question, k, form) if not self._allowed(i, allow))
+        return self._render(self._choose(question, k, form, allow)), refused
 
     def select(self, question: str, k: int, form: str | None = None) -> list[dspy.Example]:
         """The k most similar demos (fresh copies), never the question itself.
@@ -266,17 +295,25 @@ class DemoPool:
         the same query form (`form`: ASK | COUNT | SELECT): a small model copies the ids and
         properties of an unrelated long demo, but without any demo it does not follow the tool
         protocol at all (issue 4 §2b: almost no correct query zero-shot)."""
+        return self._render(self._choose(question, k, form))
+
+    def _choose(self, question: str, k: int, form: str | None, allow: Allow | None = None) -> list[int]:
+        """The indices `select` shows, in order (those `allow` refuses passed over)."""
         if k <= 0 or not self.records:
             return []
         own = _norm_question(question)
         chosen: list[int] = []
-        for index, _score in self._index.top(tokenize(question), k + 3):
-            if _norm_question(self.records[index].question) != own:
+        depth = k + 3 if allow is None else len(self.records)
+        for index, _score in self._index.top(tokenize(question), depth):
+            if _norm_question(self.records[index].question) != own and self._allowed(index, allow):
                 chosen.append(index)
             if len(chosen) == k:
                 break
         if len(chosen) < k:
-            chosen += self._fillers(own, k - len(chosen), form, exclude=set(chosen))
+            chosen += self._fillers(own, k - len(chosen), form, exclude=set(chosen), allow=allow)
+        return chosen
+
+    def _render(self, chosen: list[int]) -> list[dspy.Example]:
         picked = []
         for rank, index in enumerate(chosen):
             record = self.records[index]
@@ -286,16 +323,23 @@ class DemoPool:
         return picked
 
 
-def default_pool_path(settings) -> Path:
-    return Path(settings.data_dir) / "demos" / f"{settings.dataset}.jsonl"
+SHARED_POOL_VARIANT = Settings.model_fields["variant"].default  # its pool is `<dataset>.jsonl`, every variant's fallback
 
 
-def variant_pool_path(settings, variant: Variant) -> Path:
-    """The pool recorded by `variant`'s own tools (the gold teacher run with its flags), if one was built."""
-    return Path(settings.data_dir) / "demos" / f"{settings.dataset}.{variant.name}.jsonl"
+def pool_file_name(dataset: str, variant: str = SHARED_POOL_VARIANT) -> str:
+    """`<dataset>.<variant>.jsonl`: demos recorded with that variant's own tools (SPINACH-mode
+    observations for `spinach`); the default variant's pool is plain `<dataset>.jsonl`."""
+    return f"{dataset}.jsonl" if variant == SHARED_POOL_VARIANT else f"{dataset}.{variant}.jsonl"
 
 
-def load_demo_pool(settings, pool: "DemoPool | str | Path | Iterable[dict] | None" = None, *,
+def default_pool_path(settings: Settings) -> Path:
+    """The pool the variant's own tools recorded when there is one, else the default variant's."""
+    base = Path(settings.data_dir) / "demos"
+    own = base / pool_file_name(settings.dataset, settings.variant)
+    return own if own.is_file() else base / pool_file_name(settings.dataset)
+
+
+def load_demo_pool(settings: Settings, pool: "DemoPool | str | Path | Iterable[dict] | None" = None, *,
                    spinach: bool = False, variant: Variant | None = None) -> DemoPool:
     """The pool given (object, file, or records), else the dataset's pool for this variant.
 
@@ -307,17 +351,18 @@ def load_demo_pool(settings, pool: "DemoPool | str | Path | Iterable[dict] | Non
         return DemoPool.from_file(pool, spinach=spinach, variant=variant)
     if pool is not None:
         return DemoPool(pool, spinach=spinach, variant=variant)
+    base = Path(settings.data_dir) / "demos"
     if variant is not None and not variant.is_full:
-        own = variant_pool_path(settings, variant)
+        own = base / pool_file_name(settings.dataset, variant.name)
         if own.is_file():
             log.info("demo pool: %s (recorded by the %s variant's tools)", own, variant.name)
             return DemoPool.from_file(own, spinach=spinach or not variant.agent.schema_controller)
-    path = default_pool_path(settings)
+    path = base / pool_file_name(settings.dataset)
     if path.is_file():
         return DemoPool.from_file(path, spinach=spinach, variant=variant)
     log.info("no demo pool at %s; the controller runs without demonstrations", path)
     return DemoPool([], spinach=spinach)
 
 
-__all__ = ["BM25", "DemoPool", "default_pool_path", "load_demo_pool", "record_to_example", "tokenize",
-           "variant_pool_path"]
+__all__ = ["BM25", "DemoGuard", "DemoPool", "default_pool_path", "load_demo_pool", "pool_file_name", "record_to_example",
+           "tokenize"]

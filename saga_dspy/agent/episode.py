@@ -46,6 +46,7 @@ class Episode:
     calls: QuestionCalls = field(default_factory=QuestionCalls)  # this question's LM calls and their bound
     steps: list[Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    demos_dropped: int = 0  # demos the test firewall refused for this question
     lm_errors: list[str] = field(default_factory=list)
     accepted_final: str | None = None
     form_rejections: int = 0

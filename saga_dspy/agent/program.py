@@ -24,7 +24,7 @@ import dspy
 from saga_dspy.agent.answer_cues import guard, rule_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.calls import QuestionCalls
-from saga_dspy.agent.demos import DemoPool, load_demo_pool
+from saga_dspy.agent.demos import DemoGuard, DemoPool, load_demo_pool
 from saga_dspy.agent.episode import Episode, nonempty
 from saga_dspy.agent.parsing import parse_pids
 from saga_dspy.agent.query_form import decide_query_form, form_of, form_problem, is_yes_no_question, rewrite_head
@@ -131,7 +131,7 @@ class SagaProgram(dspy.Module):
     Args:
         settings: the run's Settings (variant, max_steps, demos, check_answer, kg, ...).
         endpoint, search: shared KG endpoint and entity search (opened from settings when None).
-        demo_pool: a `DemoPool`, a JSONL file or records (default `<data_dir>/demos/<dataset>.jsonl`).
+        demo_pool: a `DemoPool`, a JSONL file or records (default: `agent.demos.default_pool_path`).
         lm: an LM for this program (default: dspy's configured LM, else `build_lm(settings)`).
     """
 
@@ -206,7 +206,8 @@ class SagaProgram(dspy.Module):
     # -- the question ------------------------------------------------------------------------
 
     def forward(self, question: str, prior_turns: list[str] | str | None = None,
-                on_event: Callable[..., None] | None = None) -> dspy.Prediction:
+                on_event: Callable[..., None] | None = None, demo_guard: DemoGuard | None = None) -> dspy.Prediction:
+        """`demo_guard` (evaluation's test firewall for this question): demos it refuses are never shown."""
         started = time.monotonic()
         # SPINACH prunes every neighbourhood by design: its prunes are outside the bound
         counter = QuestionCalls(exempt=frozenset({"prune"}) if self.variant_def.grounding.prune_all else frozenset())
@@ -224,7 +225,7 @@ class SagaProgram(dspy.Module):
         try:
             with dspy.context(**context_kwargs), dspy.track_usage() as usage:
                 try:
-                    self._run(question, prior_turns, on_event, box, counter)
+                    self._run(question, prior_turns, on_event, box, counter, demo_guard)
                 except Exception as exc:  # never raise out of forward
                     log.warning("question failed: %s", exc, exc_info=True)
                     error = f"{type(exc).__name__}: {one_line(str(exc), 500)}"
@@ -245,7 +246,8 @@ class SagaProgram(dspy.Module):
             return pred
         return self._prediction(episode, counter, usage_totals, started, error)
 
-    def _run(self, question: str, prior_turns, on_event, box: list, calls: QuestionCalls) -> Episode:
+    def _run(self, question: str, prior_turns, on_event, box: list, calls: QuestionCalls,
+             demo_guard: DemoGuard | None = None) -> Episode:
         settings = self.settings
         text = str(question or "").strip()
         if prior_turns:
@@ -281,11 +283,11 @@ class SagaProgram(dspy.Module):
         tools = self._tools(ctx)
         pool = self.demo_pool()
         # per-question demos replace the predictor's own (compiled) demos for this call only
-        demos = (pool.select(str(question), settings.demos, form) if pool is not None and len(pool) else None) or None
+        demos, dropped = self._guarded_demos(pool, str(question), form, demo_guard)
 
         episode = Episode(settings, text, ctx, tools, self.variant_def, answer_type, form,
                           demos=demos, on_event=on_event, check=self._check if settings.check_answer else None,
-                          max_steps=settings.max_steps, notes=notes, calls=calls)
+                          max_steps=settings.max_steps, notes=notes, calls=calls, demos_dropped=dropped)
         box.append(episode)
         episode.emit("start", question=text, answer_type=answer_type, form=form, demos=len(demos or []))
 
@@ -295,6 +297,18 @@ class SagaProgram(dspy.Module):
         # 4. the final query
         self._finish(episode)
         return episode
+
+    def _guarded_demos(self, pool: DemoPool | None, question: str, form: str,
+                       demo_guard: DemoGuard | None) -> tuple[list | None, int]:
+        """(the controller's demos for this question, how many the test firewall dropped): the
+        pool's per-question demos, else None (the compiled demos), filtered when they collide."""
+        allow = demo_guard.allows if demo_guard is not None else None
+        demos, dropped = (pool.select_guarded(question, self.settings.demos, form, allow)
+                          if pool is not None and len(pool) else (None, 0))
+        if not demos and demo_guard is not None and self.react.react.demos:
+            kept, dropped_fixed = demo_guard.filter_demos(self.react.react.demos)
+            return (kept if dropped_fixed else None), dropped + dropped_fixed
+        return demos or None, dropped
 
     # -- grounding adapters ----------------------------------------------------------------------
 
@@ -433,6 +447,7 @@ class SagaProgram(dspy.Module):
             final_source=episode.final_source,
             rewritten_from=episode.rewritten_from,
             variant=self.variant,
+            demos_dropped=episode.demos_dropped,
             notes=list(episode.notes) + [f"LM error: {e}" for e in episode.lm_errors],
             error=error,
         )

@@ -4,6 +4,7 @@
     python -m saga_dspy.eval --variant full --variant spinach --variant no-type-filter --limit 20
     python -m saga_dspy.eval --resume --out runs/my-run          # continue an interrupted run
     python -m saga_dspy.eval freeze-gold --dataset qald10 --split test --endpoint URL
+    python -m saga_dspy.eval rescore runs/my-run                  # metrics again from predictions.jsonl
 
 Each variant writes into its run directory (`--out`; with several variants, one
 sub-directory per variant):
@@ -23,8 +24,8 @@ run (`saga_dspy.eval.tracking`; `--no-mlflow` turns it off).
 Gold answers always come from frozen gold (`gold.freeze_gold`): the bundled files for
 the embedded sample (frozen into the cache on first use if a split has none), or, for a live
 endpoint, the file written by `freeze-gold` (never queried during a run). By default only the
-questions whose gold result is non-empty are evaluated; how many were left out and why is
-printed and written to config.json.
+questions whose gold result is answerable (`answerability`: non-empty, not degenerate) are
+evaluated; how many were left out and why is printed and written to config.json and metrics.json.
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ from typing import Sequence
 import dspy
 
 from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
+from saga_dspy.eval.answerability import describe_subset
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import parse_ids
 from saga_dspy.eval.gold import freeze
+from saga_dspy.eval.rescore import RESCORED, rescore
 from saga_dspy.eval.runner import COVERAGES, Interrupted, evaluate, program_has_controller_demos
 from saga_dspy.lm import cli_lm
 from saga_dspy.variants import VARIANT_NAMES
@@ -57,8 +60,9 @@ SETTINGS_FLAGS = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m saga_dspy.eval",
-        description="Evaluate the SAGA agent on a benchmark split (sub-command: freeze-gold).",
-        epilog="Run `python -m saga_dspy.eval freeze-gold -h` for freezing gold answers on a live endpoint.",
+        description="Evaluate the SAGA agent on a benchmark split (sub-commands: freeze-gold, rescore).",
+        epilog="Run `python -m saga_dspy.eval freeze-gold -h` for freezing gold answers on a live endpoint, "
+               "`python -m saga_dspy.eval rescore -h` for recomputing a run's metrics from its predictions.",
     )
     add_settings_args(parser, SETTINGS_FLAGS)
     parser.add_argument("--variant", dest="variants", action="append", choices=VARIANT_NAMES,
@@ -69,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-file", help="benchmark file in our schema (.jsonl/.json[.gz]) instead of a bundled one")
     parser.add_argument("--gold-file", help="frozen gold file (default: bundled for embedded, else freeze-gold's)")
     parser.add_argument("--all-questions", action="store_true",
-                        help="also evaluate questions whose frozen gold is empty or failed")
+                        help="also evaluate questions whose frozen gold is empty, degenerate or failed (they score 0)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out (default: the latest run)")
     parser.add_argument("--retry-failed", action="store_true", help="with --resume: re-run questions that ended with an error")
     parser.add_argument("--overwrite", action="store_true", help="start again in an --out that has predictions")
@@ -107,11 +111,35 @@ def freeze_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def build_rescore_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m saga_dspy.eval rescore",
+                                     description="Recompute a run's metrics from its predictions.jsonl (no LM).")
+    parser.add_argument("run_dir", help="a run directory (predictions.jsonl, config.json)")
+    parser.add_argument("--metric-mode", choices=("answers", "rows"), help="default: the run's own")
+    parser.add_argument("--out", help=f"where to write the metrics (default: RUN_DIR/{RESCORED})")
+    return parser
+
+
+def rescore_main(argv: Sequence[str]) -> int:
+    args = build_rescore_parser().parse_args(argv)
+    try:
+        metrics = rescore(args.run_dir, args.metric_mode, out=args.out)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    shown = {k: metrics.get(k) for k in ("n", "f1", "em", "empty_rate", "boolean_f1", "factoid_f1")}
+    print(json.dumps(shown, indent=2))
+    print(describe_subset(metrics["subset"]))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     apply_offline_env()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "freeze-gold":
         return freeze_main(argv[1:])
+    if argv and argv[0] == "rescore":  # metrics again from predictions.jsonl, no LM
+        return rescore_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from saga_dspy.config import Settings, default_data_dir
+from saga_dspy.eval.answerability import unanswerable_reason
 
 if TYPE_CHECKING:  # pragma: no cover
     import datasets  # heavy (pyarrow, pandas): imported where a Dataset is built, not at module import
@@ -60,9 +61,9 @@ class BenchmarkInfo:
 BENCHMARKS: dict[str, BenchmarkInfo] = {
     b.name: b
     for b in (
-        BenchmarkInfo("qald7", "QALD-7 task 4 (Wikidata)", "wikidata", ("train", "test"), test="test", train="train"),
-        BenchmarkInfo("qald9plus", "QALD-9-plus (Wikidata)", "wikidata", ("train", "test"), test="test", train="train"),
-        BenchmarkInfo("qald10", "QALD-10", "wikidata", ("train", "test"), test="test", train="train"),
+        BenchmarkInfo("qald7", "QALD-7 task 4 (Wikidata)", "wikidata", ("train", "dev", "test"), test="test", dev="dev", train="train"),  # dev: eval.splits
+        BenchmarkInfo("qald9plus", "QALD-9-plus (Wikidata)", "wikidata", ("train", "dev", "test"), test="test", dev="dev", train="train"),  # dev: eval.splits
+        BenchmarkInfo("qald10", "QALD-10", "wikidata", ("train", "dev", "test"), test="test", dev="dev", train="train"),  # dev: eval.splits
         BenchmarkInfo("wwq", "WikiWebQuestions", "wikidata", ("train", "dev", "test"), test="test", dev="dev", train="train"),
         BenchmarkInfo("spinach", "SPINACH", "wikidata", ("dev", "test"), test="test", dev="dev", metric_mode="rows"),
         BenchmarkInfo("lcquad2", "LC-QuAD 2.0", "wikidata", ("test",), test="test"),
@@ -285,8 +286,7 @@ def _reason(rec: dict[str, Any]) -> str | None:
         return "not_frozen"
     if rec["gold_error"]:
         return rec["gold_error"]
-    gold = json.loads(rec["gold"]) if rec.get("gold") else {}
-    return "ask_false_unconfirmed" if "boolean" in gold else "empty"
+    return unanswerable_reason(json.loads(rec["gold"]) if rec.get("gold") else None, rec.get("sparql")) or "empty"
 
 
 def load_benchmark(
@@ -306,8 +306,9 @@ def load_benchmark(
 
     Frozen gold is joined from `gold_file`, else (embedded endpoint or no settings) from the
     bundled `gold-embedded-<split>.jsonl.gz` when it exists. `answerable_only=True` keeps the
-    questions whose frozen gold is non-empty and error-free; the counts left out by reason
-    ('empty', error kinds, 'not_frozen') are logged and kept in `filter_report(ds)`.
+    questions whose frozen gold is answerable (`eval.answerability`: error-free, non-empty, not
+    degenerate); the counts left out by reason ('empty', 'degenerate_aggregate',
+    'ask_false_unconfirmed', error kinds, 'not_frozen') are logged and kept in `filter_report(ds)`.
     """
     from datasets import Dataset, DatasetInfo
 

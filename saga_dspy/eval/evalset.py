@@ -26,6 +26,7 @@ class EvalItem:
     gold_sparql: str | None = None
     answer_type: str | None = None
     source_answers: str | None = None
+    answerable: bool | None = None  # the frozen gold's verdict (eval.answerability); None: not frozen
 
     @property
     def is_boolean(self) -> bool:
@@ -111,6 +112,7 @@ def load_eval_set(
         EvalItem(
             id=r["id"], question=r["question"], gold=r.get("gold"), gold_sparql=r.get("sparql"),
             answer_type=r.get("answer_type"), source_answers=r.get("source_answers"),
+            answerable=r.get("answerable"),
         )
         for r in rows
     ]

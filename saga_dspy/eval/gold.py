@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from saga_dspy.config import Settings
 from saga_dspy.eval.datasets import BENCHMARKS, bundled_gold_path, gold_file_name, load_records, write_jsonl_gz
+from saga_dspy.eval.answerability import unanswerable_reason
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.metrics import answer_f1
 from saga_dspy.kg.endpoint import Endpoint
@@ -120,7 +121,7 @@ def freeze_gold(
 
     Writes `out_path` (gzip JSON lines, benchmark order) with per id: `result` (SPARQL-JSON,
     `result.to_json()`, or null), `error` ({kind, message} or null), `answerable` (no error and
-    a non-empty result), `rows`, `endpoint` (`endpoint.name`), `date` and `source_f1` (answer
+    a non-empty, non-degenerate result: `eval.answerability`), `rows`, `endpoint` (`endpoint.name`), `date` and `source_f1` (answer
     F1 of the frozen result against the dataset's stored answers, where it has them). Writes a
     summary next to it (`<stem>.summary.json`) and returns it: counts of answerable / empty /
     errors by kind, and agreement (F1 == 1) with `source_answers`.
@@ -136,7 +137,8 @@ def freeze_gold(
         iterator = tqdm(records, desc=f"{name}/{split}", unit="q")
     frozen = []
     errors: dict[str, int] = {}
-    empty = capped = ask_false = 0
+    capped = 0
+    unanswerable: dict[str | None, int] = {}
     with_source = compared = agree = 0
     f1_sum = 0.0
     for rec in iterator:
@@ -153,14 +155,10 @@ def freeze_gold(
         if error is not None:
             errors[error["kind"]] = errors.get(error["kind"], 0) + 1
             answerable = False
-        elif "boolean" in result_json:
-            # On a sample, `false` may only mean missing data: it counts when the
-            # dataset's own answer confirms it.
-            answerable = bool(result_json["boolean"]) or (source_f1 is not None and source_f1 >= 1.0 - 1e-9)
-            ask_false += not answerable
-        else:
-            answerable = bool(result_json["results"]["bindings"])
-            empty += not answerable
+        else:  # empty, degenerate (COUNT 0) or ASK false unless the dataset confirms it
+            why = unanswerable_reason(result_json, rec["sparql"], source_f1)
+            answerable = why is None
+            unanswerable[why] = unanswerable.get(why, 0) + (why is not None)
         frozen.append(
             {
                 "id": rec["id"],
@@ -183,8 +181,9 @@ def freeze_gold(
         "timeout": timeout,
         "total": total,
         "answerable": sum(1 for f in frozen if f["answerable"]),
-        "empty": empty,
-        "ask_false_unconfirmed": ask_false,
+        "empty": unanswerable.get("empty", 0),
+        "ask_false_unconfirmed": unanswerable.get("ask_false_unconfirmed", 0),
+        "degenerate_aggregate": unanswerable.get("degenerate_aggregate", 0),
         "errors": dict(sorted(errors.items())),
         "capped": capped,
         "source_answers": {

@@ -19,7 +19,7 @@ from saga_dspy.kg.results import XSD, AskResult, Binding, QueryResult, SelectRes
 
 MetricMode = Literal["answers", "rows"]
 
-METRIC_VERSION = "1"
+METRIC_VERSION = "2"  # 2: empty vs empty scores 0
 
 METRIC_RULES: dict[str, Any] = {
     "version": METRIC_VERSION,
@@ -67,7 +67,8 @@ METRIC_RULES: dict[str, Any] = {
         "gold scores 0, and an ASK prediction for a SELECT gold scores 0."
     ),
     "empty": (
-        "Empty gold and empty prediction: 1.0 (the correct answer is 'nothing'); empty prediction for a "
+        "Empty gold and empty prediction: 0 (as the paper: 'nothing' is never a scored answer, so an "
+        "unanswerable question cannot inflate the score in --all-questions runs); empty prediction for a "
         "non-empty gold: 0; non-empty prediction for an empty gold: 0."
     ),
     "exact_match": "EM is F1 == 1 (within 1e-9) under the same mode.",
@@ -255,7 +256,7 @@ def _answers_f1(pred: SelectResult, gold: SelectResult, keep_lang: bool) -> floa
     gold_set = {k for row in _row_keys(gold, keep_lang) for k in row}
     pred_set = {k for row in _row_keys(pred, keep_lang) for k in row}
     if not gold_set or not pred_set:
-        return 1.0 if not gold_set and not pred_set else 0.0
+        return 0.0  # empty vs empty included (METRIC_RULES["empty"])
     hit_gold: set[Key] = set()
     correct = 0
     for key in pred_set:
@@ -270,7 +271,7 @@ def _rows_f1(pred: SelectResult, gold: SelectResult, keep_lang: bool) -> float:
     gold_rows = [r for r in _row_keys(gold, keep_lang) if r]
     pred_rows = [{v for k in r for v in _variants(k)} for r in _row_keys(pred, keep_lang) if r]
     if not gold_rows or not pred_rows:
-        return 1.0 if not gold_rows and not pred_rows else 0.0
+        return 0.0  # empty vs empty included (METRIC_RULES["empty"])
     index: dict[Key, list[tuple[int, int]]] = defaultdict(list)
     for j, row in enumerate(gold_rows):
         counts: dict[Key, int] = defaultdict(int)

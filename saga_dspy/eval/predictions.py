@@ -54,6 +54,20 @@ def _is_empty_answer(answers: Any) -> bool:
     return False
 
 
+def score_answers(answers: Any, gold: Any, mode: str, answerable: bool | None = None) -> tuple[float, str | None]:
+    """(F1, why it could not be computed or None) of answers against the frozen gold result.
+
+    A gold result that is not answerable (`eval.answerability`: empty, COUNT 0, unconfirmed ASK
+    false) scores 0 whatever was predicted: with --all-questions it never inflates the score."""
+    if gold is None:
+        return 0.0, "no frozen gold result for this question"
+    try:
+        f1 = float(answer_f1(answers, gold, mode=mode))
+    except ValueError as exc:
+        return 0.0, f"metric: {exc}"
+    return (0.0 if answerable is False else f1), None
+
+
 def score_prediction(item: EvalItem, pred: Any, mode: str, *, error: str | None = None,
                      seconds: float | None = None) -> dict[str, Any]:
     """One predictions.jsonl line: the question, gold, prediction, scores, counters and trajectory."""
@@ -61,15 +75,7 @@ def score_prediction(item: EvalItem, pred: Any, mode: str, *, error: str | None 
     answers = get("answers")
     status = get("final_status") or ("error" if error or pred is None else "none")
     error = error or get("error")
-    metric_error = None
-    f1 = 0.0
-    if item.gold is not None:
-        try:
-            f1 = float(answer_f1(answers, item.gold, mode=mode))
-        except ValueError as exc:
-            metric_error = f"metric: {exc}"
-    else:
-        metric_error = "no frozen gold result for this question"
+    f1, metric_error = score_answers(answers, item.gold, mode, item.answerable)
     counters = dict(get("counters") or {})
     if seconds is not None and counters.get("seconds") is None:
         counters["seconds"] = round(seconds, 3)
@@ -84,6 +90,7 @@ def score_prediction(item: EvalItem, pred: Any, mode: str, *, error: str | None 
         "f1": f1,
         "em": f1 >= 1.0 - 1e-9,
         "is_boolean": item.is_boolean,
+        "gold_answerable": item.answerable,
         "empty": bool(empty),
         "final_status": status,
         "final_error": get("final_error"),  # the final query's own failure (syntax, timeout): the agent's mistake
@@ -94,6 +101,7 @@ def score_prediction(item: EvalItem, pred: Any, mode: str, *, error: str | None 
         "query_form": get("query_form"),
         "final_source": get("final_source"),
         "rewritten_from": get("rewritten_from"),
+        "demos_dropped": get("demos_dropped"),  # demos the test firewall refused (None: not guarded)
         "notes": _jsonable(get("notes") or []),
         "trajectory": _jsonable(get("trajectory") or []),
         "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -20,8 +20,10 @@ from tqdm import tqdm
 
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
+from saga_dspy.eval.answerability import describe_subset, subset_record
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
+from saga_dspy.eval.firewall import guard_kwargs
 from saga_dspy.eval.metrics import compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_prediction
 from saga_dspy.eval.records import CONFIG, METRICS, fingerprint, run_config, write_json
@@ -92,12 +94,13 @@ def run_questions(
 
     def answer(item: EvalItem) -> dict[str, Any]:
         started = time.monotonic()
+        guard = guard_kwargs(program, item.question, item.gold_sparql)  # the test firewall, per question
         try:
             if lm is not None:
                 with dspy.context(lm=lm):
-                    pred = program(question=item.question)
+                    pred = program(question=item.question, **guard)
             else:
-                pred = program(question=item.question)
+                pred = program(question=item.question, **guard)
         except Exception as exc:  # the program should never raise; record it if it does
             log.warning("question %s raised %s", item.id, exc, exc_info=True)
             return score_prediction(item, None, mode, error=f"{type(exc).__name__}: {exc}",
@@ -249,6 +252,7 @@ def run_variant(
         lines = [latest[item.id] for item in evalset.items if item.id in latest]
         metrics = compute_metrics(lines, total=len(evalset.items))
         metrics["interrupted"] = interrupted
+        metrics["subset"] = subset_record(evalset.filter_report, len(evalset.items))  # what was scored
         write_json(out_dir / METRICS, metrics)
         if tracker:
             tracker.log_metrics(metrics)
@@ -460,6 +464,7 @@ def print_outcome(settings: Settings, evalset: EvalSet, results: dict[str, Varia
     title = (f"{evalset.dataset}/{evalset.split} on {settings.endpoint}, LM {settings.lm}, "
              f"coverage {settings.schema_coverage}%, metric {settings.metric_mode} (percent)")
     print("\n" + summary_table({v: r.metrics for v, r in results.items()}, title), file=stream)
+    print(describe_subset(subset_record(evalset.filter_report, len(evalset.items))), file=stream)
     print(f"\nrun directory: {out_dir}", file=stream)
     if any(r.interrupted for r in results.values()):
         done = sum(len(r.lines) for r in results.values())

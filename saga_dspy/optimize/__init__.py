@@ -7,7 +7,9 @@
 
 The metric is the answer F1 against frozen gold (`metrics.answer_f1`); while bootstrapping
 (`trace` set) it says whether F1 reaches `--threshold`. Gold answers come from frozen gold
-only (never re-queried). A test split is refused.
+only (never re-queried). A test split is refused, and the training questions that collide with
+a test/dev question of the benchmark compiled for (`--firewall NAME` for others; `eval.firewall`)
+are dropped, with a count.
 
 `--teacher gold` builds ReAct demonstrations from the train questions' gold SPARQL by running
 our tools (`saga_dspy.optimize.gold_teacher`): with `--optimizer none` they are the controller's demos; with
@@ -45,6 +47,7 @@ from saga_dspy.eval.metrics import answer_f1
 from saga_dspy.eval.records import endpoint_record, fingerprint, lm_record, program_record, versions, write_json
 from saga_dspy.eval.report import markdown_table, summary_table
 from saga_dspy.eval.runner import Interrupted, run_variant, sigterm_as_interrupt
+from saga_dspy.eval.splits import benchmark_firewall
 from saga_dspy.eval.tracking import Tracker, comparison_chart
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.search import Search
@@ -139,6 +142,7 @@ class OptimizeOptions:
     num_trials: int | None = None
     num_candidates: int | None = None
     minibatch_size: int = 35
+    firewall: tuple[str, ...] = ()  # benchmarks evaluated with the result (default: the one compiled on)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -167,6 +171,19 @@ def split_items(items: Sequence[EvalItem], holdout: int, limit: int | None, seed
     return train, held
 
 
+def apply_firewall(evalset: EvalSet, benchmarks: Sequence[str], settings: Settings, stream) -> dict[str, Any]:
+    """Drop the training questions that collide with a test/dev question of `benchmarks`
+    (`eval.firewall`); says how many."""
+    firewall = benchmark_firewall(benchmarks, settings)
+    before = len(evalset.items)
+    evalset.items = [i for i in evalset.items if not firewall.collides(i.question, i.gold_sparql)]
+    report = {"benchmarks": list(benchmarks), "held_out_questions": len(firewall),
+              "dropped": before - len(evalset.items)}
+    print(f"firewall: dropped {report['dropped']} of {before} training questions that collide with a "
+          f"test/dev question of {', '.join(benchmarks)}", file=stream)
+    return report
+
+
 def make_student(settings: Settings, endpoint: Endpoint, search: Search) -> SagaProgram:
     # The compiled demos live on the predictors; the per-question pool would replace them.
     return SagaProgram(settings.model_copy(update={"demos": 0, "program": None}), endpoint=endpoint, search=search)
@@ -193,6 +210,7 @@ def optimize(
     all_settings = settings.model_copy(update={"limit": None})
     evalset = load_eval_set(all_settings, data_file=data_file, gold_file=gold_file, answerable_only=True,
                             progress=progress)
+    firewall_report = apply_firewall(evalset, options.firewall or (settings.dataset,), settings, stream)
     train_items, held_items = split_items(evalset.items, options.holdout, settings.limit, options.shuffle_seed)
     if not train_items:
         raise OptimizeError("no training questions (check --limit / --holdout)")
@@ -222,7 +240,7 @@ def optimize(
                                                 out_dir, tracker, progress, stream, split, program_path)
                 metrics = _metrics(train_items, held_items, gold, counts, holdout_metrics)
                 config = _config(settings, options, split, evalset, train_items, held_items, gold, compiled,
-                                 services.endpoint, program_path)
+                                 services.endpoint, program_path, firewall_report)
                 _write_and_track(out_dir, tracker, metrics, config, counts, program_path, gold)
         finally:
             tracker.close()
@@ -339,7 +357,8 @@ def _metrics(train_items: Sequence[EvalItem], held_items: Sequence[EvalItem], go
 
 def _config(settings: Settings, options: OptimizeOptions, split: str, evalset: EvalSet,
             train_items: Sequence[EvalItem], held_items: Sequence[EvalItem], gold: GoldDemos,
-            compiled: SagaProgram, endpoint: Endpoint, program_path: Path) -> dict[str, Any]:
+            compiled: SagaProgram, endpoint: Endpoint, program_path: Path,
+            firewall: dict[str, Any]) -> dict[str, Any]:
     """config.json of an optimize run (what `eval --program` reads back: kind, variant)."""
     return {
         "kind": "optimize",
@@ -352,6 +371,7 @@ def _config(settings: Settings, options: OptimizeOptions, split: str, evalset: E
         "train_ids": [i.id for i in train_items],
         "holdout_ids": [i.id for i in held_items],
         "gold_demo_ids": [r.get("id") for r in gold.picked],
+        "firewall": firewall,
         "lm": lm_record(settings),
         "endpoint": endpoint_record(settings, endpoint),
         "gold": {"file": evalset.gold_file, "summary": evalset.gold_summary},

@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--auto", choices=("light", "medium", "heavy", "none"), default="light", help="MIPROv2 budget preset")
     parser.add_argument("--num-trials", type=int, default=None, help="MIPROv2 trials (with --auto none)")
     parser.add_argument("--num-candidates", type=int, default=None, help="MIPROv2 candidates (with --auto none)")
+    parser.add_argument("--firewall", action="append", metavar="BENCHMARK",
+                        help="drop train questions colliding with this benchmark's test/dev questions "
+                             "(repeatable; default: the --dataset compiled on)")
     parser.add_argument("--data-file", help="benchmark file in our schema instead of a bundled one")
     parser.add_argument("--gold-file", help="frozen gold file")
     parser.add_argument("--experiment", help="MLflow experiment name")
@@ -79,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_labeled_demos=args.max_labeled_demos, max_rounds=args.max_rounds, max_errors=args.max_errors,
         gold_demos=args.gold_demos, gold_step=args.gold_step, gold_pool=args.gold_pool, holdout=args.holdout,
         shuffle_seed=args.shuffle_seed, auto=args.auto, num_trials=args.num_trials,
-        num_candidates=args.num_candidates,
+        num_candidates=args.num_candidates, firewall=tuple(args.firewall or ()),
     )
     try:  # refuse bad requests before loading a model
         refuse_test_split(settings.dataset, settings.split, args.data_file)

@@ -259,9 +259,10 @@ def test_other_datatypes_compare_with_datatype():
 
 def test_empty_gold_and_prediction():
     empty = col("x")
-    assert answer_f1(empty, empty) == 1.0
-    assert exact_match([], empty)
-    assert answer_f1(empty, empty, mode="rows") == 1.0
+    # as the paper: 'nothing' vs 'nothing' scores 0, so an unanswerable question cannot inflate F1
+    assert answer_f1(empty, empty) == 0.0
+    assert not exact_match([], empty)
+    assert answer_f1(empty, empty, mode="rows") == 0.0
     assert answer_f1(col("x", iri("Q1")), empty) == 0.0
     assert answer_f1(empty, col("x", iri("Q1"))) == 0.0
     assert answer_f1(empty, col("x", iri("Q1")), mode="rows") == 0.0

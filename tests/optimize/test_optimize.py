@@ -140,8 +140,9 @@ def test_bootstrap_seeded_by_the_gold_teacher_with_a_holdout(opt_settings, train
     plans, types = train_script
     lm = ScriptedLM(plans, types)
     settings = opt_settings.model_copy(update={"limit": 2})
+    # seed 2: both train questions (behind the firewall) are ones the gold teacher can solve on the sample
     result = optimize(settings, OptimizeOptions(optimizer="bootstrap", teacher="gold", max_demos=3, gold_demos=2,
-                                                holdout=2),
+                                                holdout=2, shuffle_seed=2),
                       out=tmp_path / "o", lm=lm, endpoint=endpoint, search=search, progress=False)
     demos = result.program.react.react.demos
     assert len(demos) == 3

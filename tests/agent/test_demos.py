@@ -1,0 +1,41 @@
+"""Demo pools: each variant's own pool (demos recorded with that variant's tools), the shared fallback."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import REPO, make_settings
+
+from saga_dspy.agent.demos import DemoPool, default_pool_path, pool_file_name
+
+
+def test_pool_file_names():
+    assert pool_file_name("qald10") == "qald10.jsonl"
+    assert pool_file_name("qald10", "full") == "qald10.jsonl"
+    assert pool_file_name("wwq", "spinach") == "wwq.spinach.jsonl"
+
+
+def test_a_variant_loads_the_pool_its_own_tools_recorded():
+    settings = make_settings(dataset="qald10", data_dir=REPO / "data")
+    assert default_pool_path(settings).name == "qald10.jsonl"
+    assert default_pool_path(settings.model_copy(update={"variant": "spinach"})).name == "qald10.spinach.jsonl"
+    # a variant without its own pool falls back to the full variant's
+    assert default_pool_path(settings.model_copy(update={"variant": "no-type-state"})).name == "qald10.jsonl"
+    full = [json.loads(x) for x in (REPO / "data" / "demos" / "qald10.jsonl").read_text().splitlines()]
+    spinach = [json.loads(x) for x in (REPO / "data" / "demos" / "qald10.spinach.jsonl").read_text().splitlines()]
+    assert {r["variant"] for r in spinach} == {"spinach"} and {r["variant"] for r in full} == {"full"}
+    # the full variant's lookups annotate types; SPINACH's tools never do
+    assert any("[no types]" in s["observation"] for r in full for s in r["steps"])
+    assert not any("[no types]" in s["observation"] for r in spinach for s in r["steps"])
+
+
+def test_select_guarded_without_a_guard_is_select():
+    steps = [{"thought": "t", "tool_name": "search_wikidata", "tool_args": {"query": "x"}, "observation": "o"}]
+    pool = DemoPool([{"question": q, "sparql": "ASK {}", "steps": steps}
+                     for q in ("who wrote hamlet?", "who wrote macbeth?", "who painted guernica?")])
+    plain = [d.question for d in pool.select("who wrote othello", 2)]
+    guarded, refused = pool.select_guarded("who wrote othello", 2)
+    assert [d.question for d in guarded] == plain and refused == 0
+    # a guard refusing the best match: the next best takes its place, and the refusal is counted
+    guarded, refused = pool.select_guarded("who wrote othello", 2, allow=lambda q, s: q != plain[0])
+    assert plain[0] not in [d.question for d in guarded] and len(guarded) == 2 and refused == 1
