@@ -131,17 +131,16 @@ def ids(uri: str) -> dict:
 
 
 def close_assistant(page) -> None:
-    """Close the side panel of MLflow's assistant if it is open (it takes a third of the page)."""
-    for sel in ("[aria-label='Close assistant']", "[data-testid='assistant-close-button']"):
-        button = page.locator(sel).first
-        if button.count():
-            button.click()
-            return
-    panel = page.get_by_text("MLflow Assistant").first
-    if panel.count():
-        box = panel.bounding_box()
-        if box:  # the panel's close (x) sits at the right end of its header
-            page.mouse.click(1600 - 36, box["y"] + box["height"] / 2)
+    """Dismiss a first-visit guidance popup (it blocks the page), then close the side panel of MLflow's
+    assistant if it is open (it takes a third of the page)."""
+    got_it = page.get_by_role("button", name="Got it").filter(visible=True)
+    if got_it.count():
+        got_it.first.click()
+        page.wait_for_timeout(500)
+    close = page.locator("[data-component-id='mlflow.assistant.chat_panel.close']").filter(visible=True)
+    if close.count():
+        close.first.click()
+        page.wait_for_timeout(500)
 
 
 def expand_parent(page) -> None:
@@ -196,21 +195,27 @@ def screenshots(base: str, found: dict, out: Path, chromium: str) -> list[Path]:
         expand_parent(page)
         shot("runs-table")
 
-        # 3. the compare view of the two variants
+        # 2. the compare view of the two variants
         runs = json.dumps(list(found["children"].values()))
         page.goto(f"{base}/#/compare-runs?runs={runs}&experiments={json.dumps([exp])}&workflowType=machine_learning",
                   wait_until="load")
         page.wait_for_timeout(4000)
         close_assistant(page)
         pick_compare_metrics(page, ("f1", "em", "empty_rate"))
+        close_assistant(page)  # it may open while the view loads
         shot("compare-view")
 
-        # 4. a trace with its tool spans
+        # 3. a trace with its tool spans: the oldest question of the list (the `full` variant ran first), its
+        # execute_sparql span selected (arguments and observation)
         if found["trace"]:
-            page.goto(f"{base}/#/experiments/{exp}/traces?workflowType=machine_learning"
-                      f"&selectedEvaluationId={found['trace']}", wait_until="load")
+            page.goto(f"{base}/#/experiments/{exp}/traces?workflowType=machine_learning", wait_until="load")
             page.wait_for_timeout(5000)
             close_assistant(page)
+            page.get_by_text('{"question"').last.click()
+            page.wait_for_timeout(3000)
+            tool = page.get_by_text("tool execute_sparql", exact=True).filter(visible=True)
+            if tool.count():
+                tool.first.click(timeout=10_000, force=True)  # the span tree keeps re-rendering: never "stable"
             shot("trace")
         browser.close()
     return shots
