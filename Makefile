@@ -2,11 +2,11 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Offline defaults: no cost-map download, no hub access, no slow MLflow exit.
+# Offline defaults: no cost-map download, no hub access. (MLflow trace export stays asynchronous:
+# the tracker flushes it at the end of every run, so the exit is not delayed.)
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
-export MLFLOW_ENABLE_ASYNC_TRACE_LOGGING := false
 
 EVAL_ARGS ?= --dataset qald10 --split test --limit 5
 

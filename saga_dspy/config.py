@@ -19,12 +19,15 @@ from saga_dspy.variants import VARIANT_NAMES
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
-# Offline defaults: no cost-map download, no hub access, no slow MLflow exit.
+# Offline defaults: no cost-map download, no hub access, no MLflow telemetry (its client starts when
+# mlflow is imported, wherever that happens first). (MLflow's trace export is asynchronous and
+# flushed at the end of each run: saga_dspy.eval.tracking.)
 OFFLINE_ENV = {
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "HF_HUB_OFFLINE": "1",
     "HF_DATASETS_OFFLINE": "1",
-    "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING": "false",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    "DO_NOT_TRACK": "true",
 }
 
 
@@ -107,6 +110,8 @@ class Settings(BaseSettings):
     out: Path | None = Field(None, description="output directory of a run")
     mlflow: bool = Field(True, description="track runs in MLflow")
     mlflow_uri: str | None = Field(None, description="MLflow tracking URI (default: sqlite under the cache dir)")
+    trace: Literal["all", "sample", "none"] = Field(
+        "all", description="DSPy traces in MLflow: every question, every 10th (sample), or none")
 
     @field_validator("endpoint")
     @classmethod

@@ -11,6 +11,7 @@ from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.parsing import normalize_tool_name, params_of, parse_tool_args
 from saga_dspy.agent.query_form import QUERY_FORMS, form_of, form_problem
+from saga_dspy.agent.tool_spans import tool_span
 from saga_dspy.agent.trajectory import Step, one_line
 from saga_dspy.config import Settings
 from saga_dspy.grounding.context import Execution, QuestionContext
@@ -63,6 +64,10 @@ class Episode:
     final: str | None = None
     final_source: str | None = None
     rewritten_from: str | None = None
+
+    def trace_summary(self) -> dict[str, Any]:
+        """What a trace span records for this episode (`agent.tool_spans.small_value`): plain values, no objects."""
+        return {"question": self.question, "variant": self.variant.name, "form": self.form, "steps": len(self.steps)}
 
     # -- what the controller reads at each step --------------------------------------------
 
@@ -137,12 +142,15 @@ class Episode:
         return False
 
     def _call_tool(self, name: str, func: Callable, args: dict[str, Any]) -> str:
-        try:
-            out = func(**args)
-        except Exception as exc:  # boundary: a tool call returns an observation, never raises into the loop
-            log.debug("tool %s failed", name, exc_info=True)
-            return f"Error in {name}: {type(exc).__name__}: {one_line(str(exc), 300)}"
-        return out if isinstance(out, str) else str(out)
+        with tool_span(name, args) as span:  # a span per tool call in the question's trace; a no-op when not tracing
+            try:
+                out = func(**args)
+            except Exception as exc:  # boundary: a tool call returns an observation, never raises into the loop
+                log.debug("tool %s failed", name, exc_info=True)
+                out = f"Error in {name}: {type(exc).__name__}: {one_line(str(exc), 300)}"
+            out = out if isinstance(out, str) else str(out)
+            span.observation(out)
+        return out
 
     def suggested_query(self) -> str | None:
         """The query the latest lookup proposed (its ★ property), if any."""

@@ -52,7 +52,7 @@ from saga_dspy.variants import VARIANT_NAMES
 SETTINGS_FLAGS = (
     "dataset", "split", "limit", "endpoint", "kg", "search", "cache_dir", "query_timeout", "result_cache",
     "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window",
-    "program", "num_threads", "metric_mode", "out", "mlflow", "mlflow_uri",
+    "program", "num_threads", "metric_mode", "out", "mlflow", "mlflow_uri", "trace",
     "filter_mode", "coverage_seed", "schema_index", "observation_chars", "max_steps", "demos", "check_answer",
 )
 

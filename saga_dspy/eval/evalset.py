@@ -43,6 +43,16 @@ class EvalSet:
     gold_summary: dict[str, Any] | None = None
     selection: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def name(self) -> str:
+        """`dataset/split`: how runs, charts and the tracked dataset input name this set."""
+        return f"{self.dataset}/{self.split}"
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The questions as plain rows (what the tracked runs log as their MLflow dataset input)."""
+        return [{"id": item.id, "question": item.question, "gold_sparql": item.gold_sparql or "",
+                 "is_boolean": item.is_boolean} for item in self.items]
+
 
 def parse_ids(values: Sequence[str] | None) -> list[str] | None:
     """`--ids 1,2 --ids 3` or `--ids @file` (one id a line) -> ['1', '2', '3']."""
@@ -122,8 +132,8 @@ def load_eval_set(
 def describe_filter(evalset: EvalSet) -> str:
     report = evalset.filter_report
     if not report:
-        return f"{evalset.dataset}/{evalset.split}: all questions kept (no answerable filter)"
+        return f"{evalset.name}: all questions kept (no answerable filter)"
     reasons = ", ".join(f"{k}: {v}" for k, v in report.get("reasons", {}).items()) or "none"
-    return (f"{evalset.dataset}/{evalset.split}: {report['kept']} of {report['total']} questions answerable on "
+    return (f"{evalset.name}: {report['kept']} of {report['total']} questions answerable on "
             f"this endpoint; left out {report['left_out']} (gold result {reasons}); evaluating "
             f"{len(evalset.items)}")

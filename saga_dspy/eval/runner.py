@@ -28,7 +28,7 @@ from saga_dspy.eval.metrics import compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_prediction
 from saga_dspy.eval.records import CONFIG, METRICS, fingerprint, run_config, write_json
 from saga_dspy.eval.report import markdown_table, summary_table
-from saga_dspy.eval.tracking import Tracker, comparison_chart
+from saga_dspy.eval.tracking import Tracker, comparison_chart, run_name
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.search import Search
 from saga_dspy.services import KgServices
@@ -237,8 +237,8 @@ def run_variant(
 
     predictions = PredictionsFile(out_dir / PREDICTIONS)
     params = run_params(settings, evalset, len(evalset.items))
-    run_ctx = tracker.run(f"{settings.variant}", params=params, nested=nested,
-                          tags={"kind": "eval", "out_dir": str(out_dir)}) if tracker else _null_context()
+    run_ctx = tracker.run(run_name(settings.variant, evalset.dataset, evalset.split, settings.lm), params=params,
+                          nested=nested, tags={"kind": "eval", "out_dir": str(out_dir)}) if tracker else _null_context()
     interrupted = False
     with run_ctx as run_id:
         try:
@@ -254,8 +254,9 @@ def run_variant(
         metrics["interrupted"] = interrupted
         metrics["subset"] = subset_record(evalset.filter_report, len(evalset.items))  # what was scored
         write_json(out_dir / METRICS, metrics)
-        if tracker:
-            tracker.log_metrics(metrics)
+        if tracker:  # metrics, the evaluation set as dataset input, the per-question table; traces in the store
+            tracker.log_eval_result(metrics, lines, settings.variant, eval_set=evalset.rows(), eval_set_name=evalset.name)
+            tracker.flush()
             tracker.log_artifacts([out_dir / PREDICTIONS, out_dir / CONFIG, out_dir / METRICS])
             if settings.program:
                 tracker.log_artifact(settings.program, artifact_path="program")
@@ -415,9 +416,10 @@ def _run_variants(settings: Settings, variants: list[str], evalset: EvalSet, out
     """Each variant into its run directory (one sub-directory each when there are several), then the comparison."""
     results: dict[str, VariantResult] = {}
     several = len(variants) > 1
-    parent = tracker.run(f"eval {evalset.dataset}/{evalset.split} x{len(variants)}",
+    parent = tracker.run(run_name(" vs ".join(variants), evalset.dataset, evalset.split, settings.lm),
                          params={"dataset": evalset.dataset, "split": evalset.split,
-                                 "variants": ",".join(variants), "lm": settings.lm,
+                                 "variant": " vs ".join(variants), "filter_mode": settings.filter_mode,
+                                 "lm": settings.lm,
                                  "endpoint": settings.endpoint, "schema_coverage": settings.schema_coverage,
                                  "program": settings.program, "n_questions": len(evalset.items)},
                          tags={"kind": "eval-invocation", "out_dir": str(out_dir)}) if several else _null_context()
@@ -447,12 +449,15 @@ def _write_comparison(evalset: EvalSet, results: dict[str, VariantResult], out_d
                       several: bool, first: str) -> None:
     """comparison.png / .json / .md in the run directory, and in the tracked run(s)."""
     table = {v: r.metrics for v, r in results.items()}
+    what = " vs ".join(results) if len(results) > 1 else next(iter(results), "")
     chart = comparison_chart(table, out_dir / "comparison.png",
-                             title=f"{evalset.dataset}/{evalset.split} ({len(evalset.items)} questions)")
+                             title=f"{what}: {evalset.name} ({len(evalset.items)} questions)")
     write_json(out_dir / "comparison.json", table)
     (out_dir / "comparison.md").write_text(markdown_table(table) + "\n", encoding="utf-8")
     if tracker.enabled:
-        if several:
+        if several:  # the parent run carries the comparison on its own
+            tracker.log_comparison({v: (r.metrics, r.lines) for v, r in results.items()})
+            tracker.log_eval_set(evalset.rows(), evalset.name)
             tracker.log_artifacts([chart, out_dir / "comparison.json", out_dir / "comparison.md"])
         else:  # one variant: its run is closed; attach the chart to it
             tracker.log_artifact_to(results[first].run_id, chart)
@@ -461,7 +466,7 @@ def _write_comparison(evalset: EvalSet, results: dict[str, VariantResult], out_d
 def print_outcome(settings: Settings, evalset: EvalSet, results: dict[str, VariantResult], out_dir: Path,
                   stream) -> None:
     """The summary table, the run directory, and how to continue an interrupted run."""
-    title = (f"{evalset.dataset}/{evalset.split} on {settings.endpoint}, LM {settings.lm}, "
+    title = (f"{evalset.name} on {settings.endpoint}, LM {settings.lm}, "
              f"coverage {settings.schema_coverage}%, metric {settings.metric_mode} (percent)")
     print("\n" + summary_table({v: r.metrics for v, r in results.items()}, title), file=stream)
     print(describe_subset(subset_record(evalset.filter_report, len(evalset.items))), file=stream)

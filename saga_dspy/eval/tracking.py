@@ -1,29 +1,39 @@
-"""MLflow tracking for eval and optimize runs (issue 5 §5).
+"""MLflow tracking for eval and optimize runs (issue 5 §5, issue 14).
 
-Every eval variant and every optimize run is an MLflow run with params (dataset, split,
-variant, LM, endpoint, coverage, program, ...), the metrics of `metrics.summarize`, and the
-run's files as artifacts (predictions.jsonl, config.json, metrics.json, the compiled program,
-a PNG chart comparing the variants). DSPy traces come through `mlflow.dspy.autolog()` with
-tracing during evaluation and compilation switched on.
+Every eval variant and every optimize run is an MLflow run named for what it is
+(`full · qald10/test · local`) with the key params (dataset, split, variant, filter mode, LM,
+endpoint, coverage, program), the metrics of `metrics.summarize` (f1, em, empty_rate,
+boolean/factoid F1, steps, LM calls, tokens, s/q), the evaluation set as an MLflow dataset
+input (context "evaluation"), the per-question results as a table (`per_question.json`: the
+UI's "Evaluation" tab compares runs question by question) and the run's files as artifacts.
+An invocation with several variants has a parent run that carries the comparison on its own:
+`<variant>/<metric>` metrics, the chart, the table of every variant's questions.
+
+DSPy traces come through `mlflow.dspy.autolog()` with `trace_policy.BoundedCallback` (small
+span inputs, no adapter spans, a budget per question, `--trace sample` every 10th question;
+`--trace none`: no traces), plus a span per tool call (`agent.tool_spans`). Spans are exported
+asynchronously (`MLFLOW_ENABLE_ASYNC_TRACE_LOGGING`, default true here), flushed at the end of
+every variant and at close, so a finished run's traces are all in the store, also after Ctrl-C.
 
 Store: `settings.mlflow_uri`, else `MLFLOW_TRACKING_URI`, else a local sqlite database
 `sqlite:///<cache_dir>/mlflow/mlflow.db` with artifacts beside it (`<dir>/artifacts`). Browse:
 
     mlflow ui --backend-store-uri sqlite:///$HOME/.cache/saga-dspy/mlflow/mlflow.db
 
-Runs of one invocation share an experiment (default: `saga-<kind>-<dataset>-<split>`); when an
-invocation has several variants they are nested under one parent run that carries the
-comparison chart. `Tracker(enabled=False)` (`--no-mlflow`) does nothing at all and never
-imports mlflow.
+Runs of one invocation share an experiment (default: `saga-<kind>-<dataset>-<split>`), tagged
+`mlflow.experimentKind=custom_model_development` so the UI opens on the runs table, with a note
+saying where to click. `Tracker(enabled=False)` (`--no-mlflow`) does nothing at all and never
+imports mlflow: mlflow (and `trace_policy`, which subclasses mlflow's callback) is imported only
+when tracking is on, so a run without it pays neither the import time nor mlflow's side effects.
 
 MLflow never touches the network here: telemetry is off (`MLFLOW_DISABLE_TELEMETRY`,
-`DO_NOT_TRACK`), trace export is synchronous (`MLFLOW_ENABLE_ASYNC_TRACE_LOGGING=false`), and
-only a local store is used unless the user names another one.
+`DO_NOT_TRACK`, among `config.OFFLINE_ENV`), and only a local store is used unless the user names another one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -31,20 +41,43 @@ import re
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+import dspy
+import pandas as pd
+
 from saga_dspy.config import Settings, apply_offline_env
 
 log = logging.getLogger(__name__)
 
 MLFLOW_OFFLINE_ENV = {
-    "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING": "false",
+    "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING": "true",  # spans leave the eval threads; flushed at each run's end
     "MLFLOW_ENABLE_ASYNC_LOGGING": "false",
-    "MLFLOW_DISABLE_TELEMETRY": "true",
-    "DO_NOT_TRACK": "true",
     "GIT_PYTHON_REFRESH": "quiet",
 }
 
 # Params each run carries (missing ones are logged as "None").
-PARAM_KEYS = ("dataset", "split", "variant", "lm", "endpoint", "schema_coverage", "program")
+PARAM_KEYS = ("dataset", "split", "variant", "filter_mode", "lm", "endpoint", "schema_coverage", "program")
+
+# The metrics that compare variants: logged per variant under `<variant>/` on the parent run.
+KEY_METRICS = ("f1", "em", "empty_rate", "boolean_f1", "factoid_f1", "mean_steps", "mean_lm_calls", "mean_tokens",
+               "mean_seconds")
+TABLE_FILE = "per_question.json"
+EXPERIMENT_KIND = "custom_model_development"  # the UI opens such an experiment on its runs table
+SHARED_VIEW = "saga"  # `?viewStateShareKey=saga` opens the runs table with the comparison columns
+VIEW_COLUMNS = ("params.`variant`", "metrics.`f1`", "metrics.`em`", "metrics.`empty_rate`", "metrics.`boolean_f1`",
+                "metrics.`factoid_f1`", "metrics.`mean_steps`", "metrics.`mean_lm_calls`", "metrics.`mean_tokens`",
+                "metrics.`mean_seconds`", "params.`dataset`", "params.`split`", "params.`lm`", "params.`filter_mode`",
+                "params.`endpoint`", "params.`schema_coverage`", "params.`program`")
+EXPERIMENT_NOTE = """Runs of saga-dspy (one per variant; an invocation with several variants nests them under a
+parent run named `A vs B · dataset/split · LM` that carries `<variant>/f1`-style metrics and the comparison chart).
+
+* Runs table: expand the parent run (the `+` by its name) to see the variants; the columns f1 / em / empty_rate /
+  mean_* are metrics, dataset / variant / lm / filter_mode ... are params (add more with "Columns").
+* Chart view (the chart icon above the table): bar charts of any metric across the runs.
+* Compare: tick the variants' boxes, then "Compare".
+* Per question: a run's "Evaluation" tab or its `per_question.json` artifact (question, gold, prediction, F1,
+  status, steps, variant).
+* Traces (the "Traces" tab): one per question, with a span per tool call.
+"""
 
 
 def apply_mlflow_env() -> None:
@@ -76,6 +109,57 @@ def artifact_root(uri: str) -> str | None:
     if db is None:
         return None
     return (db.parent / "artifacts").resolve().as_uri()
+
+
+def run_name(what: str, dataset: str, split: str, lm: str) -> str:
+    """A run name that says what the run is: `full · qald10/test · local`."""
+    return f"{what} · {dataset}/{split} · {lm}"
+
+
+def with_tokens(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """`metrics` plus `mean_tokens` (prompt + completion tokens a question) when both are known."""
+    out = dict(metrics)
+    prompt, completion = metrics.get("mean_prompt_tokens"), metrics.get("mean_completion_tokens")
+    if isinstance(prompt, (int, float)) and isinstance(completion, (int, float)):
+        out["mean_tokens"] = float(prompt) + float(completion)
+    return out
+
+
+def _answer_text(answers: Any, limit: int = 300) -> str:
+    """SPARQL-JSON results (or a list of values) as one short line of values."""
+    if answers is None:
+        return ""
+    if isinstance(answers, dict):
+        if "boolean" in answers:
+            return str(bool(answers["boolean"])).lower()
+        bindings = (answers.get("results") or {}).get("bindings")
+        if bindings is not None:
+            values = [cell.get("value", "") for row in bindings for cell in row.values() if isinstance(cell, dict)]
+            text = "; ".join(v.rsplit("/", 1)[-1] if v.startswith("http") else v for v in values)
+            return text if len(text) <= limit else text[: limit - 1] + "…"
+    text = str(answers)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def question_rows(lines: Sequence[Mapping[str, Any]], variant: str) -> list[dict[str, Any]]:
+    """One row per question for the runs' per-question table."""
+    rows = []
+    for line in lines:
+        counters = line.get("counters") or {}
+        rows.append({
+            "id": str(line.get("id")),
+            "variant": variant,
+            "question": str(line.get("question") or ""),
+            "gold": _answer_text(line.get("gold")),
+            "prediction": _answer_text(line.get("answers")),
+            "f1": float(line.get("f1") or 0.0),
+            "em": bool(line.get("em")),
+            "status": str(line.get("final_status")),
+            "steps": counters.get("steps"),
+            "sparql": str(line.get("sparql") or ""),
+            "error": str(line.get("error") or ""),
+        })
+    return rows
 
 
 def clean_params(params: Mapping[str, Any]) -> dict[str, str]:
@@ -119,10 +203,13 @@ class Tracker:
         self.experiment_id: str | None = None
         self._mlflow: Any = None
         self._autologging = False
+        self.trace = settings.trace
         if not self.enabled:
             return
-        apply_mlflow_env()
+        apply_mlflow_env()  # before mlflow reads its environment
+        # imported only when tracking is on: `--no-mlflow` never imports mlflow (its import time, its env reads)
         import mlflow
+        from mlflow.tracing.provider import reset as reset_tracing
 
         self._mlflow = mlflow
         self.uri = default_tracking_uri(settings)
@@ -132,6 +219,7 @@ class Tracker:
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
         logging.getLogger("alembic").setLevel(logging.WARNING)
         mlflow.set_tracking_uri(self.uri)
+        reset_tracing()  # the next trace builds its exporter from the current MLFLOW_ENABLE_ASYNC_TRACE_LOGGING
         found = mlflow.get_experiment_by_name(experiment)
         if found is None:
             try:
@@ -143,17 +231,41 @@ class Tracker:
         if found is not None:
             self.experiment_id = found.experiment_id
         mlflow.set_experiment(experiment_id=self.experiment_id)
+        self._tag_experiment()
         if autolog:
             self._autolog()
 
+    def _tag_experiment(self) -> None:
+        """Open on the runs table, with a note on where to click (a user's own choices are kept)."""
+        try:
+            tags = self._mlflow.MlflowClient().get_experiment(self.experiment_id).tags
+            for key, value in (("mlflow.experimentKind", EXPERIMENT_KIND), ("mlflow.note.content", EXPERIMENT_NOTE)):
+                if key not in tags:
+                    self._mlflow.MlflowClient().set_experiment_tag(self.experiment_id, key, value)
+            view = json.dumps({"selectedColumns": list(VIEW_COLUMNS), "columnOrder": list(VIEW_COLUMNS),
+                               "runsHiddenMode": "SHOW_ALL"})
+            self._mlflow.MlflowClient().set_experiment_tag(self.experiment_id, f"mlflow.sharedViewState.{SHARED_VIEW}",
+                                                           view)
+        except Exception as exc:  # a convenience for the UI
+            log.debug("could not tag the experiment: %s", exc)
+
     def _autolog(self) -> None:
+        # imported here, not at the top: trace_policy imports mlflow, which `--no-mlflow` must never import
+        from saga_dspy.eval.trace_policy import BoundedCallback, every_for
+
+        every = every_for(self.trace)
         try:
             import mlflow.dspy
+            from mlflow.dspy.callback import MlflowCallback
 
+            if every is not None:
+                # installed before autolog, which then keeps it instead of adding its own callback
+                kept = [c for c in dspy.settings.callbacks or [] if not isinstance(c, MlflowCallback)]
+                dspy.settings.configure(callbacks=[*kept, BoundedCallback(every)])
             mlflow.dspy.autolog(
-                log_traces=True,
-                log_traces_from_compile=True,
-                log_traces_from_eval=True,
+                log_traces=every is not None,
+                log_traces_from_compile=every is not None,
+                log_traces_from_eval=every is not None,
                 log_compiles=True,
                 log_evals=True,
                 silent=True,
@@ -209,6 +321,43 @@ class Tracker:
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         if self.enabled:
             self._mlflow.set_tags({k: str(v) for k, v in tags.items()})
+
+    def log_eval_set(self, rows: Sequence[Mapping[str, Any]], name: str) -> None:
+        """The evaluation set as the active run's dataset input (context "evaluation")."""
+        if not self.enabled or not rows:
+            return
+        with contextlib.suppress(Exception):  # the run's own records do not depend on it
+            dataset = self._mlflow.data.from_pandas(pd.DataFrame(list(rows)), name=name, targets="gold_sparql")
+            self._mlflow.log_input(dataset, context="evaluation")
+
+    def log_table(self, rows: Sequence[Mapping[str, Any]], artifact_file: str = TABLE_FILE) -> None:
+        """Rows (dicts with the same keys) as an MLflow table of the active run."""
+        if self.enabled and rows:
+            self._mlflow.log_table(pd.DataFrame(list(rows)), artifact_file=artifact_file)
+
+    def log_eval_result(self, metrics: Mapping[str, Any], lines: Sequence[Mapping[str, Any]], variant: str,
+                        eval_set: Sequence[Mapping[str, Any]] = (), eval_set_name: str = "") -> None:
+        """One variant's metrics, evaluation set and per-question table on the active run."""
+        if not self.enabled:
+            return
+        self.log_metrics(with_tokens(metrics))
+        self.log_eval_set(eval_set, eval_set_name)
+        self.log_table(question_rows(lines, variant))
+
+    def log_comparison(self, results: Mapping[str, tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]]) -> None:
+        """The parent run's comparison: `<variant>/<metric>` for the key metrics, every variant's questions."""
+        if not self.enabled:
+            return
+        for variant, (metrics, _lines) in results.items():
+            full = with_tokens(metrics)
+            self.log_metrics({k: full.get(k) for k in KEY_METRICS}, prefix=f"{variant}/")
+        self.log_table([row for v, (_m, lines) in results.items() for row in question_rows(lines, v)])
+
+    def flush(self) -> None:
+        """Wait until every finished trace is in the store."""
+        if self.enabled:
+            with contextlib.suppress(Exception):
+                self._mlflow.flush_trace_async_logging()
 
     def close(self) -> None:
         """End any run left open and flush traces, so the process exits at once."""
@@ -266,7 +415,9 @@ def comparison_chart(results: Mapping[str, Mapping[str, Any]], path: str | Path,
 
 
 __all__ = [
+    "KEY_METRICS",
     "PARAM_KEYS",
+    "TABLE_FILE",
     "Tracker",
     "apply_mlflow_env",
     "artifact_root",
@@ -274,5 +425,8 @@ __all__ = [
     "comparison_chart",
     "default_tracking_uri",
     "numeric_metrics",
+    "question_rows",
+    "run_name",
     "sqlite_path",
+    "with_tokens",
 ]

@@ -48,7 +48,7 @@ from saga_dspy.eval.records import endpoint_record, fingerprint, lm_record, prog
 from saga_dspy.eval.report import markdown_table, summary_table
 from saga_dspy.eval.runner import Interrupted, run_variant, sigterm_as_interrupt
 from saga_dspy.eval.splits import benchmark_firewall
-from saga_dspy.eval.tracking import Tracker, comparison_chart
+from saga_dspy.eval.tracking import Tracker, comparison_chart, run_name
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.search import Search
 from saga_dspy.optimize.gold_teacher import apply_gold_demos, controller_predictor, gold_traces, pick_records
@@ -225,7 +225,8 @@ def optimize(
     lm_ctx = dspy.context(lm=lm) if lm is not None else contextlib.nullcontext()
     with KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
         try:
-            with lm_ctx, tracker.run(f"{options.optimizer}{'+gold' if options.teacher == 'gold' else ''}",
+            what = f"{options.optimizer}{'+gold' if options.teacher == 'gold' else ''} {settings.variant}"
+            with lm_ctx, tracker.run(run_name(what, settings.dataset, split, settings.lm),
                                      params=_run_params(settings, options, split, train_items, held_items),
                                      tags={"kind": "optimize", "out_dir": str(out_dir)}):
                 student = make_student(settings, services.endpoint, services.search)
@@ -264,6 +265,7 @@ def _run_params(settings: Settings, options: OptimizeOptions, split: str, train_
                 held_items: Sequence[EvalItem]) -> dict[str, Any]:
     return {
         "dataset": settings.dataset, "split": split, "variant": settings.variant, "lm": settings.lm,
+        "filter_mode": settings.filter_mode,
         "endpoint": settings.endpoint, "schema_coverage": settings.schema_coverage, "program": None,
         "optimizer": options.optimizer, "teacher": options.teacher, "threshold": options.threshold,
         "max_demos": options.max_demos, "max_labeled_demos": options.max_labeled_demos,

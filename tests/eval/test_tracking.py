@@ -8,14 +8,29 @@ import subprocess
 import sys
 import time
 
+import mlflow
 import pytest
+from mlflow import MlflowClient
 
-from conftest import REPO, make_settings
+from conftest import REPO, TEST_CACHE, make_settings
+from helpers.scripted_lm import ScriptedLM, scripted_plans
+from saga_dspy.eval.evalset import load_eval_set
+from saga_dspy.eval.runner import evaluate
+from saga_dspy.eval.trace_policy import bounded_inputs
+from saga_dspy.eval.tracking import (
+    TABLE_FILE,
+    Tracker,
+    artifact_root,
+    clean_params,
+    comparison_chart,
+    default_tracking_uri,
+    numeric_metrics,
+    sqlite_path,
+)
+from saga_dspy.optimize import OptimizeOptions, optimize
 
 
 def test_tracking_uri_precedence(tmp_path, monkeypatch):
-    from saga_dspy.eval.tracking import artifact_root, default_tracking_uri, sqlite_path
-
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     settings = make_settings(cache_dir=tmp_path)
     uri = default_tracking_uri(settings)
@@ -29,8 +44,6 @@ def test_tracking_uri_precedence(tmp_path, monkeypatch):
 
 
 def test_params_and_metrics_are_cleaned():
-    from saga_dspy.eval.tracking import clean_params, numeric_metrics
-
     assert clean_params({"a": None, "b": 1, "c": "x" * 7000})["a"] == "None"
     assert len(clean_params({"c": "x" * 7000})["c"]) == 6000
     assert numeric_metrics({"f1": 0.5, "n": 3, "none": None, "ok": True, "nan": float("nan"), "s": "x"}) == {
@@ -38,8 +51,6 @@ def test_params_and_metrics_are_cleaned():
 
 
 def test_disabled_tracker_does_nothing(tmp_path):
-    from saga_dspy.eval.tracking import Tracker
-
     tracker = Tracker(make_settings(cache_dir=tmp_path, mlflow=False), "x")
     with tracker.run("r", params={"a": 1}) as run_id:
         tracker.log_metrics({"f1": 1.0})
@@ -49,8 +60,6 @@ def test_disabled_tracker_does_nothing(tmp_path):
 
 
 def test_comparison_chart_is_a_png(tmp_path):
-    from saga_dspy.eval.tracking import comparison_chart
-
     path = comparison_chart({"full": {"f1": 0.5, "em": 0.25, "empty_rate": 0.1},
                              "spinach": {"f1": None, "em": 0.0, "empty_rate": 0.5}}, tmp_path / "c.png", title="t")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -71,7 +80,7 @@ def test_mlflow_stays_offline_and_exits_fast(tmp_path):
         "exp = mlflow.get_experiment_by_name('offline')\n"
         f"assert exp.artifact_location == {(tmp_path.resolve() / 'mlflow' / 'artifacts').as_uri()!r}, exp.artifact_location\n"
         "assert os.environ['MLFLOW_DISABLE_TELEMETRY'] == 'true' and os.environ['DO_NOT_TRACK'] == 'true'\n"
-        "assert os.environ['MLFLOW_ENABLE_ASYNC_TRACE_LOGGING'] == 'false'\n"
+        "assert os.environ['MLFLOW_ENABLE_ASYNC_TRACE_LOGGING'] == 'true'\n"
         "print('closed', time.monotonic(), flush=True)\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
@@ -86,10 +95,6 @@ def test_mlflow_stays_offline_and_exits_fast(tmp_path):
 
 
 def test_optimize_run_is_tracked(store_path, endpoint, search, tmp_path):
-    from mlflow import MlflowClient
-
-    from saga_dspy.optimize import OptimizeOptions, optimize
-
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     settings = make_settings(dataset="qald10", split="train", limit=6, demos=0, lm="scripted", lm_cache=False,
                              mlflow=True, mlflow_uri=uri)
@@ -105,3 +110,107 @@ def test_optimize_run_is_tracked(store_path, endpoint, search, tmp_path):
     assert {"program.json", "config.json", "metrics.json", "gold_demos.jsonl"} <= artifacts
     program = client.download_artifacts(run.info.run_id, "program.json", str(tmp_path / "dl"))
     assert len(json.loads(open(program).read())["react.react"]["demos"]) == 2
+
+
+def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint, search, tmp_path, monkeypatch):
+    """Two variants into a real sqlite store (async span export): params, metrics, the dataset input, the
+    per-question table on each run; the parent's per-variant metrics; tool spans; traces under the bound."""
+    monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "true")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    settings = make_settings(dataset="qald10", split="test", lm="scripted", lm_cache=False, mlflow=True,
+                             mlflow_uri=uri, max_steps=15)
+    ids = ["0", "5", "17", "9"]  # 17 is an ASK question: boolean F1 is defined
+    evalset = load_eval_set(settings, ids=ids, progress=False)
+    plans = scripted_plans(evalset.items)
+    long_question = evalset.items[0].question  # a long episode: many searches before the answer
+    plans[long_question] = [("search_wikidata", {"query": f"{w} {i}"}) for i, w in
+                            enumerate(long_question.split() * 3)][:12] + plans[long_question][-2:]
+    evaluate(settings, ["full", "spinach"], out=tmp_path / "run", lm=ScriptedLM(plans), endpoint=endpoint,
+             search=search, progress=False, experiment="cmp", ids=ids)
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("cmp")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    runs = client.search_runs([exp.experiment_id])
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    children = {r.data.params["variant"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    assert set(children) == {"full", "spinach"}
+    assert parent.info.run_name == "full vs spinach · qald10/test · scripted"
+    for variant, run in children.items():
+        assert run.info.run_name == f"{variant} · qald10/test · scripted"
+        assert {"dataset", "split", "variant", "filter_mode", "lm", "endpoint", "schema_coverage", "program"} <= set(
+            run.data.params)
+        for key in ("f1", "em", "empty_rate", "boolean_f1", "factoid_f1", "mean_steps", "mean_lm_calls",
+                    "mean_tokens", "mean_seconds"):
+            assert key in run.data.metrics, key
+            assert parent.data.metrics[f"{variant}/{key}"] == pytest.approx(run.data.metrics[key])
+        (dataset_input,) = run.inputs.dataset_inputs
+        assert dataset_input.dataset.name == "qald10/test"
+        assert [t.value for t in dataset_input.tags if t.key == "mlflow.data.context"] == ["evaluation"]
+        table = mlflow.load_table(TABLE_FILE, run_ids=[run.info.run_id])
+        assert len(table) == 4 and set(table["variant"]) == {variant}
+        assert {"question", "gold", "prediction", "f1", "status", "steps"} <= set(table.columns)
+    assert len(mlflow.load_table(TABLE_FILE, run_ids=[parent.info.run_id])) == 8
+    # every question's trace is in the store once evaluate() returned, with a span per tool call, bounded
+    traces = client.search_traces(locations=[exp.experiment_id], max_results=100)
+    assert len(traces) == 8
+    sizes = []
+    for info in traces:
+        trace = client.get_trace(info.info.trace_id)
+        names = [s.name for s in trace.data.spans]
+        assert "tool search_wikidata" in names and "tool execute_sparql" in names
+        assert not any(n.startswith("ChatAdapter.") for n in names)
+        sizes.append(len(trace.to_json()))
+        tool = next(s for s in trace.data.spans if s.name == "tool execute_sparql")
+        assert "sparql" in tool.inputs and isinstance(tool.outputs, str)
+        react = next(s for s in trace.data.spans if s.name == "SagaReAct.forward")
+        assert list(react.inputs) == ["args"] and set(react.inputs["args"][0]) == {"question", "variant", "form",
+                                                                                   "steps"}
+    assert max(sizes) <= 100 * 1024, sizes
+
+
+def test_trace_sample_and_none(store_path, endpoint, search, tmp_path):
+    """--trace sample traces every 10th question (the 1st of 3 here); --trace none records no trace."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for mode, expected in (("sample", 1), ("none", 0)):
+        settings = make_settings(dataset="qald10", split="test", limit=3, lm="scripted", lm_cache=False, demos=0,
+                                 mlflow=True, mlflow_uri=uri, trace=mode)
+        plans = scripted_plans(load_eval_set(settings, progress=False).items)
+        evaluate(settings, ["full"], out=tmp_path / mode, lm=ScriptedLM(plans), endpoint=endpoint, search=search,
+                 progress=False, experiment=f"trace-{mode}")
+        client = MlflowClient(tracking_uri=uri)
+        exp = client.get_experiment_by_name(f"trace-{mode}")
+        assert len(client.search_traces(locations=[exp.experiment_id])) == expected, mode
+        (run,) = client.search_runs([exp.experiment_id])
+        assert run.data.metrics["f1"] == 1.0
+
+
+def test_bounded_inputs_keep_plain_values():
+    messages = [{"role": "system", "content": "s" * 5000}, {"role": "user", "content": "demo"},
+                {"role": "assistant", "content": "reply"}, {"role": "user", "content": "q" * 9000}]
+    out = bounded_inputs({"messages": messages, "demos": [1, 2, 3], "settings": object(), "n": 3})
+    assert out["demos"] == "3 demos" and out["n"] == 3 and out["settings"] == "<object>"
+    assert [m["role"] for m in out["messages"]] == ["system", "demonstrations", "user"]
+    assert len(out["messages"][0]["content"]) <= 1200 and len(out["messages"][2]["content"]) <= 5000
+    assert "chars left out" in out["messages"][2]["content"]
+
+
+def test_untracked_eval_never_imports_mlflow(store_path, tmp_path):
+    """`--no-mlflow`: a whole eval (tool calls included) in a fresh process leaves mlflow unimported."""
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(REPO / 'tests')!r})\n"
+        "from conftest import scripted_settings\n"
+        "from helpers.scripted_lm import ScriptedLM, scripted_plans\n"
+        "from saga_dspy.eval.evalset import load_eval_set\n"
+        "from saga_dspy.eval.runner import evaluate\n"
+        "settings = scripted_settings('test').model_copy(update={'limit': 2})\n"
+        "lm = ScriptedLM(scripted_plans(load_eval_set(settings, progress=False).items))\n"
+        f"results = evaluate(settings, ['full'], out={str(tmp_path / 'run')!r}, lm=lm, progress=False)\n"
+        "assert results['full'].metrics['f1'] == 1.0, results['full'].metrics\n"
+        "assert lm.calls > 0\n"
+        "print('mlflow imported:', 'mlflow' in sys.modules)\n"
+    )
+    env = {**os.environ, "SAGA_TEST_CACHE_DIR": str(TEST_CACHE)}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "mlflow imported: False" in proc.stdout, proc.stdout

@@ -81,3 +81,16 @@ class ScriptedLM(DummyLM):
         if "complete" in outputs:
             return {"complete": "true", "problem": ""}
         return {name: "" for name in outputs}  # extract / anything else: nothing
+
+
+def scripted_plans(items) -> dict[str, list[tuple[str, dict]]]:
+    """A plan per evaluation item: search the first words, look up the gold query's first entity, run gold, stop."""
+    plans = {}
+    for item in items:
+        qid = re.search(r"wd:(Q\d+)", item.gold_sparql or "")
+        plan = [("search_wikidata", {"query": " ".join(item.question.split()[:4])})]
+        if qid:
+            plan.append(("get_wikidata_entry", {"qid": qid.group(1)}))
+        plan += [("execute_sparql", {"sparql": item.gold_sparql}), ("stop", {})]
+        plans[item.question] = plan
+    return plans

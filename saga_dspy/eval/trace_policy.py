@@ -1,0 +1,158 @@
+"""What a question's DSPy trace records, and which questions are traced (`--trace all|sample|none`).
+
+`mlflow.dspy.autolog()` records every module, adapter and LM call with its whole inputs: the
+`Episode` given to `SagaReAct.forward` (settings, program, tools, context) and the demos and
+trajectory of every step, four times per LM call (Predict inputs, ChatAdapter.format inputs and
+outputs, the LM's messages) — ~475 KB a question, serialised inside the eval threads.
+`BoundedCallback` is that callback with:
+
+* no ChatAdapter.format / .parse spans (the LM span holds the same prompt and reply; `_budget`'s
+  measuring format calls no longer show up either);
+* inputs and outputs as small plain values (`agent.tool_spans.small_value`): strings clipped, demos
+  counted, the LM prompt as its system message, a count of the demonstration messages and the
+  last message, each clipped;
+* a budget per trace: once a question's spans have recorded `TRACE_BUDGET` characters, later
+  spans record only a few hundred characters each;
+* sampling: with `every = N` only every N-th question (root call) is traced; the others record
+  no span at all.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import threading
+from typing import Any
+
+import mlflow
+from mlflow.dspy.callback import MlflowCallback
+
+from saga_dspy.agent.tool_spans import clip, small_value
+
+TRACE_MODES = ("all", "sample", "none")
+SAMPLE_EVERY = 10  # --trace sample: the 1st, 11th, 21st ... question
+TRACE_BUDGET = 25_000  # characters of inputs/outputs a question's trace records before it goes terse
+INPUT_CHARS = 1200  # one input value of a module span
+OUTPUT_CHARS = 1500
+SYSTEM_CHARS = 1200  # the LM prompt's system message
+LAST_MESSAGE_CHARS = 5000  # the LM prompt's last (per-step) message
+TERSE_CHARS = 100  # any value once the trace's budget is spent
+
+_UNTRACED = contextvars.ContextVar("saga_untraced_question", default=False)
+
+
+def every_for(mode: str) -> int | None:
+    """Questions per traced question for a `--trace` mode (None: no tracing)."""
+    if mode not in TRACE_MODES:
+        raise ValueError(f"--trace must be one of {', '.join(TRACE_MODES)}")
+    return {"all": 1, "sample": SAMPLE_EVERY, "none": None}[mode]
+
+
+def _messages(messages: list, terse: bool) -> list:
+    """An LM prompt: the system message, a count of the demonstration messages, the last message."""
+    if not isinstance(messages, list) or not messages:
+        return small_value(messages, TERSE_CHARS if terse else INPUT_CHARS)
+    first, middle, last = messages[0], messages[1:-1], messages[-1]
+    out = []
+
+    def one(msg: Any, limit: int) -> Any:
+        if isinstance(msg, dict):
+            return {"role": msg.get("role"), "content": clip(str(msg.get("content") or ""), limit)}
+        return small_value(msg, limit)
+
+    if len(messages) > 1:
+        out.append(one(first, TERSE_CHARS if terse else SYSTEM_CHARS))
+    if middle:
+        chars = sum(len(str(m.get("content") if isinstance(m, dict) else m)) for m in middle)
+        out.append({"role": "demonstrations", "content": f"({len(middle)} demonstration messages, {chars} chars)"})
+    out.append(one(last, TERSE_CHARS if terse else LAST_MESSAGE_CHARS))
+    return out
+
+
+def bounded_inputs(inputs: dict[str, Any], terse: bool = False) -> dict[str, Any]:
+    limit = TERSE_CHARS if terse else INPUT_CHARS
+    out: dict[str, Any] = {}
+    for key, value in inputs.items():
+        if key == "messages":
+            out[key] = _messages(value, terse)
+        elif key == "demos" and isinstance(value, list):
+            out[key] = f"{len(value)} demos"
+        elif value is not None:
+            out[key] = small_value(value, limit)
+    return out
+
+
+class BoundedCallback(MlflowCallback):
+    """mlflow.dspy's tracing callback with bounded span contents and question sampling."""
+
+    def __init__(self, every: int = 1):
+        super().__init__()
+        self.every = max(1, int(every))
+        self._lock = threading.Lock()
+        self._roots = 0
+        self._used: dict[str, int] = {}  # trace id -> characters recorded
+        self._skipped: dict[str, contextvars.Token] = {}  # call id of an untraced question -> its token
+
+    # the LM span carries the same prompt and reply
+    def on_adapter_format_start(self, call_id, instance, inputs):
+        return None
+
+    def on_adapter_format_end(self, call_id, outputs, exception=None):
+        return None
+
+    def on_adapter_parse_start(self, call_id, instance, inputs):
+        return None
+
+    def on_adapter_parse_end(self, call_id, outputs, exception=None):
+        return None
+
+    def _take_root(self) -> bool:
+        with self._lock:
+            self._roots += 1
+            return (self._roots - 1) % self.every == 0
+
+    def _charge(self, trace_id: str, value: Any) -> None:
+        size = len(json.dumps(value, ensure_ascii=False, default=str))
+        with self._lock:
+            self._used[trace_id] = self._used.get(trace_id, 0) + size
+
+    def _terse(self, trace_id: str | None) -> bool:
+        return trace_id is not None and self._used.get(trace_id, 0) >= TRACE_BUDGET
+
+    def _start_span(self, call_id, name, span_type, inputs, attributes):
+        parent = mlflow.get_current_active_span()
+        if parent is None:
+            if _UNTRACED.get():
+                return None  # a call inside a question that sampling left out
+            if not self._take_root():
+                self._skipped[call_id] = _UNTRACED.set(True)
+                return None
+        trace_id = parent.trace_id if parent is not None else None
+        small = bounded_inputs(inputs, self._terse(trace_id))
+        span = super()._start_span(call_id, name, span_type, small, attributes)
+        if span is not None and getattr(span, "trace_id", None):
+            self._charge(span.trace_id, small)
+        return span
+
+    def _end_span(self, call_id, outputs, exception=None, attributes=None):
+        token = self._skipped.pop(call_id, None)
+        if token is not None:
+            _UNTRACED.reset(token)
+            return
+        held = self._call_id_to_span.get(call_id)
+        if held is None or not held.span:
+            self._call_id_to_span.pop(call_id, None)
+            return
+        trace_id = held.span.trace_id
+        small = small_value(outputs, TERSE_CHARS if self._terse(trace_id) else OUTPUT_CHARS, items=20)
+        self._charge(trace_id, small)
+        is_root = held.span.parent_id is None
+        try:
+            super()._end_span(call_id, small, exception, attributes)
+        finally:
+            if is_root:
+                with self._lock:
+                    self._used.pop(trace_id, None)
+
+
+__all__ = ["BoundedCallback", "SAMPLE_EVERY", "TRACE_BUDGET", "TRACE_MODES", "bounded_inputs", "every_for"]

@@ -1,0 +1,253 @@
+"""Screenshots of the MLflow UI over a fresh two-variant eval, taken in a real (headless) browser.
+
+    .venv/bin/python scripts/mlflow_screenshots.py                    # writes docs/screenshots/*.png
+    .venv/bin/python scripts/mlflow_screenshots.py --questions 6 --keep   # keep the store, print its URI
+
+What it does: evaluates `full` and `spinach` on a few QALD-10 test questions of the bundled
+sample with the test suite's scripted LM (real program, real tools; the script makes spinach
+miss some answers so the variants differ) into a new sqlite MLflow store; starts `mlflow ui` on
+loopback on a free port over that store; opens it with Playwright driving the system Chromium
+(`--chromium`, default /usr/bin/chromium; no browser is downloaded); saves the runs table, the
+compare view and a trace with its tool spans under `docs/screenshots/`; stops
+the server. Needs the `playwright` package (the `docs` extra) and a Chromium binary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from saga_dspy.eval.tracking import SHARED_VIEW, apply_mlflow_env  # noqa: E402
+
+apply_mlflow_env()  # the offline MLflow environment before mlflow is imported
+
+from conftest import make_settings  # noqa: E402
+from helpers.scripted_lm import ScriptedLM, scripted_plans  # noqa: E402
+from mlflow import MlflowClient  # noqa: E402
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from saga_dspy.eval.evalset import load_eval_set  # noqa: E402
+from saga_dspy.eval.runner import evaluate  # noqa: E402
+
+EXPERIMENT = "saga-eval-qald10-test"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def run_eval(store: Path, questions: int) -> str:
+    """Two variants into a new store; returns the tracking URI."""
+    class TwoVariantLM(ScriptedLM):
+        """spinach's controller (no answer_type input) answers every other question wrongly."""
+
+        def __init__(self, plans, wrong):
+            super().__init__(plans)
+            self.wrong = wrong
+
+        def respond(self, outputs, fields):
+            question = fields.get("question", "")
+            if "next_tool_name" in outputs and "answer_type" not in fields and question in self.wrong:
+                saved = self.plans
+                self.plans = {question: self.wrong[question]}
+                try:
+                    return super().respond(outputs, fields)
+                finally:
+                    self.plans = saved
+            return super().respond(outputs, fields)
+
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    settings = make_settings(dataset="qald10", split="test", limit=questions, lm="scripted", lm_cache=False,
+                             mlflow=True, mlflow_uri=uri, num_threads=2)
+    evalset = load_eval_set(settings, progress=False)
+    plans = scripted_plans(evalset.items)
+    wrong = {item.question: [("search_wikidata", {"query": item.question.split()[-1]}),
+                             ("execute_sparql", {"sparql": "SELECT ?x WHERE { VALUES ?x { wd:Q42 } }"}), ("stop", {})]
+             for item in evalset.items[1::2]}
+    evaluate(settings, ["full", "spinach"], out=store / "run", lm=TwoVariantLM(plans, wrong), progress=False,
+             experiment=EXPERIMENT)
+    return uri
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_ui(uri: str, store: Path, port: int) -> subprocess.Popen:
+    mlflow_exe = Path(sys.executable).with_name("mlflow")
+    cmd = [str(mlflow_exe) if mlflow_exe.exists() else "mlflow", "ui", "--backend-store-uri", uri,
+           "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    log = open(store / "mlflow-ui.log", "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"})
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"mlflow ui exited: {(store / 'mlflow-ui.log').read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.5)
+    stop_ui(proc)
+    raise RuntimeError("mlflow ui did not answer within 90 s")
+
+
+def stop_ui(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server and its workers: a session of their own
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def ids(uri: str) -> dict:
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    runs = client.search_runs([exp.experiment_id])
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    parent = next(r for r in runs if not r.data.tags.get("mlflow.parentRunId"))
+    traces = client.search_traces(locations=[exp.experiment_id], max_results=50)
+    return {"experiment": exp.experiment_id, "parent": parent.info.run_id,
+            "children": {r.data.params["variant"]: r.info.run_id for r in children},
+            "trace": traces[0].info.trace_id if traces else None}
+
+
+def close_assistant(page) -> None:
+    """Dismiss a first-visit guidance popup (it blocks the page), then close the side panel of MLflow's
+    assistant if it is open (it takes a third of the page)."""
+    got_it = page.get_by_role("button", name="Got it").filter(visible=True)
+    if got_it.count():
+        got_it.first.click()
+        page.wait_for_timeout(500)
+    close = page.locator("[data-component-id='mlflow.assistant.chat_panel.close']").filter(visible=True)
+    if close.count():
+        close.first.click()
+        page.wait_for_timeout(500)
+
+
+def expand_parent(page) -> None:
+    """Unfold the invocation's parent run (the `+` left of its name) so the variants show."""
+    name = page.get_by_role("link", name=re.compile(" vs ")).first
+    box = name.bounding_box() if name.count() else None
+    if box:
+        page.mouse.click(box["x"] - 31, box["y"] + box["height"] / 2)
+        page.wait_for_timeout(1500)
+
+
+def pick_compare_metrics(page, metrics) -> None:
+    """In the compare view's plot, show `metrics` instead of the default one."""
+    try:
+        page.get_by_role("button", name="Clear All").click(timeout=5000)
+        page.wait_for_timeout(500)
+        boxes = page.locator(".ant-select-selector, [role='combobox']")
+        params_box, metrics_box = boxes.nth(0), boxes.nth(1)
+        params_box.click()
+        page.keyboard.type("variant")
+        page.keyboard.press("Enter")
+        page.keyboard.press("Escape")
+        metrics_box.click()
+        for name in metrics:
+            page.keyboard.type(name)
+            page.wait_for_timeout(300)
+            page.keyboard.press("Enter")
+        page.keyboard.press("Escape")
+    except Exception as exc:  # the plot keeps its default; the metrics table below still compares
+        print(f"could not pick the compare metrics: {exc}", file=sys.stderr)
+
+
+def screenshots(base: str, found: dict, out: Path, chromium: str) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    exp = found["experiment"]
+    shots: list[Path] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+
+        def shot(name: str) -> None:
+            page.wait_for_timeout(2500)
+            path = out / f"{name}.png"
+            page.screenshot(path=str(path))
+            shots.append(path)
+
+        # 1. the experiment as it opens (the runs table), parent expanded
+        page.goto(f"{base}/#/experiments/{exp}/runs?workflowType=machine_learning&viewStateShareKey={SHARED_VIEW}",
+                  wait_until="load")
+        page.wait_for_timeout(4000)
+        close_assistant(page)
+        expand_parent(page)
+        shot("runs-table")
+
+        # 2. the compare view of the two variants
+        runs = json.dumps(list(found["children"].values()))
+        page.goto(f"{base}/#/compare-runs?runs={runs}&experiments={json.dumps([exp])}&workflowType=machine_learning",
+                  wait_until="load")
+        page.wait_for_timeout(4000)
+        close_assistant(page)
+        pick_compare_metrics(page, ("f1", "em", "empty_rate"))
+        close_assistant(page)  # it may open while the view loads
+        shot("compare-view")
+
+        # 3. a trace with its tool spans: the oldest question of the list (the `full` variant ran first), its
+        # execute_sparql span selected (arguments and observation)
+        if found["trace"]:
+            page.goto(f"{base}/#/experiments/{exp}/traces?workflowType=machine_learning", wait_until="load")
+            page.wait_for_timeout(5000)
+            close_assistant(page)
+            page.get_by_text('{"question"').last.click()
+            page.wait_for_timeout(3000)
+            tool = page.get_by_text("tool execute_sparql", exact=True).filter(visible=True)
+            if tool.count():
+                tool.first.click(timeout=10_000, force=True)  # the span tree keeps re-rendering: never "stable"
+            shot("trace")
+        browser.close()
+    return shots
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=6)
+    parser.add_argument("--out", default=str(REPO / "docs" / "screenshots"))
+    parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
+    parser.add_argument("--store", help="reuse a store written by an earlier run (a directory with mlflow.db)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary store")
+    args = parser.parse_args()
+
+    store = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="saga-mlflow-ui-"))
+    uri = f"sqlite:///{store / 'mlflow.db'}" if args.store else run_eval(store, args.questions)
+    found = ids(uri)
+    print(json.dumps(found, indent=2))
+    port = free_port()
+    proc = start_ui(uri, store, port)
+    try:
+        shots = screenshots(f"http://127.0.0.1:{port}", found, Path(args.out), args.chromium)
+    finally:
+        stop_ui(proc)
+    for path in shots:
+        print(path)
+    if args.keep or args.store:
+        print(f"store: {store}")
+    else:
+        shutil.rmtree(store, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
