@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any, Iterable, Literal, get_args, get_origin
+from typing import Any, Iterable, Literal, Sequence, get_args, get_origin
 
 import platformdirs
 from pydantic import Field
@@ -84,12 +84,17 @@ class Settings(BaseSettings):
     # --- language model ---------------------------------------------------
     lm: str = Field("local", description="'local' (bundled Qwen2.5-Coder-1.5B) or a dspy/litellm model string")
     api_base: str | None = Field(None, description="OpenAI-compatible server URL")
-    api_key: str | None = Field(None, description="API key for the server")
+    api_key: str | None = Field(None, description="API key for the server (never written anywhere)")
     temperature: float = Field(0.0, description="sampling temperature")
     max_tokens: int = Field(512, description="generation cap per LM call (always applied)")
     seed: int = Field(0, description="LM seed")
     lm_cache: bool = Field(True, description="cache LM responses on disk")
     context_window: int = Field(8192, description="local model context window, tokens")
+    lm_timeout: float = Field(120.0, gt=0, description="deadline of one LM request, seconds")
+    lm_retries: int = Field(1, ge=0, le=5, description="retries of a failed LM request (transport errors, 5xx)")
+    question_budget: float | None = Field(
+        600.0, gt=0, description="wall-clock seconds per question; past it the agent takes no more steps and "
+                                 "finishes with what it has")
 
     # --- evaluation -------------------------------------------------------------
     dataset: str = Field("qald10", description="benchmark name")
@@ -100,10 +105,43 @@ class Settings(BaseSettings):
     out: Path | None = Field(None, description="output directory of a run")
     mlflow: bool = Field(True, description="track runs in MLflow")
     mlflow_uri: str | None = Field(None, description="MLflow tracking URI (default: sqlite under the cache dir)")
+    max_infra_failures: int = Field(
+        5, ge=1, description="stop the run after this many questions in a row fail for the infrastructure "
+                             "(endpoint or LM unreachable / timed out)")
 
     @property
     def is_embedded(self) -> bool:
         return self.endpoint.strip().lower() == "embedded"
+
+
+SECRET_FIELDS = ("api_key",)
+
+
+def secret_value(value: Any) -> str | None:
+    """The plain text of a secret, whether it is a `str` or a pydantic `SecretStr` (None stays None)."""
+    if value is None:
+        return None
+    getter = getattr(value, "get_secret_value", None)
+    return getter() if callable(getter) else str(value)
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """A command line with the values of secret flags (`--api-key X`, `--api-key=X`) replaced by ***."""
+    flags = {_flag(name) for name in SECRET_FIELDS}
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append("***")
+            hide_next = False
+        elif arg in flags:
+            out.append(arg)
+            hide_next = True
+        elif arg.split("=", 1)[0] in flags and "=" in arg:
+            out.append(arg.split("=", 1)[0] + "=***")
+        else:
+            out.append(arg)
+    return out
 
 
 def _flag(name: str) -> str:
@@ -115,7 +153,8 @@ def add_settings_args(parser: argparse.ArgumentParser, names: Iterable[str]) -> 
     for name in names:
         info = Settings.model_fields[name]
         annotation = info.annotation
-        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": info.description}
+        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS,
+                                  "help": f"{info.description} (default: {_default_text(name)})"}
         if annotation is bool:
             parser.add_argument(_flag(name), action=argparse.BooleanOptionalAction, **kwargs)
             continue
@@ -127,6 +166,17 @@ def add_settings_args(parser: argparse.ArgumentParser, names: Iterable[str]) -> 
         elif annotation in (int, float) or (args and args[0] in (int, float)):
             kwargs["type"] = annotation if annotation in (int, float) else args[0]
         parser.add_argument(_flag(name), **kwargs)
+
+
+def _default_text(name: str) -> str:
+    """A field's default as `--help` shows it (secrets never; a factory's value as computed now)."""
+    if name in SECRET_FIELDS:
+        return "none"
+    info = Settings.model_fields[name]
+    value = info.get_default(call_default_factory=True)
+    env = os.environ.get(f"SAGA_{name.upper()}")
+    text = "none" if value is None else str(value)
+    return f"{text}; env SAGA_{name.upper()}={env}" if env is not None else text
 
 
 def settings_from_args(args: argparse.Namespace, **extra: Any) -> Settings:

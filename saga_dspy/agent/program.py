@@ -25,6 +25,7 @@ from dspy.utils.callback import BaseCallback
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.demos import DemoPool, load_demo_pool
 from saga_dspy.agent.episode import Episode, nonempty
+from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.parsing import parse_pids
 from saga_dspy.agent.query_form import decide_query_form, form_of, form_problem, is_yes_no_question, rewrite_head
 from saga_dspy.agent.react import SagaReAct
@@ -200,9 +201,11 @@ class SagaProgram(dspy.Module):
     def forward(self, question: str, prior_turns: list[str] | str | None = None,
                 on_event: Callable[..., None] | None = None) -> dspy.Prediction:
         started = time.monotonic()
+        deadline = started + self.settings.question_budget if self.settings.question_budget else None
         counter = _LMCallCounter()
         episode: Episode | None = None
         error: str | None = None
+        error_kind: str | None = None
         usage_totals: dict[str, dict[str, Any]] = {}
         try:
             lm = self.lm_of_program()
@@ -215,10 +218,15 @@ class SagaProgram(dspy.Module):
         try:
             with dspy.context(**context_kwargs), dspy.track_usage() as usage:
                 try:
-                    self._run(question, prior_turns, on_event, box)
+                    self._run(question, prior_turns, on_event, box, deadline)
                 except Exception as exc:  # never raise out of forward
-                    log.warning("question failed: %s", exc, exc_info=True)
-                    error = f"{type(exc).__name__}: {one_line(str(exc), 500)}"
+                    error_kind = INFRASTRUCTURE if is_infrastructure_error(exc) else PROGRAM
+                    if error_kind == INFRASTRUCTURE:
+                        log.warning("question stopped: %s", exc)
+                        error = one_line(str(exc), 500)
+                    else:
+                        log.warning("question failed: %s", exc, exc_info=True)
+                        error = f"{type(exc).__name__}: {one_line(str(exc), 500)}"
                     if box and getattr(box[0], "final", None) is None:
                         try:  # keep what the steps found
                             self._finish(box[0], extract=False)
@@ -228,15 +236,17 @@ class SagaProgram(dspy.Module):
                     usage_totals = usage.get_total_tokens()
         except Exception as exc:
             error = error or f"{type(exc).__name__}: {one_line(str(exc), 500)}"
+            error_kind = error_kind or PROGRAM
         episode = box[0] if box else None
         if episode is None:
             pred = self._empty(question, error or "failed", started)
+            pred.error_kind = error_kind or PROGRAM
             pred.counters["lm_calls"] = counter.calls
             pred.counters["prompt_tokens"], pred.counters["completion_tokens"] = _token_totals(usage_totals)
             return pred
-        return self._prediction(episode, counter, usage_totals, started, error)
+        return self._prediction(episode, counter, usage_totals, started, error, error_kind)
 
-    def _run(self, question: str, prior_turns, on_event, box: list) -> Episode:
+    def _run(self, question: str, prior_turns, on_event, box: list, deadline: float | None = None) -> Episode:
         settings = self.settings
         text = str(question or "").strip()
         if prior_turns:
@@ -252,6 +262,8 @@ class SagaProgram(dspy.Module):
                 answer_type = AnswerTypeInfo.from_raw(getattr(raw, "answer_type_label", ""),
                                                       getattr(raw, "answer_type_qid", ""), settings.kg)
             except Exception as exc:
+                if is_infrastructure_error(exc):
+                    raise InfrastructureError(f"LM: {type(exc).__name__}: {one_line(str(exc), 300)}") from exc
                 notes.append(f"answer type failed: {type(exc).__name__}: {one_line(str(exc), 200)}")
                 answer_type = AnswerTypeInfo.from_raw("boolean" if is_yes_no_question(question) else "", "")
             if not answer_type.label and is_yes_no_question(question):
@@ -267,15 +279,15 @@ class SagaProgram(dspy.Module):
 
         episode = Episode(settings, text, ctx, tools, self.variant_def, answer_type, form,
                           demos=demos, on_event=on_event, check=self._check if settings.check_answer else None,
-                          max_steps=settings.max_steps, notes=notes)
+                          max_steps=settings.max_steps, notes=notes, deadline=deadline)
         box.append(episode)
         episode.emit("start", question=text, answer_type=answer_type, form=form, demos=len(demos or []))
 
         # 3. the ReAct loop
         self.react(episode)
 
-        # 4. the final query
-        self._finish(episode)
+        # 4. the final query (out of time: no extract call, the steps' own queries only)
+        self._finish(episode, extract=not episode.budget_exceeded)
         return episode
 
     # -- grounding adapters ----------------------------------------------------------------------
@@ -365,7 +377,7 @@ class SagaProgram(dspy.Module):
                 episode.notes.append(f"the final query has the wrong form ({form_of(final)} for {episode.form})")
 
     def _prediction(self, episode: Episode, counter: _LMCallCounter, usage_totals, started: float,
-                    error: str | None) -> dspy.Prediction:
+                    error: str | None, error_kind: str | None = None) -> dspy.Prediction:
         final = episode.final
         answers = None
         status = "none"
@@ -380,11 +392,15 @@ class SagaProgram(dspy.Module):
                 except SparqlError as exc:
                     status = "error"
                     final_error = f"{exc.kind}: {exc}"
+                    if error is None and is_infrastructure_error(exc):  # not the agent's mistake
+                        error, error_kind = f"endpoint unavailable: {exc}", INFRASTRUCTURE
                 except Exception as exc:
                     status = "error"
                     final_error = f"{type(exc).__name__}: {exc}"
         if error is None and episode.lm_errors and not episode.steps:
             error = episode.lm_errors[-1]
+        if error is not None and error_kind is None:
+            error_kind = PROGRAM
         counters = self._counters(episode, counter, usage_totals, started)
         at = episode.answer_type
         pred = dspy.Prediction(
@@ -404,6 +420,8 @@ class SagaProgram(dspy.Module):
             variant=self.variant,
             notes=list(episode.notes) + [f"LM error: {e}" for e in episode.lm_errors],
             error=error,
+            error_kind=error_kind,
+            budget_exceeded=episode.budget_exceeded,
         )
         episode.emit("final", prediction=pred)
         return pred

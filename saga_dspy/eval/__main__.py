@@ -143,7 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KeyboardInterrupt, Interrupted):
         print("interrupted", file=sys.stderr)
         return 130
-    return 130 if any(r.interrupted for r in results.values()) else 0
+    if any(r.interrupted for r in results.values()):
+        return 130
+    return 3 if any(r.stopped for r in results.values()) else 0
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ TABLE_COLUMNS = (
     ("steps", "mean_steps", "{:.1f}"),
     ("lookups", "mean_lookups", "{:.1f}"),
     ("LM calls", "mean_lm_calls", "{:.1f}"),
+    ("tokens", "mean_tokens", "{:.0f}"),
     ("s/q", "mean_seconds", "{:.1f}"),
     ("blocked", "blocked_rate", "pct"),
     ("failed", "n_failed", "{:d}"),
