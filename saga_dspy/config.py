@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Any, Iterable, Literal, Sequence, get_args, get_origin
 
 import platformdirs
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from saga_dspy.variants import VARIANT_NAMES
@@ -84,7 +85,7 @@ class Settings(BaseSettings):
     # --- language model ---------------------------------------------------
     lm: str = Field("local", description="'local' (bundled Qwen2.5-Coder-1.5B) or a dspy/litellm model string")
     api_base: str | None = Field(None, description="OpenAI-compatible server URL")
-    api_key: str | None = Field(None, description="API key for the server (never written anywhere)")
+    api_key: SecretStr | None = Field(None, description="API key for the server")
     temperature: float = Field(0.0, description="sampling temperature")
     max_tokens: int = Field(512, description="generation cap per LM call (always applied)")
     seed: int = Field(0, description="LM seed")
@@ -108,6 +109,14 @@ class Settings(BaseSettings):
     max_infra_failures: int = Field(
         5, ge=1, description="stop the run after this many questions in a row fail for the infrastructure "
                              "(endpoint or LM unreachable / timed out)")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_is_embedded_or_http(cls, value: str) -> str:
+        text = value.strip()
+        if text.lower() != "embedded" and urlsplit(text).scheme.lower() not in ("http", "https"):
+            raise ValueError(f"endpoint must be 'embedded' or an http(s):// SPARQL URL, not {value!r}")
+        return text
 
     @property
     def is_embedded(self) -> bool:
@@ -176,7 +185,8 @@ def _default_text(name: str) -> str:
     value = info.get_default(call_default_factory=True)
     env = os.environ.get(f"SAGA_{name.upper()}")
     text = "none" if value is None else str(value)
-    return f"{text}; env SAGA_{name.upper()}={env}" if env is not None else text
+    text = f"{text}; env SAGA_{name.upper()}={env}" if env is not None else text
+    return text.replace("%", "%%")  # argparse %-formats help text
 
 
 def settings_from_args(args: argparse.Namespace, **extra: Any) -> Settings:

@@ -37,6 +37,8 @@ from typing import Sequence
 
 import dspy
 
+from saga_dspy.cli import ArgumentParser, append_help, one_line, run_main
+from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import parse_ids
@@ -49,18 +51,20 @@ from saga_dspy.variants import VARIANT_NAMES
 SETTINGS_FLAGS = (
     "dataset", "split", "limit", "endpoint", "kg", "search", "cache_dir", "query_timeout", "result_cache",
     "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window",
+    "lm_timeout", "lm_retries", "question_budget", "max_infra_failures",
     "program", "num_threads", "metric_mode", "out", "mlflow", "mlflow_uri",
     "filter_mode", "coverage_seed", "schema_index", "observation_chars", "max_steps", "demos", "check_answer",
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m saga_dspy.eval",
         description="Evaluate the SAGA agent on a benchmark split (sub-command: freeze-gold).",
         epilog="Run `python -m saga_dspy.eval freeze-gold -h` for freezing gold answers on a live endpoint.",
     )
     add_settings_args(parser, SETTINGS_FLAGS)
+    append_help(parser, "dataset", catalogue_text())
     parser.add_argument("--variant", dest="variants", action="append", choices=VARIANT_NAMES,
                         help="ablation variant; repeat to run several and compare them side by side (default: full)")
     parser.add_argument("--schema-coverage", dest="schema_coverage", type=int, choices=COVERAGES,
@@ -80,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_freeze_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m saga_dspy.eval freeze-gold",
         description="Execute every gold query of a split on an endpoint and freeze the results "
                     "(runs on that endpoint then read gold from this file, never from the endpoint).",
@@ -125,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = settings_from_args(args)
     except Exception as exc:  # a settings validation error: argparse's one-line usage error
-        parser.error(str(exc))
+        parser.error(one_line(exc))
     lm = cli_lm(settings)
     if lm is None:
         return 2
@@ -149,4 +153,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

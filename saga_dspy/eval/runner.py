@@ -186,10 +186,7 @@ def prepare_out_dir(
             (out_dir / name).unlink(missing_ok=True)
         return []
     if cfg_path.exists():
-        try:
-            old = json.loads(cfg_path.read_text(encoding="utf-8")).get("fingerprint") or {}
-        except ValueError:
-            old = {}
+        old = read_config(cfg_path).get("fingerprint") or {}
         new = fingerprint(settings)
         diff = {k: (old.get(k), new.get(k)) for k in new if k in old and old.get(k) != new.get(k)}
         if diff:
@@ -207,6 +204,33 @@ def prepare_out_dir(
             PredictionsFile.rewrite(pred_path, keep)
         return keep
     return list(latest.values())
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A run's config.json; an EvalError when it cannot be read (a resume must never skip the settings check)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EvalError(f"--resume: {path} cannot be read ({exc}); the run's settings cannot be checked: "
+                        f"restore the file, or start again with --overwrite or another --out") from None
+    if not isinstance(data, dict) or not isinstance(data.get("fingerprint", {}), dict):
+        raise EvalError(f"--resume: {path} is not a run configuration; restore it, or start again with "
+                        f"--overwrite or another --out")
+    return data
+
+
+def check_program_file(path: str | Path | None) -> None:
+    """An EvalError unless `path` (--program) is a readable JSON object: said before any work starts."""
+    if not path:
+        return
+    try:
+        state = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise EvalError(f"--program {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise EvalError(f"--program {path} is not a saved program (not JSON: {exc})") from None
+    if not isinstance(state, dict):
+        raise EvalError(f"--program {path} is not a saved program (a JSON object is expected)")
 
 
 def run_variant(
@@ -241,10 +265,7 @@ def run_variant(
     cfg = run_config(settings, evalset, program, endpoint, extra=extra_config)
     cfg_path = out_dir / CONFIG
     if resume and cfg_path.exists():
-        try:
-            previous = json.loads(cfg_path.read_text(encoding="utf-8"))
-        except ValueError:
-            previous = {}
+        previous = read_config(cfg_path)
         cfg["created"] = previous.get("created", cfg["created"])
         cfg["resumed"] = [*previous.get("resumed", []), _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")]
     write_json(cfg_path, cfg)
@@ -389,6 +410,9 @@ def evaluate(
     resume = resume or retry_failed
     out_dir = Path(out) if out is not None else (Path(settings.out) if settings.out else default_out_dir(settings, resume))
     check_graph(settings, settings.dataset, data_file)
+    check_program_file(settings.program)
+    if data_file is not None and not Path(data_file).is_file():
+        raise EvalError(f"--data-file {data_file}: no such file")
     evalset = load_eval_set(settings, ids=ids, data_file=data_file, gold_file=gold_file,
                             answerable_only=answerable_only, progress=progress)
     print(describe_filter(evalset), file=stream)
@@ -408,8 +432,8 @@ def evaluate(
 
 def warm_up(program: Any, services: KgServices, lm: Any = None) -> float:
     """Open what the first question would otherwise pay for (store and its workers, search, schema,
-    hierarchy, demo pool, a local model); returns the seconds it took. A failure here is left to the
-    questions, which record it."""
+    hierarchy, demo pool, a local model); returns the seconds it took. An unreachable endpoint is left
+    to the questions, which record it; any other failure (a missing schema index) stops the run."""
     started = time.monotonic()
     kg = getattr(program, "services", None) or services
     try:
@@ -422,7 +446,9 @@ def warm_up(program: Any, services: KgServices, lm: Any = None) -> float:
         engine = getattr(lm if lm is not None else dspy.settings.lm, "llama_engine", None)
         if engine is not None:
             engine.load()
-    except Exception as exc:
+    except Exception as exc:  # a dead endpoint is recorded by each question; a missing index stops the run here
+        if not is_infrastructure_error(exc):
+            raise
         log.warning("warm-up failed (%s: %s); the questions will say more", type(exc).__name__, exc)
     return time.monotonic() - started
 

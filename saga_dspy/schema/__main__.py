@@ -15,14 +15,14 @@ import time
 from pathlib import Path
 
 from ..config import add_settings_args, apply_offline_env, settings_from_args
+from saga_dspy.cli import ArgumentParser, run_main
 
 COMMON = ["cache_dir", "data_dir", "schema_index"]
 BUILD_ROW_CAP = 20000  # pages of the build; a --row-cap given explicitly wins
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m saga_dspy.schema", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m saga_dspy.schema", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     build = sub.add_parser("build", help="build a schema index through SPARQL")
@@ -125,4 +125,4 @@ def _build(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class OpenAIStub:
-    def __init__(self, reply: str = "[[ ## completed ## ]]", delay: float = 0.0):
+    def __init__(self, reply: str = "[[ ## completed ## ]]", delay: float = 0.0, port: int = 0):
         self.reply = reply
         self.delay = delay
         self.requests: list[dict] = []
@@ -40,7 +40,7 @@ class OpenAIStub:
                 except OSError:  # the client gave up (timeout)
                     pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.api_base = f"http://127.0.0.1:{self.port}/v1"
