@@ -13,6 +13,8 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
+from saga_dspy.cli import ArgumentParser, append_help, run_main
+from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.kg.endpoint import Endpoint
@@ -26,13 +28,14 @@ SETTINGS_FLAGS = (
     "schema_index", "filter_mode", "schema_coverage", "coverage_seed", "observation_chars",
     "variant", "max_steps", "check_answer", "demos", "program", "dataset",
     "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window",
+    "lm_timeout", "lm_retries", "question_budget",
 )
 OBSERVATION_LINES = 8
 OBSERVATION_CHARS = 600
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m saga_dspy.ask",
         description="Answer one question with the SAGA agent and show its trace.",
     )
@@ -40,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the trace")
     parser.add_argument("--full-observations", action="store_true", help="do not shorten observations in the trace")
     add_settings_args(parser, SETTINGS_FLAGS)
+    append_help(parser, "dataset", catalogue_text())
     return parser
 
 
@@ -217,4 +221,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any, Iterable, Literal, get_args, get_origin
+from typing import Any, Iterable, Literal, Sequence, get_args, get_origin
+
+from urllib.parse import urlsplit
 
 import platformdirs
 from pydantic import Field, SecretStr, field_validator
@@ -100,6 +102,11 @@ class Settings(BaseSettings):
     seed: int = Field(0, description="LM seed")
     lm_cache: bool = Field(True, description="cache LM responses on disk")
     context_window: int = Field(8192, ge=1, description="local model context window, tokens")
+    lm_timeout: float = Field(120.0, gt=0, allow_inf_nan=False, description="deadline of one LM request, seconds")
+    lm_retries: int = Field(1, ge=0, le=5, description="retries of a failed LM request (transport errors, 5xx)")
+    question_budget: float | None = Field(
+        600.0, gt=0, allow_inf_nan=False, description="wall-clock seconds per question; past it the agent takes no "
+                                                      "more steps and finishes with what it has")
 
     # --- evaluation -------------------------------------------------------------
     dataset: str = Field("qald10", description="benchmark name")
@@ -112,22 +119,53 @@ class Settings(BaseSettings):
     mlflow_uri: str | None = Field(None, description="MLflow tracking URI (default: sqlite under the cache dir)")
     trace: Literal["all", "sample", "none"] = Field(
         "all", description="DSPy traces in MLflow: every question, every 10th (sample), or none")
+    max_infra_failures: int = Field(
+        5, ge=1, description="stop the run after this many questions in a row fail for the infrastructure "
+                             "(endpoint or LM unreachable / timed out)")
 
     @field_validator("endpoint")
     @classmethod
     def _endpoint_is_embedded_or_http(cls, value: str) -> str:
-        from urllib.parse import urlparse
-
         if value.strip().lower() == "embedded":
             return value
-        url = urlparse(value.strip())
+        url = urlsplit(value.strip())
         if url.scheme not in ("http", "https") or not url.hostname:
-            raise ValueError(f"endpoint must be 'embedded' or an http(s) URL, not {value!r}")
+            raise ValueError(f"endpoint must be 'embedded' or an http(s):// SPARQL URL with a host, not {value!r}")
         return value.strip()
 
     @property
     def is_embedded(self) -> bool:
         return self.endpoint.strip().lower() == "embedded"
+
+
+SECRET_FIELDS = ("api_key",)
+
+
+def secret_value(value: Any) -> str | None:
+    """The plain text of a secret, whether it is a `str` or a pydantic `SecretStr` (None stays None)."""
+    if value is None:
+        return None
+    getter = getattr(value, "get_secret_value", None)
+    return getter() if callable(getter) else str(value)
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """A command line with the values of secret flags (`--api-key X`, `--api-key=X`) replaced by ***."""
+    flags = {_flag(name) for name in SECRET_FIELDS}
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append("***")
+            hide_next = False
+        elif arg in flags:
+            out.append(arg)
+            hide_next = True
+        elif arg.split("=", 1)[0] in flags and "=" in arg:
+            out.append(arg.split("=", 1)[0] + "=***")
+        else:
+            out.append(arg)
+    return out
 
 
 def _flag(name: str) -> str:
@@ -139,7 +177,8 @@ def add_settings_args(parser: argparse.ArgumentParser, names: Iterable[str]) -> 
     for name in names:
         info = Settings.model_fields[name]
         annotation = info.annotation
-        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": info.description}
+        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS,
+                                  "help": f"{info.description} (default: {_default_text(name)})"}
         if annotation is bool:
             parser.add_argument(_flag(name), action=argparse.BooleanOptionalAction, **kwargs)
             continue
@@ -151,6 +190,18 @@ def add_settings_args(parser: argparse.ArgumentParser, names: Iterable[str]) -> 
         elif annotation in (int, float) or (args and args[0] in (int, float)):
             kwargs["type"] = annotation if annotation in (int, float) else args[0]
         parser.add_argument(_flag(name), **kwargs)
+
+
+def _default_text(name: str) -> str:
+    """A field's default as `--help` shows it (secrets never; a factory's value as computed now)."""
+    if name in SECRET_FIELDS:
+        return "none"
+    info = Settings.model_fields[name]
+    value = info.get_default(call_default_factory=True)
+    env = os.environ.get(f"SAGA_{name.upper()}")
+    text = "none" if value is None else str(value)
+    text = f"{text}; env SAGA_{name.upper()}={env}" if env is not None else text
+    return text.replace("%", "%%")  # argparse %-formats help text
 
 
 def settings_from_args(args: argparse.Namespace, **extra: Any) -> Settings:

@@ -38,6 +38,7 @@ from .kg.endpoint import Endpoint
 from .kg.search import Search
 from .schema import ClassHierarchy, EntityTypes, Outcome, SchemaIndex, check_domain, entity_types_many
 from .services import KgServices
+from saga_dspy.cli import ArgumentParser, run_main
 
 WIKIDATA_BENCHMARKS = ("qald7", "qald9plus", "qald10", "wwq", "spinach", "lcquad2")
 WRONG_CANDIDATES = 5  # search hits looked at per gold entity label
@@ -363,8 +364,7 @@ COMMON = ["endpoint", "kg", "cache_dir", "data_dir", "schema_index", "schema_cov
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m saga_dspy.stats", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m saga_dspy.stats", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     g = sub.add_parser("grounding", help="neighbourhood filtering statistics (paper Table 9)")
     g.add_argument("--dataset", dest="datasets", action="append", required=True, help="benchmark name (repeatable)")
@@ -450,4 +450,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

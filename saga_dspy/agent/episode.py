@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.calls import QuestionCalls
+from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.parsing import normalize_tool_name, params_of, parse_tool_args
 from saga_dspy.agent.query_form import QUERY_FORMS, form_of, form_problem
 from saga_dspy.agent.tool_spans import tool_span
 from saga_dspy.agent.trajectory import Step, one_line
 from saga_dspy.config import Settings
 from saga_dspy.grounding.context import Execution, QuestionContext
+from saga_dspy.kg.errors import EndpointUnavailable
 from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
 from saga_dspy.signatures import QUERY_FORM_GUIDE
 from saga_dspy.variants import Variant
@@ -61,6 +64,8 @@ class Episode:
     auto_runs: int = 0  # of which the lookup's proposed query (the auto-run)
     done: dict[tuple[str, str], int] = field(default_factory=dict)  # action -> the step that ran it
     repeats: int = 0  # identical actions in a row
+    deadline: float | None = None  # time.monotonic() past which no step is taken (settings.question_budget)
+    budget_exceeded: bool = False
     final: str | None = None
     final_source: str | None = None
     rewritten_from: str | None = None
@@ -142,15 +147,33 @@ class Episode:
         return False
 
     def _call_tool(self, name: str, func: Callable, args: dict[str, Any]) -> str:
+        """The tool's observation (inside a trace span when tracing); an InfrastructureError when the endpoint
+        could not be reached."""
+        executed = len(self.ctx.executions)
         with tool_span(name, args) as span:  # a span per tool call in the question's trace; a no-op when not tracing
             try:
                 out = func(**args)
             except Exception as exc:  # boundary: a tool call returns an observation, never raises into the loop
+                if is_infrastructure_error(exc):
+                    raise InfrastructureError(f"endpoint: {type(exc).__name__}: {one_line(str(exc), 300)}") from exc
                 log.debug("tool %s failed", name, exc_info=True)
                 out = f"Error in {name}: {type(exc).__name__}: {one_line(str(exc), 300)}"
             out = out if isinstance(out, str) else str(out)
             span.observation(out)
+        for ex in self.ctx.executions[executed:]:  # the tool caught it and told the LM; the question stops
+            if ex.error_kind == EndpointUnavailable.kind:
+                raise InfrastructureError(f"endpoint unavailable: {one_line(str(ex.error), 300)}")
         return out
+
+    def out_of_time(self) -> bool:
+        """True once the question's wall-clock budget is spent (then no more steps are taken)."""
+        if self.deadline is None or time.monotonic() < self.deadline:
+            return False
+        if not self.budget_exceeded:
+            self.budget_exceeded = True
+            self.notes.append(f"question budget of {self.settings.question_budget:g} s spent after "
+                              f"{len(self.steps)} steps: finished with what it had")
+        return True
 
     def suggested_query(self) -> str | None:
         """The query the latest lookup proposed (its ★ property), if any."""

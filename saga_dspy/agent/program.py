@@ -26,6 +26,7 @@ from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.demos import DemoGuard, DemoPool, load_demo_pool
 from saga_dspy.agent.episode import Episode, nonempty
+from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.parsing import parse_pids
 from saga_dspy.agent.query_form import decide_query_form, form_of, form_problem, is_yes_no_question, rewrite_head
 from saga_dspy.agent.react import SagaReAct
@@ -209,10 +210,12 @@ class SagaProgram(dspy.Module):
                 on_event: Callable[..., None] | None = None, demo_guard: DemoGuard | None = None) -> dspy.Prediction:
         """`demo_guard` (evaluation's test firewall for this question): demos it refuses are never shown."""
         started = time.monotonic()
+        deadline = started + self.settings.question_budget if self.settings.question_budget else None
         # SPINACH prunes every neighbourhood by design: its prunes are outside the bound
         counter = QuestionCalls(exempt=frozenset({"prune"}) if self.variant_def.grounding.prune_all else frozenset())
         episode: Episode | None = None
         error: str | None = None
+        error_kind: str | None = None
         usage_totals: dict[str, dict[str, Any]] = {}
         try:
             lm = self.lm_of_program()
@@ -225,10 +228,15 @@ class SagaProgram(dspy.Module):
         try:
             with dspy.context(**context_kwargs), dspy.track_usage() as usage:
                 try:
-                    self._run(question, prior_turns, on_event, box, counter, demo_guard)
+                    self._run(question, prior_turns, on_event, box, counter, demo_guard, deadline)
                 except Exception as exc:  # never raise out of forward
-                    log.warning("question failed: %s", exc, exc_info=True)
-                    error = f"{type(exc).__name__}: {one_line(str(exc), 500)}"
+                    error_kind = INFRASTRUCTURE if is_infrastructure_error(exc) else PROGRAM
+                    if error_kind == INFRASTRUCTURE:
+                        log.warning("question stopped: %s", exc)
+                        error = one_line(str(exc), 500)
+                    else:
+                        log.warning("question failed: %s", exc, exc_info=True)
+                        error = f"{type(exc).__name__}: {one_line(str(exc), 500)}"
                     if box and getattr(box[0], "final", None) is None:
                         try:  # keep what the steps found
                             self._finish(box[0], extract=False)
@@ -238,16 +246,18 @@ class SagaProgram(dspy.Module):
                     usage_totals = usage.get_total_tokens()
         except Exception as exc:  # boundary: dspy.context / usage tracking failed; forward() never raises
             error = error or f"{type(exc).__name__}: {one_line(str(exc), 500)}"
+            error_kind = error_kind or PROGRAM
         episode = box[0] if box else None
         if episode is None:
             pred = self._empty(question, error or "failed", started)
+            pred.error_kind = error_kind or PROGRAM
             pred.counters.update(counter.counters())
             pred.counters.update(_token_counters(usage_totals))
             return pred
-        return self._prediction(episode, counter, usage_totals, started, error)
+        return self._prediction(episode, counter, usage_totals, started, error, error_kind)
 
     def _run(self, question: str, prior_turns, on_event, box: list, calls: QuestionCalls,
-             demo_guard: DemoGuard | None = None) -> Episode:
+             demo_guard: DemoGuard | None = None, deadline: float | None = None) -> Episode:
         settings = self.settings
         text = str(question or "").strip()
         if prior_turns:
@@ -264,6 +274,8 @@ class SagaProgram(dspy.Module):
                 answer_type = AnswerTypeInfo.from_raw(getattr(raw, "answer_type_label", ""),
                                                       getattr(raw, "answer_type_qid", ""), settings.kg)
             except Exception as exc:  # an LM call: the question goes on with the yes/no heuristic
+                if is_infrastructure_error(exc):
+                    raise InfrastructureError(f"LM: {type(exc).__name__}: {one_line(str(exc), 300)}") from exc
                 notes.append(f"answer type failed: {type(exc).__name__}: {one_line(str(exc), 200)}")
                 answer_type = AnswerTypeInfo.from_raw("boolean" if is_yes_no_question(question) else "", "")
             if not answer_type.label and is_yes_no_question(question):
@@ -287,15 +299,16 @@ class SagaProgram(dspy.Module):
 
         episode = Episode(settings, text, ctx, tools, self.variant_def, answer_type, form,
                           demos=demos, on_event=on_event, check=self._check if settings.check_answer else None,
-                          max_steps=settings.max_steps, notes=notes, calls=calls, demos_dropped=dropped)
+                          max_steps=settings.max_steps, notes=notes, calls=calls, demos_dropped=dropped,
+                          deadline=deadline)
         box.append(episode)
         episode.emit("start", question=text, answer_type=answer_type, form=form, demos=len(demos or []))
 
         # 3. the ReAct loop
         self.react(episode)
 
-        # 4. the final query
-        self._finish(episode)
+        # 4. the final query (out of time: no extract call, the steps' own queries only)
+        self._finish(episode, extract=not episode.budget_exceeded)
         return episode
 
     def _guarded_demos(self, pool: DemoPool | None, question: str, form: str,
@@ -410,7 +423,7 @@ class SagaProgram(dspy.Module):
                 episode.notes.append(f"the final query has the wrong form ({form_of(final)} for {episode.form})")
 
     def _prediction(self, episode: Episode, counter: QuestionCalls, usage_totals, started: float,
-                    error: str | None) -> dspy.Prediction:
+                    error: str | None, error_kind: str | None = None) -> dspy.Prediction:
         final = episode.final
         answers = None
         status = "none"
@@ -425,11 +438,15 @@ class SagaProgram(dspy.Module):
                 except SparqlError as exc:
                     status = "error"
                     final_error = f"{exc.kind}: {exc}"
+                    if error is None and is_infrastructure_error(exc):  # not the agent's mistake
+                        error, error_kind = f"endpoint unavailable: {exc}", INFRASTRUCTURE
                 except Exception as exc:  # an endpoint bug on the final query: reported, not raised
                     status = "error"
                     final_error = f"{type(exc).__name__}: {exc}"
         if error is None and episode.lm_errors and not episode.steps:
             error = episode.lm_errors[-1]
+        if error is not None and error_kind is None:
+            error_kind = PROGRAM
         counters = self._counters(episode, counter, usage_totals, started)
         at = episode.answer_type
         pred = dspy.Prediction(
@@ -450,6 +467,8 @@ class SagaProgram(dspy.Module):
             demos_dropped=episode.demos_dropped,
             notes=list(episode.notes) + [f"LM error: {e}" for e in episode.lm_errors],
             error=error,
+            error_kind=error_kind,
+            budget_exceeded=episode.budget_exceeded,
         )
         episode.emit("final", prediction=pred)
         return pred

@@ -13,6 +13,7 @@ from dspy.utils.exceptions import AdapterParseError, ContextWindowExceededError,
 
 from saga_dspy.agent.calls import is_context_overflow
 from saga_dspy.agent.episode import Episode
+from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.parsing import FENCE, MARKER
 from saga_dspy.agent.trajectory import Step, one_line, render_trajectory
 from saga_dspy.tools.specs import TOOL_NAMES, TOOL_SPECS
@@ -145,7 +146,7 @@ class SagaReAct(dspy.ReAct):
         failures = 0
         limit = episode.max_steps
         index = 0
-        while index < limit:
+        while index < limit and not episode.out_of_time():
             index += 1
             # after a repeated action, sample instead of decoding greedily: the same prompt prefix
             # would otherwise give the same reply again
@@ -169,6 +170,8 @@ class SagaReAct(dspy.ReAct):
                 episode.notes.append(f"context window exceeded: {one_line(str(exc), 200)}")
                 break
             except Exception as exc:  # the LM itself failed (server down, model missing, ...)
+                if is_infrastructure_error(exc):  # the LM already retried: the next step would fail the same way
+                    raise InfrastructureError(f"LM: {type(exc).__name__}: {one_line(str(exc), 300)}") from exc
                 failures += 1
                 episode.lm_errors.append(f"{type(exc).__name__}: {one_line(str(exc), 300)}")
                 if failures >= 2 or isinstance(exc, LMError) and not getattr(exc, "retryable", False):

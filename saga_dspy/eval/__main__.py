@@ -38,6 +38,8 @@ from typing import Sequence
 
 import dspy
 
+from saga_dspy.cli import ArgumentParser, append_help, one_line, run_main
+from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.answerability import describe_subset
 from saga_dspy.eval.errors import EvalError
@@ -52,19 +54,21 @@ from saga_dspy.variants import VARIANT_NAMES
 SETTINGS_FLAGS = (
     "dataset", "split", "limit", "endpoint", "kg", "search", "cache_dir", "query_timeout", "result_cache",
     "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window",
+    "lm_timeout", "lm_retries", "question_budget", "max_infra_failures",
     "program", "num_threads", "metric_mode", "out", "mlflow", "mlflow_uri", "trace",
     "filter_mode", "coverage_seed", "schema_index", "observation_chars", "max_steps", "demos", "check_answer",
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m saga_dspy.eval",
         description="Evaluate the SAGA agent on a benchmark split (sub-commands: freeze-gold, rescore).",
         epilog="Run `python -m saga_dspy.eval freeze-gold -h` for freezing gold answers on a live endpoint, "
                "`python -m saga_dspy.eval rescore -h` for recomputing a run's metrics from its predictions.",
     )
     add_settings_args(parser, SETTINGS_FLAGS)
+    append_help(parser, "dataset", catalogue_text())
     parser.add_argument("--variant", dest="variants", action="append", choices=VARIANT_NAMES,
                         help="ablation variant; repeat to run several and compare them side by side (default: full)")
     parser.add_argument("--schema-coverage", dest="schema_coverage", type=int, choices=COVERAGES,
@@ -84,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_freeze_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m saga_dspy.eval freeze-gold",
         description="Execute every gold query of a split on an endpoint and freeze the results "
                     "(runs on that endpoint then read gold from this file, never from the endpoint).",
@@ -153,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = settings_from_args(args)
     except Exception as exc:  # a settings validation error: argparse's one-line usage error
-        parser.error(str(exc))
+        parser.error(one_line(exc))
     lm = cli_lm(settings)
     if lm is None:
         return 2
@@ -171,8 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KeyboardInterrupt, Interrupted):
         print("interrupted", file=sys.stderr)
         return 130
-    return 130 if any(r.interrupted for r in results.values()) else 0
+    if any(r.interrupted for r in results.values()):
+        return 130
+    return 3 if any(r.stopped for r in results.values()) else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

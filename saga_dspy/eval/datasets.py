@@ -74,6 +74,12 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
 }
 
 
+def catalogue_text() -> str:
+    """The benchmark names and graphs, for --help."""
+    return "one of: " + ", ".join(f"{b.name} ({b.kg})" for b in BENCHMARKS.values() if b.bundled) + \
+        "; the embedded endpoint holds a Wikidata sample"
+
+
 def benchmark_info(name: str) -> BenchmarkInfo:
     try:
         return BENCHMARKS[name]

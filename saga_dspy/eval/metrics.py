@@ -461,7 +461,10 @@ def summary_record(line: dict[str, Any]) -> dict[str, Any]:
 def compute_metrics(lines: Iterable[dict[str, Any]], *, total: int | None = None) -> dict[str, Any]:
     lines = list(lines)
     out = summarize(summary_record(line) for line in lines)
+    if out.get("mean_prompt_tokens") is not None or out.get("mean_completion_tokens") is not None:
+        out["mean_tokens"] = (out.get("mean_prompt_tokens") or 0.0) + (out.get("mean_completion_tokens") or 0.0)
     out["n_failed"] = sum(1 for line in lines if line.get("error"))
+    out["n_infra_failed"] = sum(1 for line in lines if line.get("error_kind") == "infrastructure")
     out["n_no_query"] = sum(1 for line in lines if line.get("final_status") == "none")
     out["n_metric_errors"] = sum(1 for line in lines if line.get("metric_error"))
     if total is not None:

@@ -14,6 +14,7 @@ from typing import Any, Iterable
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem
 from saga_dspy.eval.metrics import answer_f1
+from saga_dspy.eval.rundir import open_private
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def score_answers(answers: Any, gold: Any, mode: str, answerable: bool | None = 
 
 
 def score_prediction(item: EvalItem, pred: Any, mode: str, *, error: str | None = None,
-                     seconds: float | None = None) -> dict[str, Any]:
+                     error_kind: str | None = None, seconds: float | None = None) -> dict[str, Any]:
     """One predictions.jsonl line: the question, gold, prediction, scores, counters and trajectory."""
     get = (lambda k, d=None: getattr(pred, k, d)) if pred is not None else (lambda k, d=None: d)
     answers = get("answers")
@@ -95,6 +96,8 @@ def score_prediction(item: EvalItem, pred: Any, mode: str, *, error: str | None 
         "final_status": status,
         "final_error": get("final_error"),  # the final query's own failure (syntax, timeout): the agent's mistake
         "error": error,
+        "error_kind": (error_kind or get("error_kind") or "program") if error else None,
+        "budget_exceeded": bool(get("budget_exceeded")),
         "metric_error": metric_error,
         "counters": _jsonable(counters),
         "answer_type": get("answer_type"),
@@ -158,7 +161,7 @@ class PredictionsFile:
         """Replace the file atomically with these lines."""
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
+        with open_private(tmp) as fh:
             for line in lines:
                 fh.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
             fh.flush()
@@ -172,7 +175,7 @@ class PredictionsFile:
                 return False
             if self._fh is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._fh = open(self.path, "a", encoding="utf-8")
+                self._fh = open_private(self.path, "a")
             self._fh.write(text)
             self._fh.flush()
             os.fsync(self._fh.fileno())

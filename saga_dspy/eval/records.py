@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from saga_dspy import lm as lm_module
-from saga_dspy.config import PACKAGE_DIR, Settings
+from saga_dspy.config import PACKAGE_DIR, SECRET_FIELDS, Settings, redact_argv
 from saga_dspy.eval.evalset import EvalSet
+from saga_dspy.eval.rundir import open_private
 from saga_dspy.eval.metrics import METRIC_RULES
 
 
@@ -72,8 +73,9 @@ def versions() -> dict[str, Any]:
 def settings_record(settings: Settings) -> dict[str, Any]:
     """The settings as JSON, without secrets."""
     data = json.loads(settings.model_dump_json())
-    if data.get("api_key"):
-        data["api_key"] = "***"
+    for name in SECRET_FIELDS:
+        if data.get(name):
+            data[name] = "***"
     return data
 
 
@@ -142,7 +144,7 @@ def run_config(settings: Settings, evalset: EvalSet, program: Any, endpoint: Any
     cfg = {
         "kind": "eval",
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": [sys.executable, "-m", "saga_dspy.eval", *sys.argv[1:]] if sys.argv else None,
+        "command": [sys.executable, "-m", "saga_dspy.eval", *redact_argv(sys.argv[1:])] if sys.argv else None,
         "dataset": evalset.dataset,
         "split": evalset.split,
         "variant": settings.variant,
@@ -170,5 +172,6 @@ def run_config(settings: Settings, evalset: EvalSet, program: Any, endpoint: Any
 def write_json(path: Path, obj: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    with open_private(tmp) as fh:
+        fh.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
     os.replace(tmp, path)

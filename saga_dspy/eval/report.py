@@ -15,6 +15,7 @@ TABLE_COLUMNS = (
     ("steps", "mean_steps", "{:.1f}"),
     ("lookups", "mean_lookups", "{:.1f}"),
     ("LM calls", "mean_lm_calls", "{:.1f}"),
+    ("tokens", "mean_tokens", "{:.0f}"),
     ("LM steps", "mean_lm_steps", "{:.1f}"),
     ("AT", "mean_answer_type_calls", "{:.1f}"),
     ("prunes", "mean_prunes", "{:.1f}"),

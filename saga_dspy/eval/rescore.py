@@ -24,6 +24,9 @@ from saga_dspy.services import KgServices
 RESCORED = "metrics.rescored.json"
 
 
+RUN_FACTS = ("interrupted", "stopped", "warmup_seconds")
+
+
 def rescore_line(line: dict[str, Any], mode: str, answers: Any = None) -> dict[str, Any]:
     """The line with `f1`/`em`/`metric_error` recomputed (answers: re-executed ones, if any)."""
     out = dict(line)
@@ -68,8 +71,9 @@ def rescore(run_dir: str | Path, metric_mode: str | None = None, *, settings: An
     metrics = compute_metrics(lines, total=len(ids))
     old_path = run_dir / METRICS
     old = json.loads(old_path.read_text(encoding="utf-8")) if old_path.is_file() else {}
-    if "interrupted" in old:
-        metrics["interrupted"] = old["interrupted"]
+    for key in RUN_FACTS:  # facts of the run itself, not derivable from its predictions
+        if key in old:
+            metrics[key] = old[key]
     metrics["subset"] = subset_record(config.get("filter_report"), len(ids))
     metrics["rescored"] = {"metric_mode": mode, "re_executed": executed, "from": PREDICTIONS}
     write_json(Path(out) if out else run_dir / RESCORED, metrics)

@@ -18,9 +18,11 @@ from typing import Any, Callable, Iterator, Sequence
 import dspy
 from tqdm import tqdm
 
+from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, is_infrastructure_error
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
 from saga_dspy.eval.answerability import describe_subset, subset_record
+from saga_dspy.eval.datasets import BENCHMARKS
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
 from saga_dspy.eval.firewall import guard_kwargs
@@ -28,6 +30,7 @@ from saga_dspy.eval.metrics import compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_prediction
 from saga_dspy.eval.records import CONFIG, METRICS, fingerprint, run_config, write_json
 from saga_dspy.eval.report import markdown_table, summary_table
+from saga_dspy.eval.rundir import locked_run_dir
 from saga_dspy.eval.tracking import Tracker, comparison_chart, run_name
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.search import Search
@@ -55,6 +58,7 @@ class VariantResult:
     interrupted: bool = False
     ran: int = 0
     run_id: str | None = None
+    stopped: str | None = None  # why the run stopped early (infrastructure failures in a row)
 
 
 def _progress_bar(total: int, initial: int, desc: str, enabled: bool):
@@ -75,11 +79,13 @@ def run_questions(
     done_lines: Sequence[dict[str, Any]] = (),
     total: int | None = None,
     on_line: Callable[[dict[str, Any]], None] | None = None,
-) -> tuple[list[dict[str, Any]], bool]:
+    max_infra_failures: int | None = None,
+) -> tuple[list[dict[str, Any]], bool, str | None]:
     """Answer `items` in `num_threads` daemon threads, appending one line per finished question.
 
-    Returns (new lines, interrupted). Ctrl-C / SIGTERM stops taking new questions and returns
-    at once (questions still running are not written: they are re-run by --resume)."""
+    Returns (new lines, interrupted, stopped: why the run stopped early or None). Ctrl-C / SIGTERM
+    stops taking new questions and returns at once (questions still running are not written: they
+    are re-run by --resume); so do `max_infra_failures` infrastructure failures in a row."""
     items = list(items)
     new_lines: list[dict[str, Any]] = []
     todo = list(reversed(items))
@@ -91,6 +97,8 @@ def run_questions(
     if n_done[0]:
         bar.set_postfix_str(f"F1={f1_sum[0] / n_done[0]:.3f}")
     errors: list[BaseException] = []
+    infra_in_a_row = [0]
+    stopped: list[str] = []
 
     def answer(item: EvalItem) -> dict[str, Any]:
         started = time.monotonic()
@@ -104,6 +112,7 @@ def run_questions(
         except Exception as exc:  # the program should never raise; record it if it does
             log.warning("question %s raised %s", item.id, exc, exc_info=True)
             return score_prediction(item, None, mode, error=f"{type(exc).__name__}: {exc}",
+                                    error_kind=INFRASTRUCTURE if is_infrastructure_error(exc) else PROGRAM,
                                     seconds=time.monotonic() - started)
         return score_prediction(item, pred, mode, seconds=time.monotonic() - started)
 
@@ -123,6 +132,11 @@ def run_questions(
                     f1_sum[0] += line["f1"]
                     bar.update(1)
                     bar.set_postfix_str(f"F1={f1_sum[0] / n_done[0]:.3f}")
+                    infra_in_a_row[0] = infra_in_a_row[0] + 1 if line.get("error_kind") == INFRASTRUCTURE else 0
+                    if max_infra_failures and infra_in_a_row[0] >= max_infra_failures and not stopped:
+                        stopped.append(f"stopped after {infra_in_a_row[0]} questions in a row failed for the "
+                                       f"infrastructure (last: {line.get('error')})")
+                        stop.set()
                 if on_line is not None:
                     on_line(line)
         except BaseException as exc:  # pragma: no cover - a bug in scoring/writing
@@ -133,7 +147,7 @@ def run_questions(
                for i in range(max(1, min(num_threads, len(items))) if items else 0)]
     if not threads:
         bar.close()
-        return new_lines, False
+        return new_lines, False, None
     for t in threads:
         t.start()
     interrupted = False
@@ -149,7 +163,7 @@ def run_questions(
         bar.close()
     if errors:
         raise errors[0]
-    return new_lines, interrupted
+    return new_lines, interrupted, (stopped[0] if stopped else None)
 
 
 def _raise_interrupt(signum, frame):  # SIGTERM -> the same path as Ctrl-C
@@ -175,10 +189,7 @@ def prepare_out_dir(
             (out_dir / name).unlink(missing_ok=True)
         return []
     if cfg_path.exists():
-        try:
-            old = json.loads(cfg_path.read_text(encoding="utf-8")).get("fingerprint") or {}
-        except ValueError:
-            old = {}
+        old = read_config(cfg_path).get("fingerprint") or {}
         new = fingerprint(settings)
         diff = {k: (old.get(k), new.get(k)) for k in new if k in old and old.get(k) != new.get(k)}
         if diff:
@@ -198,6 +209,33 @@ def prepare_out_dir(
     return list(latest.values())
 
 
+def read_config(path: Path) -> dict[str, Any]:
+    """A run's config.json; an EvalError when it cannot be read (a resume must never skip the settings check)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise EvalError(f"--resume: {path} cannot be read ({exc}); the run's settings cannot be checked: "
+                        f"restore the file, or start again with --overwrite or another --out") from None
+    if not isinstance(data, dict) or not isinstance(data.get("fingerprint", {}), dict):
+        raise EvalError(f"--resume: {path} is not a run configuration; restore it, or start again with "
+                        f"--overwrite or another --out")
+    return data
+
+
+def check_program_file(path: str | Path | None) -> None:
+    """An EvalError unless `path` (--program) is a readable JSON object: said before any work starts."""
+    if not path:
+        return
+    try:
+        state = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise EvalError(f"--program {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise EvalError(f"--program {path} is not a saved program (not JSON: {exc})") from None
+    if not isinstance(state, dict):
+        raise EvalError(f"--program {path} is not a saved program (a JSON object is expected)")
+
+
 def run_variant(
     settings: Settings,
     evalset: EvalSet,
@@ -213,8 +251,13 @@ def run_variant(
     tracker: Any = None,
     nested: bool = False,
     extra_config: dict | None = None,
+    desc: str | None = None,
+    warmup_seconds: float | None = None,
 ) -> VariantResult:
-    """Evaluate one variant into `out_dir`; resumable; tracked when `tracker` is given."""
+    """Evaluate one variant into `out_dir`; resumable; tracked when `tracker` is given.
+
+    `desc` labels the progress bar (default: the variant); `warmup_seconds` (loading done before
+    the first question, so not in any question's seconds) is reported once in metrics.json."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     kept = prepare_out_dir(out_dir, settings, resume=resume, retry_failed=retry_failed, overwrite=overwrite)
@@ -225,10 +268,7 @@ def run_variant(
     cfg = run_config(settings, evalset, program, endpoint, extra=extra_config)
     cfg_path = out_dir / CONFIG
     if resume and cfg_path.exists():
-        try:
-            previous = json.loads(cfg_path.read_text(encoding="utf-8"))
-        except ValueError:
-            previous = {}
+        previous = read_config(cfg_path)
         cfg["created"] = previous.get("created", cfg["created"])
         cfg["resumed"] = [*previous.get("resumed", []), _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")]
     write_json(cfg_path, cfg)
@@ -242,9 +282,10 @@ def run_variant(
     interrupted = False
     with run_ctx as run_id:
         try:
-            new, interrupted = run_questions(
+            new, interrupted, stopped = run_questions(
                 program, todo, predictions, mode=settings.metric_mode, num_threads=settings.num_threads, lm=lm,
-                progress=progress, desc=settings.variant, done_lines=done, total=len(evalset.items),
+                progress=progress, desc=desc or settings.variant, done_lines=done, total=len(evalset.items),
+                max_infra_failures=settings.max_infra_failures,
             )
         finally:
             predictions.close()
@@ -253,6 +294,9 @@ def run_variant(
         metrics = compute_metrics(lines, total=len(evalset.items))
         metrics["interrupted"] = interrupted
         metrics["subset"] = subset_record(evalset.filter_report, len(evalset.items))  # what was scored
+        metrics["stopped"] = stopped
+        if warmup_seconds is not None:
+            metrics["warmup_seconds"] = round(warmup_seconds, 3)
         write_json(out_dir / METRICS, metrics)
         if tracker:  # metrics, the evaluation set as dataset input, the per-question table; traces in the store
             tracker.log_eval_result(metrics, lines, settings.variant, eval_set=evalset.rows(), eval_set_name=evalset.name)
@@ -260,7 +304,8 @@ def run_variant(
             tracker.log_artifacts([out_dir / PREDICTIONS, out_dir / CONFIG, out_dir / METRICS])
             if settings.program:
                 tracker.log_artifact(settings.program, artifact_path="program")
-    return VariantResult(settings.variant, out_dir, metrics, lines, interrupted, ran=len(new), run_id=run_id)
+    return VariantResult(settings.variant, out_dir, metrics, lines, interrupted, ran=len(new), run_id=run_id,
+                         stopped=stopped)
 
 
 class _null_context:
@@ -369,13 +414,17 @@ def evaluate(
     variants = checked_variants(settings, variants)
     resume = resume or retry_failed
     out_dir = Path(out) if out is not None else (Path(settings.out) if settings.out else default_out_dir(settings, resume))
+    check_graph(settings, settings.dataset, data_file)
+    check_program_file(settings.program)
+    if data_file is not None and not Path(data_file).is_file():
+        raise EvalError(f"--data-file {data_file}: no such file")
     evalset = load_eval_set(settings, ids=ids, data_file=data_file, gold_file=gold_file,
                             answerable_only=answerable_only, progress=progress)
     print(describe_filter(evalset), file=stream)
     if not evalset.items:
         raise EvalError("no questions to evaluate (check --ids / --limit / the answerable filter)")
     tracker = Tracker(settings, experiment or f"saga-eval-{evalset.dataset}-{evalset.split}")
-    with KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
+    with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
         try:
             results = _run_variants(
                 settings, variants, evalset, out_dir, services, tracker, program_factory or make_program,
@@ -384,6 +433,43 @@ def evaluate(
             tracker.close()
     print_outcome(settings, evalset, results, out_dir, stream)
     return results
+
+
+def warm_up(program: Any, services: KgServices, lm: Any = None) -> float:
+    """Open what the first question would otherwise pay for (store and its workers, search, schema,
+    hierarchy, demo pool, a local model); returns the seconds it took. An unreachable endpoint is left
+    to the questions, which record it; any other failure (a missing schema index) stops the run."""
+    started = time.monotonic()
+    kg = getattr(program, "services", None) or services
+    try:
+        kg.endpoint.query("ASK {}")
+        for name in ("search", "schema", "hierarchy"):
+            getattr(kg, name)
+        pool = getattr(program, "demo_pool", None)
+        if callable(pool):
+            pool()
+        engine = getattr(lm if lm is not None else dspy.settings.lm, "llama_engine", None)
+        if engine is not None:
+            engine.load()
+    except Exception as exc:  # a dead endpoint is recorded by each question; a missing index stops the run here
+        if not is_infrastructure_error(exc):
+            raise
+        log.warning("warm-up failed (%s: %s); the questions will say more", type(exc).__name__, exc)
+    return time.monotonic() - started
+
+
+def check_graph(settings: Settings, dataset: str, data_file: str | Path | None = None) -> None:
+    """An EvalError when the benchmark is over another knowledge graph than the endpoint's: its gold
+    queries and ids would find nothing there (e.g. Freebase's WebQSP on the Wikidata sample)."""
+    info = BENCHMARKS.get(dataset)
+    if info is None or data_file is not None:
+        return
+    graph = "wikidata" if settings.is_embedded else settings.kg  # the bundled sample is Wikidata's
+    if info.kg != graph:
+        where = "the bundled Wikidata sample (--endpoint embedded)" if settings.is_embedded else \
+            f"a {graph} endpoint (--kg {graph})"
+        raise EvalError(f"{dataset} is a {info.kg} benchmark; its gold queries find nothing on {where}: "
+                        f"pass --kg {info.kg} --endpoint URL of a {info.kg} SPARQL endpoint, or a {graph} dataset")
 
 
 def checked_variants(settings: Settings, variants: Sequence[str]) -> list[str]:
@@ -432,14 +518,15 @@ def _run_variants(settings: Settings, variants: list[str], evalset: EvalSet, out
             program = factory(vs, services.endpoint, services.search)
             vdir = out_dir / variant if several else out_dir
             try:
+                warmup = warm_up(program, services, lm)
                 result = run_variant(vs, evalset, vdir, program=program, endpoint=services.endpoint, lm=lm,
                                      resume=resume, retry_failed=retry_failed, overwrite=overwrite,
                                      progress=progress, tracker=tracker if tracker.enabled else None,
-                                     nested=several)
+                                     nested=several, warmup_seconds=warmup)
             finally:
                 program.close()  # given the endpoint, the program owns nothing shared
             results[variant] = result
-            if result.interrupted:
+            if result.interrupted or result.stopped:
                 break
         _write_comparison(evalset, results, out_dir, tracker, several, variants[0])
     return results
@@ -470,7 +557,15 @@ def print_outcome(settings: Settings, evalset: EvalSet, results: dict[str, Varia
              f"coverage {settings.schema_coverage}%, metric {settings.metric_mode} (percent)")
     print("\n" + summary_table({v: r.metrics for v, r in results.items()}, title), file=stream)
     print(describe_subset(subset_record(evalset.filter_report, len(evalset.items))), file=stream)
+    warmups = {v: r.metrics.get("warmup_seconds") for v, r in results.items()
+               if r.metrics.get("warmup_seconds") is not None}
+    if warmups:
+        print("warm-up (loading, not in s/q): " + ", ".join(f"{v} {s:.1f} s" for v, s in warmups.items()), file=stream)
     print(f"\nrun directory: {out_dir}", file=stream)
+    for variant, r in results.items():
+        if r.stopped:
+            print(f"error: [{variant}] {r.stopped}; fix it, then continue with "
+                  f"`python -m saga_dspy.eval ... --retry-failed --out {out_dir}`", file=sys.stderr)
     if any(r.interrupted for r in results.values()):
         done = sum(len(r.lines) for r in results.values())
         print(f"interrupted: {done} finished questions are saved; continue with "

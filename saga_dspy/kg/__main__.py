@@ -16,12 +16,13 @@ from .errors import SparqlError
 from .results import AskResult, SelectResult
 from .search import open_search
 from .store import ensure_store
+from saga_dspy.cli import ArgumentParser, run_main
 
 COMMON = ["cache_dir", "data_dir"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m saga_dspy.kg", description=__doc__)
+    parser = ArgumentParser(prog="python -m saga_dspy.kg", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     build = sub.add_parser("build", help="load the bundled sample into the embedded store (and its label index)")
@@ -120,4 +121,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -282,6 +282,10 @@ class LlamaCppEngine:
         where = self.model_path or "injected"
         return f"LlamaCppEngine({where!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads}, max_tokens={self.max_tokens})"
 
+    def load(self) -> None:
+        """Load the model now (a run's warm-up), not in its first question."""
+        self._handle()
+
     # -- internals ------------------------------------------------------------------
 
     def _handle(self) -> _Loaded:

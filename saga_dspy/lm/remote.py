@@ -8,7 +8,7 @@ from typing import Any
 
 import dspy
 
-from saga_dspy.config import Settings
+from saga_dspy.config import Settings, secret_value
 from saga_dspy.lm.llama import END_OF_REPLY
 
 
@@ -35,9 +35,13 @@ def remote_lm(settings: Settings) -> dspy.LM:
         "max_tokens": settings.max_tokens,
         "seed": settings.seed,
         "cache": settings.lm_cache,
+        # a hung server holds a call for at most lm_timeout, retried lm_retries times (litellm's default: 6,000 s)
+        "timeout": settings.lm_timeout,
+        "num_retries": settings.lm_retries,
     }
-    if settings.api_key:
-        kwargs["api_key"] = settings.api_key.get_secret_value()
+    api_key = secret_value(settings.api_key)
+    if api_key:
+        kwargs["api_key"] = api_key
     scope = lm_cache_scope(settings)
     if scope is not None:
         kwargs["api_base"] = settings.api_base

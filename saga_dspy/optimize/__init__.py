@@ -39,11 +39,12 @@ import dspy
 from dspy.teleprompt import BootstrapFewShot
 
 from saga_dspy.agent.program import SagaProgram
-from saga_dspy.config import Settings
+from saga_dspy.config import Settings, redact_argv
 from saga_dspy.eval.datasets import BENCHMARKS
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, load_eval_set
 from saga_dspy.eval.metrics import answer_f1
+from saga_dspy.eval.rundir import make_private, open_private
 from saga_dspy.eval.records import endpoint_record, fingerprint, lm_record, program_record, versions, write_json
 from saga_dspy.eval.report import markdown_table, summary_table
 from saga_dspy.eval.runner import Interrupted, run_variant, sigterm_as_interrupt
@@ -237,6 +238,7 @@ def optimize(
                 print(f"compiled demos per predictor: {counts}", file=stream)
                 program_path = out_dir / "program.json"
                 compiled.save(str(program_path))
+                make_private(program_path)
                 holdout_metrics = _before_after(settings, options, evalset, held_items, compiled, services, lm,
                                                 out_dir, tracker, progress, stream, split, program_path)
                 metrics = _metrics(train_items, held_items, gold, counts, holdout_metrics)
@@ -294,7 +296,7 @@ def _gold_teacher(settings: Settings, options: OptimizeOptions, train_items: Seq
     records, skipped = gold_traces(pool_items, settings=settings, endpoint=services.endpoint,
                                    search=services.search, variant=settings.variant, progress=progress)
     picked = pick_records(records, options.gold_demos)
-    with open(out_dir / "gold_demos.jsonl", "w", encoding="utf-8") as fh:
+    with open_private(out_dir / "gold_demos.jsonl") as fh:
         for rec in records:
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
     print(f"gold teacher: {len(records)} of {len(pool_items)} questions became demos "
@@ -333,7 +335,7 @@ def _before_after(settings: Settings, options: OptimizeOptions, evalset: EvalSet
     for name, prog in (("zero-shot", zero_shot), ("compiled", compiled)):
         res = run_variant(settings.model_copy(update={"demos": 0}), held, out_dir / "holdout" / name,
                           program=prog, endpoint=services.endpoint, lm=lm, overwrite=True, progress=progress,
-                          extra_config={"role": name})
+                          extra_config={"role": name}, desc=f"hold-out {name}")
         holdout_metrics[name] = res.metrics
         if res.interrupted:
             raise Interrupted(f"interrupted during the held-back evaluation ({name}); {program_path} is saved")
@@ -365,7 +367,7 @@ def _config(settings: Settings, options: OptimizeOptions, split: str, evalset: E
     return {
         "kind": "optimize",
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": [sys.executable, "-m", "saga_dspy.optimize", *sys.argv[1:]],
+        "command": [sys.executable, "-m", "saga_dspy.optimize", *redact_argv(sys.argv[1:])],
         "dataset": settings.dataset,
         "split": split,
         "variant": settings.variant,

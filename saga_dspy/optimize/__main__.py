@@ -10,6 +10,8 @@ from typing import Sequence
 
 import dspy
 
+from saga_dspy.cli import ArgumentParser, append_help, run_main
+from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.runner import Interrupted
@@ -27,17 +29,19 @@ from saga_dspy.optimize import (
 SETTINGS_FLAGS = (
     "dataset", "split", "limit", "endpoint", "kg", "search", "cache_dir", "query_timeout", "result_cache",
     "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window",
+    "lm_timeout", "lm_retries", "question_budget", "max_infra_failures",
     "variant", "num_threads", "metric_mode", "out", "mlflow", "mlflow_uri", "trace", "filter_mode",
     "schema_coverage", "coverage_seed", "schema_index", "observation_chars", "max_steps", "check_answer",
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m saga_dspy.optimize",
         description="Compile the SAGA program (BootstrapFewShot / MIPROv2 / gold-teacher demos) on a train or dev split.",
     )
     add_settings_args(parser, SETTINGS_FLAGS)
+    append_help(parser, "dataset", catalogue_text())
     parser.add_argument("--optimizer", choices=OPTIMIZERS, default="bootstrap",
                         help="bootstrap (BootstrapFewShot), mipro (MIPROv2, needs the mipro extra), none (only --teacher gold)")
     parser.add_argument("--teacher", choices=TEACHERS, default="none",
@@ -112,4 +116,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from ..config import add_settings_args, apply_offline_env, settings_from_args
+from saga_dspy.cli import ArgumentParser, run_main
 from ..kg.endpoint import open_endpoint
 from .compat import check_domain, entity_types
 from .hierarchy import load_hierarchy
@@ -25,8 +26,7 @@ BUILD_ROW_CAP = 20000  # pages of the build; a --row-cap given explicitly wins
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m saga_dspy.schema", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog="python -m saga_dspy.schema", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     build = sub.add_parser("build", help="build a schema index through SPARQL")
@@ -120,4 +120,4 @@ def _build(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -132,10 +132,17 @@ def test_gold_teacher_alone_needs_no_lm(opt_settings, endpoint, search, tmp_path
     assert [d["next_tool_args"] for d in loaded.react.react.demos] == [d["next_tool_args"] for d in demos]
 
 
-def test_bootstrap_seeded_by_the_gold_teacher_with_a_holdout(opt_settings, train_script, endpoint, search, tmp_path):
+def test_bootstrap_seeded_by_the_gold_teacher_with_a_holdout(opt_settings, train_script, endpoint, search, tmp_path,
+                                                             monkeypatch):
     """Gold demos seed the teacher; the student gets bootstrapped demos topped up with gold ones;
-    the held-back questions are evaluated before and after."""
+    the held-back questions are evaluated before and after (progress bars labelled by role)."""
+    from saga_dspy.eval import runner
     from saga_dspy.optimize import OptimizeOptions, optimize
+
+    labels: list[str] = []
+    real_bar = runner._progress_bar
+    monkeypatch.setattr(runner, "_progress_bar",
+                        lambda total, initial, desc, enabled: labels.append(desc) or real_bar(total, initial, desc, False))
 
     plans, types = train_script
     lm = ScriptedLM(plans, types)
@@ -156,3 +163,4 @@ def test_bootstrap_seeded_by_the_gold_teacher_with_a_holdout(opt_settings, train
     assert metrics["holdout_zero_shot_f1"] == pytest.approx(1.0)  # the script solves every question
     assert metrics["holdout_compiled_f1"] == pytest.approx(1.0)
     assert (tmp_path / "o" / "holdout.png").exists()
+    assert labels == ["hold-out zero-shot", "hold-out compiled"]

@@ -1,0 +1,93 @@
+"""What every command line shares: the parser (no abbreviated flags, defaults in --help) and the
+wrapper of `main` that turns any error into one line on stderr and an exit status, never a traceback.
+
+    if __name__ == "__main__":
+        sys.exit(run_main(main))
+
+Bad input (a missing file, a bad value, an unknown dataset, a run directory in use: the errors listed
+in `KNOWN_ERRORS`) exits 2 with `error: <what>`; anything else exits 1 with the same one line and a
+hint: `--debug` (or SAGA_DEBUG=1) shows the traceback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable, Sequence
+
+from saga_dspy.eval.errors import EvalError
+from saga_dspy.kg.errors import SparqlError
+
+DEBUG_FLAG = "--debug"
+DEBUG_ENV = "SAGA_DEBUG"
+MAX_MESSAGE = 500
+# OSError: missing / unwritable / wrong-kind paths; ValueError: bad values, pydantic validation, JSON and UTF-8 decoding
+KNOWN_ERRORS: tuple[type[BaseException], ...] = (EvalError, SparqlError, OSError, ValueError)
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown after each flag's help; descriptions kept as written."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with `allow_abbrev=False` (`--lm-cach` is an error, not `--lm-cache`) and defaults in --help;
+    sub-command parsers are of the same class."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def append_help(parser: argparse.ArgumentParser, dest: str, text: str) -> None:
+    """Add `text` to the help of the flag stored in `dest` (e.g. the dataset names to --dataset)."""
+    for action in parser._actions:
+        if action.dest == dest and action.help:
+            action.help = f"{action.help}; {text}".replace("%", "%%").replace("%%(default)s", "%(default)s")
+
+
+def _known_errors() -> tuple[type[BaseException], ...]:
+    known = KNOWN_ERRORS
+    if "mlflow" in sys.modules:  # a bad --mlflow-uri, an unreachable tracking store
+        from mlflow.exceptions import MlflowException
+
+        known = (*known, MlflowException)
+    return known
+
+
+def one_line(exc: BaseException) -> str:
+    """The error in one line; a settings validation error as `--flag: what is wrong`."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and type(exc).__name__ == "ValidationError":  # pydantic's
+        try:
+            text = "; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" if e.get("loc") else e["msg"]
+                             for e in errors())
+        except Exception:
+            text = str(exc)
+    else:
+        text = str(exc)
+    text = " ".join(text.split()) or type(exc).__name__
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
+def run_main(main: Callable[[list[str]], int], argv: Sequence[str] | None = None) -> int:
+    """`main(argv)` with every error said in one line: exit 2 for bad input, 1 for anything else, 130 on Ctrl-C."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = DEBUG_FLAG in argv or os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
+    argv = [a for a in argv if a != DEBUG_FLAG]
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except _known_errors() as exc:
+        if debug:
+            raise
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if debug:
+            raise
+        print(f"error: unexpected {type(exc).__name__}: {one_line(exc)} (rerun with {DEBUG_FLAG} or "
+              f"{DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
+        return 1

@@ -1,0 +1,257 @@
+"""A run under attack or on broken infrastructure: a locked run directory, infrastructure failures
+recorded and stopping the run, LM timeouts and a per-question budget, secrets never written.
+
+Real processes (`python -m saga_dspy.eval`), a real closed loopback port as a dead server, and a
+loopback OpenAI-compatible stub (tests/helpers/openai_stub.py) as a slow or live LM server."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TEST_CACHE, free_port, scripted_settings
+
+from helpers.openai_stub import OpenAIStub
+from helpers.scripted_lm import ScriptedLM
+
+QALD10_TEST_GOLD = REPO / "data" / "benchmarks" / "qald10" / "gold-embedded-test.jsonl.gz"
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "SAGA_TEST_CACHE_DIR": str(TEST_CACHE)}
+    env.pop("SAGA_DEBUG", None)
+    return env
+
+
+def eval_cmd(out: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "saga_dspy.eval", "--cache-dir", str(TEST_CACHE), "--no-result-cache",
+            "--no-lm-cache", "--demos", "0", "--max-steps", "4", "--no-progress", "--out", str(out), *args]
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+# --------------------------------------------------------------------------- 1. the run directory lock
+
+
+_HOLD = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from conftest import scripted_settings
+from helpers.scripted_lm import ScriptedLM
+from saga_dspy.eval.runner import evaluate
+evaluate(scripted_settings("test"), ["full"], out={out!r}, ids=["0", "5", "17", "9"], lm=ScriptedLM({{}}, delay=1.0),
+         progress=False)
+"""
+
+
+def test_a_second_run_on_a_locked_directory_fails_at_once(tmp_path):
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD.format(tests=str(REPO / "tests"), out=str(out))],
+                              cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "config.json").exists():  # the holder is past its lock once config.json is written
+            assert holder.poll() is None, holder.stderr.read()[-2000:]
+            assert time.monotonic() < deadline, "the first run did not start"
+            time.sleep(0.1)
+        for extra in ([], ["--overwrite"], ["--resume"]):
+            started = time.monotonic()
+            second = subprocess.run(eval_cmd(out, "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
+                                             "--no-mlflow", "--ids", "0", *extra),
+                                    cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120)
+            assert second.returncode == 2, second.stderr[-2000:]
+            assert "in use by another run" in second.stderr and "Traceback" not in second.stderr
+            assert time.monotonic() - started < 60
+        assert holder.poll() is None, "the second run waited for the first instead of failing at once"
+        stdout, stderr = holder.communicate(timeout=180)
+        assert holder.returncode == 0, stderr[-2000:]
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    ids = [line["id"] for line in _lines(out / "predictions.jsonl")]
+    assert sorted(ids) == ["0", "17", "5", "9"]  # each question once: nothing written twice, nothing lost
+
+
+# --------------------------------------------------------------------------- 2. infrastructure failures
+
+
+def test_a_dead_lm_server_stops_the_run_and_retry_failed_reruns_its_questions(tmp_path):
+    port = free_port()  # nothing listens there
+    out = tmp_path / "dead-lm"
+    cmd = eval_cmd(out, "--lm", "openai/x", "--api-base", f"http://127.0.0.1:{port}/v1", "--lm-retries", "0",
+                   "--lm-timeout", "5", "--max-infra-failures", "2", "--limit", "6", "--no-mlflow")
+    started = time.monotonic()
+    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert "2 questions in a row failed for the infrastructure" in proc.stderr
+    lines = _lines(out / "predictions.jsonl")
+    assert len(lines) == 2  # stopped early, not through the whole split
+    assert all(line["error_kind"] == "infrastructure" and line["final_status"] == "error" for line in lines)
+    assert all("LM" in line["error"] for line in lines)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["n_failed"] == 2 and metrics["n_infra_failed"] == 2 and "infrastructure" in metrics["stopped"]
+    header, row = [x for x in proc.stdout.splitlines() if x.startswith(("variant ", "full "))][:2]
+    assert header.split()[-1] == "failed" and row.split()[-1] == "2"  # the summary's failed column
+    assert time.monotonic() - started < 150
+
+    # the LM server is back (on the same address): --retry-failed re-runs exactly those questions
+    with OpenAIStub(port=port) as stub:
+        proc = subprocess.run(cmd + ["--retry-failed", "--max-infra-failures", "5"], cwd=REPO, env=_env(),
+                              capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "re-running 2 questions" in proc.stderr
+    assert stub.requests
+    after = _lines(out / "predictions.jsonl")
+    assert len(after) == 6 and not any(line.get("error_kind") == "infrastructure" for line in after)
+
+
+# one reply that every predictor can read: the controller executes a query at its first step
+EXECUTE_REPLY = "\n\n".join(f"[[ ## {name} ## ]]\n{value}" for name, value in (
+    ("answer_type_label", "boolean"), ("answer_type_qid", ""), ("next_thought", "run it"),
+    ("next_tool_name", "execute_sparql"), ("next_tool_args", '{"sparql": "ASK { ?s ?p ?o }"}'),
+    ("sparql", "ASK { ?s ?p ?o }"))) + "\n\n[[ ## completed ## ]]"
+
+
+def test_a_dead_endpoint_is_an_infrastructure_failure(tmp_path):
+    out = tmp_path / "dead-endpoint"
+    with OpenAIStub(reply=EXECUTE_REPLY) as stub:
+        proc = subprocess.run(
+            eval_cmd(out, "--lm", "openai/x", "--api-base", stub.api_base, "--endpoint",
+                     f"http://127.0.0.1:{free_port()}/sparql", "--gold-file", str(QALD10_TEST_GOLD),
+                     "--schema-index", str(REPO / "data" / "schema" / "wikidata-sample.json.gz"),
+                     "--max-infra-failures", "2", "--limit", "5", "--no-mlflow", "--query-timeout", "3"),
+            cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    lines = _lines(out / "predictions.jsonl")
+    assert len(lines) == 2
+    assert all(line["error_kind"] == "infrastructure" and line["final_status"] == "error" for line in lines)
+    assert all("endpoint" in line["error"] for line in lines)
+    assert json.loads((out / "metrics.json").read_text())["n_failed"] == 2
+
+
+def test_program_errors_are_not_infrastructure():
+    from saga_dspy.agent.failures import is_infrastructure_error
+    from saga_dspy.kg.errors import EndpointUnavailable, QuerySyntaxError, QueryTimeout
+
+    assert is_infrastructure_error(EndpointUnavailable("down"))
+    try:
+        try:
+            raise ConnectionRefusedError("refused")
+        except OSError as inner:
+            raise RuntimeError("wrapped") from inner
+    except RuntimeError as outer:
+        assert is_infrastructure_error(outer)
+    assert not is_infrastructure_error(QueryTimeout("the agent's query was too slow"))
+    assert not is_infrastructure_error(QuerySyntaxError("bad"))
+    assert not is_infrastructure_error(ValueError("parse"))
+
+
+# --------------------------------------------------------------------------- 3. LM timeout, question budget
+
+
+def test_lm_calls_time_out(tmp_path):
+    from dspy.utils.exceptions import LMError
+
+    from saga_dspy.agent.failures import is_infrastructure_error
+    from saga_dspy.lm import build_lm
+
+    with OpenAIStub(delay=20) as stub:
+        settings = scripted_settings("test").model_copy(update={
+            "lm": "openai/x", "api_base": stub.api_base, "lm_timeout": 1.0, "lm_retries": 1})
+        lm = build_lm(settings)
+        started = time.monotonic()
+        with pytest.raises(LMError) as caught:
+            lm("hello")
+        took = time.monotonic() - started
+    assert took < 8, f"an LM call on a hung server took {took:.1f}s"
+    assert is_infrastructure_error(caught.value)
+
+
+def test_question_budget_stops_taking_steps(sample_plans, endpoint, tmp_path):
+    from saga_dspy.eval.runner import evaluate
+
+    question, plan = sample_plans
+    settings = scripted_settings("test").model_copy(update={"question_budget": 1.5, "max_steps": 12})
+    lm = ScriptedLM({question: plan}, delay=0.4)
+    results = evaluate(settings, ["full"], out=tmp_path / "budget", ids=["0"], lm=lm, endpoint=endpoint,
+                       progress=False)
+    line = results["full"].lines[0]
+    assert line["budget_exceeded"] is True
+    assert any("question budget of 1.5 s" in note for note in line["notes"])
+    assert line["counters"]["steps"] < len(plan)  # it stopped taking steps
+    assert line["counters"]["seconds"] < 1.5 + 3 * 0.4 + 2  # at most the step in flight after the budget
+    assert line["error"] is None  # finished with what it had
+
+
+@pytest.fixture
+def sample_plans(store_path):
+    from saga_dspy.eval.evalset import load_eval_set
+
+    evalset = load_eval_set(scripted_settings("test"), ids=["0"], progress=False)
+    item = evalset.items[0]
+    words = ["Riemann", "geometry", "Bernhard", "manifold", "metric", "curvature", "tensor", "Gauss", "surface", "space"]
+    return item.question, [("search_wikidata", {"query": w}) for w in words] + [
+        ("execute_sparql", {"sparql": item.gold_sparql}), ("stop", {})]
+
+
+# --------------------------------------------------------------------------- 4. secrets
+
+
+CANARY = "sk-CANARY-7f3a91"
+
+
+def test_the_api_key_is_never_written(tmp_path):
+    out = tmp_path / "run"
+    store = tmp_path / "mlflow"
+    store.mkdir()
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    with OpenAIStub() as stub:
+        proc = subprocess.run(
+            eval_cmd(out, "--lm", "openai/x", "--api-base", stub.api_base, "--api-key", CANARY, "--limit", "2",
+                     "--mlflow-uri", uri, "--experiment", "canary"),
+            cwd=REPO, env={**_env(), "MLFLOW_ARTIFACT_ROOT": str(store)}, capture_output=True, text=True,
+            timeout=300)
+        proc2 = subprocess.run(
+            eval_cmd(out, "--lm", "openai/x", "--api-base", stub.api_base, f"--api-key={CANARY}", "--limit", "2",
+                     "--mlflow-uri", uri, "--experiment", "canary", "--overwrite"),
+            cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc2.returncode == 0, proc2.stderr[-3000:]
+    assert any(f"Bearer {CANARY}" in str(r["headers"]) for r in stub.requests)  # it did reach the server
+    assert CANARY not in proc.stdout + proc.stderr + proc2.stdout + proc2.stderr
+    command = json.loads((out / "config.json").read_text())["command"]
+    assert "--api-key=***" in command
+    searched = [p for root in (out, store) for p in root.rglob("*") if p.is_file()]
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("canary")
+    artifact_root = Path(exp.artifact_location.removeprefix("file://"))
+    searched += [p for p in artifact_root.rglob("*") if p.is_file()]
+    assert any(p.name == "config.json" for p in searched if artifact_root in p.parents)  # artifacts were logged
+    assert len(searched) > 5
+    leaks = [p for p in searched if CANARY.encode() in p.read_bytes()]
+    assert not leaks, f"the api key was written to {leaks}"
+    for name in ("predictions.jsonl", "config.json", "metrics.json"):
+        assert stat.S_IMODE((out / name).stat().st_mode) == 0o600, name
+
+
+def test_redact_argv_and_secret_value():
+    from pydantic import SecretStr
+
+    from saga_dspy.config import redact_argv, secret_value
+
+    assert redact_argv(["--lm", "x", "--api-key", "k1", "--api-key=k2", "--api-base", "u"]) == [
+        "--lm", "x", "--api-key", "***", "--api-key=***", "--api-base", "u"]
+    assert secret_value(SecretStr("s")) == "s" and secret_value("s") == "s" and secret_value(None) is None

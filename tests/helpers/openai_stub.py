@@ -1,0 +1,55 @@
+"""A loopback OpenAI-compatible chat server for LM transport tests: it answers every chat completion
+with a fixed reply after `delay` seconds, and records the requests (headers and bodies) it received."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class OpenAIStub:
+    def __init__(self, reply: str = "[[ ## completed ## ]]", delay: float = 0.0, port: int = 0):
+        self.reply = reply
+        self.delay = delay
+        self.requests: list[dict] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode("utf-8", "replace")
+                stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                time.sleep(stub.delay)
+                payload = json.dumps({
+                    "id": "stub", "object": "chat.completion", "created": int(time.time()), "model": "stub",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": stub.reply}}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                }).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except OSError:  # the client gave up (timeout)
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.api_base = f"http://127.0.0.1:{self.port}/v1"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "OpenAIStub":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
