@@ -120,5 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     return 1
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The `saga-kg` console script: errors as one line, like `python -m saga_dspy.kg`."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    console_main()

@@ -44,7 +44,7 @@ from saga_dspy.eval.datasets import BENCHMARKS
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, load_eval_set
 from saga_dspy.eval.metrics import answer_f1
-from saga_dspy.eval.rundir import make_private, open_private
+from saga_dspy.eval.rundir import locked_run_dir, make_private, open_private
 from saga_dspy.eval.records import endpoint_record, fingerprint, lm_record, program_record, versions, write_json
 from saga_dspy.eval.report import markdown_table, summary_table
 from saga_dspy.eval.runner import Interrupted, run_variant, sigterm_as_interrupt
@@ -218,13 +218,13 @@ def optimize(
     out_dir = Path(out) if out is not None else (
         Path(settings.out) if settings.out else
         Path("runs") / f"optimize-{settings.dataset}-{split}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
-    out_dir.mkdir(parents=True, exist_ok=True)
     print(f"{settings.dataset}/{split}: {len(train_items)} training questions, {len(held_items)} held back "
           f"(of {len(evalset.items)} answerable)", file=stream)
 
     tracker = Tracker(settings, experiment or f"saga-optimize-{settings.dataset}-{split}")
     lm_ctx = dspy.context(lm=lm) if lm is not None else contextlib.nullcontext()
-    with KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
+    # one run at a time in out_dir (the lock creates it)
+    with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
         try:
             what = f"{options.optimizer}{'+gold' if options.teacher == 'gold' else ''} {settings.variant}"
             with lm_ctx, tracker.run(run_name(what, settings.dataset, split, settings.lm),

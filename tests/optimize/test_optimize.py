@@ -164,3 +164,21 @@ def test_bootstrap_seeded_by_the_gold_teacher_with_a_holdout(opt_settings, train
     assert metrics["holdout_compiled_f1"] == pytest.approx(1.0)
     assert (tmp_path / "o" / "holdout.png").exists()
     assert labels == ["hold-out zero-shot", "hold-out compiled"]
+
+
+def test_a_run_dir_in_use_is_refused(opt_settings, endpoint, tmp_path):
+    """Two optimize runs on one --out would overwrite each other's program: the second one fails at once."""
+    import filelock
+
+    from saga_dspy.eval.errors import EvalError
+    from saga_dspy.optimize import OptimizeOptions, optimize
+
+    held = filelock.FileLock(str(tmp_path / ".lock"), timeout=0)
+    held.acquire()
+    try:
+        with pytest.raises(EvalError, match="in use by another run"):
+            optimize(opt_settings, OptimizeOptions(optimizer="none", teacher="gold"), out=tmp_path, lm=ScriptedLM({}),
+                     endpoint=endpoint, progress=False)
+    finally:
+        held.release()
+    assert not (tmp_path / "program.json").exists()
