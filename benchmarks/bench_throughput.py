@@ -21,27 +21,18 @@ import argparse
 import json
 import os
 import re
-import socket
 import sys
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
-_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with |\Z)", re.S)
-
-
-def _fields(text: str) -> dict[str, str]:
-    return {m.group(1): m.group(2).strip() for m in _FIELD.finditer(text or "")}
-
-
-def _outputs(system: str) -> list[str]:
-    m = re.search(r"Your output fields are:\n(.*?)\n\n", system or "", re.S)
-    return re.findall(r"`(\w+)`", m.group(1)) if m else []
+from helpers.openai_stub import OpenAIStub  # noqa: E402
+from helpers.scripted_lm import output_fields, prompt_fields  # noqa: E402
 
 
 def _reply(fields: dict[str, str]) -> str:
@@ -51,17 +42,17 @@ def _reply(fields: dict[str, str]) -> str:
 class StubPolicy:
     """What the stub answers: gold query first, then stop; counts its calls."""
 
-    def __init__(self, gold_by_question: dict[str, str], latency: float):
+    def __init__(self, gold_by_question: dict[str, str]):
         self.gold = gold_by_question
-        self.latency = latency
         self.calls = 0
         self.lock = threading.Lock()
 
     def answer(self, messages: list[dict]) -> str:
+        with self.lock:
+            self.calls += 1
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
-        user = "\n".join(str(m.get("content") or "") for m in messages[1:] if m["role"] == "user")
-        outputs = _outputs(system)
-        fields = _fields(messages[-1]["content"] if messages else "")
+        outputs = output_fields(system)
+        fields = prompt_fields(messages[-1]["content"] if messages else "")
         question = fields.get("question", "")
         if "next_tool_name" in outputs:
             done = len(re.findall(r"^Step \d+$", fields.get("trajectory", ""), re.M))
@@ -74,43 +65,7 @@ class StubPolicy:
             out = {"answer_type_label": "thing", "answer_type_qid": ""}
         else:
             out = {name: "" for name in outputs}
-        del user
         return _reply(out)
-
-
-def start_stub(policy: StubPolicy) -> tuple[ThreadingHTTPServer, str]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def setup(self):
-            super().setup()
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def log_message(self, *args):  # quiet
-            pass
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-            time.sleep(policy.latency)
-            text = policy.answer(body.get("messages") or [])
-            with policy.lock:
-                policy.calls += 1
-            payload = json.dumps({
-                "id": "stub", "object": "chat.completion", "created": int(time.time()), "model": "stub",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": text}}],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-            }).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
 
 
 def trace_bytes(db: Path) -> int:
@@ -150,8 +105,9 @@ def main() -> int:
     evalset = load_eval_set(base, progress=False)
     items = evalset.items[: args.questions + 1]
     ids = [it.id for it in items]
-    policy = StubPolicy({it.question: it.gold_sparql for it in items}, args.latency)
-    server, url = start_stub(policy)
+    policy = StubPolicy({it.question: it.gold_sparql for it in items})
+    stub = OpenAIStub(reply=policy.answer, delay=args.latency).__enter__()
+    url = stub.api_base
     tmp = Path(tempfile.mkdtemp(prefix="saga-throughput-"))
     endpoint = open_endpoint(base)
     rows = []
@@ -180,7 +136,7 @@ def main() -> int:
             print(json.dumps(rows[-1]), flush=True)
     finally:
         endpoint.close()
-        server.shutdown()
+        stub.__exit__(None, None, None)
     one = rows[0]["q_per_s"] if rows else None
     print("\n| threads | questions | seconds | q/s | speed-up | non-LM share | trace KB/q | F1 |")
     print("|---|---|---|---|---|---|---|---|")

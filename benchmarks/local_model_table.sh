@@ -3,10 +3,10 @@
 # (one model on the CPU: parallel runs only slow each other down). Every step resumes, so a
 # second invocation continues where an interrupted one stopped.
 #
-#   bash benchmarks/local_model_table.sh                 # N=10 / NA=6 QALD-10 test questions
+#   bash benchmarks/local_model_table.sh                 # N=10 / NA=6 QALD-10 dev questions (tables are on dev)
 #   N=4 NA=2 OUT=runs/quick bash benchmarks/local_model_table.sh
 #
-# 1. full + spinach on the first N answerable QALD-10 test questions, and bench_agent's cost table
+# 1. full + spinach on the first N answerable QALD-10 dev questions (each variant with its own demos), and bench_agent's cost table
 #    from those runs (seconds per step and question, LM calls and tokens against the paper's design);
 # 2. the three ablations on the first NA of them: the variant table (F1 / EM / empty rate / steps);
 # 3. the same NA questions zero-shot (no demonstrations) and with a BootstrapFewShot program
@@ -21,13 +21,14 @@ N=${N:-10}
 NA=${NA:-6}
 STEPS=${STEPS:-10}
 TRAIN=${TRAIN:-8}
-export LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 MLFLOW_ENABLE_ASYNC_TRACE_LOGGING=false
-common=(--dataset qald10 --split test --no-lm-cache --num-threads 1 --max-steps "$STEPS" --no-progress --resume)
+export LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
+SPLIT=${SPLIT:-dev}  # never tune on test: set SPLIT=test only for the final, untouched figures
+common=(--dataset qald10 --split "$SPLIT" --no-lm-cache --num-threads 1 --max-steps "$STEPS" --no-progress --resume)
 
 "$PY" -m saga_dspy.eval "${common[@]}" --limit "$N" --variant full --variant spinach --out "$OUT/variants"
 "$PY" benchmarks/bench_agent.py --from-eval "$OUT/variants/full" "$OUT/variants/spinach" --out "$OUT/bench_agent.json"
 "$PY" -m saga_dspy.eval "${common[@]}" --limit "$NA" --variant no-type-filter --variant no-type-state \
-    --variant no-answer-type --out "$OUT/variants"
+    --variant no-answer-type --variant no-query-form --variant no-form-rewrite --variant no-auto-run --out "$OUT/variants"
 "$PY" -m saga_dspy.eval "${common[@]}" --limit "$NA" --variant full --demos 0 --out "$OUT/zero-shot"
 if [ ! -f "$OUT/bootstrap/program.json" ]; then
     "$PY" -m saga_dspy.optimize --optimizer bootstrap --teacher gold --dataset qald10 --split train \

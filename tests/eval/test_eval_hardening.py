@@ -170,11 +170,13 @@ def test_lm_calls_time_out(tmp_path):
         settings = scripted_settings("test").model_copy(update={
             "lm": "openai/x", "api_base": stub.api_base, "lm_timeout": 1.0, "lm_retries": 1})
         lm = build_lm(settings)
+        with pytest.raises(LMError):  # the first call also pays litellm's one-time set-up (seconds on a busy machine)
+            lm("hello")
         started = time.monotonic()
         with pytest.raises(LMError) as caught:
-            lm("hello")
+            lm("hello again")
         took = time.monotonic() - started
-    assert took < 8, f"an LM call on a hung server took {took:.1f}s"
+    assert took < 8, f"an LM call on a hung server took {took:.1f}s (lm_timeout 1 s, 1 retry)"
     assert is_infrastructure_error(caught.value)
 
 

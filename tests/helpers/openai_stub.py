@@ -1,22 +1,30 @@
-"""A loopback OpenAI-compatible chat server for LM transport tests: it answers every chat completion
-with a fixed reply after `delay` seconds, and records the requests (headers and bodies) it received."""
+"""A loopback OpenAI-compatible chat server for LM transport tests and the throughput benchmark: it
+answers every chat completion after `delay` seconds with a fixed reply (or `reply(messages)` when it is
+callable), with TCP_NODELAY, and records the requests (headers and bodies) it received."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 
 
 class OpenAIStub:
-    def __init__(self, reply: str = "[[ ## completed ## ]]", delay: float = 0.0, port: int = 0):
+    def __init__(self, reply: str | Callable[[list[dict]], str] = "[[ ## completed ## ]]", delay: float = 0.0,
+                 port: int = 0):
         self.reply = reply
         self.delay = delay
         self.requests: list[dict] = []
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
+            def setup(self):
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
             def log_message(self, *args):  # quiet
                 pass
 
@@ -25,10 +33,11 @@ class OpenAIStub:
                 body = self.rfile.read(length).decode("utf-8", "replace")
                 stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 time.sleep(stub.delay)
+                text = stub.reply(json.loads(body or "{}").get("messages") or []) if callable(stub.reply) else stub.reply
                 payload = json.dumps({
                     "id": "stub", "object": "chat.completion", "created": int(time.time()), "model": "stub",
                     "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": stub.reply}}],
+                                 "message": {"role": "assistant", "content": text}}],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                 }).encode()
                 try:

@@ -1,0 +1,96 @@
+"""llama.cpp settings for the bundled local model: prompt and generation speed per setting.
+
+Loads Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) once per setting and times one fixed prompt (about
+1,500 tokens of a real controller prompt's shape) and 48 generated tokens, twice, taking the
+faster run. Settings: batch sizes (n_batch / n_ubatch), flash attention, KV-cache type.
+
+    python benchmarks/bench_llama_settings.py [--prompt-tokens 1500] [--settings default,batch1024,...]
+
+Run it on an idle machine: every figure is wall-clock on this CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+SETTINGS: dict[str, dict] = {
+    "default": {},
+    "batch256": {"n_batch": 256, "n_ubatch": 256},
+    "batch1024": {"n_batch": 1024, "n_ubatch": 1024},
+    "flash": {"flash_attn": True},
+    "flash-q8kv": {"flash_attn": True, "type_k": 8, "type_v": 8},  # GGML_TYPE_Q8_0 = 8
+    "threads1": {"n_threads": 1, "n_threads_batch": 1},
+}
+
+
+def prompt_text(n_tokens: int) -> str:
+    """A controller-shaped prompt: instructions, a lookup observation, repeated to the size asked."""
+    block = (
+        "Your input fields are:\n1. `question` (str)\n2. `trajectory` (str)\nYour output fields are:\n"
+        "1. `next_thought` (str)\n2. `next_tool_name` (str)\n3. `next_tool_args` (dict)\n\n"
+        "Q76 Barack Obama [types: human (Q5)]\n★ spouse (P26): Michelle Obama (Q13133) range: human\n"
+        "date of birth (P569): 1961-08-04  place of birth (P19): Honolulu (Q18094)\n"
+        "Other properties: educated at (P69), position held (P39), member of political party (P102)\n"
+    )
+    return block * max(1, n_tokens // 120)
+
+
+def measure(model_path: str, extra: dict, prompt: str, runs: int = 2) -> dict:
+    import llama_cpp
+
+    kwargs = {"model_path": model_path, "n_ctx": 4096, "n_threads": 2, "n_threads_batch": 2, "verbose": False,
+              "seed": 0, **extra}
+    started = time.perf_counter()
+    llm = llama_cpp.Llama(**kwargs)
+    load = time.perf_counter() - started
+    tokens = llm.tokenize(prompt.encode("utf-8"))
+    best_prompt, best_gen = float("inf"), float("inf")
+    for _ in range(runs):
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(tokens)
+        t1 = time.perf_counter()
+        generated = 0
+        for tok in llm.generate([], temp=0.0, reset=False):
+            generated += 1
+            if generated >= 48:
+                break
+        t2 = time.perf_counter()
+        best_prompt = min(best_prompt, t1 - t0)
+        best_gen = min(best_gen, (t2 - t1) / max(1, generated))
+    del llm
+    return {"load_s": round(load, 2), "prompt_tokens": len(tokens),
+            "prompt_tok_s": round(len(tokens) / best_prompt, 1), "gen_tok_s": round(1 / best_gen, 1)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    ap.add_argument("--prompt-tokens", type=int, default=1500)
+    ap.add_argument("--settings", default=",".join(SETTINGS))
+    args = ap.parse_args()
+    from saga_dspy.config import Settings
+    from saga_dspy.lm import ensure_local_model
+
+    model = str(ensure_local_model(Settings()))
+    prompt = prompt_text(args.prompt_tokens)
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    rows = {}
+    for name in args.settings.split(","):
+        rows[name] = measure(model, SETTINGS[name], prompt)
+        print(json.dumps({name: rows[name]}), flush=True)
+    print("\n| setting | prompt tokens | prompt tok/s | generated tok/s | load s |\n|---|---|---|---|---|")
+    for name, r in rows.items():
+        print(f"| {name} | {r['prompt_tokens']} | {r['prompt_tok_s']} | {r['gen_tok_s']} | {r['load_s']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
