@@ -71,7 +71,7 @@ def main() -> int:
                        stream=open("/dev/null", "w"))
     ended = time.monotonic()
     sizes = trace_sizes(uri, "bench-traces")
-    n = len(evalset.items)
+    n = len(evalset)
     report = {
         "questions": n,
         "threads": args.threads,

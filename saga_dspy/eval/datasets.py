@@ -18,6 +18,7 @@ import io
 import json
 import logging
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -210,6 +211,23 @@ def load_records(
 ) -> list[dict[str, Any]]:
     """Plain-dict records (our schema, SPARQL-JSON as text) of a bundled benchmark, a user
     file, or a hub dataset. No gold is joined here."""
+    return load_questions(name, split, settings, data_file).to_list()
+
+
+def load_questions(
+    name: str,
+    split: str,
+    settings: "Settings | None" = None,
+    data_file: str | Path | None = None,
+) -> "datasets.Dataset":
+    """The questions (columns `RECORD_FIELDS` + `GOLD_FIELDS`, gold as the records carry it) as a
+    Dataset: bundled splits through `load_dataset("json")` (already in our schema, Arrow-cached
+    under `<cache_dir>/datasets`), hub ids through `load_dataset`; user files are read by hand
+    because they come in several layouts (QALD's nested questions, 'questions'/'data' wrappers)
+    whose varying shapes the json builder cannot type."""
+    from datasets import Dataset
+
+    quiet_progress()
     info = BENCHMARKS.get(name)
     kg = info.kg if info else (settings.kg if settings else "wikidata")
     if data_file is not None:
@@ -217,7 +235,7 @@ def load_records(
         if raw and all(isinstance(r, dict) and r.get("split") for r in raw):
             if any(r["split"] == split for r in raw):
                 raw = [r for r in raw if r["split"] == split]
-        return [_normalise(r, i, kg, split) for i, r in enumerate(raw)]
+        return Dataset.from_list([_normalise(r, i, kg, split) for i, r in enumerate(raw)], features=_features())
     if info is not None:
         if not info.bundled:
             raise ValueError(f"benchmark {name!r} is not bundled ({info.title}); pass data_file= (our schema) or a hub id")
@@ -225,22 +243,60 @@ def load_records(
         path = benchmarks_dir(settings) / name / f"{split}.jsonl.gz"
         if not path.exists():
             raise FileNotFoundError(f"bundled benchmark file missing: {path} (run scripts/build_benchmarks.py)")
-        return [_normalise(r, i, kg, split) for i, r in enumerate(read_records(path))]
+        return _with_gold_columns(_load_json(path, settings))
     if "/" in name or Path(name).exists():
         if Path(name).exists():
-            return load_records(Path(name).stem, split, settings, data_file=name)
-        return _hub_records(name, split, kg)
+            return load_questions(Path(name).stem, split, settings, data_file=name)
+        return _hub_questions(name, split, kg)
     raise ValueError(f"unknown benchmark {name!r}: not bundled ({', '.join(BENCHMARKS)}), not a file, not a hub id")
 
 
-def _hub_records(hub_id: str, split: str, kg: str) -> list[dict[str, Any]]:
+def quiet_progress() -> None:
+    """No `datasets` progress bars: loading a split takes well under a second, and the bars
+    would interleave with the eval's own."""
+    import datasets
+
+    datasets.disable_progress_bars()
+
+
+def _load_json(path: Path, settings: "Settings | None") -> "datasets.Dataset":
+    """A bundled split through the json builder. `source_answers` (SPARQL-JSON of any shape) is
+    read as `Json` and kept as its text: a string feature would make pyarrow unify the shapes
+    into one struct and add null keys. In memory, so later map/filter write no cache files."""
+    import datasets
+
+    cache = str(Path(settings.cache_dir) / "datasets") if settings is not None else None
+    features = datasets.Features({k: v for k, v in _features().items() if k in RECORD_FIELDS})
+    features["source_answers"] = datasets.Json(decode=False)
+    ds = datasets.load_dataset("json", data_files=str(path), split="train", features=features,
+                               cache_dir=cache, keep_in_memory=True)
+    return ds.cast_column("source_answers", datasets.Value("string"))
+
+
+def _with_gold_columns(ds: "datasets.Dataset", gold: dict[str, dict[str, Any]] | None = None) -> "datasets.Dataset":
+    """`ds` with the `GOLD_FIELDS` columns, filled from frozen `gold` by id where it has the id."""
+    gold = gold or {}
+
+    def join(row: dict[str, Any]) -> dict[str, Any]:
+        g = gold.get(row["id"])
+        if g is None:
+            return {k: row.get(k) for k in GOLD_FIELDS}
+        err = g.get("error")
+        return {"gold": _json_text(g.get("result")), "answerable": bool(g.get("answerable")),
+                "gold_error": err.get("kind") if isinstance(err, dict) else err}
+
+    return ds.map(join, features=_features())
+
+
+def _hub_questions(hub_id: str, split: str, kg: str) -> "datasets.Dataset":
     import datasets
 
     try:
         ds = datasets.load_dataset(hub_id, split=split)
     except Exception as exc:  # offline misses, unknown ids, bad splits
         raise ValueError(f"could not load hub dataset {hub_id!r} split {split!r}: {exc}") from exc
-    return [_normalise(r, i, kg, split) for i, r in enumerate(ds)]
+    return ds.map(lambda r, i: _normalise(r, i, kg, split), with_indices=True, remove_columns=ds.column_names,
+                  features=_features())
 
 
 # --------------------------------------------------------------------------- gold
@@ -316,57 +372,38 @@ def load_benchmark(
     degenerate); the counts left out by reason ('empty', 'degenerate_aggregate',
     'ask_false_unconfirmed', error kinds, 'not_frozen') are logged and kept in `filter_report(ds)`.
     """
-    from datasets import Dataset, DatasetInfo
-
-    records = load_records(name, split, settings, data_file)
-    resolved = records[0]["split"] if records else split
+    ds = load_questions(name, split, settings, data_file)
+    resolved = ds[0]["split"] if len(ds) else split
     path = Path(gold_file) if gold_file is not None else None
     if path is None and data_file is None:
         path = bundled_gold_path(name, split, settings)
     if path is not None:
-        gold = read_gold(path)
-        for rec in records:
-            g = gold.get(rec["id"])
-            if g is None:
-                continue
-            rec["gold"] = _json_text(g.get("result"))
-            rec["answerable"] = bool(g.get("answerable"))
-            err = g.get("error")
-            rec["gold_error"] = err.get("kind") if isinstance(err, dict) else err
-    description = ""
-    if answerable_only:
-        if not any(r["answerable"] is not None for r in records):
-            raise ValueError(
-                f"{name}/{split}: no frozen gold to filter on (run scripts/build_benchmarks.py --freeze-gold, or pass gold_file=)"
-            )
-        reasons: dict[str, int] = {}
-        kept = []
-        for rec in records:
-            why = _reason(rec)
-            if why is None:
-                kept.append(rec)
-            else:
-                reasons[why] = reasons.get(why, 0) + 1
-        report = {
-            "benchmark": name,
-            "split": resolved,
-            "gold_file": str(path) if path else None,
-            "total": len(records),
-            "kept": len(kept),
-            "left_out": len(records) - len(kept),
-            "reasons": dict(sorted(reasons.items())),
-        }
-        log.info(
-            "%s/%s: kept %d of %d answerable questions; left out %d (%s)",
-            name, resolved, report["kept"], report["total"], report["left_out"],
-            ", ".join(f"{k} {v}" for k, v in report["reasons"].items()) or "none",
+        ds = _with_gold_columns(ds, read_gold(path))
+    if not answerable_only:
+        return ds
+    if not any(a is not None for a in ds["answerable"]):
+        raise ValueError(
+            f"{name}/{split}: no frozen gold to filter on (run scripts/build_benchmarks.py --freeze-gold, or pass gold_file=)"
         )
-        records = kept
-        description = json.dumps({"answerable_filter": report})
-    columns = RECORD_FIELDS + GOLD_FIELDS
-    rows = [{k: r.get(k) for k in columns} for r in records]
-    features = _features()
-    return Dataset.from_list(rows, features=features, info=DatasetInfo(description=description, features=features))
+    whys = [_reason(row) for row in ds]
+    reasons = Counter(w for w in whys if w is not None)
+    ds = ds.filter(lambda _row, i: whys[i] is None, with_indices=True)
+    report = {
+        "benchmark": name,
+        "split": resolved,
+        "gold_file": str(path) if path else None,
+        "total": len(whys),
+        "kept": len(ds),
+        "left_out": len(whys) - len(ds),
+        "reasons": dict(sorted(reasons.items())),
+    }
+    log.info(
+        "%s/%s: kept %d of %d answerable questions; left out %d (%s)",
+        name, resolved, report["kept"], report["total"], report["left_out"],
+        ", ".join(f"{k} {v}" for k, v in report["reasons"].items()) or "none",
+    )
+    ds.info.description = json.dumps({"answerable_filter": report})
+    return ds
 
 
 def filter_report(ds: "datasets.Dataset") -> dict[str, Any] | None:
@@ -388,6 +425,7 @@ __all__ = [
     "filter_report",
     "gold_file_name",
     "load_benchmark",
+    "load_questions",
     "load_records",
     "read_gold",
     "read_records",

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from saga_dspy.config import Settings
 from saga_dspy.eval.datasets import filter_report, load_benchmark, load_records
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.gold import find_gold, resolve_split
+
+if TYPE_CHECKING:  # pragma: no cover
+    import datasets
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +36,20 @@ class EvalItem:
         return bool(self.gold) and '"boolean"' in self.gold and '"results"' not in self.gold
 
 
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "EvalItem":
+        """The item of a `load_benchmark` row."""
+        return cls(id=row["id"], question=row["question"], gold=row.get("gold"), gold_sparql=row.get("sparql"),
+                   answer_type=row.get("answer_type"), source_answers=row.get("source_answers"),
+                   answerable=row.get("answerable"))
+
+
 @dataclass
 class EvalSet:
-    items: list[EvalItem]
+    """The questions as a `datasets.Dataset` (`load_benchmark`'s columns, in evaluation order);
+    `items` makes the `EvalItem`s from its rows when asked."""
+
+    data: "datasets.Dataset"
     dataset: str
     split: str
     gold_file: str | None
@@ -44,9 +58,22 @@ class EvalSet:
     selection: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def items(self) -> list[EvalItem]:
+        return [EvalItem.from_row(row) for row in self.data]
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    @property
     def name(self) -> str:
         """`dataset/split`: how runs, charts and the tracked dataset input name this set."""
         return f"{self.dataset}/{self.split}"
+
+    def select_ids(self, wanted: Sequence[str], **selection: Any) -> "EvalSet":
+        """The questions with these ids, in this order (each must be in the set)."""
+        index = {qid: i for i, qid in enumerate(self.data["id"])}
+        return replace(self, data=self.data.select([index[qid] for qid in wanted]),
+                       selection={**self.selection, **selection})
 
     def rows(self) -> list[dict[str, Any]]:
         """The questions as plain rows (what the tracked runs log as their MLflow dataset input)."""
@@ -87,17 +114,24 @@ def load_eval_set(
     except (ValueError, FileNotFoundError) as exc:
         raise EvalError(str(exc)) from exc
     report = filter_report(ds) if answerable_only else None
-    rows = ds.to_list()
-    resolved = rows[0]["split"] if rows else resolve_split(dataset, split)
+    resolved = ds[0]["split"] if len(ds) else resolve_split(dataset, split)
     if not answerable_only:
-        missing = [r["id"] for r in rows if r.get("gold") is None]
+        missing = list(ds["gold"]).count(None)
         if missing:
             log.warning("%d questions have no frozen gold result (gold error or not frozen); they score 0 when "
-                        "predicted non-empty", len(missing))
-    selection: dict[str, Any] = {"answerable_only": answerable_only, "after_filter": len(rows)}
+                        "predicted non-empty", missing)
+    gold_summary = None
+    summary_path = Path(str(path).replace(".jsonl.gz", ".summary.json")) if path else None
+    if summary_path is not None and summary_path.exists():
+        try:
+            gold_summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        except ValueError:
+            gold_summary = None
+    evalset = EvalSet(ds, dataset, resolved, str(path) if path else None, report, gold_summary,
+                      {"answerable_only": answerable_only, "after_filter": len(ds)})
     if ids:
-        by_id = {r["id"]: r for r in rows}
-        unknown = [i for i in ids if i not in by_id]
+        present = set(ds["id"])
+        unknown = [i for i in ids if i not in present]
         if unknown:
             all_ids = {r["id"] for r in load_records(dataset, split, settings, data_file)}
             not_in_split = [i for i in unknown if i not in all_ids]
@@ -106,27 +140,12 @@ def load_eval_set(
                 raise EvalError(f"ids not in {dataset}/{resolved}: {', '.join(not_in_split[:20])}")
             log.warning("ids left out by the answerable filter (pass --all-questions to keep them): %s",
                         ", ".join(left_out[:20]))
-        rows = [by_id[i] for i in ids if i in by_id]
-        selection["ids"] = list(ids)
+        evalset = evalset.select_ids([i for i in ids if i in present], ids=list(ids))
     if settings.limit is not None:
-        rows = rows[: max(0, settings.limit)]
-        selection["limit"] = settings.limit
-    gold_summary = None
-    summary_path = Path(str(path).replace(".jsonl.gz", ".summary.json")) if path else None
-    if summary_path is not None and summary_path.exists():
-        try:
-            gold_summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        except ValueError:
-            gold_summary = None
-    items = [
-        EvalItem(
-            id=r["id"], question=r["question"], gold=r.get("gold"), gold_sparql=r.get("sparql"),
-            answer_type=r.get("answer_type"), source_answers=r.get("source_answers"),
-            answerable=r.get("answerable"),
-        )
-        for r in rows
-    ]
-    return EvalSet(items, dataset, resolved, str(path) if path else None, report, gold_summary, selection)
+        n = min(len(evalset), max(0, settings.limit))
+        evalset = replace(evalset, data=evalset.data.select(range(n)),
+                          selection={**evalset.selection, "limit": settings.limit})
+    return evalset
 
 
 def describe_filter(evalset: EvalSet) -> str:
@@ -136,4 +155,4 @@ def describe_filter(evalset: EvalSet) -> str:
     reasons = ", ".join(f"{k}: {v}" for k, v in report.get("reasons", {}).items()) or "none"
     return (f"{evalset.name}: {report['kept']} of {report['total']} questions answerable on "
             f"this endpoint; left out {report['left_out']} (gold result {reasons}); evaluating "
-            f"{len(evalset.items)}")
+            f"{len(evalset)}")

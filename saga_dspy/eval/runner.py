@@ -261,10 +261,10 @@ def run_variant(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     kept = prepare_out_dir(out_dir, settings, resume=resume, retry_failed=retry_failed, overwrite=overwrite)
-    wanted = {item.id for item in evalset.items}
-    done = [line for line in kept if line["id"] in wanted]
+    wanted = list(evalset.data["id"])
+    done = [line for line in kept if line["id"] in set(wanted)]
     done_ids = {line["id"] for line in done}
-    todo = [item for item in evalset.items if item.id not in done_ids]
+    todo = [EvalItem.from_row(row) for row in evalset.data if row["id"] not in done_ids]  # made lazily from rows
     cfg = run_config(settings, evalset, program, endpoint, extra=extra_config)
     cfg_path = out_dir / CONFIG
     if resume and cfg_path.exists():
@@ -276,7 +276,7 @@ def run_variant(
         print(f"[{settings.variant}] resuming {out_dir}: {len(done)} done, {len(todo)} to run", file=sys.stderr)
 
     predictions = PredictionsFile(out_dir / PREDICTIONS)
-    params = run_params(settings, evalset, len(evalset.items))
+    params = run_params(settings, evalset, len(evalset))
     run_ctx = tracker.run(run_name(settings.variant, evalset.dataset, evalset.split, settings.lm), params=params,
                           nested=nested, tags={"kind": "eval", "out_dir": str(out_dir)}) if tracker else _null_context()
     interrupted = False
@@ -284,16 +284,16 @@ def run_variant(
         try:
             new, interrupted, stopped = run_questions(
                 program, todo, predictions, mode=settings.metric_mode, num_threads=settings.num_threads, lm=lm,
-                progress=progress, desc=desc or settings.variant, done_lines=done, total=len(evalset.items),
+                progress=progress, desc=desc or settings.variant, done_lines=done, total=len(evalset),
                 max_infra_failures=settings.max_infra_failures,
             )
         finally:
             predictions.close()
         latest = last_by_id(PredictionsFile.read(out_dir / PREDICTIONS))
-        lines = [latest[item.id] for item in evalset.items if item.id in latest]
-        metrics = compute_metrics(lines, total=len(evalset.items))
+        lines = [latest[qid] for qid in wanted if qid in latest]
+        metrics = compute_metrics(lines, total=len(evalset))
         metrics["interrupted"] = interrupted
-        metrics["subset"] = subset_record(evalset.filter_report, len(evalset.items))  # what was scored
+        metrics["subset"] = subset_record(evalset.filter_report, len(evalset))  # what was scored
         metrics["stopped"] = stopped
         if warmup_seconds is not None:
             metrics["warmup_seconds"] = round(warmup_seconds, 3)
@@ -421,7 +421,7 @@ def evaluate(
     evalset = load_eval_set(settings, ids=ids, data_file=data_file, gold_file=gold_file,
                             answerable_only=answerable_only, progress=progress)
     print(describe_filter(evalset), file=stream)
-    if not evalset.items:
+    if not len(evalset):
         raise EvalError("no questions to evaluate (check --ids / --limit / the answerable filter)")
     tracker = Tracker(settings, experiment or f"saga-eval-{evalset.dataset}-{evalset.split}")
     with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
@@ -507,7 +507,7 @@ def _run_variants(settings: Settings, variants: list[str], evalset: EvalSet, out
                                  "variant": " vs ".join(variants), "filter_mode": settings.filter_mode,
                                  "lm": settings.lm,
                                  "endpoint": settings.endpoint, "schema_coverage": settings.schema_coverage,
-                                 "program": settings.program, "n_questions": len(evalset.items)},
+                                 "program": settings.program, "n_questions": len(evalset)},
                          tags={"kind": "eval-invocation", "out_dir": str(out_dir)}) if several else _null_context()
     with parent:
         for variant in variants:
@@ -538,7 +538,7 @@ def _write_comparison(evalset: EvalSet, results: dict[str, VariantResult], out_d
     table = {v: r.metrics for v, r in results.items()}
     what = " vs ".join(results) if len(results) > 1 else next(iter(results), "")
     chart = comparison_chart(table, out_dir / "comparison.png",
-                             title=f"{what}: {evalset.name} ({len(evalset.items)} questions)")
+                             title=f"{what}: {evalset.name} ({len(evalset)} questions)")
     write_json(out_dir / "comparison.json", table)
     (out_dir / "comparison.md").write_text(markdown_table(table) + "\n", encoding="utf-8")
     if tracker.enabled:
@@ -556,7 +556,7 @@ def print_outcome(settings: Settings, evalset: EvalSet, results: dict[str, Varia
     title = (f"{evalset.name} on {settings.endpoint}, LM {settings.lm}, "
              f"coverage {settings.schema_coverage}%, metric {settings.metric_mode} (percent)")
     print("\n" + summary_table({v: r.metrics for v, r in results.items()}, title), file=stream)
-    print(describe_subset(subset_record(evalset.filter_report, len(evalset.items))), file=stream)
+    print(describe_subset(subset_record(evalset.filter_report, len(evalset))), file=stream)
     warmups = {v: r.metrics.get("warmup_seconds") for v, r in results.items()
                if r.metrics.get("warmup_seconds") is not None}
     if warmups:

@@ -31,7 +31,7 @@ import json
 import logging
 import random
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -176,10 +176,10 @@ def apply_firewall(evalset: EvalSet, benchmarks: Sequence[str], settings: Settin
     """Drop the training questions that collide with a test/dev question of `benchmarks`
     (`eval.firewall`); says how many."""
     firewall = benchmark_firewall(benchmarks, settings)
-    before = len(evalset.items)
-    evalset.items = [i for i in evalset.items if not firewall.collides(i.question, i.gold_sparql)]
+    before = len(evalset)
+    evalset.data = evalset.data.filter(lambda row: not firewall.collides(row["question"], row["sparql"]))
     report = {"benchmarks": list(benchmarks), "held_out_questions": len(firewall),
-              "dropped": before - len(evalset.items)}
+              "dropped": before - len(evalset)}
     print(f"firewall: dropped {report['dropped']} of {before} training questions that collide with a "
           f"test/dev question of {', '.join(benchmarks)}", file=stream)
     return report
@@ -219,7 +219,7 @@ def optimize(
         Path(settings.out) if settings.out else
         Path("runs") / f"optimize-{settings.dataset}-{split}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}")
     print(f"{settings.dataset}/{split}: {len(train_items)} training questions, {len(held_items)} held back "
-          f"(of {len(evalset.items)} answerable)", file=stream)
+          f"(of {len(evalset)} answerable)", file=stream)
 
     tracker = Tracker(settings, experiment or f"saga-optimize-{settings.dataset}-{split}")
     lm_ctx = dspy.context(lm=lm) if lm is not None else contextlib.nullcontext()
@@ -329,8 +329,8 @@ def _before_after(settings: Settings, options: OptimizeOptions, evalset: EvalSet
     holdout_metrics: dict[str, dict[str, Any]] = {}
     if not held_items:
         return holdout_metrics
-    held = EvalSet(held_items, evalset.dataset, evalset.split, evalset.gold_file, evalset.filter_report,
-                   evalset.gold_summary, {"holdout": len(held_items), "seed": options.shuffle_seed})
+    held = replace(evalset.select_ids([item.id for item in held_items]),
+                   selection={"holdout": len(held_items), "seed": options.shuffle_seed})
     zero_shot = make_student(settings, services.endpoint, services.search)
     for name, prog in (("zero-shot", zero_shot), ("compiled", compiled)):
         res = run_variant(settings.model_copy(update={"demos": 0}), held, out_dir / "holdout" / name,

@@ -387,3 +387,20 @@ def test_score_prediction_maps_statuses():
     m = compute_metrics([none, empty, crashed], total=4)
     assert m["n"] == 3 and m["empty_rate"] == 1.0 and m["n_no_query"] == 1 and m["n_failed"] == 1
     assert m["n_empty"] == 2 and m["n_error"] == 1 and m["complete"] is False  # 'none' counts as empty
+
+
+def test_eval_set_is_a_dataset_selected_by_ids_in_order_then_limited(eval_settings):
+    import datasets
+
+    from saga_dspy.eval.datasets import load_benchmark
+    from saga_dspy.eval.evalset import load_eval_set
+
+    ids = list(reversed(QUESTION_IDS))
+    evalset = load_eval_set(eval_settings, ids=ids, progress=False)
+    assert isinstance(evalset.data, datasets.Dataset) and len(evalset) == len(ids)
+    assert [i.id for i in evalset.items] == ids  # the order asked for, not the file's
+    full = load_benchmark("qald10", "test", eval_settings, answerable_only=True)
+    row = full[list(full["id"]).index(ids[0])]
+    assert evalset.items[0].gold == row["gold"] and evalset.items[0].gold_sparql == row["sparql"]
+    limited = load_eval_set(eval_settings.model_copy(update={"limit": 3}), progress=False)
+    assert list(limited.data["id"]) == list(full["id"])[:3] and limited.selection["limit"] == 3

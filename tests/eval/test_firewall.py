@@ -173,17 +173,21 @@ def test_compiled_demos_are_filtered_too(store_path, endpoint):
 def test_optimize_drops_train_questions_colliding_with_the_evaluated_test_split(store_path, capsys):
     import io
 
-    from saga_dspy.eval.datasets import load_records
-    from saga_dspy.eval.evalset import EvalItem, EvalSet
+    from datasets import Dataset
+
+    from saga_dspy.eval.datasets import load_questions, load_records
+    from saga_dspy.eval.evalset import EvalSet
     from saga_dspy.optimize import apply_firewall
 
     q9 = load_records("qald9plus", "test")[:2]
-    items = [EvalItem(str(i), r["question"], None, r["sparql"]) for i, r in enumerate(q9)]
-    items.append(EvalItem("own", "a question about zebras no benchmark asks", None, "ASK { wd:Q32789 ?p ?o }"))
-    evalset = EvalSet(list(items), "qald10", "train", None, None)
+    own = {**q9[0], "id": "own", "question": "a question about zebras no benchmark asks",
+           "sparql": "ASK { wd:Q32789 ?p ?o }"}
+    data = Dataset.from_list([*q9, own], features=load_questions("qald9plus", "test").features)
+    evalset = EvalSet(data, "qald10", "train", None, None)
     out = io.StringIO()
     report = apply_firewall(evalset, ("qald9plus",), make_settings(), out)
     assert report["dropped"] == 2 and [i.id for i in evalset.items] == ["own"]
+    assert isinstance(evalset.data, Dataset)
     assert "dropped 2 of 3" in out.getvalue()
-    evalset = EvalSet(list(items), "qald10", "train", None, None)
+    evalset = EvalSet(data, "qald10", "train", None, None)
     assert apply_firewall(evalset, ("qald7",), make_settings(), out)["dropped"] == 0
