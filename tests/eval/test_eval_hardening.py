@@ -43,19 +43,30 @@ def _lines(path: Path) -> list[dict]:
 
 
 _HOLD = """
-import sys, time
+import os, sys, time
 sys.path.insert(0, {tests!r})
 from conftest import scripted_settings
 from helpers.scripted_lm import ScriptedLM
 from saga_dspy.eval.runner import evaluate
-evaluate(scripted_settings("test"), ["full"], out={out!r}, ids=["0", "5", "17", "9"], lm=ScriptedLM({{}}, delay=1.0),
-         progress=False)
+
+
+class Held(ScriptedLM):  # answers only once the test releases it, so the run holds its directory meanwhile
+    def respond(self, outputs, fields):
+        deadline = time.monotonic() + 300
+        while not os.path.exists({release!r}) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return super().respond(outputs, fields)
+
+
+evaluate(scripted_settings("test"), ["full"], out={out!r}, ids=["0", "5", "17", "9"], lm=Held({{}}), progress=False)
 """
 
 
 def test_a_second_run_on_a_locked_directory_fails_at_once(tmp_path):
     out = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD.format(tests=str(REPO / "tests"), out=str(out))],
+    release = tmp_path / "release"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD.format(tests=str(REPO / "tests"), out=str(out),
+                                                                  release=str(release))],
                               cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -72,6 +83,7 @@ def test_a_second_run_on_a_locked_directory_fails_at_once(tmp_path):
             assert "in use by another run" in second.stderr and "Traceback" not in second.stderr
             assert time.monotonic() - started < 60
         assert holder.poll() is None, "the second run waited for the first instead of failing at once"
+        release.touch()
         stdout, stderr = holder.communicate(timeout=180)
         assert holder.returncode == 0, stderr[-2000:]
     finally:
