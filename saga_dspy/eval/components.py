@@ -244,103 +244,126 @@ def component_stats(settings: Settings, dataset: str, split: str, *, endpoint: E
         names = entity_names(endpoint, all_entities)
         log(f"{dataset}/{resolved}: {len(records)} questions, {len(all_entities)} entity constants")
         linking = entity_linking(queries, by_id, names, search)
-
-        # property ranking, hints, proposed query, observation size, answer type
-        ranks: list[int | None] = []
-        ranks_in_nb: list[int | None] = []
-        tokens: list[int] = []
-        misled = hinted = questions_with_pairs = 0
-        f1s: list[float] = []
-        proposals = 0
-        at_total = at_ok = cls_total = cls_ok = 0
-        at_confusion: Counter = Counter()
-        examples: list[dict[str, Any]] = []
-        edges: dict[str, set[str]] = {}  # entity → its outgoing properties (what a lookup can show)
+        tally = _Tally(settings, endpoint, search, schema, hierarchy, flavour)
         for n, q in enumerate(queries):
             rec = by_id[q.qid]
-            question = rec.get("question") or ""
-            at = rule_answer_type(question, answer_type, schema)
-            kind, gold_entities = gold_kind(rec.get("gold"), rec.get("sparql") or "")
-            if kind is not None and rec.get("answerable"):
-                at_total += 1
-                pk = predicted_kind(at[0] if at else "")
-                at_confusion[f"{kind}->{pk}"] += 1
-                at_ok += pk == kind
-                if kind == "entity" and at and at[1] and gold_entities:
-                    cls_total += 1
-                    cls_ok += _class_fits(endpoint, hierarchy, at[1], gold_entities)
-            if not q.pairs:
-                continue
-            gold_props = {p for _, p in q.pairs}
-            first_subject = q.pairs[0][0]
-            seen_lookup: dict[str, tuple[str, list[str], QuestionContext | None]] = {}
-            for eid, pid in q.pairs:
-                if eid not in seen_lookup:
-                    ctx = QuestionContext(settings, endpoint, search, schema, hierarchy, question=question,
-                                          variant="full", answer_type=at[:2] if at and at[2] else None)
-                    obs = do_lookup(ctx, eid)
-                    if obs.startswith(("[NOT FOUND]", "[ERROR]")):
-                        seen_lookup[eid] = (obs, [], None)
-                    else:
-                        seen_lookup[eid] = (obs, observed_order(obs), ctx)
-                        tokens.append(approx_tokens(obs))
-                        edges[eid] = set(fetch_neighbourhood(endpoint, flavour, eid, qualifiers=False).edges)
-                obs, order, ctx = seen_lookup[eid]
-                if ctx is None:
-                    continue
-                rank = order.index(pid) + 1 if pid in order else None
-                ranks.append(rank)
-                if pid in edges.get(eid, ()):
-                    ranks_in_nb.append(rank)
-                if (rank is None or rank > 3) and len(examples) < 15:
-                    examples.append({"id": q.qid, "question": question, "entity": eid, "property": pid,
-                                     "rank": rank, "first": order[:3]})
-            obs, order, ctx = seen_lookup.get(first_subject, ("", [], None))
-            if ctx is None:
-                continue
-            questions_with_pairs += 1
-            first = _first_hint(ctx, obs)
-            if first is not None:
-                hinted += 1
-                misled += first not in gold_props
-            if rec.get("answerable") and rec.get("gold"):
-                f1 = 0.0
-                if ctx.suggested_sparql:
-                    proposals += 1
-                    try:
-                        f1 = answer_f1(endpoint.query(ctx.suggested_sparql), rec["gold"])
-                    except SparqlError:  # a failing proposal scores 0
-                        f1 = 0.0
-                f1s.append(f1)
+            at = rule_answer_type(rec.get("question") or "", answer_type, schema)
+            tally.answer_type(rec, at)
+            tally.lookups(q, rec, at)
             if n and n % 100 == 0:
                 log(f"  {n}/{len(queries)} questions")
-
-    def recall(rs: list[int | None], k: int) -> float | None:
-        return _pct(sum(1 for r in rs if r is not None and r <= k), len(rs))
-
     return {
         "dataset": dataset, "split": resolved, "questions": len(records), "unparsable_gold": unparsable,
         "answer_type_source": answer_type,
         "entity_linking": linking,
-        "property_ranking": {
-            "gold_pairs_known_entity": len(ranks), "gold_pairs_in_neighbourhood": len(ranks_in_nb),
-            **{f"recall_at_{k}_in_neighbourhood_pct": recall(ranks_in_nb, k) for k in (1, 3, 10)},
-            **{f"recall_at_{k}_all_pairs_pct": recall(ranks, k) for k in (1, 3, 10)},
-            "questions": questions_with_pairs, "questions_hinted": hinted,
-            "non_gold_starred_or_proposed_first": misled,
-            "non_gold_first_pct": _pct(misled, questions_with_pairs),
-        },
-        "proposed_query": {"answerable_questions": len(f1s), "proposals": proposals,
-                           "mean_f1": round(statistics.fmean(f1s), 3) if f1s else None},
-        "observation_tokens": {"lookups": len(tokens),
-                               "median": int(statistics.median(tokens)) if tokens else None,
-                               "p95": _p95(tokens), "tokenizer": "approx: words*1.3 + punctuation"},
-        "answer_type": {"questions": at_total, "accuracy_pct": _pct(at_ok, at_total),
-                        "class_checked": cls_total, "class_accuracy_pct": _pct(cls_ok, cls_total),
-                        "confusion": dict(at_confusion.most_common())},
-        "worst_ranked_examples": examples,
+        **tally.report(),
         "seconds": round(time.monotonic() - started, 1),
     }
+
+
+class _Tally:
+    """The running figures of `component_stats` over a split's questions: answer type, the lookups of the
+    gold subjects (rank of each gold property, the observation's size), the first hint and the proposal."""
+
+    def __init__(self, settings: Settings, endpoint: Endpoint, search: Search | None, schema: SchemaIndex,
+                 hierarchy: ClassHierarchy, flavour):
+        self.settings, self.endpoint, self.search = settings, endpoint, search
+        self.schema, self.hierarchy, self.flavour = schema, hierarchy, flavour
+        self.ranks: list[int | None] = []
+        self.ranks_in_nb: list[int | None] = []
+        self.tokens: list[int] = []
+        self.misled = self.hinted = self.questions_with_pairs = 0
+        self.f1s: list[float] = []
+        self.proposals = 0
+        self.at_total = self.at_ok = self.cls_total = self.cls_ok = 0
+        self.at_confusion: Counter = Counter()
+        self.examples: list[dict[str, Any]] = []
+        self.edges: dict[str, set[str]] = {}  # entity → its outgoing properties (what a lookup can show)
+
+    def answer_type(self, rec: dict[str, Any], at) -> None:
+        kind, gold_entities = gold_kind(rec.get("gold"), rec.get("sparql") or "")
+        if kind is None or not rec.get("answerable"):
+            return
+        self.at_total += 1
+        pk = predicted_kind(at[0] if at else "")
+        self.at_confusion[f"{kind}->{pk}"] += 1
+        self.at_ok += pk == kind
+        if kind == "entity" and at and at[1] and gold_entities:
+            self.cls_total += 1
+            self.cls_ok += _class_fits(self.endpoint, self.hierarchy, at[1], gold_entities)
+
+    def _lookup(self, eid: str, question: str, at) -> tuple[str, list[str], QuestionContext | None]:
+        ctx = QuestionContext(self.settings, self.endpoint, self.search, self.schema, self.hierarchy,
+                              question=question, variant="full", answer_type=at[:2] if at and at[2] else None)
+        obs = do_lookup(ctx, eid)
+        if obs.startswith(("[NOT FOUND]", "[ERROR]")):
+            return obs, [], None
+        self.tokens.append(approx_tokens(obs))
+        self.edges[eid] = set(fetch_neighbourhood(self.endpoint, self.flavour, eid, qualifiers=False).edges)
+        return obs, observed_order(obs), ctx
+
+    def lookups(self, q: GoldQuery, rec: dict[str, Any], at) -> None:
+        if not q.pairs:
+            return
+        question = rec.get("question") or ""
+        seen: dict[str, tuple[str, list[str], QuestionContext | None]] = {}
+        for eid, pid in q.pairs:
+            if eid not in seen:
+                seen[eid] = self._lookup(eid, question, at)
+            obs, order, ctx = seen[eid]
+            if ctx is None:
+                continue
+            rank = order.index(pid) + 1 if pid in order else None
+            self.ranks.append(rank)
+            if pid in self.edges.get(eid, ()):
+                self.ranks_in_nb.append(rank)
+            if (rank is None or rank > 3) and len(self.examples) < 15:
+                self.examples.append({"id": q.qid, "question": question, "entity": eid, "property": pid,
+                                      "rank": rank, "first": order[:3]})
+        obs, order, ctx = seen.get(q.pairs[0][0], ("", [], None))
+        if ctx is not None:
+            self._first_subject(ctx, obs, {p for _, p in q.pairs}, rec)
+
+    def _first_subject(self, ctx: QuestionContext, obs: str, gold_props: set[str], rec: dict[str, Any]) -> None:
+        """The first gold subject's lookup: is its first hint gold, and how good is the query it proposes?"""
+        self.questions_with_pairs += 1
+        first = _first_hint(ctx, obs)
+        if first is not None:
+            self.hinted += 1
+            self.misled += first not in gold_props
+        if rec.get("answerable") and rec.get("gold"):
+            f1 = 0.0
+            if ctx.suggested_sparql:
+                self.proposals += 1
+                try:
+                    f1 = answer_f1(self.endpoint.query(ctx.suggested_sparql), rec["gold"])
+                except SparqlError:  # a failing proposal scores 0
+                    f1 = 0.0
+            self.f1s.append(f1)
+
+    def report(self) -> dict[str, Any]:
+        def recall(rs: list[int | None], k: int) -> float | None:
+            return _pct(sum(1 for r in rs if r is not None and r <= k), len(rs))
+
+        return {
+            "property_ranking": {
+                "gold_pairs_known_entity": len(self.ranks), "gold_pairs_in_neighbourhood": len(self.ranks_in_nb),
+                **{f"recall_at_{k}_in_neighbourhood_pct": recall(self.ranks_in_nb, k) for k in (1, 3, 10)},
+                **{f"recall_at_{k}_all_pairs_pct": recall(self.ranks, k) for k in (1, 3, 10)},
+                "questions": self.questions_with_pairs, "questions_hinted": self.hinted,
+                "non_gold_starred_or_proposed_first": self.misled,
+                "non_gold_first_pct": _pct(self.misled, self.questions_with_pairs),
+            },
+            "proposed_query": {"answerable_questions": len(self.f1s), "proposals": self.proposals,
+                               "mean_f1": round(statistics.fmean(self.f1s), 3) if self.f1s else None},
+            "observation_tokens": {"lookups": len(self.tokens),
+                                   "median": int(statistics.median(self.tokens)) if self.tokens else None,
+                                   "p95": _p95(self.tokens), "tokenizer": "approx: words*1.3 + punctuation"},
+            "answer_type": {"questions": self.at_total, "accuracy_pct": _pct(self.at_ok, self.at_total),
+                            "class_checked": self.cls_total, "class_accuracy_pct": _pct(self.cls_ok, self.cls_total),
+                            "confusion": dict(self.at_confusion.most_common())},
+            "worst_ranked_examples": self.examples,
+        }
 
 
 def entity_linking(queries: list[GoldQuery], by_id: dict[str, dict], names: dict[str, list[str]],

@@ -5,6 +5,7 @@ annotated with [domain | range]; a proposed next query only when relevance and t
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.lookup_view import arrange, rest_block, tail_lines
@@ -166,21 +167,12 @@ def _property_block(ctx: QuestionContext, pid: str, values: list[Value], fits: b
 
 
 def do_lookup(ctx: QuestionContext, qid: str) -> str:
+    """The lookup tool: the entity's types and its outgoing properties, filtered by type (SAGA Eq. 3) or pruned
+    (SPINACH, or an entity without types), ranked by the question, as head lines + property blocks + a next step."""
     flavour = ctx.flavour
     eid = flavour.normalise_entity(qid or "")
     if eid is None:
-        pid = flavour.normalise_property(qid or "")
-        if pid is not None:
-            return (f"{pid} is a property, not an entity: use get_property_examples({pid}) to see how it is used.\n"
-                    + do_examples(ctx, pid, count=False))
-        hint = ""
-        if ctx.search is not None and (qid or "").strip():
-            try:
-                hits = ctx.search.search(str(qid), limit=3, kind="item")
-                hint = " Search hits: " + "; ".join(f"{h.id} {clip(h.label, 40)}" for h in hits) if hits else ""
-            except Exception:  # noqa: BLE001
-                pass
-        return f"[ERROR] {clip(str(qid), 60)!r} is not an entity id (e.g. {'Q42' if flavour.name == 'wikidata' else 'm.0abc'}).{hint}"
+        return _not_an_entity(ctx, qid)
     ctx.counters["lookups"] += 1
     prior = _prior_active(ctx)
     nb = fetch_neighbourhood(ctx.endpoint, flavour, eid, qualifiers=flavour.has_qualifiers or flavour.has_cvt,
@@ -189,6 +181,47 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
         return f"[ERROR] lookup of {eid} failed: {nb.error}"
     if not nb.exists:
         return f"[NOT FOUND] {eid} has no statements in the knowledge graph. Search for the entity by name instead."
+    _remember(ctx, eid, nb)
+    selection = _select(ctx, nb)
+    arrangement, order, fits = _rank(ctx, eid, nb, selection.kept, prior)
+    head = _head_lines(ctx, eid, nb, selection, fits, prior, arrangement)
+    if not selection.all_pids:
+        head.append("No outgoing properties in the knowledge graph: look for it as the object of triples, "
+                    "or search for a better-connected entity of the same name.")
+        return fit("\n".join(head), ctx.budget)
+    return _render(ctx, eid, nb, selection, head, arrangement, order, fits)
+
+
+@dataclass
+class _Selection:
+    """What the filter (or the LM prune) kept of an entity's properties, and why the rest went."""
+
+    all_pids: list[str]
+    kept: list[str]
+    removed: list[tuple[str, object]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    filtered: bool = False  # the type filter ran (the entity has types it can check)
+
+
+def _not_an_entity(ctx: QuestionContext, qid: str) -> str:
+    """A property id gets its examples; anything else an error with search hints."""
+    flavour = ctx.flavour
+    pid = flavour.normalise_property(qid or "")
+    if pid is not None:
+        return (f"{pid} is a property, not an entity: use get_property_examples({pid}) to see how it is used.\n"
+                + do_examples(ctx, pid, count=False))
+    hint = ""
+    if ctx.search is not None and (qid or "").strip():
+        try:
+            hits = ctx.search.search(str(qid), limit=3, kind="item")
+            hint = " Search hits: " + "; ".join(f"{h.id} {clip(h.label, 40)}" for h in hits) if hits else ""
+        except Exception:  # noqa: BLE001 - hints are a courtesy: the error below says what matters
+            pass
+    return f"[ERROR] {clip(str(qid), 60)!r} is not an entity id (e.g. {'Q42' if flavour.name == 'wikidata' else 'm.0abc'}).{hint}"
+
+
+def _remember(ctx: QuestionContext, eid: str, nb: Neighbourhood) -> None:
+    """Labels and types the lookup saw, for later renderings and the type state."""
     ctx.remember(eid, nb.label)
     for pid, values in nb.edges.items():
         if (plabel := ctx.property_label(pid)) != pid:
@@ -196,44 +229,45 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
         for v in values:
             if v.id and v.label:
                 ctx.remember(v.id, v.label)
-    et = nb.types
-    ctx.record_entity_types(eid, et, nb.label)
-    all_pids = list(nb.edges)
-    raw_edges = nb.edge_count
+    ctx.record_entity_types(eid, nb.types, nb.label)
 
-    # --- filter / prune -------------------------------------------------------------------------------------------------
-    removed: list[tuple[str, object]] = []
-    notes: list[str] = []
-    kept = all_pids
+
+def _select(ctx: QuestionContext, nb: Neighbourhood) -> _Selection:
+    """SPINACH prunes every neighbourhood with the LM; SAGA filters by type, and prunes only an untyped entity."""
+    et = nb.types
+    sel = _Selection(all_pids=list(nb.edges), kept=list(nb.edges))
     has_types = bool(et.types) and (ctx.filter_mode != "bare" or bool(et.p31))
-    if ctx.flags.prune_all and all_pids:
-        kept, note = _prune_with_lm(ctx, nb, all_pids)
-        if note:
-            notes.append(note)
+    if ctx.flags.prune_all and sel.all_pids:
+        sel.kept, note = _prune_with_lm(ctx, nb, sel.all_pids)
+        sel.notes += [note] if note else []
     elif ctx.flags.type_filter and has_types:
         fr = type_filter(nb, ctx.schema, ctx.hierarchy, ctx.filter_mode, et)
-        kept, removed = fr.kept, fr.removed
+        sel.kept, sel.removed, sel.filtered = fr.kept, fr.removed, True
     elif ctx.flags.type_filter:
-        notes.append("Type filter skipped: the entity has no types.")
-        if ctx.prune is not None and all_pids:  # nothing to prune: no LM call
-            kept, note = _prune_with_lm(ctx, nb, all_pids)
-            if note:
-                notes.append(note)
+        sel.notes.append("Type filter skipped: the entity has no types.")
+        if ctx.prune is not None and sel.all_pids:  # nothing to prune: no LM call
+            sel.kept, note = _prune_with_lm(ctx, nb, sel.all_pids)
+            sel.notes += [note] if note else []
+    return sel
 
-    # --- rank (issue 12: by relevance to the question, see lookup_view; spinach keeps the plain order) ---------------------
-    arrangement = None
+
+def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], prior: bool):
+    """(arrangement, order, fits): by relevance to the question (issue 12, see lookup_view); SPINACH keeps the
+    plain order (answer-type fit, then group, then id) and has no arrangement."""
     if ctx.flags.prune_all:
         fits = {pid: (prior and _fits_answer(ctx, pid, nb.edges[pid])) for pid in kept}
-        order = sorted(kept, key=lambda p: (not fits[p], _group(ctx, p), id_order(p)))
-    else:
-        confident = prior and ctx.state.answer_type.label not in ("", "entity")
-        arrangement = arrange(ctx, eid, nb.label, kept, lambda p: _fits_answer(ctx, p, nb.edges.get(p, [])),
-                              lambda p: any(v.id for v in nb.edges.get(p, [])) or _group(ctx, p) == 1,
-                              confident=confident, wikidata=flavour.name == "wikidata")
-        order = arrangement.order
-        fits = {pid: pid in arrangement.starred for pid in kept}
+        return None, sorted(kept, key=lambda p: (not fits[p], _group(ctx, p), id_order(p))), fits
+    confident = prior and ctx.state.answer_type.label not in ("", "entity")
+    arrangement = arrange(ctx, eid, nb.label, kept, lambda p: _fits_answer(ctx, p, nb.edges.get(p, [])),
+                          lambda p: any(v.id for v in nb.edges.get(p, [])) or _group(ctx, p) == 1,
+                          confident=confident, wikidata=ctx.flavour.name == "wikidata")
+    return arrangement, arrangement.order, {pid: pid in arrangement.starred for pid in kept}
 
-    # --- head ----------------------------------------------------------------------------------------------------------------
+
+def _head_lines(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, fits: dict[str, bool], prior: bool,
+                arrangement) -> list[str]:
+    """The entity, its types, what the filter removed (and what that suggests), the ★ legend."""
+    et = nb.types
     head = [f"{nb.label or eid} ({eid})" + (f": {clip(nb.description, 160)}" if nb.description else "")]
     if et.types:
         if et.is_class and et.source == "p279":
@@ -242,31 +276,34 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
             head.append(f"Types: {class_names(et.types, ctx.class_label, 4, ids=True)}")
     else:
         head.append("Types: none known")
-    n_vals = sum(len(nb.edges[p]) for p in kept)
-    if removed:
+    if sel.removed:
         why = "; ".join(
             f"{ctx.property_label(pid)} ({pid}) [domain: {class_names(ctx.schema.get(pid).domain.classes, ctx.class_label, 2)}]"
-            for pid, _ in removed[:6]
+            for pid, _ in sel.removed[:6]
         )
-        more = f" and {len(removed) - 6} more" if len(removed) > 6 else ""
+        more = f" and {len(sel.removed) - 6} more" if len(sel.removed) > 6 else ""
         type_names = class_names(et.types, ctx.class_label, 2)
         head.append(
-            f"Type filter: {len(removed)} of {len(all_pids)} properties removed because their domain conflicts with "
+            f"Type filter: {len(sel.removed)} of {len(sel.all_pids)} properties removed because their domain conflicts with "
             f"this entity's types ({type_names}): {why}{more}. If the question needs one of them, this is probably the wrong entity."
         )
-    elif ctx.flags.type_filter and has_types:
-        head.append(f"Type filter: no property conflicts with this entity's types (all {len(all_pids)} kept).")
-    head.extend(notes)
+    elif sel.filtered:
+        head.append(f"Type filter: no property conflicts with this entity's types (all {len(sel.all_pids)} kept).")
+    head.extend(sel.notes)
     if prior and any(fits.values()):
         head.append(f"★ = range fits the expected answer type ({ctx.state.answer_type.render()})"
                     + ("; listed first." if arrangement is None else " and the property matches the question."))
+    return head
+
+
+def _render(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, head: list[str], arrangement, order: list[str],
+            fits: dict[str, bool]) -> str:
+    """Head, property blocks (the top ones in full, the rest on one line) and the next step within the budget."""
+    n_vals = sum(len(nb.edges[p]) for p in sel.kept)
     cap = " (the endpoint cut the neighbourhood off)" if nb.capped else ""
-    if not all_pids:
-        head.append("No outgoing properties in the knowledge graph: look for it as the object of triples, "
-                    "or search for a better-connected entity of the same name.")
-        return fit("\n".join(head), ctx.budget)
-    shown = f"{len(kept)} shown" if arrangement is None else f"{len(kept)} (most relevant first, {len(arrangement.full)} in full)"
-    head.append(f"Outgoing properties: {shown} of {len(all_pids)}, {n_vals} of {raw_edges} values{cap}:")
+    shown = (f"{len(sel.kept)} shown" if arrangement is None
+             else f"{len(sel.kept)} (most relevant first, {len(arrangement.full)} in full)")
+    head.append(f"Outgoing properties: {shown} of {len(sel.all_pids)}, {n_vals} of {nb.edge_count} values{cap}:")
     if arrangement is not None:  # issue 12: top properties in full, the rest as one line; hints only when they agree
         blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid]) for pid in arrangement.full]
         rest = rest_block(ctx, arrangement.rest)
@@ -276,7 +313,7 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
         return render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement)).text
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid]) for pid in order]
     starred = [pid for pid in order if fits[pid]]
-    if starred and flavour.name == "wikidata":
+    if starred and ctx.flavour.name == "wikidata":
         ctx.suggested_sparql = f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{starred[0]} ?x }}"
         tail = [f"Next: execute a query with the property that leads to the answer, e.g. {ctx.suggested_sparql}"]
     else:
