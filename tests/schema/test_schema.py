@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -124,9 +123,7 @@ def test_bundled_index_is_current_versioned_small_and_fast(settings, store_path)
     assert counts["formal"] + counts["empirical"] + counts["unknown"] == counts["properties"] == len(obj["properties"])
     assert counts["domain"]["formal"] == 1906 and counts["range"]["formal"] == 1197  # = the sample's constraints
     assert counts["empirical"] > 0
-    started = time.perf_counter()
-    index = SchemaIndex.load(path)
-    assert time.perf_counter() - started < 1.0  # ~0.1–0.3 s; generous for a loaded CI machine
+    index = SchemaIndex.load(path)  # its load time is measured by benchmarks/bench_schema.py, not here
     assert index.counts == counts
     assert index.p279_edges.edge_count == 248343  # the whole P279 hierarchy of the sample
 
