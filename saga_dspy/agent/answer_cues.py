@@ -112,6 +112,10 @@ def guard(cue: AnswerCue, lm_label: str, lm_qid: str) -> tuple[str, str]:
     lm_scalar = lm_label in SCALAR_TYPES
     if cue.is_scalar != lm_scalar or (cue.is_scalar and cue.label != lm_label):
         return cue.label, cue.qid
+    # both entities: "where" and the question's own head noun ("which monarchs") name the class; a bare "who"
+    # leaves the LM its more specific guess (an organization, a musician)
+    if not cue.is_scalar and cue.cue != "who" and cue.qid and cue.qid != lm_qid:
+        return cue.label, cue.qid
     return lm_label, lm_qid
 
 

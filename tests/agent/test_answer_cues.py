@@ -22,4 +22,7 @@ def test_head_noun_class_and_the_guard(schema):
     assert guard(cue, "string", "") == ("river", "Q4022")  # the LM's string gives way
     assert guard(rule_answer_type("When was X born?"), "person", "Q5") == ("date", "")
     assert guard(rule_answer_type("Who founded Apple?"), "organization", "Q43229") == ("organization", "Q43229")
+    # "where" and a head noun name the class even when the LM guessed another entity type
+    assert guard(rule_answer_type("Where did Hillel Slovak die?"), "person", "Q5")[0] == "location"
+    assert guard(rule_answer_type("Which rivers flow through Berlin?", schema), "person", "Q5") == ("river", "Q4022")
     assert guard(rule_answer_type("Tell me about Apple."), "company", "Q783794") == ("company", "Q783794")
