@@ -133,7 +133,9 @@ class _Worker:
              str(memory_mb), str(cpu_seconds)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env={**os.environ, "RUST_BACKTRACE": "0"},
+            # glibc reserves 64 MB of address space per malloc arena (up to 8 per core): under the worker's
+            # address-space limit that reservation, not the query, would abort it
+            env={**os.environ, "RUST_BACKTRACE": "0", "MALLOC_ARENA_MAX": "2"},
         )
         self.ready = False
 

@@ -244,10 +244,11 @@ def test_a_parent_killed_mid_query_leaves_no_worker_alive(store_path):
 
 
 def test_a_runaway_query_stays_under_its_memory_limit(store_path):
-    ep = EmbeddedEndpoint(make_settings(embedded_workers=1, worker_memory_mb=1024), store_path)
+    # 2 GB: a worker opening a store fresh from its build (RocksDB recovery) can need more than 1 GB of address space
+    ep = EmbeddedEndpoint(make_settings(embedded_workers=1, worker_memory_mb=2048), store_path)
     try:
         started = time.monotonic()
-        with pytest.raises(EndpointUnavailable, match="memory.*1024 MB"):
+        with pytest.raises(EndpointUnavailable, match="memory.*2048 MB"):
             ep.query("SELECT ?a ?d WHERE { ?a ?b ?c . ?d ?e ?f } ORDER BY ?c ?f", timeout=60)
         assert time.monotonic() - started < 30
         assert ep.query("ASK { wd:Q761383 wdt:P138 wd:Q42299 }").value is True
