@@ -23,12 +23,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 sys.path.insert(0, os.getcwd())
+sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from saga_dspy.config import Settings  # noqa: E402
 from saga_dspy.kg import endpoint as endpoint_module  # noqa: E402
 from saga_dspy.kg.endpoint import EmbeddedEndpoint, HttpEndpoint  # noqa: E402
 from saga_dspy.kg.errors import SparqlError  # noqa: E402
+from helpers.fault_server import start_fault_server  # noqa: E402
 
 CROSS_JOIN = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"
 RESULTS: dict[str, list[bool]] = {}
@@ -66,51 +68,6 @@ class Recorder(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     do_GET = do_POST
-
-    def log_message(self, *a):
-        pass
-
-
-class Faulty(BaseHTTPRequestHandler):
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        mode = urllib.parse.unquote(self.path.strip("/"))
-        if mode == "trickle":
-            self.send_response(200)
-            self.send_header("Content-Type", "application/sparql-results+json")
-            self.end_headers()
-            try:
-                for ch in '{"head":{},"boolean":true}' + " " * 14:
-                    self.wfile.write(ch.encode())
-                    self.wfile.flush()
-                    time.sleep(0.5)
-            except OSError:
-                pass
-            return
-        if mode.startswith("retry-"):
-            self.send_response(503)
-            self.send_header("Retry-After", mode[6:])
-            self.end_headers()
-            return
-        if mode == "incomplete":
-            self.send_response(200)
-            self.send_header("Content-Type", "application/sparql-results+json")
-            self.send_header("Content-Length", "1000")
-            self.end_headers()
-            self.wfile.write(b'{"head": {"vars": ["x"]}')
-            self.wfile.flush()
-            self.connection.shutdown(2)
-            return
-        content_type, body = {
-            "badjson": ("application/sparql-results+json", b'{"head": {"vars": ["x"]}, "results": oops'),
-            "html": ("text/html", b"<html><body>Maintenance</body></html>"),
-            "boolean": ("application/sparql-results+json", b'{"head": {}, "boolean": true}'),
-        }[mode]
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def log_message(self, *a):
         pass
@@ -278,7 +235,7 @@ def main() -> int:
     pool.close()
 
     # 6. HTTP deadline, Retry-After, malformed answers
-    faulty = serve(Faulty)
+    faulty = start_fault_server()
     faulty_url = f"http://127.0.0.1:{faulty.server_port}"
     http = lambda mode, retries=1: HttpEndpoint(settings(args.cache_dir, http_retries=retries), f"{faulty_url}/{mode}")  # noqa: E731
     started = time.monotonic()

@@ -24,6 +24,7 @@ import pytest
 from pydantic import ValidationError
 
 from conftest import free_port, make_settings, oxigraph_binary
+from helpers.fault_server import start_fault_server
 from saga_dspy.config import Settings
 from saga_dspy.kg.endpoint import EmbeddedEndpoint, HttpEndpoint, _Worker, retry_after_seconds
 from saga_dspy.kg.errors import (
@@ -305,57 +306,9 @@ def test_a_crashed_worker_reads_as_a_clear_message_and_close_kills_busy_workers(
 
 # --- HTTP: one deadline, Retry-After, malformed answers ----------------------------------------
 
-class _Faulty(BaseHTTPRequestHandler):
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.server.requests.append(self.path)
-        mode = self.path.strip("/")
-        if mode == "trickle":
-            self.send_response(200)
-            self.send_header("Content-Type", "application/sparql-results+json")
-            self.end_headers()
-            try:
-                for ch in '{"head":{},"boolean":true}' + " " * 40:
-                    self.wfile.write(ch.encode())
-                    self.wfile.flush()
-                    time.sleep(0.5)
-            except OSError:
-                pass
-            return
-        if mode.startswith("retry-"):
-            self.send_response(503)
-            self.send_header("Retry-After", urllib.parse.unquote(mode[len("retry-"):]))
-            self.end_headers()
-            return
-        bodies = {
-            "badjson": ("application/sparql-results+json", b'{"head": {"vars": ["x"]}, "results": oops'),
-            "html": ("text/html", b"<html><body>Maintenance</body></html>"),
-            "boolean": ("application/sparql-results+json", b'{"head": {}, "boolean": true}'),
-            "shape": ("application/sparql-results+json", b'{"head": {}}'),
-        }
-        if mode == "incomplete":
-            self.send_response(200)
-            self.send_header("Content-Type", "application/sparql-results+json")
-            self.send_header("Content-Length", "1000")
-            self.end_headers()
-            self.wfile.write(b'{"head": {"vars": ["x"]}')
-            self.wfile.flush()
-            self.connection.shutdown(2)
-            return
-        content_type, body = bodies[mode]
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def faulty():
-    server = _serve(_Faulty)
+    server = start_fault_server()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
 
