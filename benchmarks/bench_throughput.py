@@ -1,7 +1,8 @@
 """Eval throughput against a served LM: 1 / 4 / 8 / 16 threads with the default settings.
 
-A loopback OpenAI-compatible stub (`/v1/chat/completions`, fixed latency, TCP_NODELAY) plays the
-controller with a fixed policy that exercises the real tools on the real embedded store: it
+A loopback OpenAI-compatible stub (`/v1/chat/completions`, fixed latency, TCP_NODELAY), served from
+its own process as a real LM server would be (so its HTTP handling does not share the evaluation's
+interpreter lock), plays the controller with a fixed policy that exercises the real tools on the real embedded store: it
 executes the question's gold query, then stops (the answer-type call gets a plain answer). Every
 thread count runs the same questions through `saga_dspy.eval.evaluate` in this process, with the
 default tracking (MLflow to a fresh sqlite store) unless `--no-mlflow`.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import re
 import sys
@@ -26,6 +28,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -40,16 +43,16 @@ def _reply(fields: dict[str, str]) -> str:
 
 
 class StubPolicy:
-    """What the stub answers: gold query first, then stop; counts its calls."""
+    """What the stub answers: gold query first, then stop; counts its calls in `calls` (shared with
+    the benchmark's process)."""
 
-    def __init__(self, gold_by_question: dict[str, str]):
+    def __init__(self, gold_by_question: dict[str, str], calls: Any):
         self.gold = gold_by_question
-        self.calls = 0
-        self.lock = threading.Lock()
+        self.calls = calls
 
     def answer(self, messages: list[dict]) -> str:
-        with self.lock:
-            self.calls += 1
+        with self.calls.get_lock():
+            self.calls.value += 1
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
         outputs = output_fields(system)
         fields = prompt_fields(messages[-1]["content"] if messages else "")
@@ -66,6 +69,26 @@ class StubPolicy:
         else:
             out = {name: "" for name in outputs}
         return _reply(out)
+
+
+def _serve_stub(gold_by_question: dict[str, str], latency: float, calls: Any, ready: Any) -> None:
+    """The stub server's process: serve until killed."""
+    stub = OpenAIStub(reply=StubPolicy(gold_by_question, calls).answer, delay=latency).__enter__()
+    ready.send(stub.api_base)
+    threading.Event().wait()
+
+
+def start_stub(gold_by_question: dict[str, str], latency: float) -> tuple[Any, Any, str]:
+    """(process, shared call counter, api_base) of a stub served from a fresh process."""
+    ctx = multiprocessing.get_context("spawn")
+    calls = ctx.Value("i", 0)
+    ready, child_end = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_serve_stub, args=(gold_by_question, latency, calls, child_end), daemon=True)
+    proc.start()
+    if not ready.poll(60):
+        proc.kill()
+        raise SystemExit("the stub server did not start within 60 s")
+    return proc, calls, ready.recv()
 
 
 def trace_bytes(db: Path) -> int:
@@ -91,7 +114,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 4, 8, 16])
     ap.add_argument("--no-mlflow", action="store_true")
     ap.add_argument("--dataset", default="qald10")
-    ap.add_argument("--split", default="test")
+    ap.add_argument("--split", default="dev")
     args = ap.parse_args()
 
     from saga_dspy.config import Settings, apply_offline_env
@@ -105,9 +128,7 @@ def main() -> int:
     evalset = load_eval_set(base, progress=False)
     items = evalset.items[: args.questions + 1]
     ids = [it.id for it in items]
-    policy = StubPolicy({it.question: it.gold_sparql for it in items})
-    stub = OpenAIStub(reply=policy.answer, delay=args.latency).__enter__()
-    url = stub.api_base
+    stub, calls, url = start_stub({it.question: it.gold_sparql for it in items}, args.latency)
     tmp = Path(tempfile.mkdtemp(prefix="saga-throughput-"))
     endpoint = open_endpoint(base)
     rows = []
@@ -119,13 +140,13 @@ def main() -> int:
             sink = open(os.devnull, "w")
             evaluate(s, ["full"], out=tmp / f"warm-{n}", ids=ids[:1], endpoint=endpoint, progress=False,
                      stream=sink)
-            before_calls, before_bytes = policy.calls, trace_bytes(db)
+            before_calls, before_bytes = calls.value, trace_bytes(db)
             started = time.perf_counter()
             res = evaluate(s, ["full"], out=tmp / f"run-{n}", ids=ids[1:], endpoint=endpoint, progress=False,
                            stream=sink)
             wall = time.perf_counter() - started
             lines = res["full"].lines
-            lm_calls = policy.calls - before_calls
+            lm_calls = calls.value - before_calls
             q_seconds = sum(float((l.get("counters") or {}).get("seconds") or 0.0) for l in lines)
             lm_wait = lm_calls * args.latency
             rows.append({"threads": n, "questions": len(lines), "seconds": round(wall, 2),
@@ -136,7 +157,7 @@ def main() -> int:
             print(json.dumps(rows[-1]), flush=True)
     finally:
         endpoint.close()
-        stub.__exit__(None, None, None)
+        stub.kill()
     one = rows[0]["q_per_s"] if rows else None
     print("\n| threads | questions | seconds | q/s | speed-up | non-LM share | trace KB/q | F1 |")
     print("|---|---|---|---|---|---|---|---|")

@@ -29,6 +29,7 @@ import pyoxigraph
 
 from ..config import Settings
 from .cache import ResultCache
+from .check_memo import CheckMemo
 from .errors import EndpointUnavailable, MalformedResponse, QueryRefused, QuerySyntaxError, QueryTimeout, SparqlError
 from .guard import EMULATED_SERVICES, SERVICE_ALLOWLIST, check_read_only
 from .label_service import rewrite_label_service
@@ -51,6 +52,7 @@ class Endpoint(ABC):
         self.settings = settings
         self.prefixes = FREEBASE_PREFIXES if settings.kg == "freebase" else WIKIDATA_PREFIXES
         self.cache = ResultCache(Path(settings.cache_dir) / "results.sqlite") if settings.result_cache else None
+        self.check_memo = CheckMemo()
 
     @property
     def cache_id(self) -> str:
@@ -62,7 +64,13 @@ class Endpoint(ABC):
         return SERVICE_ALLOWLIST if self.native_label_service else EMULATED_SERVICES
 
     def _checked(self, sparql: str) -> tuple[str, str]:
-        """(text to send, query form). Every text sent has been parsed and checked as it is sent."""
+        """(text to send, query form). Every text sent has been parsed and checked as it is sent
+        (or is a shape checked before with its VALUES IRIs put back: `kg.check_memo`)."""
+        if len(sparql) > self.settings.max_query_chars:
+            return self._check(sparql)  # refused with the reason, whatever its shape
+        return self.check_memo.checked(sparql, self._check)
+
+    def _check(self, sparql: str) -> tuple[str, str]:
         parsed = check_read_only(self._parse(sparql), self.service_allowlist, self.prefixes)
         text = parsed.text
         if not self.native_label_service:
