@@ -6,6 +6,7 @@ the Wikidata prefixes, has one deadline, and comes back parsed once into
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import http.client
 import json
@@ -21,6 +22,7 @@ import queue
 import threading
 import time
 import urllib.parse
+import urllib.request
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -369,9 +371,6 @@ class HttpEndpoint(Endpoint):
         raise EndpointUnavailable(f"{self.url}: HTTP {status}" + (f": {message[:200]}" if message else ""))
 
     def _post(self, sparql: str, deadline: float) -> tuple[int, str, bytes, http.client.HTTPMessage]:
-        url = urllib.parse.urlsplit(self.url)
-        connection_type = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
-        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
         body = urllib.parse.urlencode({"query": sparql}).encode()
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": ACCEPT,
                    "User-Agent": self.settings.user_agent}
@@ -379,7 +378,7 @@ class HttpEndpoint(Endpoint):
         started = time.monotonic()
         if timeout <= 0:
             raise QueryTimeout("query timed out before it could be sent")
-        conn = connection_type(url.hostname, url.port, timeout=timeout)
+        conn, path = open_connection(self.url, timeout, headers)
         try:
             conn.request("POST", path, body, headers)
             _arm(conn, deadline)
@@ -407,6 +406,51 @@ class HttpEndpoint(Endpoint):
             raise _Retryable(f"connection failed: {exc}") from None
         finally:
             conn.close()
+
+
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy URL for `url` from the environment (`HTTP_PROXY` / `HTTPS_PROXY`, `NO_PROXY`) or the
+    system settings, as urllib reads them; None for a direct connection. Loopback is always direct:
+    no proxy can reach this machine's own servers."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if host in LOOPBACK_HOSTS or host.startswith("127."):
+        return None
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def open_connection(url: str, timeout: float, headers: dict[str, str]) -> tuple[http.client.HTTPConnection, str]:
+    """(an unopened connection for `url`, the request target to send). Through a proxy: HTTPS is
+    tunnelled with CONNECT, plain HTTP is sent to the proxy in absolute form; a `user:password@` in the
+    proxy URL becomes a Proxy-Authorization header (added to `headers` for plain HTTP)."""
+    target = urllib.parse.urlsplit(url)
+    path = (target.path or "/") + (f"?{target.query}" if target.query else "")
+    https = target.scheme == "https"
+    proxy = proxy_for(url)
+    if proxy is None:
+        connection_type = http.client.HTTPSConnection if https else http.client.HTTPConnection
+        return connection_type(target.hostname, target.port, timeout=timeout), path
+    via = urllib.parse.urlsplit(proxy)
+    if via.scheme != "http" or not via.hostname:
+        raise EndpointUnavailable(f"proxy {proxy.split('@')[-1]!r} for {url}: only http:// proxy URLs are supported")
+    auth = {}
+    if via.username is not None:
+        user = urllib.parse.unquote(via.username) + ":" + urllib.parse.unquote(via.password or "")
+        auth["Proxy-Authorization"] = "Basic " + base64.b64encode(user.encode()).decode("ascii")
+    proxy_port = via.port or (443 if via.scheme == "https" else 80)
+    if https:
+        conn = http.client.HTTPSConnection(via.hostname, proxy_port, timeout=timeout)
+        conn.set_tunnel(target.hostname, target.port or 443, headers=auth)
+        return conn, path
+    headers.update(auth)
+    return http.client.HTTPConnection(via.hostname, proxy_port, timeout=timeout), urllib.parse.urlunsplit(
+        (target.scheme, target.netloc, target.path or "/", target.query, ""))
 
 
 def _arm(conn: http.client.HTTPConnection, deadline: float) -> None:
