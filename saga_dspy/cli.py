@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from saga_dspy.eval.errors import EvalError
+from saga_dspy.eval.errors import EvalError, Interrupted
 from saga_dspy.kg.errors import SparqlError
 
 DEBUG_FLAG = "--debug"
@@ -71,13 +71,14 @@ def one_line(exc: BaseException) -> str:
 
 
 def run_main(main: Callable[[list[str]], int], argv: Sequence[str] | None = None) -> int:
-    """`main(argv)` with every error said in one line: exit 2 for bad input, 1 for anything else, 130 on Ctrl-C."""
+    """`main(argv)` with every error said in one line: exit 2 for bad input, 1 for anything else, 130 on
+    Ctrl-C or a run's `Interrupted`."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = DEBUG_FLAG in argv or os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
     argv = [a for a in argv if a != DEBUG_FLAG]
     try:
         return main(argv)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         print("interrupted", file=sys.stderr)
         return 130
     except _known_errors() as exc:

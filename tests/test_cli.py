@@ -116,6 +116,21 @@ def test_unexpected_errors_name_the_debug_switch(monkeypatch, capsys):
         run_main(main, ["--debug"])
 
 
+@pytest.mark.parametrize("error,status,said", [
+    ("interrupted", 130, "interrupted"), ("ctrl-c", 130, "interrupted"), ("eval", 2, "error: no gold for x"),
+])
+def test_run_errors_are_said_once_by_run_main(error, status, said, capsys):
+    from saga_dspy.cli import run_main
+    from saga_dspy.eval.errors import EvalError, Interrupted
+
+    def main(argv):
+        raise {"interrupted": Interrupted("signal 15"), "ctrl-c": KeyboardInterrupt(),
+               "eval": EvalError("no gold for x")}[error]
+
+    assert run_main(main, []) == status
+    assert capsys.readouterr().err == said + "\n"
+
+
 ABBREVIATED = {  # a prefix of a real flag, which argparse would take for it by default
     "eval": ["--lm-cach"], "optimize": ["--lm-cach"], "ask": ["--jso", "Who?"],
     "stats": ["grounding", "--dataset", "qald10", "--lim", "1"], "kg": ["query", "--endpoin", "embedded", "ASK {}"],

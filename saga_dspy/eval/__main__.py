@@ -42,11 +42,10 @@ from saga_dspy.cli import ArgumentParser, append_help, one_line, run_main
 from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.answerability import describe_subset
-from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import parse_ids
 from saga_dspy.eval.gold import freeze
 from saga_dspy.eval.rescore import RESCORED, rescore
-from saga_dspy.eval.runner import COVERAGES, Interrupted, evaluate, program_has_controller_demos
+from saga_dspy.eval.runner import COVERAGES, evaluate, program_has_controller_demos
 from saga_dspy.lm import cli_lm
 from saga_dspy.variants import VARIANT_NAMES
 
@@ -162,19 +161,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if lm is None:
         return 2
     dspy.configure(lm=lm)
-    try:
-        results = evaluate(
-            settings, args.variants or [settings.variant], ids=parse_ids(args.ids), data_file=args.data_file,
-            gold_file=args.gold_file, answerable_only=not args.all_questions, resume=args.resume,
-            retry_failed=args.retry_failed, overwrite=args.overwrite, lm=lm, progress=not args.no_progress,
-            experiment=args.experiment,
-        )
-    except EvalError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (KeyboardInterrupt, Interrupted):
-        print("interrupted", file=sys.stderr)
-        return 130
+    results = evaluate(
+        settings, args.variants or [settings.variant], ids=parse_ids(args.ids), data_file=args.data_file,
+        gold_file=args.gold_file, answerable_only=not args.all_questions, resume=args.resume,
+        retry_failed=args.retry_failed, overwrite=args.overwrite, lm=lm, progress=not args.no_progress,
+        experiment=args.experiment,
+    )  # EvalError / Interrupted: one line and exit 2 / 130 (cli.run_main)
     if any(r.interrupted for r in results.values()):
         return 130
     return 3 if any(r.stopped for r in results.values()) else 0

@@ -41,13 +41,13 @@ from dspy.teleprompt import BootstrapFewShot
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings, redact_argv
 from saga_dspy.eval.datasets import BENCHMARKS
-from saga_dspy.eval.errors import EvalError
+from saga_dspy.eval.errors import EvalError, Interrupted
 from saga_dspy.eval.evalset import EvalItem, EvalSet, load_eval_set
 from saga_dspy.eval.metrics import answer_f1
 from saga_dspy.eval.rundir import locked_run_dir, make_private, open_private
 from saga_dspy.eval.records import endpoint_record, fingerprint, lm_record, program_record, versions, write_json
 from saga_dspy.eval.report import markdown_table, summary_table
-from saga_dspy.eval.runner import Interrupted, run_variant, sigterm_as_interrupt
+from saga_dspy.eval.runner import run_variant, sigterm_as_interrupt
 from saga_dspy.eval.splits import benchmark_firewall
 from saga_dspy.eval.tracking import Tracker, comparison_chart, run_name
 from saga_dspy.kg.endpoint import Endpoint

@@ -13,8 +13,6 @@ import dspy
 from saga_dspy.cli import ArgumentParser, append_help, run_main
 from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
-from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.runner import Interrupted
 from saga_dspy.lm import cli_lm, configure_lm_cache
 from saga_dspy.optimize import (
     MIPRO_MISSING,
@@ -88,13 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         shuffle_seed=args.shuffle_seed, auto=args.auto, num_trials=args.num_trials,
         num_candidates=args.num_candidates, firewall=tuple(args.firewall or ()),
     )
-    try:  # refuse bad requests before loading a model
-        refuse_test_split(settings.dataset, settings.split, args.data_file)
-        if options.optimizer == "mipro" and importlib.util.find_spec("optuna") is None:
-            raise OptimizeError(MIPRO_MISSING)
-    except OptimizeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    # refuse bad requests before loading a model (OptimizeError: one line, exit 2, by cli.run_main)
+    refuse_test_split(settings.dataset, settings.split, args.data_file)
+    if options.optimizer == "mipro" and importlib.util.find_spec("optuna") is None:
+        raise OptimizeError(MIPRO_MISSING)
     lm = None
     if options.optimizer == "none" and options.holdout <= 0:  # gold demos alone: no LM call
         configure_lm_cache(settings)
@@ -103,15 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if lm is None:
             return 2
         dspy.configure(lm=lm)
-    try:
-        optimize(settings, options, data_file=args.data_file, gold_file=args.gold_file, lm=lm,
-                 progress=not args.no_progress, experiment=args.experiment)
-    except EvalError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (KeyboardInterrupt, Interrupted):
-        print("interrupted", file=sys.stderr)
-        return 130
+    optimize(settings, options, data_file=args.data_file, gold_file=args.gold_file, lm=lm,
+             progress=not args.no_progress, experiment=args.experiment)  # errors: cli.run_main
     return 0
 
 

@@ -46,6 +46,7 @@ def test_metric_is_f1_and_a_pass_when_tracing():
 
 def test_test_splits_are_refused(opt_settings, capsys):
     from saga_dspy.optimize import OptimizeError, OptimizeOptions, optimize, refuse_test_split
+    from saga_dspy.cli import run_main
     from saga_dspy.optimize.__main__ import main
 
     with pytest.raises(OptimizeError, match="test split"):
@@ -57,16 +58,17 @@ def test_test_splits_are_refused(opt_settings, capsys):
     assert refuse_test_split("wwq", "dev") == "dev" and refuse_test_split("qald10", "train") == "train"
     with pytest.raises(OptimizeError):
         optimize(opt_settings.model_copy(update={"split": "test"}), OptimizeOptions(), progress=False)
-    # the CLI refuses before building any LM
-    assert main(["--dataset", "qald10", "--split", "test", "--lm", "no/such-model", "--no-mlflow"]) == 2
+    # the CLI refuses before building any LM, in one line (cli.run_main)
+    assert run_main(main, ["--dataset", "qald10", "--split", "test", "--lm", "no/such-model", "--no-mlflow"]) == 2
     assert "refusing to optimize on qald10/test" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(importlib.util.find_spec("optuna") is not None, reason="optuna is installed")
 def test_mipro_without_optuna_says_how_to_install(capsys):
+    from saga_dspy.cli import run_main
     from saga_dspy.optimize.__main__ import main
 
-    assert main(["--optimizer", "mipro", "--dataset", "qald10", "--split", "train", "--no-mlflow"]) == 2
+    assert run_main(main, ["--optimizer", "mipro", "--dataset", "qald10", "--split", "train", "--no-mlflow"]) == 2
     assert "pip install -e '.[mipro]'" in capsys.readouterr().err
 
 
