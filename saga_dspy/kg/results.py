@@ -1,7 +1,7 @@
 """Typed SPARQL results shared by the endpoints, the tools, the formatter and the metric.
 
 Every endpoint parses its answer once into these types, so nothing downstream
-ever looks at raw SPARQL-JSON, pyoxigraph terms or SPARQLWrapper objects.
+ever looks at raw SPARQL-JSON or pyoxigraph terms.
 """
 
 from __future__ import annotations
