@@ -12,15 +12,8 @@ from .compat import (
     entity_types_many,
 )
 from .hierarchy import MAX_DEPTH, ROOT, ClassHierarchy, load_hierarchy
-from .index import (
-    FORMAT_VERSION,
-    BuildOptions,
-    PropertySchema,
-    SchemaIndex,
-    TypeEvidence,
-    build_schema_index,
-    load_schema_index,
-)
+from .build import BuildOptions, build_schema_index
+from .index import FORMAT_VERSION, PropertySchema, SchemaIndex, TypeEvidence, load_schema_index
 
 __all__ = [
     "BuildOptions",

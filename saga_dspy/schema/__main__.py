@@ -19,7 +19,8 @@ from saga_dspy.cli import ArgumentParser, run_main
 from ..kg.endpoint import open_endpoint
 from .compat import check_domain, entity_types
 from .hierarchy import load_hierarchy
-from .index import BuildOptions, build_schema_index, cached_index_path, index_path, load_schema_index
+from .build import BuildOptions, build_schema_index
+from .index import cached_index_path, index_path, load_schema_index
 
 COMMON = ["cache_dir", "data_dir", "schema_index"]
 BUILD_ROW_CAP = 20000  # pages of the build; a --row-cap given explicitly wins

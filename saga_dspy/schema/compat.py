@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Iterable, Literal
 
 from ..kg.results import SelectResult
 from .hierarchy import ClassHierarchy
-from .index import FB, WD, TypeEvidence, normalize_pid
+from ..kg.prefixes import WD
+from .index import FB, TypeEvidence, normalize_pid
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kg.endpoint import Endpoint

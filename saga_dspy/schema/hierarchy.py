@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 from ..config import Settings
 from ..kg.errors import SparqlError
 from ..kg.results import SelectResult
-from .index import FB, WD, SchemaIndex, load_schema_index, normalize_pid
+from ..kg.prefixes import WD
+from .index import FB, SchemaIndex, load_schema_index, normalize_pid
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kg.endpoint import Endpoint
