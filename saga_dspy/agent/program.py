@@ -432,8 +432,10 @@ class SagaProgram(dspy.Module):
             if episode.status_of(final) == "blocked":
                 status = "blocked"
             else:
-                try:
-                    answers = self.services.endpoint.query(final)
+                try:  # the answers the execute tool already got for this very query, else the endpoint's
+                    answers = episode.result_of(final)
+                    if answers is None:
+                        answers = self.services.endpoint.query(final)
                     status = "ok" if nonempty(answers) else "empty"
                 except SparqlError as exc:
                     status = "error"

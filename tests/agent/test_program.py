@@ -86,6 +86,16 @@ def test_one_hop_question_answered_correctly(settings, endpoint, search):
     assert [s["tool_name"] for s in pred.trajectory] == ["search_wikidata", "get_wikidata_entry", "execute_sparql", "stop"]
 
 
+def test_the_final_query_is_not_run_again_for_the_prediction(settings, endpoint, search, monkeypatch):
+    sent = []
+    real = type(endpoint).query
+    monkeypatch.setattr(type(endpoint), "query", lambda self, q, timeout=None: sent.append(q) or real(self, q, timeout))
+    script = [answer_type("person", "Q5"), step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop", "done")]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert answer_ids(pred) == {"Q42299"} and pred.final_status == "ok"
+    assert sent.count(RIEMANN_SPARQL) == 1  # the execute tool's answers are the prediction's
+
+
 def test_type_context_and_log_reach_every_step(settings, endpoint, search):
     script = [
         answer_type("person", "Q5"),
