@@ -23,6 +23,7 @@ class GroundingFlags:
     answer_type_prior: bool = True  # rank lookups by the expected answer type
     schema_annotations: bool = True  # [domain | range] in search hits and lookups
     prune_all: bool = False  # SPINACH: LM-prune every neighbourhood (via the context's prune callable)
+    incoming_edges: bool = True  # the lookup also lists the properties that point at the entity (?x wdt:P wd:E)
 
     @classmethod
     def for_variant(cls, variant: str) -> "GroundingFlags":
@@ -72,7 +73,7 @@ _TABLE = (
     Variant("no-auto-run", GroundingFlags(), AgentFlags(auto_run=False)),
     Variant("spinach",
             GroundingFlags(type_filter=False, conflict_check=False, type_state=False, answer_type_prior=False,
-                           schema_annotations=False, prune_all=True),
+                           schema_annotations=False, prune_all=True, incoming_edges=False),
             AgentFlags(answer_type_step=False, query_form=False, form_rewrite=False, auto_run=False,
                        schema_controller=False, reject_empty_stop=False)),
 )

@@ -37,6 +37,9 @@ _PERSON_NOUNS = frozenset({"person", "people", "actor", "actress", "author", "wr
                            "wife", "husband", "child", "son", "daughter", "founder", "member", "leader", "mayor",
                            "chancellor", "prime", "governor", "painter", "poet", "composer", "astronaut"})
 _PLACE_NOUNS = frozenset({"place", "location", "country", "city", "town", "state", "region", "continent", "where"})
+# everyday nouns whose Wikidata class is labelled otherwise
+_CLASS_WORDS = {"movie": "film", "boardgame": "board game", "tv show": "television series", "show": "television series",
+                "song": "musical work", "firm": "business", "band": "musical group"}
 _NOT_HEAD = frozenset({"is", "was", "are", "were", "the", "a", "an", "of", "do", "does", "did", "kind", "type",
                        "sort", "has", "have"})
 
@@ -70,13 +73,15 @@ def rule_answer_type(question: str, schema: SchemaIndex | None = None) -> Answer
         words = [w for w in m.group(1).lower().split() if w not in _NOT_HEAD]
         if not words:
             continue
-        for phrase in (" ".join(words), words[0]):
+        for phrase in dict.fromkeys((" ".join(words), words[0], words[-1])):  # "danish movies": the last word
             single = " ".join(stem(w) for w in phrase.split())
             if single in _PERSON_NOUNS or phrase in _PERSON_NOUNS:
                 return AnswerCue("person", HUMAN, cue=f"head noun {phrase!r}")
-            qid = class_for(single, schema) or class_for(phrase, schema)
+            qid = (class_for(single, schema) or class_for(phrase, schema)
+                   or class_for(_CLASS_WORDS.get(single) or _CLASS_WORDS.get(phrase.removesuffix("s"), ""), schema))
             if qid:
-                return AnswerCue(single, qid, cue=f"head noun {phrase!r}")
+                return AnswerCue(schema.class_label(qid) if schema is not None else single, qid,
+                                 cue=f"head noun {phrase!r}")
             if single in _PLACE_NOUNS:
                 return AnswerCue("location", LOCATION, cue=f"head noun {phrase!r}")
         break

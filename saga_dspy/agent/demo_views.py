@@ -3,7 +3,7 @@
 The bundled pools are recorded by the full variant's tools. A variant without a mechanism must not be
 shown what only that mechanism produces: `for_variant(record, variant)` removes it from the record's
 observations and controller inputs (type-filter notes, `[domain | range]` annotations, ★ marks and the
-proposed query, the expected answer type, the type context and knowledge log, the imposed form). What it
+proposed query, the incoming section, the expected answer type, the type context and knowledge log, the imposed form). What it
 cannot undo, it refuses: a record with a `[BLOCKED]` observation is dropped for a variant without the
 conflict check. A per-variant pool file recorded by the variant's own tools
 (`<data_dir>/demos/<dataset>.<variant>.jsonl`) is preferred to this rendering wherever it exists.
@@ -29,12 +29,18 @@ _COMPACT_RANGE = re.compile(r" \[range: [^\]\n]*(?:\]|…|$)", re.M)
 _SEARCH_SCHEMA = re.compile(r" \[domain: [^\n]*")  # '[domain: … | range: …]', last on its line (maybe clipped)
 _SEARCH_TYPES = re.compile(r" \[(?:class; subclass of [^\]\n]*|no types|[^\]\n]*)\]$", re.M)
 _EXPECTED_LINE = re.compile(r"^Expected answer type:.*$\n?", re.M)
+_INCOMING = re.compile(r"^Incoming: .*$\n?(?:^  ← .*$\n?)*", re.M)  # the section (or its compact line)
+_NEXT_INCOMING = re.compile(r"^Next: (?:the items asked for point at this entity; )?execute e\.g\. .*$", re.M)
 
 
 def _observation(text: str, variant: Variant, tool: str) -> str:
     g = variant.grounding
     if not g.type_filter:
         text = _TYPE_FILTER_LINE.sub("", text)
+    if not g.incoming_edges:
+        text = _INCOMING.sub("", text)
+    if not g.answer_type_prior or not g.incoming_edges:  # an incoming proposal needs both
+        text = _NEXT_INCOMING.sub(PLAIN_NEXT, text)
     if not g.answer_type_prior:
         text = _STAR_LINE.sub("", text)
         text = _STAR.sub("", text)

@@ -16,6 +16,10 @@ gold (subject entity, property) pairs; see `eval.gold_pairs`):
   recall@1 / @3 / @10 over pairs whose property is in the entity's neighbourhood (what a lookup can
   show) and over all pairs. `misled`: questions whose first gold subject's lookup stars or proposes
   first a property that is not one of the query's gold properties.
+- incoming ranking: for each gold (property, object entity) pair — the entity is the value, as in
+  `?film wdt:P161 wd:Q219512` — the gold property's position in the lookup's incoming section,
+  recall@1 / @3; and, for the questions whose gold query has only such pairs (asked from the
+  object's side), the answers F1 of the query the lookup of the first such entity proposes.
 - the proposed query: answers F1 (eval.metrics.answer_f1) against the frozen gold result of the query the
   lookup of the question's first gold subject proposes (0 when it proposes none); over answerable questions.
 - observation size: tokens per lookup observation, median / p95. Tokens are approximated without a
@@ -48,6 +52,7 @@ from saga_dspy.eval.gold_pairs import GoldQuery, gold_queries
 from saga_dspy.eval.metrics import answer_f1
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.flavours import flavour_for
+from saga_dspy.grounding.incoming import incoming_order
 from saga_dspy.grounding.neighbourhood import fetch_neighbourhood
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.errors import SparqlError
@@ -275,6 +280,9 @@ class _Tally:
         self.misled = self.hinted = self.questions_with_pairs = 0
         self.f1s: list[float] = []
         self.proposals = 0
+        self.incoming_ranks: list[int | None] = []
+        self.incoming_f1s: list[float] = []
+        self.incoming_proposals = 0
         self.at_total = self.at_ok = self.cls_total = self.cls_ok = 0
         self.at_confusion: Counter = Counter()
         self.examples: list[dict[str, Any]] = []
@@ -303,10 +311,21 @@ class _Tally:
         return obs, observed_order(obs), ctx
 
     def lookups(self, q: GoldQuery, rec: dict[str, Any], at) -> None:
-        if not q.pairs:
-            return
         question = rec.get("question") or ""
         seen: dict[str, tuple[str, list[str], QuestionContext | None]] = {}
+        for eid, pid in q.incoming:
+            if eid not in seen:
+                seen[eid] = self._lookup(eid, question, at)
+            obs, _, ctx = seen[eid]
+            if ctx is not None:
+                order = incoming_order(obs)
+                self.incoming_ranks.append(order.index(pid) + 1 if pid in order else None)
+        if not q.pairs:
+            if q.incoming and rec.get("answerable") and rec.get("gold"):
+                obs, _, ctx = seen[q.incoming[0][0]]
+                if ctx is not None:
+                    self.incoming_f1s.append(self._proposal_f1(ctx, rec, incoming=True))
+            return
         for eid, pid in q.pairs:
             if eid not in seen:
                 seen[eid] = self._lookup(eid, question, at)
@@ -332,14 +351,20 @@ class _Tally:
             self.hinted += 1
             self.misled += first not in gold_props
         if rec.get("answerable") and rec.get("gold"):
-            f1 = 0.0
-            if ctx.suggested_sparql:
-                self.proposals += 1
-                try:
-                    f1 = answer_f1(self.endpoint.query(ctx.suggested_sparql), rec["gold"])
-                except SparqlError:  # a failing proposal scores 0
-                    f1 = 0.0
-            self.f1s.append(f1)
+            self.f1s.append(self._proposal_f1(ctx, rec))
+
+    def _proposal_f1(self, ctx: QuestionContext, rec: dict[str, Any], incoming: bool = False) -> float:
+        """Answers F1 of the lookup's proposed query against the frozen gold (0 without a proposal)."""
+        if not ctx.suggested_sparql:
+            return 0.0
+        if incoming:
+            self.incoming_proposals += 1
+        else:
+            self.proposals += 1
+        try:
+            return answer_f1(self.endpoint.query(ctx.suggested_sparql), rec["gold"])
+        except SparqlError:  # a failing proposal scores 0
+            return 0.0
 
     def report(self) -> dict[str, Any]:
         def recall(rs: list[int | None], k: int) -> float | None:
@@ -356,6 +381,11 @@ class _Tally:
             },
             "proposed_query": {"answerable_questions": len(self.f1s), "proposals": self.proposals,
                                "mean_f1": round(statistics.fmean(self.f1s), 3) if self.f1s else None},
+            "incoming": {"gold_pairs": len(self.incoming_ranks),
+                         **{f"recall_at_{k}_pct": recall(self.incoming_ranks, k) for k in (1, 3)},
+                         "object_side_answerable_questions": len(self.incoming_f1s),
+                         "proposals": self.incoming_proposals,
+                         "proposal_mean_f1": round(statistics.fmean(self.incoming_f1s), 3) if self.incoming_f1s else None},
             "observation_tokens": {"lookups": len(self.tokens),
                                    "median": int(statistics.median(self.tokens)) if self.tokens else None,
                                    "p95": _p95(self.tokens), "tokenizer": "approx: words*1.3 + punctuation"},
@@ -418,6 +448,11 @@ def print_components(report: dict[str, Any], out: TextIO | None = None) -> None:
           f"questions ({pr['non_gold_first_pct']}%), hinted {pr['questions_hinted']}", file=out)
     print(f"proposed query: mean F1 {pq['mean_f1']} over {pq['answerable_questions']} answerable "
           f"({pq['proposals']} proposals)", file=out)
+    inc = report.get("incoming")
+    if inc:
+        print(f"incoming ({inc['gold_pairs']} gold pairs): R@1 {inc['recall_at_1_pct']}% R@3 {inc['recall_at_3_pct']}%; "
+              f"object-side questions: proposal mean F1 {inc['proposal_mean_f1']} over "
+              f"{inc['object_side_answerable_questions']} answerable ({inc['proposals']} proposals)", file=out)
     print(f"lookup tokens: median {ot['median']} p95 {ot['p95']} over {ot['lookups']} lookups ({ot['tokenizer']})",
           file=out)
     print(f"answer type: {at['accuracy_pct']}% of {at['questions']}; class {at['class_accuracy_pct']}% of "

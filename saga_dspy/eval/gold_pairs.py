@@ -1,9 +1,9 @@
-"""The gold entities and (subject entity, property) pairs of gold SPARQL queries: what the LLM-free statistics
-(`stats grounding`, `stats components`) measure the grounding against."""
+"""The gold entities, (subject entity, property) pairs and (object entity, property) pairs of gold SPARQL queries:
+what the LLM-free statistics (`stats grounding`, `stats components`) measure the grounding against."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from saga_dspy.grounding.flavours import CLAIM, DIRECT, Flavour
@@ -15,6 +15,7 @@ class GoldQuery:
     qid: str
     entities: list[str]
     pairs: list[tuple[str, str]]  # (entity, property) with the entity as the property's subject
+    incoming: list[tuple[str, str]] = field(default_factory=list)  # (entity, property), the entity as its value
 
 
 def gold_queries(records: Iterable[dict], flavour: Flavour) -> tuple[list[GoldQuery], int]:
@@ -27,6 +28,7 @@ def gold_queries(records: Iterable[dict], flavour: Flavour) -> tuple[list[GoldQu
             continue
         entities: list[str] = []
         pairs: list[tuple[str, str]] = []
+        incoming: list[tuple[str, str]] = []
         for p in parsed.patterns:
             for term in (p.subject, p.obj):
                 if term.kind == "iri":
@@ -43,9 +45,12 @@ def gold_queries(records: Iterable[dict], flavour: Flavour) -> tuple[list[GoldQu
                 eid = flavour.entity_id(term.value)
                 if ref is None or eid is None or not flavour.entity_re.match(eid):
                     continue
-                if (is_subject != step.inverse) and ref.role in (DIRECT, CLAIM) and (eid, ref.pid) not in pairs:
-                    pairs.append((eid, ref.pid))
-        out.append(GoldQuery(str(rec.get("id")), entities, pairs))
+                if ref.role not in (DIRECT, CLAIM):
+                    continue
+                side = pairs if is_subject != step.inverse else incoming
+                if (eid, ref.pid) not in side:
+                    side.append((eid, ref.pid))
+        out.append(GoldQuery(str(rec.get("id")), entities, pairs, incoming))
     return out, unparsable
 
 

@@ -76,7 +76,9 @@ def rest_block(ctx: QuestionContext, rest: Sequence[str]) -> Block | None:
     return Block(text, text, "other properties")
 
 
-def tail_lines(ctx: QuestionContext, arrangement: Arrangement) -> list[str]:
+def tail_lines(ctx: QuestionContext, arrangement: Arrangement, incoming_proposal: str | None = None) -> list[str]:
+    if arrangement.proposal is None and incoming_proposal:
+        return [f"Next: the items asked for point at this entity; execute e.g. {incoming_proposal}"]
     if arrangement.two_hop is not None:
         hop = arrangement.two_hop
         return [f"Two hops: no property of this entity gives the expected answer type, but "

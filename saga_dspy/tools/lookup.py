@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.incoming import IncomingView, arrange_incoming, fetch_incoming, incoming_block
 from saga_dspy.grounding.lookup_view import arrange, rest_block, tail_lines
 from saga_dspy.grounding.neighbourhood import Neighbourhood, Value, fetch_neighbourhood, type_filter
 from saga_dspy.grounding.ranking import id_order
@@ -186,9 +187,16 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
     arrangement, order, fits = _rank(ctx, eid, nb, selection.kept, prior)
     head = _head_lines(ctx, eid, nb, selection, fits, prior, arrangement)
     if not selection.all_pids:
-        head.append("No outgoing properties in the knowledge graph: look for it as the object of triples, "
-                    "or search for a better-connected entity of the same name.")
-        return fit("\n".join(head), ctx.budget)
+        incoming = _incoming(ctx, eid, nb, propose=True)
+        block = incoming_block(ctx, eid, incoming)
+        if block is None:
+            head.append("No outgoing properties in the knowledge graph: look for it as the object of triples, "
+                        "or search for a better-connected entity of the same name.")
+            return fit("\n".join(head), ctx.budget)
+        head.append("No outgoing properties in the knowledge graph.")
+        ctx.suggested_sparql = incoming.proposal or ctx.suggested_sparql
+        tail = [f"Next: execute e.g. {incoming.proposal}"] if incoming.proposal else []
+        return render_blocks(head, [block], ctx.budget, tail=tail).text
     return _render(ctx, eid, nb, selection, head, arrangement, order, fits)
 
 
@@ -264,6 +272,15 @@ def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], pr
     return arrangement, arrangement.order, {pid: pid in arrangement.starred for pid in kept}
 
 
+def _incoming(ctx: QuestionContext, eid: str, nb: Neighbourhood, *, propose: bool) -> IncomingView:
+    """The properties pointing at the entity (a SAGA grounding flag; none for SPINACH)."""
+    if not ctx.flags.incoming_edges:
+        return IncomingView({})
+    at = ctx.state.answer_type if _prior_active(ctx) else None
+    qid = at.qid if at else None
+    return arrange_incoming(ctx, eid, nb.label, fetch_incoming(ctx, eid, subject_types=bool(qid)), qid, propose=propose)
+
+
 def _head_lines(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, fits: dict[str, bool], prior: bool,
                 arrangement) -> list[str]:
     """The entity, its types, what the filter removed (and what that suggests), the ★ legend."""
@@ -306,11 +323,13 @@ def _render(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, 
     head.append(f"Outgoing properties: {shown} of {len(sel.all_pids)}, {n_vals} of {nb.edge_count} values{cap}:")
     if arrangement is not None:  # issue 12: top properties in full, the rest as one line; hints only when they agree
         blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid]) for pid in arrangement.full]
+        outgoing_proposal = arrangement.proposal is not None
+        incoming = _incoming(ctx, eid, nb, propose=not outgoing_proposal)
+        blocks += [b] if (b := incoming_block(ctx, eid, incoming, only_if_relevant=outgoing_proposal)) is not None else []
         rest = rest_block(ctx, arrangement.rest)
         blocks += [rest] if rest is not None else []
-        if arrangement.proposal:
-            ctx.suggested_sparql = arrangement.proposal
-        return render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement)).text
+        ctx.suggested_sparql = arrangement.proposal or incoming.proposal or ctx.suggested_sparql
+        return render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid]) for pid in order]
     starred = [pid for pid in order if fits[pid]]
     if starred and ctx.flavour.name == "wikidata":

@@ -16,6 +16,12 @@ def test_rule_answer_type(question, label):
     assert rule_answer_type(question).label == label
 
 
+def test_the_head_noun_may_be_the_last_word_or_an_everyday_name(schema):
+    danish = rule_answer_type("Give me all Danish movies.", schema)
+    assert (danish.label, danish.qid, danish.confident) == ("film", "Q11424", True)
+    assert rule_answer_type("What movies does Jesse Eisenberg play in?", schema).qid == "Q11424"
+
+
 def test_head_noun_class_and_the_guard(schema):
     cue = rule_answer_type("Which river does the Brooklyn Bridge cross?", schema)
     assert cue.label == "river" and cue.qid == "Q4022" and cue.confident

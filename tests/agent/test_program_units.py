@@ -290,7 +290,8 @@ def test_demos_show_only_what_the_variants_own_tools_produce():
         return "\n".join(_shown(r.example) + _shown(r.execute or r.example) for r in pool.records)
 
     spinach = text_of("spinach")
-    for marker in ("Type filter", "domain:", "range:", "★", "e.g. SELECT", "Expected answer type"):
+    assert "Incoming:" in full_text and "← " in full_text
+    for marker in ("Type filter", "domain:", "range:", "★", "e.g. SELECT", "Expected answer type", "Incoming:", "← "):
         assert marker not in spinach, marker
     no_filter = text_of("no-type-filter")
     assert "Type filter" not in no_filter and "domain:" in no_filter

@@ -282,8 +282,9 @@ def test_lookup_round_trips_are_bounded(make):
     for qid in ("Q761383", "Q11817", "Q30"):  # 1, 27 and 46 properties
         before = ctx.counters["sparql_queries"]
         tools["get_wikidata_entry"](qid)
-        assert ctx.counters["sparql_queries"] - before <= 3
-    assert [t["queries"] for t in ctx.trace] == [ctx.trace[0]["queries"]] * 3
+        # N(e) in at most 3, the incoming section in at most 3 more (counts, subject types, example labels)
+        assert ctx.counters["sparql_queries"] - before <= 6
+    assert len(ctx.trace) == 3 and max(t["queries"] for t in ctx.trace) <= 6  # not growing with the properties
 
 
 def test_search_annotates_properties_and_entity_types(make):

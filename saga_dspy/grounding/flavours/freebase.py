@@ -106,6 +106,12 @@ class FreebaseFlavour(Flavour):
             f"OPTIONAL {{ ?v <{NAME}> ?l FILTER(LANG(?l) = \"en\" || LANG(?l) = \"\") }} }}"
         )
 
+    def incoming_query(self, eid: str, limit: int) -> str | None:  # not shown on Freebase (CVT-heavy)
+        return None
+
+    def incoming_types_query(self, eid: str, limit: int) -> str | None:
+        return None
+
     def qualifier_query(self, eid: str) -> str | None:
         """CVT hop: the outgoing edges of nameless values (mediator nodes)."""
         e = f"<{NS}{eid}>"

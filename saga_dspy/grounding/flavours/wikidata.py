@@ -140,6 +140,22 @@ class Flavour:
             f"OPTIONAL {{ ?v <{RDFS_LABEL}> ?l FILTER(LANG(?l) = \"en\") }} }}"
         )
 
+    def incoming_query(self, eid: str, limit: int) -> str | None:
+        """The direct-claim properties whose value is this entity, with how many subjects have it and
+        one of them (the largest id: stable), most used first."""
+        return (
+            f"SELECT ?p (COUNT(?s) AS ?n) (MAX(STR(?s)) AS ?ex) WHERE {{ {self.values_clause('e', [eid])} ?s ?p ?e . "
+            f"FILTER(STRSTARTS(STR(?p), \"{WDT}\")) }} GROUP BY ?p ORDER BY DESC(?n) LIMIT {int(limit)}"
+        )
+
+    def incoming_types_query(self, eid: str, limit: int) -> str | None:
+        """The P31 types of the subjects of each incoming direct-claim property, with counts."""
+        return (
+            f"SELECT ?p ?t (COUNT(?s) AS ?n) WHERE {{ {self.values_clause('e', [eid])} ?s ?p ?e . "
+            f"FILTER(STRSTARTS(STR(?p), \"{WDT}\")) ?s <{WDT}{self.type_pid}> ?t }} "
+            f"GROUP BY ?p ?t ORDER BY DESC(?n) LIMIT {int(limit)}"
+        )
+
     def qualifier_query(self, eid: str) -> str | None:
         """One row per qualifier: the statement's property and value, the qualifier and its value."""
         e = f"<{self.entity_iri(eid)}>"

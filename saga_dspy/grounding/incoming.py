@@ -1,0 +1,143 @@
+"""The edges that point at an entity: `?x wdt:P wd:E`.
+
+Most list questions are asked from the object's side ("What movies does Jesse Eisenberg play
+in?" is `?film wdt:P161 wd:Q219512`, "Give me all Danish movies" `?film wdt:P495 wd:Q35`,
+"How many airlines are there?" `?x wdt:P31 wd:Q46970`), and a lookup that lists only outgoing
+properties hides exactly the property they need. `fetch_incoming` reads, in one grouped query,
+which direct-claim properties have the entity as their value, how many subjects each has, and
+one subject as an example; `arrange_incoming` ranks them by the question (as the outgoing ones)
+and marks those whose subjects fit the expected answer type, which is what makes a proposal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..kg.errors import SparqlError
+from ..kg.results import SelectResult
+from .context import QuestionContext
+from .ranking import PropertyScore, rank_properties
+from .render import Block, clip
+
+FETCHED = 30  # incoming properties read (most used first)
+TYPE_ROWS = 400  # (property, subject type) counts read to decide which properties fit the answer type
+SHOWN = 4  # shown in the lookup
+
+
+@dataclass
+class IncomingEdge:
+    pid: str
+    count: int  # subjects with this property pointing here
+    example: str | None = None  # one subject's id
+    example_label: str = ""
+    subject_types: tuple[str, ...] = ()  # P31 types of its subjects, most frequent first (when asked for)
+
+
+@dataclass
+class IncomingView:
+    edges: dict[str, IncomingEdge]
+    scores: list[PropertyScore] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)
+    fitting: set[str] = field(default_factory=set)
+    proposal: str | None = None
+
+
+def _rows(ctx: QuestionContext, sparql: str | None) -> list:
+    if sparql is None:
+        return []
+    try:
+        result = ctx.query(sparql)
+    except SparqlError:
+        return []
+    return result.rows if isinstance(result, SelectResult) else []
+
+
+def fetch_incoming(ctx: QuestionContext, eid: str, limit: int = FETCHED, *, subject_types: bool = False
+                   ) -> dict[str, IncomingEdge]:
+    """pid → IncomingEdge, most used first (with its subjects' types when `subject_types`); empty when the
+    flavour has no such query or it fails (the lookup goes on without the section)."""
+    edges: dict[str, IncomingEdge] = {}
+    for row in _rows(ctx, ctx.flavour.incoming_query(eid, limit)):
+        ref = ctx.flavour.prop_ref(row["p"].value) if "p" in row else None
+        if ref is None or ref.pid in edges:
+            continue
+        example = ctx.flavour.entity_id(row["ex"].value) if "ex" in row else None
+        edges[ref.pid] = IncomingEdge(ref.pid, int(float(row["n"].value)) if "n" in row else 0, example)
+    if not edges:
+        return edges
+    examples = [e.example for e in edges.values() if e.example]
+    labels = ctx.labels(examples) if examples else {}
+    for edge in edges.values():
+        edge.example_label = labels.get(edge.example, "") if edge.example else ""
+    if subject_types:
+        found: dict[str, list[str]] = {}
+        for row in _rows(ctx, ctx.flavour.incoming_types_query(eid, TYPE_ROWS)):
+            ref = ctx.flavour.prop_ref(row["p"].value) if "p" in row else None
+            t = ctx.flavour.entity_id(row["t"].value) if "t" in row else None
+            if ref is not None and t and ref.pid in edges:
+                found.setdefault(ref.pid, []).append(t)
+        for pid, types in found.items():
+            edges[pid].subject_types = tuple(types)
+    return edges
+
+
+def subjects_fit(ctx: QuestionContext, edge: IncomingEdge, answer_qid: str) -> bool:
+    """Are some of the edge's subjects of the expected answer class (a subject type, or the property's
+    formal domain, is the class or below it)?"""
+    h = ctx.hierarchy
+    ps = ctx.schema.get(edge.pid)
+    candidates = list(edge.subject_types) + (list(ps.domain.classes) if ps and ps.domain and ps.domain.is_formal else [])
+    try:
+        return any(answer_qid in h.ancestors(t) for t in candidates)
+    except Exception:  # noqa: BLE001 - ranking is best effort
+        return False
+
+
+def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: dict[str, IncomingEdge],
+                     answer_qid: str | None, *, propose: bool) -> IncomingView:
+    """Rank the incoming properties by the question (answer-type fit second); propose `?x wdt:P wd:E` with
+    the best-ranked one whose subjects fit the expected answer class."""
+    view = IncomingView(edges)
+    if not edges:
+        return view
+    fitting = {pid for pid, e in edges.items() if answer_qid and subjects_fit(ctx, e, answer_qid)}
+    scores = rank_properties(ctx.question, list(edges), ctx.schema, entity_label=entity_label,
+                             fits={pid: pid in fitting for pid in edges}, label_of=ctx.property_label, header=())
+    used = {pid: i for i, pid in enumerate(edges)}  # ties go to the most used property, not the lowest id
+    view.scores = sorted(scores, key=lambda s: (s.niche, -s.relevance, not s.fits, used[s.pid]))
+    view.shown = [s.pid for s in view.scores[:SHOWN]]
+    view.fitting = fitting & set(view.shown)
+    best = next((s.pid for s in view.scores if s.pid in fitting), None)
+    if propose and best is not None and ctx.flavour.name == "wikidata":
+        view.proposal = f"SELECT DISTINCT ?x WHERE {{ ?x wdt:{best} wd:{eid} }}"
+    return view
+
+
+def incoming_block(ctx: QuestionContext, eid: str, view: IncomingView, *, only_if_relevant: bool = False) -> Block | None:
+    """The section: one line per shown property, ★ where its subjects fit the expected answer type.
+    `only_if_relevant` (the outgoing side already proposes a query): shown only when an incoming property
+    matches the question's words, so a lookup does not grow for nothing."""
+    if not view.shown or (only_if_relevant and not any(s.relevance > 0 for s in view.scores[:SHOWN])):
+        return None
+    lines = [f"Incoming: items that have {eid} as the value of a property (query them as ?x wdt:Pid wd:{eid}), "
+             f"most relevant first:"]
+    for pid in view.shown:
+        e = view.edges[pid]
+        star = " ★" if pid in view.fitting else ""
+        example = f", e.g. {clip(e.example_label, 40)} ({e.example})" if e.example and e.example_label else ""
+        lines.append(f"  ← {clip(ctx.property_label(pid), 40)} ({pid}){star}: {e.count} item"
+                     f"{'s' if e.count != 1 else ''}{example}")
+    compact = "Incoming: " + ", ".join(f"{clip(ctx.property_label(p), 30)} ({p}) ← {view.edges[p].count}"
+                                       for p in view.shown)
+    return Block("\n".join(lines), compact, "incoming properties")
+
+
+def incoming_order(observation: str) -> list[str]:
+    """The incoming properties of a lookup observation, in the order it shows them."""
+    return [m.group(1) for line in observation.splitlines() if line.startswith("  ← ")
+            for m in [re.search(r"\(([PQ]\d+)\)", line)] if m]
+
+
+__all__ = ["FETCHED", "SHOWN", "IncomingEdge", "IncomingView", "arrange_incoming", "fetch_incoming", "incoming_block",
+           "incoming_order", "subjects_fit"]
