@@ -17,6 +17,9 @@ ROWS = [
     ("prop R@10 (N(e))", "property_ranking", "recall_at_10_in_neighbourhood_pct"),
     ("non-gold first %", "property_ranking", "non_gold_first_pct"),
     ("proposal F1", "proposed_query", "mean_f1"),
+    ("incoming R@1", "incoming", "recall_at_1_pct"),
+    ("incoming R@3", "incoming", "recall_at_3_pct"),
+    ("object-side proposal F1", "incoming", "proposal_mean_f1"),
     ("lookup tokens median", "observation_tokens", "median"),
     ("lookup tokens p95", "observation_tokens", "p95"),
     ("answer type acc %", "answer_type", "accuracy_pct"),
@@ -31,7 +34,7 @@ def main(folder: str, *tags: str) -> None:
                    if (Path(folder) / f"{t}-{key}.json").exists()}
         print(f"\n### {key}\n\n| metric | " + " | ".join(reports) + " |\n|---|" + "---|" * len(reports))
         for name, group, field in ROWS:
-            print(f"| {name} | " + " | ".join(str(r[group].get(field)) for r in reports.values()) + " |")
+            print(f"| {name} | " + " | ".join(str((r.get(group) or {}).get(field, "—")) for r in reports.values()) + " |")
         modes = sorted({m for r in reports.values() for m in r.get("filters", {})})
         for mode in modes:
             cells = []

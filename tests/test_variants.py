@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "saga_dspy"
 
 def test_the_table():
     assert VARIANT_NAMES == ("full", "no-type-filter", "no-type-state", "no-answer-type", "no-query-form",
-                             "no-form-rewrite", "no-auto-run", "spinach")
+                             "no-form-rewrite", "no-auto-run", "no-incoming", "spinach")
     assert [n for n in VARIANT_NAMES if variant_of(n).is_full] == ["full"]
     assert get_args(Variant) == VARIANT_NAMES  # the settings accept exactly the table's names
     assert variant_of("full").grounding == GroundingFlags() and variant_of("full").agent.answer_type_step
@@ -28,6 +28,7 @@ def test_the_table():
     assert not variant_of("no-answer-type").agent.answer_type_step
     assert not variant_of("no-type-filter").grounding.type_filter
     assert not variant_of("no-type-state").grounding.type_state
+    assert not variant_of("no-incoming").grounding.incoming_edges and not spinach.grounding.incoming_edges
     for name, flags in VARIANT_FLAGS.items():
         # the agent-only ablations keep full SAGA's grounding, so their flags read as "full"
         assert flags.variant == (name if flags != GroundingFlags() else "full")

@@ -341,7 +341,7 @@ class _Tally:
                                       "rank": rank, "first": order[:3]})
         obs, order, ctx = seen.get(q.pairs[0][0], ("", [], None))
         if ctx is not None:
-            self._first_subject(ctx, obs, {p for _, p in q.pairs}, rec)
+            self._first_subject(ctx, obs, {p for _, p in q.pairs + q.incoming}, rec)
 
     def _first_subject(self, ctx: QuestionContext, obs: str, gold_props: set[str], rec: dict[str, Any]) -> None:
         """The first gold subject's lookup: is its first hint gold, and how good is the query it proposes?"""
