@@ -95,9 +95,10 @@ def subjects_fit(ctx: QuestionContext, edge: IncomingEdge, answer_qid: str) -> b
 
 
 def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: dict[str, IncomingEdge],
-                     answer_qid: str | None, *, propose: bool) -> IncomingView:
+                     answer_qid: str | None, *, propose: bool, fit_alone: bool = True) -> IncomingView:
     """Rank the incoming properties by the question (answer-type fit second); propose `?x wdt:P wd:E` with
-    the best-ranked one whose subjects fit the expected answer class."""
+    the best-ranked one whose subjects fit the expected answer class — and, unless `fit_alone` (no outgoing
+    property fits the answer type either), that the question's words also match."""
     view = IncomingView(edges)
     if not edges:
         return view
@@ -108,7 +109,7 @@ def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: d
     view.scores = sorted(scores, key=lambda s: (s.niche, -s.relevance, not s.fits, used[s.pid]))
     view.shown = [s.pid for s in view.scores[:SHOWN]]
     view.fitting = fitting & set(view.shown)
-    best = next((s.pid for s in view.scores if s.pid in fitting), None)
+    best = next((s.pid for s in view.scores if s.pid in fitting and (fit_alone or s.relevance > 0)), None)
     if propose and best is not None and ctx.flavour.name == "wikidata":
         view.proposal = f"SELECT DISTINCT ?x WHERE {{ ?x wdt:{best} wd:{eid} }}"
     return view

@@ -272,13 +272,15 @@ def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], pr
     return arrangement, arrangement.order, {pid: pid in arrangement.starred for pid in kept}
 
 
-def _incoming(ctx: QuestionContext, eid: str, nb: Neighbourhood, *, propose: bool) -> IncomingView:
-    """The properties pointing at the entity (a SAGA grounding flag; none for SPINACH)."""
+def _incoming(ctx: QuestionContext, eid: str, nb: Neighbourhood, *, propose: bool, fit_alone: bool = True) -> IncomingView:
+    """The properties pointing at the entity (a SAGA grounding flag; none for SPINACH). A proposal on type fit
+    alone only when no outgoing property fits the answer type (else the words must match too)."""
     if not ctx.flags.incoming_edges:
         return IncomingView({})
     at = ctx.state.answer_type if _prior_active(ctx) else None
     qid = at.qid if at else None
-    return arrange_incoming(ctx, eid, nb.label, fetch_incoming(ctx, eid, subject_types=bool(qid)), qid, propose=propose)
+    return arrange_incoming(ctx, eid, nb.label, fetch_incoming(ctx, eid, subject_types=bool(qid)), qid, propose=propose,
+                            fit_alone=fit_alone)
 
 
 def _head_lines(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, fits: dict[str, bool], prior: bool,
@@ -324,7 +326,8 @@ def _render(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, 
     if arrangement is not None:  # issue 12: top properties in full, the rest as one line; hints only when they agree
         blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid]) for pid in arrangement.full]
         outgoing_proposal = arrangement.proposal is not None
-        incoming = _incoming(ctx, eid, nb, propose=not outgoing_proposal)
+        incoming = _incoming(ctx, eid, nb, propose=not outgoing_proposal,
+                             fit_alone=not any(s.fits for s in arrangement.scores))
         blocks += [b] if (b := incoming_block(ctx, eid, incoming, only_if_relevant=outgoing_proposal)) is not None else []
         rest = rest_block(ctx, arrangement.rest)
         blocks += [rest] if rest is not None else []

@@ -341,7 +341,7 @@ def test_render_table_clips_cells():
 
 def test_variants_map_to_flags_in_one_place(make, settings):
     assert set(VARIANT_FLAGS) == {"full", "no-type-filter", "no-type-state", "no-answer-type", "spinach",
-                                  "no-query-form", "no-form-rewrite", "no-auto-run"}
+                                  "no-query-form", "no-form-rewrite", "no-auto-run", "no-incoming"}
     assert GroundingFlags.for_variant("full") == GroundingFlags()
     for name in VARIANT_FLAGS:
         ctx, _ = make(variant=name)
