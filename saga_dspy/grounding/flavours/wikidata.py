@@ -131,10 +131,11 @@ class Flavour:
 
     def neighbourhood_query(self, eid: str) -> str:
         """Outgoing edges with English value labels, and the entity's own English label and description.
-        Statement links (p:) and aliases are left out in the query; other non-claim predicates in Python."""
-        e = f"<{self.entity_iri(eid)}>"
+        Statement links (p:) and aliases are left out in the query; other non-claim predicates in Python.
+        The entity comes in a VALUES block, as in every per-entity query: one checked shape for all
+        entities (`kg.check_memo`)."""
         return (
-            f"SELECT ?p ?v ?l WHERE {{ {e} ?p ?v . "
+            f"SELECT ?p ?v ?l WHERE {{ {self.values_clause('e', [eid])} ?e ?p ?v . "
             f"FILTER(!STRSTARTS(STR(?p), \"{P_}P\") && ?p != <{SKOS_ALT}> "
             f"&& (!isLiteral(?v) || LANG(?v) = \"\" || LANG(?v) = \"en\" || STRSTARTS(STR(?p), \"{WDT}\"))) "
             f"OPTIONAL {{ ?v <{RDFS_LABEL}> ?l FILTER(LANG(?l) = \"en\") }} }}"
@@ -158,18 +159,16 @@ class Flavour:
 
     def qualifier_query(self, eid: str) -> str | None:
         """One row per qualifier: the statement's property and value, the qualifier and its value."""
-        e = f"<{self.entity_iri(eid)}>"
         return (
-            f"SELECT ?ps ?v ?pp ?o ?l WHERE {{ {e} ?pc ?st . FILTER(STRSTARTS(STR(?pc), \"{P_}P\")) "
+            f"SELECT ?ps ?v ?pp ?o ?l WHERE {{ {self.values_clause('e', [eid])} ?e ?pc ?st . FILTER(STRSTARTS(STR(?pc), \"{P_}P\")) "
             f"?st ?pp ?o . FILTER(STRSTARTS(STR(?pp), \"{PQ}\")) "
             f"?st ?ps ?v . FILTER(STRSTARTS(STR(?ps), \"{PS}\")) "
             f"OPTIONAL {{ ?o <{RDFS_LABEL}> ?l FILTER(LANG(?l) = \"en\") }} }}"
         )
 
     def value_types_query(self, eid: str) -> str:
-        e = f"<{self.entity_iri(eid)}>"
         return (
-            f"SELECT DISTINCT ?v ?t WHERE {{ {e} ?p ?v . ?prop <http://wikiba.se/ontology#directClaim> ?p . "
+            f"SELECT DISTINCT ?v ?t WHERE {{ {self.values_clause('e', [eid])} ?e ?p ?v . ?prop <http://wikiba.se/ontology#directClaim> ?p . "
             f"?v <{WDT}{self.type_pid}> ?t }}"
         )
 
