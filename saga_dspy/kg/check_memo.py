@@ -1,8 +1,8 @@
 """Checked once, not parsed again: a bounded memo of an endpoint's query checks.
 
 Parsing with rdflib's grammar costs ~20 ms a query under one process-wide lock, and most queries
-an evaluation sends repeat a shape: the final query is re-executed for the prediction, and the
-tools' own queries differ only in the entity IRIs of one `VALUES` block. So a check is memoised
+an evaluation sends repeat a shape: the tools' own queries (lookups, labels, types) differ only
+in the entity IRIs of one `VALUES` block, and an agent often sends the same query twice. So a check is memoised
 by its *shape*: the text with the IRI list of every `VALUES ?v { <iri> ... }` block (IRIs only,
 each matching SPARQL's IRIREF production) replaced by a numbered placeholder IRI. A query whose shape
 was checked before is sent as the checked shape's text with its own IRI lists put back;
