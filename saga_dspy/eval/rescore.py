@@ -24,7 +24,7 @@ from saga_dspy.services import KgServices
 RESCORED = "metrics.rescored.json"
 
 
-RUN_FACTS = ("interrupted", "stopped", "warmup_seconds")
+RUN_FACTS = ("interrupted", "stopped", "warmup_seconds", "phase")
 
 
 def rescore_line(line: dict[str, Any], mode: str, answers: Any = None) -> dict[str, Any]:

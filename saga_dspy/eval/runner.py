@@ -277,6 +277,7 @@ def run_variant(
                           nested=nested, tags={"kind": "eval", "out_dir": str(out_dir)}) if tracker else _null_context()
     interrupted = False
     with run_ctx as run_id:
+        phase_started = time.monotonic()
         try:
             new, interrupted, stopped = run_questions(
                 program, todo, predictions, mode=settings.metric_mode, num_threads=settings.num_threads, lm=lm,
@@ -293,6 +294,9 @@ def run_variant(
         metrics["stopped"] = stopped
         if warmup_seconds is not None:
             metrics["warmup_seconds"] = round(warmup_seconds, 3)
+        # this invocation's question phase (wall clock, all threads): its questions per second are the
+        # evaluation's throughput, without the run's fixed costs (tracking set-up, tables, chart)
+        metrics["phase"] = {"questions": len(new), "seconds": round(time.monotonic() - phase_started, 3)}
         write_json(out_dir / METRICS, metrics)
         if tracker:  # metrics, the evaluation set as dataset input, the per-question table; traces in the store
             tracker.log_eval_result(metrics, lines, settings.variant, eval_set=evalset.rows(), eval_set_name=evalset.name)

@@ -354,10 +354,15 @@ class Tracker:
         self.log_table([row for v, (_m, lines) in results.items() for row in question_rows(lines, v)])
 
     def flush(self) -> None:
-        """Wait until every finished trace is in the store."""
+        """Wait until every finished trace is in the store.
+
+        The export threads keep running: waiting for their queue to empty returns as soon as the
+        last trace is written, where `mlflow.flush_trace_async_logging` stops and restarts them
+        (its consumer polls the queue once a second, so each flush cost up to a second)."""
         if self.enabled:
             with contextlib.suppress(Exception):
-                self._mlflow.flush_trace_async_logging()
+                if not _drain_trace_queue():
+                    self._mlflow.flush_trace_async_logging()
 
     def close(self) -> None:
         """End any run left open and flush traces, so the process exits at once."""
@@ -375,6 +380,27 @@ class Tracker:
 
                 mlflow.dspy.autolog(disable=True, silent=True)  # no traces into this store after the run
             self._autologging = False
+
+
+def _drain_trace_queue(timeout: float = 600.0) -> bool:
+    """Write every finished trace now: the span processor's batch goes to the exporter (OpenTelemetry's
+    `force_flush`), then this waits until the exporter's asynchronous queue has written all of it.
+
+    False when the exporter is not the plain queue this knows (no asynchronous export, a span
+    batcher in front of it) or a wait timed out: the caller then flushes the public way."""
+    from mlflow.tracing.provider import _get_span_processor
+
+    processor = _get_span_processor()
+    exporter = getattr(processor, "span_exporter", None)
+    if exporter is None or getattr(exporter, "_span_batcher", None) is not None:
+        return False
+    pending = getattr(getattr(exporter, "_async_queue", None), "_queue", None)
+    if pending is None or not hasattr(pending, "all_tasks_done"):
+        return False
+    if not processor.force_flush(int(timeout * 1000)):
+        return False
+    with pending.all_tasks_done:  # a task is done once written (mlflow's worker calls task_done after it)
+        return pending.all_tasks_done.wait_for(lambda: pending.unfinished_tasks == 0, timeout)
 
 
 # --------------------------------------------------------------------------- chart

@@ -13,9 +13,10 @@ import functools
 import logging
 from dataclasses import dataclass, field
 
-from ..kg.prefixes import with_prefixes
+from ..kg.errors import SparqlError
+from ..kg.prefixes import missing_prefixes
 from ..kg.query_text import tokenize
-from ..kg.sparql_parse import query_algebra
+from ..kg.sparql_parse import canonical_text, query_algebra
 from .flavours import DIRECT, CLAIM, STATEMENT, Flavour
 
 log = logging.getLogger(__name__)
@@ -263,20 +264,18 @@ def _tighten(sparql: str) -> str:
     return sparql
 
 
-def _rdflib_parse(text: str):
-    return query_algebra(text)
-
-
 @functools.lru_cache(maxsize=512)
 def _parse_cached(sparql: str, flavour: Flavour) -> ParsedQuery | None:
     from rdflib.term import URIRef, Variable
 
-    text = with_prefixes(sparql, flavour.prefixes)
     try:
-        query = _rdflib_parse(text)
+        text = canonical_text(sparql)  # the text an endpoint check parsed (and may have handed off)
+        query = query_algebra(text, missing_prefixes(text, flavour.prefixes))
+    except SparqlError:
+        return None
     except Exception:  # rdflib raises pyparsing errors, ValueError, KeyError, …
         try:
-            query = _rdflib_parse(_tighten(text))
+            query = query_algebra(_tighten(text), missing_prefixes(text, flavour.prefixes))
         except Exception as exc:
             log.debug("rdflib could not parse the query: %s", exc)
             return None

@@ -38,7 +38,7 @@ from .label_service import rewrite_label_service
 from .oxigraph_worker import term_tuple
 from .prefixes import FREEBASE_PREFIXES, WIKIDATA_PREFIXES, expand_dotted_names, with_prefixes
 from .results import AskResult, Binding, QueryResult, SelectResult, parse_sparql_json
-from .sparql_parse import parse_sparql
+from .sparql_parse import hand_off, parse_sparql
 from .store import ensure_store
 
 WDQS_HOSTS = {"query.wikidata.org"}
@@ -83,6 +83,7 @@ class Endpoint(ABC):
                                     else self.service_allowlist, self.prefixes)
             if final.form != parsed.form:
                 raise QueryRefused("refused: rewriting the query changed its form")
+        hand_off(parsed)
         return text, parsed.form
 
     def _parse(self, text: str):

@@ -47,12 +47,19 @@ FREEBASE_PREFIXES: dict[str, str] = {
 
 def with_prefixes(query: str, prefixes: dict[str, str] = WIKIDATA_PREFIXES) -> str:
     """Prepend declarations for the known prefixes a query uses but does not declare."""
-    tokens = tokenize(query)
-    missing = sorted((used_prefixes(tokens) - set(declared_prefixes(tokens))) & set(prefixes))
+    missing = missing_prefixes(query, prefixes)
     if not missing:
         return query
-    head = "".join(f"PREFIX {p}: <{prefixes[p]}>\n" for p in missing)
+    head = "".join(f"PREFIX {p}: <{ns}>\n" for p, ns in missing.items())
     return head + query
+
+
+def missing_prefixes(query: str, prefixes: dict[str, str] = WIKIDATA_PREFIXES) -> dict[str, str]:
+    """The known prefixes a query uses but does not declare (only those: two known prefixes may
+    share a namespace, and declaring both would rebind it)."""
+    tokens = tokenize(query)
+    missing = sorted((used_prefixes(tokens) - set(declared_prefixes(tokens))) & set(prefixes))
+    return {p: prefixes[p] for p in missing}
 
 
 def expand_dotted_names(query: str, prefixes: dict[str, str]) -> str:

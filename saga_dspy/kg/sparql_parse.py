@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -25,6 +26,11 @@ DEFAULT_MAX_QUERY_CHARS = 20_000
 # pyparsing is not thread-safe: it learns each parse action's arity on the action's first call by
 # catching TypeError, so two threads parsing at once can fail on a valid query. Parses are short; one lock.
 _PARSER_LOCK = threading.Lock()
+# Parse trees of checked queries, handed to the one later algebra translation of the same text (the
+# execute tool checks a query, then analyses its patterns: one parse, not two). Taken at most once,
+# because translating rewrites the tree in place; bounded, because most checked queries are never analysed.
+_HANDED_OFF: OrderedDict[str, Any] = OrderedDict()
+_HAND_OFF_SIZE = 32
 _ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
 _LEFTOVER_ESCAPE = re.compile(r"\\[uU]")
 _FORMS = {"SelectQuery": "SELECT", "AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
@@ -51,6 +57,7 @@ class SparqlParse:
     prefixes: dict[str, str]
     services: list[Service]
     variables: set[str]
+    tree: Any = field(default=None, repr=False, compare=False)
 
 
 def canonical_text(query: str, max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> str:
@@ -98,11 +105,25 @@ def _close_spaced_operators(text: str) -> str:
     return text
 
 
-def query_algebra(text: str):
-    """rdflib's algebra of a query (for pattern analysis), parsed under the one parser lock."""
+def hand_off(parsed: SparqlParse) -> None:
+    """Offer a checked query's parse tree to `query_algebra` (call when the check is done with it)."""
+    if parsed.tree is None:
+        return
     with _PARSER_LOCK:
-        tree = parseQuery(text)
-    return translateQuery(tree)
+        _HANDED_OFF[parsed.text] = parsed.tree
+        _HANDED_OFF.move_to_end(parsed.text)
+        while len(_HANDED_OFF) > _HAND_OFF_SIZE:
+            _HANDED_OFF.popitem(last=False)
+
+
+def query_algebra(text: str, prefixes: dict[str, str] | None = None):
+    """rdflib's algebra of a query (for pattern analysis), with `prefixes` bound unless the query
+    declares its own; the tree a check handed off for this text is used instead of a second parse."""
+    with _PARSER_LOCK:
+        tree = _HANDED_OFF.pop(text, None)
+        if tree is None:
+            tree = parseQuery(text)
+    return translateQuery(tree, initNs=prefixes)
 
 
 def parse_sparql(query: str, base_prefixes: dict[str, str], max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> SparqlParse:
@@ -136,7 +157,7 @@ def parse_sparql(query: str, base_prefixes: dict[str, str], max_chars: int = DEF
     form = _FORMS.get(getattr(body, "name", ""), "")
     if not form:
         raise QuerySyntaxError("syntax error: not a SELECT, ASK, CONSTRUCT or DESCRIBE query")
-    return SparqlParse(text, form, declared, services, variables)
+    return SparqlParse(text, form, declared, services, variables, tree)
 
 
 def _refuse_if_update(text: str) -> None:

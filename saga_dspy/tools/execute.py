@@ -97,11 +97,11 @@ def do_execute(ctx: QuestionContext, sparql: str) -> str:
     ctx.counters["executions"] += 1
     sparql = _strip_fences(sparql or "")
     started = time.monotonic()
-    parsed = parse_query(sparql, flavour)
     try:
         result = ctx.query(sparql)
     except SparqlError as exc:
-        return _failed(ctx, sparql, parsed, exc, started)
+        return _failed(ctx, sparql, parse_query(sparql, flavour), exc, started)
+    parsed = parse_query(sparql, flavour)  # after the check: it reuses the check's parse
     seconds = time.monotonic() - started
     _state_from_query(ctx, parsed)
 

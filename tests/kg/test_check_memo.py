@@ -98,3 +98,21 @@ def test_oversized_values_queries_are_still_refused(settings, store_path):
             ep.select(_labels([f"Q{i}" for i in range(100)]))
     finally:
         ep.close()
+
+
+def test_pattern_analysis_reuses_the_parse_of_the_check_it_follows(fresh, monkeypatch):
+    """The execute tool checks a query, then analyses its patterns: one parse, not two."""
+    from saga_dspy.grounding.flavours import WIKIDATA
+    from saga_dspy.grounding.patterns import parse_query
+
+    calls = []
+    real = sparql_parse.parseQuery
+    monkeypatch.setattr(sparql_parse, "parseQuery", lambda q: calls.append(q) or real(q))
+    query = "SELECT ?x WHERE { wd:Q42 wdt:P31 ?x . ?x rdfs:label ?l } LIMIT 3  # hand-off"
+    fresh.select(query)
+    assert len(calls) == 1
+    parsed = parse_query(query, WIKIDATA)
+    assert len(calls) == 1, "the analysis parsed the query again"
+    assert [(p.subject.value, p.predicate) for p in parsed.patterns][0] == (WD + "Q42", "http://www.wikidata.org/prop/direct/P31")
+    # a tree is taken once (translating rewrites it): a second analysis of another text parses anew
+    assert parse_query(query + " ", WIKIDATA) is not None and len(calls) == 2
