@@ -31,7 +31,10 @@ _WHO = re.compile(r"^\s*(who|whom|whose)\b|\b(who|whom)\s+(is|was|are|were|did|d
 _WHERE = re.compile(r"^\s*(where|from where)\b|\bwhere\s+(is|was|are|were|did|does)\b", re.I)
 _HEAD = re.compile(
     r"\b(?:which|what|list(?:\s+all)?|give\s+me(?:\s+all)?|show\s+me(?:\s+all)?|name(?:\s+all)?|all)\s+"
-    r"(?:(?:the|of the|are the|is the|was the|were the)\s+)?([a-z][a-z-]*(?:\s+[a-z][a-z-]*)?)", re.I)
+    r"(?:(?:the|of the|are the|is the|was the|were the)\s+)?([a-z][a-z-]*(?:\s+of\s+[a-z][a-z-]*|\s+[a-z][a-z-]*)?)",
+    re.I)
+# "what form of government": the class is the whole phrase, else the noun after "of"
+_OF_WORDS = frozenset({"form", "forms", "kind", "kinds", "type", "types", "sort", "sorts", "name", "names"})
 _PERSON_NOUNS = frozenset({"person", "people", "actor", "actress", "author", "writer", "president", "politician",
                            "player", "singer", "musician", "scientist", "artist", "king", "queen", "director",
                            "wife", "husband", "child", "son", "daughter", "founder", "member", "leader", "mayor",
@@ -70,10 +73,14 @@ def rule_answer_type(question: str, schema: SchemaIndex | None = None) -> Answer
     if _WHERE.search(q):
         return AnswerCue("location", LOCATION, cue="where")
     for m in _HEAD.finditer(q):
-        words = [w for w in m.group(1).lower().split() if w not in _NOT_HEAD]
+        head = m.group(1).lower().split()
+        words = [w for w in head if w not in _NOT_HEAD]
         if not words:
             continue
-        for phrase in dict.fromkeys((" ".join(words), words[0], words[-1])):  # "danish movies": the last word
+        phrases = (" ".join(words), words[0], words[-1])  # "danish movies": the last word
+        if len(head) == 3 and head[1] == "of":  # "form of government", "capital of france"
+            phrases = (" ".join(head), head[2]) if head[0] in _OF_WORDS else (" ".join(head), head[0])
+        for phrase in dict.fromkeys(phrases):
             single = " ".join(stem(w) for w in phrase.split())
             if single in _PERSON_NOUNS or phrase in _PERSON_NOUNS:
                 return AnswerCue("person", HUMAN, cue=f"head noun {phrase!r}")

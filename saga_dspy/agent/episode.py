@@ -59,6 +59,7 @@ class Episode:
     checked: bool = False
     overflows: int = 0
     budget_scale: float = 1.0
+    trajectory_cap: int | None = None  # after an overflow: at most half the trajectory that did not fit
     last_trajectory_chars: int = 0
     extra_executions: int = 0  # queries the program ran itself: from stop's argument or the lookup's proposal
     auto_runs: int = 0  # of which the lookup's proposed query (the auto-run)

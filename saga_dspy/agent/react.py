@@ -124,6 +124,8 @@ class SagaReAct(dspy.ReAct):
         for _attempt in range(4):
             inputs = episode.inputs()
             budget = self._budget(episode, inputs, predictor)
+            if episode.trajectory_cap is not None:
+                budget = min(budget, episode.trajectory_cap)
             trajectory = render_trajectory(episode.steps, budget, observation_chars=episode.settings.observation_chars)
             episode.last_trajectory_chars = len(trajectory)
             try:
@@ -137,6 +139,9 @@ class SagaReAct(dspy.ReAct):
                 last = exc
                 episode.overflows += 1
                 episode.budget_scale *= 0.5
+                # the estimate of the window can be far off (the server's real limit, another tokenizer): the
+                # next attempt also sends at most half the trajectory that did not fit
+                episode.trajectory_cap = max(MIN_TRAJECTORY_CHARS, episode.last_trajectory_chars // 2)
                 if episode.demos:
                     episode.demos = episode.demos[:-1]
                 log.warning("context window exceeded; shrinking the trajectory (scale %.2f)", episode.budget_scale)

@@ -108,7 +108,8 @@ def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: d
     used = {pid: i for i, pid in enumerate(edges)}  # ties go to the most used property, not the lowest id
     view.scores = sorted(scores, key=lambda s: (s.niche, -s.relevance, not s.fits, used[s.pid]))
     view.shown = [s.pid for s in view.scores[:SHOWN]]
-    view.fitting = fitting & set(view.shown)
+    relevant = {s.pid for s in view.scores if s.relevance > 0}
+    view.fitting = fitting & relevant & set(view.shown)  # ★ as on the outgoing side: fits and matches the question
     best = next((s.pid for s in view.scores if s.pid in fitting and (fit_alone or s.relevance > 0)), None)
     if propose and best is not None and ctx.flavour.name == "wikidata":
         view.proposal = f"SELECT DISTINCT ?x WHERE {{ ?x wdt:{best} wd:{eid} }}"
@@ -121,8 +122,7 @@ def incoming_block(ctx: QuestionContext, eid: str, view: IncomingView, *, only_i
     matches the question's words, so a lookup does not grow for nothing."""
     if not view.shown or (only_if_relevant and not any(s.relevance > 0 for s in view.scores[:SHOWN])):
         return None
-    lines = [f"Incoming: items that have {eid} as the value of a property (query them as ?x wdt:Pid wd:{eid}), "
-             f"most relevant first:"]
+    lines = [f"Incoming: items with {eid} as a value (?x wdt:Pid wd:{eid}), most relevant first:"]
     for pid in view.shown:
         e = view.edges[pid]
         star = " ★" if pid in view.fitting else ""

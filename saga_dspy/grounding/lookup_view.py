@@ -1,7 +1,8 @@
 """What the lookup shows, in which order, and what it proposes (issue 12).
 
 The entity's properties are ranked by relevance to the question (`ranking`); the top ones are
-shown in full (values, qualifiers, annotations), the rest as one compact line of `label (Pid)`.
+shown with their values (the first two also with description, qualifiers and annotations), the
+rest as one compact line of `label (Pid)`.
 A ★ marks a shown property that is both relevant to the question and fit for the expected answer
 type; the "Next:" proposal is made only when the top-ranked property is such a one (or a checked
 two-hop path is), otherwise the observation names the best two or three candidates."""
@@ -16,10 +17,11 @@ from .ranking import PropertyScore, rank_properties
 from .render import Block, clip
 from .two_hop import TwoHop, propose_two_hop
 
-TOP_FULL = 3  # properties shown in full
-STRONG_EXTRA = 2  # more shown in full when their relevance is strong
+TOP_FULL = 3  # properties shown with their values
+WITH_DESCRIPTION = 2  # of those, the first ones also with description and annotations (the others compact)
+STRONG_EXTRA = 2  # more shown with values when their relevance is strong
 STRONG = 1.0
-REST_CHARS = 900
+REST_CHARS = 600
 CANDIDATES = 3
 
 

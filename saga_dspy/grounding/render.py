@@ -12,6 +12,7 @@ from ..kg.results import XSD, AskResult, Binding, SelectResult
 CELL = 48
 DESCRIPTION = 90
 VALUE = 60
+CLASS_LABEL = 32  # a class named in a list (types, domain, range): some labels are a whole sentence
 
 
 def clip(text: str, limit: int) -> str:
@@ -46,7 +47,7 @@ def entity_text(eid: str, label: str, limit: int = VALUE) -> str:
 def class_names(classes: Sequence[str], label: Callable[[str], str], limit: int = 3, ids: bool = False) -> str:
     names = []
     for c in list(classes)[:limit]:
-        name = label(c)
+        name = clip(label(c), CLASS_LABEL)
         names.append(f"{name} ({c})" if ids and name != c else name)
     more = len(classes) - limit
     return ", ".join(names) + (f" +{more} more" if more > 0 else "")

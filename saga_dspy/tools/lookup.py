@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.incoming import IncomingView, arrange_incoming, fetch_incoming, incoming_block
-from saga_dspy.grounding.lookup_view import arrange, rest_block, tail_lines
+from saga_dspy.grounding.lookup_view import WITH_DESCRIPTION, arrange, rest_block, tail_lines
 from saga_dspy.grounding.neighbourhood import Neighbourhood, Value, fetch_neighbourhood, type_filter
 from saga_dspy.grounding.ranking import id_order
 from saga_dspy.grounding.render import Block, class_names, clip, entity_text, fit, literal_text, render_blocks
+from saga_dspy.schema.compat import Outcome
 from saga_dspy.tools.evidence import evidence_text
 from saga_dspy.tools.examples import do_examples
 
@@ -132,12 +133,13 @@ def _prune_with_lm(ctx: QuestionContext, nb: Neighbourhood, pids: list[str]) -> 
     return keep, f"pruned for relevance to the question: {len(keep)} of {len(pids)} properties kept"
 
 
-def _annotation(ctx: QuestionContext, pid: str, ps) -> str:
-    """' / domain: … / range: …' with the parts that are known (nothing when annotations are off)."""
+def _annotation(ctx: QuestionContext, pid: str, ps, domain_holds: bool = False) -> str:
+    """' / domain: … / range: …' with the parts that are known (nothing when annotations are off).
+    A domain the filter found to hold for the entity is left out: it says nothing new."""
     if not ctx.flags.schema_annotations or ps is None:
         return ""
     parts = []
-    if ps.domain is not None and ps.domain.classes:
+    if ps.domain is not None and ps.domain.classes and not domain_holds:
         parts.append(f"domain: {evidence_text(ctx, ps.domain)}")
     observed = ctx.state.observed_range(pid)
     if (ps.range is not None and ps.range.classes) or observed:
@@ -145,14 +147,17 @@ def _annotation(ctx: QuestionContext, pid: str, ps) -> str:
     return "".join(f" / {p}" for p in parts)
 
 
-def _property_block(ctx: QuestionContext, pid: str, values: list[Value], fits: bool) -> Block:
+def _property_block(ctx: QuestionContext, pid: str, values: list[Value], fits: bool, domain_holds: bool = False,
+                    described: bool = True) -> Block:
+    """A property with its values: in full (description, annotations, qualifiers) when `described`,
+    else in its compact form (values and range) at every size."""
     ps = ctx.schema.get(pid)
     label = ctx.property_label(pid)
     name = f"{label} ({pid})"
     star = " ★" if fits else ""
     external = _group(ctx, pid) == 3
     desc = clip(ps.description, LOOKUP_DESCRIPTION) if ps and ps.description and not external else ""
-    first = f"- {name}{star}" + (f": {desc}" if desc else "") + ("" if external else _annotation(ctx, pid, ps))
+    first = f"- {name}{star}" + (f": {desc}" if desc else "") + ("" if external else _annotation(ctx, pid, ps, domain_holds))
     lines = [first, f"  = {_values_text(values, VALUES_FULL)}"]
     for v in [v for v in values[:VALUES_FULL] if v.qualifiers][:QUALIFIED_VALUES]:
         lines.append(f"    [{_value_text(v, 30)}: {_qualifier_text(ctx, v)}]")
@@ -164,7 +169,7 @@ def _property_block(ctx: QuestionContext, pid: str, values: list[Value], fits: b
         if classes and len(classes) <= 3:  # a long class list says little in one line
             soft = "typically " if ev is not None and ev.source == "empirical" else ""
             compact += f" [range: {soft}{class_names(classes, ctx.class_label, 2)}]"
-    return Block("\n".join(lines), compact, name)
+    return Block("\n".join(lines) if described else compact, compact, name)
 
 
 def do_lookup(ctx: QuestionContext, qid: str) -> str:
@@ -207,6 +212,7 @@ class _Selection:
     all_pids: list[str]
     kept: list[str]
     removed: list[tuple[str, object]] = field(default_factory=list)
+    confirmed: set[str] = field(default_factory=set)  # kept because a domain class holds the entity's types
     notes: list[str] = field(default_factory=list)
     filtered: bool = False  # the type filter ran (the entity has types it can check)
 
@@ -251,6 +257,7 @@ def _select(ctx: QuestionContext, nb: Neighbourhood) -> _Selection:
     elif ctx.flags.type_filter and has_types:
         fr = type_filter(nb, ctx.schema, ctx.hierarchy, ctx.filter_mode, et)
         sel.kept, sel.removed, sel.filtered = fr.kept, fr.removed, True
+        sel.confirmed = {pid for pid, d in fr.decisions.items() if d.outcome is Outcome.COMPATIBLE}
     elif ctx.flags.type_filter:
         sel.notes.append("Type filter skipped: the entity has no types.")
         if ctx.prune is not None and sel.all_pids:  # nothing to prune: no LM call
@@ -307,11 +314,11 @@ def _head_lines(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selecti
             f"this entity's types ({type_names}): {why}{more}. If the question needs one of them, this is probably the wrong entity."
         )
     elif sel.filtered:
-        head.append(f"Type filter: no property conflicts with this entity's types (all {len(sel.all_pids)} kept).")
+        head.append("Type filter: no property conflicts with this entity's types.")
     head.extend(sel.notes)
     if prior and any(fits.values()):
         head.append(f"★ = range fits the expected answer type ({ctx.state.answer_type.render()})"
-                    + ("; listed first." if arrangement is None else " and the property matches the question."))
+                    + ("; listed first." if arrangement is None else " and matches the question."))
     return head
 
 
@@ -320,11 +327,15 @@ def _render(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, 
     """Head, property blocks (the top ones in full, the rest on one line) and the next step within the budget."""
     n_vals = sum(len(nb.edges[p]) for p in sel.kept)
     cap = " (the endpoint cut the neighbourhood off)" if nb.capped else ""
-    shown = (f"{len(sel.kept)} shown" if arrangement is None
-             else f"{len(sel.kept)} (most relevant first, {len(arrangement.full)} in full)")
-    head.append(f"Outgoing properties: {shown} of {len(sel.all_pids)}, {n_vals} of {nb.edge_count} values{cap}:")
+    order_note = "" if arrangement is None else ", most relevant first"
+    if len(sel.kept) == len(sel.all_pids) and n_vals == nb.edge_count and not nb.capped:  # nothing left out
+        head.append(f"Outgoing properties ({len(sel.kept)}{order_note}):")
+    else:
+        head.append(f"Outgoing properties: {len(sel.kept)} of {len(sel.all_pids)}{order_note}, "
+                    f"{n_vals} of {nb.edge_count} values{cap}:")
     if arrangement is not None:  # issue 12: top properties in full, the rest as one line; hints only when they agree
-        blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid]) for pid in arrangement.full]
+        blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed, i < WITH_DESCRIPTION)
+                  for i, pid in enumerate(arrangement.full)]
         outgoing_proposal = arrangement.proposal is not None
         incoming = _incoming(ctx, eid, nb, propose=not outgoing_proposal,
                              fit_alone=not any(s.fits for s in arrangement.scores))
@@ -333,7 +344,7 @@ def _render(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, 
         blocks += [rest] if rest is not None else []
         ctx.suggested_sparql = arrangement.proposal or incoming.proposal or ctx.suggested_sparql
         return render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
-    blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid]) for pid in order]
+    blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed) for pid in order]
     starred = [pid for pid in order if fits[pid]]
     if starred and ctx.flavour.name == "wikidata":
         ctx.suggested_sparql = f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{starred[0]} ?x }}"

@@ -229,15 +229,19 @@ def test_flush_writes_every_trace_and_keeps_the_export_threads(tmp_path, monkeyp
         def traced(i: int) -> int:
             return i
 
+        client = MlflowClient(tracking_uri=uri)
         with tracker.run("r"):
             for i in range(12):
                 traced(i)
+            tracker.flush()  # every trace written, though mlflow batches spans for up to 5 s
+            assert len(client.search_traces(locations=[tracker.experiment_id], max_results=50)) == 12
             queue = _get_trace_exporter()._async_queue
             consumer = queue._consumer_thread
+            for i in range(12):
+                traced(i)
             tracker.flush()
             assert queue._queue.unfinished_tasks == 0
             assert queue.is_active() and queue._consumer_thread is consumer, "the flush restarted the threads"
-            traces = MlflowClient(tracking_uri=uri).search_traces(locations=[tracker.experiment_id], max_results=50)
-            assert len(traces) == 12
+            assert len(client.search_traces(locations=[tracker.experiment_id], max_results=50)) == 24
     finally:
         tracker.close()

@@ -241,7 +241,9 @@ def test_lookup_format_annotations_and_qualifiers(make):
     out = tools["get_wikidata_entry"]("Q212")
     assert out.startswith("Ukraine (Q212): country in Eastern Europe")
     assert "Types: " in out and "sovereign state (Q3624078)" in out
-    assert "- head of government (P6):" in out and " / domain: " in out and " / range: " in out
+    p6 = next(line for line in out.splitlines() if line.startswith("- head of government (P6):"))
+    assert " / range: human" in p6 and " / domain: " not in p6  # the filter found its domain holds: not repeated
+    assert "native language (P103) [domain: ethnic group" in out  # the removed property's domain says why
     assert "object has role (P3831)" in out  # qualifiers
     assert "more, 67 values)" in out  # long value lists are truncated with counts
     assert ctx.counters["lookups"] == 1
