@@ -184,20 +184,26 @@ class QuestionContext:
     def cache_types(self, eid: str, et) -> None:
         self._types_cache[eid] = et
 
+    def rows(self, sparql: str | None) -> list:
+        """The rows of one of our own lookup queries; none when the flavour has no such query or it fails
+        (what it would have added is left out, the tool goes on)."""
+        if sparql is None:
+            return []
+        try:
+            result = self.query(sparql)
+        except SparqlError:
+            return []
+        return result.rows if isinstance(result, SelectResult) else []
+
     def labels(self, ids: Iterable[str]) -> dict[str, str]:
         """English labels for entity ids (one bounded query for the ones not known yet)."""
         ids = [i for i in dict.fromkeys(ids) if i]
         todo = [i for i in ids if i not in self._label_cache and i not in self.seen][:200]
         if todo:
-            try:
-                result = self.query(self.flavour.labels_query(todo))
-                if isinstance(result, SelectResult):
-                    for row in result.rows:
-                        eid = self.flavour.entity_id(row["e"].value)
-                        if eid and "l" in row:
-                            self._label_cache[eid] = row["l"].value
-            except SparqlError:
-                pass
+            for row in self.rows(self.flavour.labels_query(todo)):
+                eid = self.flavour.entity_id(row["e"].value)
+                if eid and "l" in row:
+                    self._label_cache[eid] = row["l"].value
             for i in todo:
                 self._label_cache.setdefault(i, "")
         return {i: (self.seen.get(i) or self._label_cache.get(i) or "") for i in ids}

@@ -14,8 +14,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..kg.errors import SparqlError
-from ..kg.results import SelectResult
 from .context import QuestionContext
 from .ranking import PropertyScore, rank_properties
 from .render import Block, clip
@@ -42,28 +40,29 @@ class IncomingView:
     fitting: set[str] = field(default_factory=set)
     proposal: str | None = None
 
-
-def _rows(ctx: QuestionContext, sparql: str | None) -> list:
-    if sparql is None:
-        return []
-    try:
-        result = ctx.query(sparql)
-    except SparqlError:
-        return []
-    return result.rows if isinstance(result, SelectResult) else []
+    @property
+    def relevant_shown(self) -> bool:
+        """Does a shown property match the question's words? (Decided by relevance alone: the answer-type
+        fit only orders properties of equal relevance.)"""
+        return any(s.relevance > 0 for s in self.scores[:SHOWN])
 
 
-def fetch_incoming(ctx: QuestionContext, eid: str, limit: int = FETCHED, *, subject_types: bool = False
-                   ) -> dict[str, IncomingEdge]:
-    """pid → IncomingEdge, most used first (with its subjects' types when `subject_types`); empty when the
-    flavour has no such query or it fails (the lookup goes on without the section)."""
+def fetch_incoming(ctx: QuestionContext, eid: str, limit: int = FETCHED) -> dict[str, IncomingEdge]:
+    """pid → IncomingEdge (count, one example subject), most used first; empty when the flavour has no
+    such query or it fails (the lookup goes on without the section). `describe_incoming` adds the rest."""
     edges: dict[str, IncomingEdge] = {}
-    for row in _rows(ctx, ctx.flavour.incoming_query(eid, limit)):
+    for row in ctx.rows(ctx.flavour.incoming_query(eid, limit)):
         ref = ctx.flavour.prop_ref(row["p"].value) if "p" in row else None
         if ref is None or ref.pid in edges:
             continue
         example = ctx.flavour.entity_id(row["ex"].value) if "ex" in row else None
         edges[ref.pid] = IncomingEdge(ref.pid, int(float(row["n"].value)) if "n" in row else 0, example)
+    return edges
+
+
+def describe_incoming(ctx: QuestionContext, eid: str, edges: dict[str, IncomingEdge], *, subject_types: bool = False
+                      ) -> dict[str, IncomingEdge]:
+    """The examples' labels and, when `subject_types`, the subjects' P31 types (what a shown section needs)."""
     if not edges:
         return edges
     examples = [e.example for e in edges.values() if e.example]
@@ -72,7 +71,7 @@ def fetch_incoming(ctx: QuestionContext, eid: str, limit: int = FETCHED, *, subj
         edge.example_label = labels.get(edge.example, "") if edge.example else ""
     if subject_types:
         found: dict[str, list[str]] = {}
-        for row in _rows(ctx, ctx.flavour.incoming_types_query(eid, TYPE_ROWS)):
+        for row in ctx.rows(ctx.flavour.incoming_types_query(eid, TYPE_ROWS)):
             ref = ctx.flavour.prop_ref(row["p"].value) if "p" in row else None
             t = ctx.flavour.entity_id(row["t"].value) if "t" in row else None
             if ref is not None and t and ref.pid in edges:
@@ -120,7 +119,7 @@ def incoming_block(ctx: QuestionContext, eid: str, view: IncomingView, *, only_i
     """The section: one line per shown property, ★ where its subjects fit the expected answer type.
     `only_if_relevant` (the outgoing side already proposes a query): shown only when an incoming property
     matches the question's words, so a lookup does not grow for nothing."""
-    if not view.shown or (only_if_relevant and not any(s.relevance > 0 for s in view.scores[:SHOWN])):
+    if not view.shown or (only_if_relevant and not view.relevant_shown):
         return None
     lines = [f"Incoming: items with {eid} as a value (?x wdt:Pid wd:{eid}), most relevant first:"]
     for pid in view.shown:
@@ -140,5 +139,6 @@ def incoming_order(observation: str) -> list[str]:
             for m in [re.search(r"\(([PQ]\d+)\)", line)] if m]
 
 
-__all__ = ["FETCHED", "SHOWN", "IncomingEdge", "IncomingView", "arrange_incoming", "fetch_incoming", "incoming_block",
+__all__ = ["FETCHED", "SHOWN", "IncomingEdge", "IncomingView", "arrange_incoming", "describe_incoming", "fetch_incoming",
+           "incoming_block",
            "incoming_order", "subjects_fit"]

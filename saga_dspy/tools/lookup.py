@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass, field
 
 from saga_dspy.grounding.context import QuestionContext
-from saga_dspy.grounding.incoming import IncomingView, arrange_incoming, fetch_incoming, incoming_block
+from saga_dspy.grounding.incoming import (IncomingView, arrange_incoming, describe_incoming, fetch_incoming,
+                                           incoming_block)
 from saga_dspy.grounding.lookup_view import WITH_DESCRIPTION, arrange, rest_block, tail_lines
 from saga_dspy.grounding.neighbourhood import Neighbourhood, Value, fetch_neighbourhood, type_filter
 from saga_dspy.grounding.ranking import id_order
@@ -279,15 +280,21 @@ def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], pr
     return arrangement, arrangement.order, {pid: pid in arrangement.starred for pid in kept}
 
 
-def _incoming(ctx: QuestionContext, eid: str, nb: Neighbourhood, *, propose: bool, fit_alone: bool = True) -> IncomingView:
+def _incoming(ctx: QuestionContext, eid: str, nb: Neighbourhood, *, propose: bool, fit_alone: bool = True,
+              only_if_relevant: bool = False) -> IncomingView:
     """The properties pointing at the entity (a SAGA grounding flag; none for SPINACH). A proposal on type fit
-    alone only when no outgoing property fits the answer type (else the words must match too)."""
+    alone only when no outgoing property fits the answer type (else the words must match too).
+    `only_if_relevant`: a section no property of which matches the question is not shown, so its examples
+    and subject types are not fetched either."""
     if not ctx.flags.incoming_edges:
         return IncomingView({})
     at = ctx.state.answer_type if _prior_active(ctx) else None
     qid = at.qid if at else None
-    return arrange_incoming(ctx, eid, nb.label, fetch_incoming(ctx, eid, subject_types=bool(qid)), qid, propose=propose,
-                            fit_alone=fit_alone)
+    edges = fetch_incoming(ctx, eid)
+    if only_if_relevant and not arrange_incoming(ctx, eid, nb.label, edges, None, propose=False).relevant_shown:
+        return IncomingView({})
+    describe_incoming(ctx, eid, edges, subject_types=bool(qid))
+    return arrange_incoming(ctx, eid, nb.label, edges, qid, propose=propose, fit_alone=fit_alone)
 
 
 def _head_lines(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, fits: dict[str, bool], prior: bool,
@@ -338,7 +345,7 @@ def _render(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, 
                   for i, pid in enumerate(arrangement.full)]
         outgoing_proposal = arrangement.proposal is not None
         incoming = _incoming(ctx, eid, nb, propose=not outgoing_proposal,
-                             fit_alone=not any(s.fits for s in arrangement.scores))
+                             fit_alone=not any(s.fits for s in arrangement.scores), only_if_relevant=outgoing_proposal)
         blocks += [b] if (b := incoming_block(ctx, eid, incoming, only_if_relevant=outgoing_proposal)) is not None else []
         rest = rest_block(ctx, arrangement.rest)
         blocks += [rest] if rest is not None else []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.flavours import flavour_for
-from saga_dspy.grounding.incoming import fetch_incoming, incoming_order
+from saga_dspy.grounding.incoming import describe_incoming, fetch_incoming, incoming_order
 from saga_dspy.kg.results import SelectResult
 from saga_dspy.tools.lookup import do_lookup
 
@@ -41,8 +41,14 @@ def test_subject_types_not_counts_decide_the_star(settings, endpoint, search, sc
 def test_no_section_when_the_outgoing_side_answers_and_nothing_incoming_is_asked(
         settings, endpoint, search, schema, hierarchy):
     ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Who is the mayor of Berlin?", ("human", "Q5"))
+    sent = []
+    query = ctx.query
+    ctx.query = lambda sparql, *a, **k: sent.append(sparql) or query(sparql, *a, **k)
     obs = do_lookup(ctx, "Q64")
     assert "Incoming" not in obs and ctx.suggested_sparql == "SELECT DISTINCT ?x WHERE { wd:Q64 wdt:P6 ?x }"
+    # a hidden section costs its one grouped count query, not its examples' labels and subjects' types
+    assert ctx.flavour.incoming_query("Q64", 30) in sent
+    assert ctx.flavour.incoming_types_query("Q64", 400) not in sent
 
 
 def test_spinach_lookups_have_no_incoming_section(settings, endpoint, search, schema, hierarchy):
@@ -55,7 +61,7 @@ def test_spinach_lookups_have_no_incoming_section(settings, endpoint, search, sc
 
 def test_fetch_incoming_counts_and_labels_examples(settings, endpoint, search, schema, hierarchy):
     ctx = _ctx(settings, endpoint, search, schema, hierarchy, "", None)
-    edges = fetch_incoming(ctx, "Q183", subject_types=True)
+    edges = describe_incoming(ctx, "Q183", fetch_incoming(ctx, "Q183"), subject_types=True)
     assert list(edges)[0] == "P27" and edges["P27"].count > 1000  # most used first
     assert "Q5" in edges["P27"].subject_types and edges["P47"].example_label
     assert flavour_for("freebase").incoming_query("m.0abc", 10) is None
