@@ -107,8 +107,9 @@ def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: d
     used = {pid: i for i, pid in enumerate(edges)}  # ties go to the most used property, not the lowest id
     view.scores = sorted(scores, key=lambda s: (s.niche, -s.relevance, not s.fits, used[s.pid]))
     view.shown = [s.pid for s in view.scores[:SHOWN]]
-    relevant = {s.pid for s in view.scores if s.relevance > 0}
-    view.fitting = fitting & relevant & set(view.shown)  # ★ as on the outgoing side: fits and matches the question
+    # ★: the subjects fit the expected answer type, whether or not the words match ("companies in Munich":
+    # headquarters location); requiring a word match as on the outgoing side lost such a dev question
+    view.fitting = fitting & set(view.shown)
     best = next((s.pid for s in view.scores if s.pid in fitting and (fit_alone or s.relevance > 0)), None)
     if propose and best is not None and ctx.flavour.name == "wikidata":
         view.proposal = f"SELECT DISTINCT ?x WHERE {{ ?x wdt:{best} wd:{eid} }}"
