@@ -82,14 +82,14 @@ class EvalSet:
 
 
 def parse_ids(values: Sequence[str] | None) -> list[str] | None:
-    """`--ids 1,2 --ids 3` or `--ids @file` (one id a line) -> ['1', '2', '3']."""
+    """`--ids 1,2 --ids 3` or `--ids @file` (ids separated by lines, spaces or commas) -> ['1', '2', '3']."""
     if not values:
         return None
     out: list[str] = []
     for value in values:
         if value.startswith("@"):
             text = Path(value[1:]).read_text(encoding="utf-8")
-            parts = text.split()
+            parts = text.replace(",", " ").split()
         else:
             parts = value.split(",")
         out.extend(p.strip() for p in parts if p.strip())

@@ -269,3 +269,11 @@ def test_redact_argv_and_secret_value():
     assert redact_argv(["--lm", "x", "--api-key", "k1", "--api-key=k2", "--api-base", "u"]) == [
         "--lm", "x", "--api-key", "***", "--api-key=***", "--api-base", "u"]
     assert secret_value(SecretStr("s")) == "s" and secret_value("s") == "s" and secret_value(None) is None
+
+
+def test_ids_from_a_file_accept_lines_spaces_and_commas(tmp_path):
+    from saga_dspy.eval.evalset import parse_ids
+
+    listed = tmp_path / "ids.txt"
+    listed.write_text("train_1,train_2\ntrain_3 train_1\n", encoding="utf-8")
+    assert parse_ids([f"@{listed}", "9,train_2"]) == ["train_1", "train_2", "train_3", "9"]
