@@ -270,12 +270,14 @@ def _parse_cached(sparql: str, flavour: Flavour) -> ParsedQuery | None:
 
     try:
         text = canonical_text(sparql)  # the text an endpoint check parsed (and may have handed off)
-        query = query_algebra(text, missing_prefixes(text, flavour.prefixes))
     except SparqlError:
         return None
+    prefixes = missing_prefixes(text, flavour.prefixes)
+    try:
+        query = query_algebra(text, prefixes)
     except Exception:  # rdflib raises pyparsing errors, ValueError, KeyError, …
         try:
-            query = query_algebra(_tighten(text), missing_prefixes(text, flavour.prefixes))
+            query = query_algebra(_tighten(text), prefixes)
         except Exception as exc:
             log.debug("rdflib could not parse the query: %s", exc)
             return None

@@ -7,8 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from ..kg.errors import SparqlError
-from ..kg.results import SelectResult
 from .context import QuestionContext
 from .ranking import PropertyScore, content_stems, id_order, relevance
 
@@ -58,11 +56,7 @@ def propose_two_hop(ctx: QuestionContext, eid: str, scores: Sequence[PropertySco
     pairs = sorted(((f.relevance + r, f.pid, p) for f in firsts for r, p in seconds), key=lambda t: -t[0])
     for _, p1, p2 in pairs[:CHECKS]:
         sparql = f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{p1}/wdt:{p2} ?x }}"
-        try:
-            result = ctx.query(f"SELECT ?x WHERE {{ wd:{eid} wdt:{p1} ?y . ?y wdt:{p2} ?x }} LIMIT 1")
-        except SparqlError:
-            continue
-        if isinstance(result, SelectResult) and result.rows:
+        if ctx.rows(f"SELECT ?x WHERE {{ wd:{eid} wdt:{p1} ?y . ?y wdt:{p2} ?x }} LIMIT 1"):
             return TwoHop(p1, p2, sparql)
     return None
 
