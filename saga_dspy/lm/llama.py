@@ -22,7 +22,7 @@ from saga_dspy.lm.model_files import INSTALL_HINT, LOCAL_LM_MODEL, LocalModelErr
 
 LOCAL_THREADS = 2
 END_OF_REPLY = "[[ ## completed ## ]]"  # ChatAdapter's closing marker: generation stops there
-LOCAL_PREFIX_CACHE_BYTES = 2 << 30  # RAM for evaluated prompt prefixes (KV states + logits), least recently used dropped
+LOCAL_PREFIX_CACHE_BYTES = 4 << 30  # RAM for evaluated prompt prefixes (KV cells, ~29 KB a token), least recently used dropped
 
 LLAMA_MISSING = (
     "llama-cpp-python is not installed, and the local model ('--lm local') needs it. "
@@ -66,11 +66,24 @@ class _Loaded:
     lock: threading.Lock
 
 
+def slim_logits(state: Any) -> None:
+    """Keep one row of a saved state's logits instead of the whole batch (n_batch x n_vocab floats, ~300 MB).
+
+    A restored state is never sampled from: llama-cpp-python marks it `_requires_eval` and decodes at least
+    its last token again, and `load_state` broadcasts the one row into its buffer. So a state costs its KV
+    cells only, and the cache holds the instruction prefixes of every kind of call (controller, answer
+    type, extract) across questions instead of the last two or three prompts."""
+    scores = getattr(state, "scores", None)
+    if scores is not None and getattr(scores, "ndim", 0) == 2 and scores.shape[0] > 1:
+        state.scores = scores[-1:].copy()
+
+
 class PrefixStateCache:
     """llama-cpp-python's state cache interface (longest-prefix lookup, LRU), counting each state's real size.
 
     Its own LlamaRAMCache counts only the KV bytes of a state, not the logits copy saved with it
-    (n_batch x n_vocab floats: ~300 MB for Qwen2.5), so a "3 GiB" cache grew past 15 GB in one eval run."""
+    (n_batch x n_vocab floats: ~300 MB for Qwen2.5), so a "3 GiB" cache grew past 15 GB in one eval run;
+    this one keeps one row of those logits (`slim_logits`) and counts what it keeps."""
 
     def __init__(self, capacity_bytes: int):
         self.capacity_bytes = int(capacity_bytes)
@@ -109,6 +122,7 @@ class PrefixStateCache:
 
     def __setitem__(self, key: Sequence[int], state: Any) -> None:
         key = tuple(key)
+        slim_logits(state)
         self.states.pop(key, None)
         self.states[key] = state
         while len(self.states) > 1 and self.cache_size > self.capacity_bytes:

@@ -441,7 +441,7 @@ def test_real_local_model_answers_a_predict():
     print(f"real local model: {seconds:.1f} s, {usage}")
 
 
-def test_prefix_state_cache_counts_logits_and_finds_the_longest_prefix():
+def test_prefix_state_cache_keeps_one_logits_row_and_finds_the_longest_prefix():
     import numpy as np
 
     from saga_dspy.lm import PrefixStateCache
@@ -449,20 +449,23 @@ def test_prefix_state_cache_counts_logits_and_finds_the_longest_prefix():
     class State:
         def __init__(self, n):
             self.llama_state_size = 100
-            self.scores = np.zeros((n, 10), dtype=np.float32)  # 40 bytes a row: the part llama-cpp-python forgets
+            self.scores = np.arange(n * 10, dtype=np.float32).reshape(n, 10)  # a whole batch of logits rows
             self.input_ids = np.zeros(n, dtype=np.intc)
 
-    cache = PrefixStateCache(capacity_bytes=1000)
-    cache[(1, 2, 3)] = State(3)  # 100 + 120 + 12
-    cache[(1, 2, 9, 9)] = State(4)  # 100 + 160 + 16
-    cache[(7, 7)] = State(2)
-    assert cache.cache_size == 232 + 276 + 188
+    cache = PrefixStateCache(capacity_bytes=700)
+    cache[(1, 2, 3)] = State(3)  # 100 + one row (40) + 12
+    cache[(1, 2, 9, 9)] = State(4)  # 100 + 40 + 16
+    cache[(7, 7)] = State(2)  # 100 + 40 + 8
+    assert cache.cache_size == 152 + 156 + 148
+    kept = cache.states[(1, 2, 3)].scores
+    assert kept.shape == (1, 10) and kept[0, 0] == 20.0  # the last row, copied (the batch is not kept alive)
     assert cache[(1, 2, 9, 9, 5)] is cache.states[(1, 2, 9, 9)]  # longest shared prefix
     assert (8,) not in cache
     with pytest.raises(KeyError):
         cache[(8, 8)]
-    cache[(5,)] = State(8)  # 100 + 320 + 32 = 452: the least recently used go first
-    assert cache.cache_size <= 1000 and (1, 2, 3) not in cache.states and (1, 2, 9, 9) in cache.states
+    cache[(5,)] = State(8)  # 100 + 40 + 32 = 172: over 700, the least recently used go first
+    cache[(6,)] = State(8)
+    assert cache.cache_size <= 700 and (1, 2, 3) not in cache.states and (1, 2, 9, 9) in cache.states
 
 
 class PrefixReusingLlama(ScriptedLlama):
@@ -504,3 +507,22 @@ def test_prompt_tokens_reused_from_the_prefix_are_reported():
     assert llama.evaluated[0] == len(shared) + len("first question")
     assert total["prompt_tokens_details"]["cached_tokens"] == len(shared)  # the second call reused the prefix
     assert total["prompt_tokens"] == 2 * len(shared) + len("first question") + len("second question")
+
+
+@pytest.mark.llm
+@pytest.mark.skipif(os.environ.get("SAGA_LLM_TESTS") != "1", reason="needs the real local model: SAGA_LLM_TESTS=1")
+def test_real_local_model_restores_a_slim_state_across_another_prompt():
+    """A prefix evaluated before another prompt replaced the live KV comes back from the state cache, whose
+    states keep one logits row, and the reply after the restore is still right."""
+    lm = build_lm(Settings(lm="local", lm_cache=False, max_tokens=16))
+    rules = " ".join(f"Rule {i}: reply with the number only." for i in range(40))
+    with dspy.context(lm=lm, adapter=dspy.ChatAdapter(), track_usage=True):
+        dspy.Predict(dspy.Signature("question -> answer: int", rules))(question="What is 2 + 2?")
+        dspy.Predict("text -> summary")(text="Another prompt with another system message.")
+        pred = dspy.Predict(dspy.Signature("question -> answer: int", rules))(question="What is 17 + 25?")
+    assert pred.answer == 42
+    usage = pred.get_lm_usage()[lm.model]
+    assert usage["prompt_tokens_details"]["cached_tokens"] >= 300  # the system message was not evaluated again
+    cache = lm.llama_engine._handle().llama.cache
+    assert all(state.scores.shape[0] == 1 for state in cache.states.values())
+

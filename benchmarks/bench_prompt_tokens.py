@@ -1,0 +1,199 @@
+"""Where a variant's prompt tokens go: recorded local-model runs replayed without the model.
+
+Replays the actions of an eval run (its `predictions.jsonl`: the tools the model called, with their
+arguments, and its answer type) through today's program, runner and tools with a scripted LM, and
+tokenizes every prompt with the local model's tokenizer. A prefix cache like the local backend's
+(longest cached prefix of an earlier prompt plus its reply, across questions) gives the tokens each
+call would evaluate, split by where they sit in the prompt: system message (instructions, fields),
+demonstrations, and each input field of the last user message. No LLM runs, so the figure moves
+with the prompt, not with the model's choices.
+
+    .venv/bin/python benchmarks/bench_prompt_tokens.py results/local-dev17-s6/full results/local-dev17-s6/spinach
+
+The observations are today's (the tools run again); the actions are the recorded ones, so a prompt
+change is measured on the same trajectories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import re
+import statistics
+import sys
+import tempfile
+from collections import OrderedDict, defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+
+from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
+from saga_dspy.lm.llama import LOCAL_PREFIX_CACHE_BYTES  # noqa: E402
+
+apply_offline_env()
+
+KV_BYTES_PER_TOKEN = 28 * 2 * 256 * 2  # Qwen2.5-1.5B: 28 layers x (K, V) x 2 KV heads x 128 dims x f16
+_HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
+OUTPUT_FIELDS = {"next_thought", "next_tool_name", "next_tool_args", "completed", "sparql", "answer_type_label",
+                 "answer_type_qid", "relevant_pids", "complete", "problem"}  # their headers close the last message
+_TYPED = re.compile(r"^(.*?)\s*\((Q\d+)\)\s*$")
+
+
+class Recorder:
+    """The scripted LM's engine hook: keeps every call's messages and reply."""
+
+    def __init__(self):
+        self.calls: list[tuple[list[dict], str]] = []
+
+
+def replay_lm(plans, answer_types, recorder: Recorder):
+    from helpers.scripted_lm import ScriptedLM, _ScriptedEngine
+
+    class Engine(_ScriptedEngine):
+        def _complete_messages(self, messages):
+            response = super()._complete_messages(messages)
+            recorder.calls.append((list(messages), response.message.parts[0].text))
+            return response
+
+    lm = ScriptedLM(plans, answer_types)
+    lm._engine_spec = Engine(lm)
+    return lm
+
+
+def chat_text(messages: list[dict]) -> tuple[str, list[tuple[str, int, int]]]:
+    """The Qwen chat-template text of `messages` (generation prompt included) and each region's char span:
+    `system`, `demos` (all earlier user/assistant turns), then the last user message's fields."""
+    text, regions = "", []
+    for i, m in enumerate(messages):
+        head = f"<|im_start|>{m['role']}\n"
+        start = len(text) + len(head)
+        content = str(m.get("content") or "")
+        text += head + content + "<|im_end|>\n"
+        if i == 0 and m["role"] == "system":
+            regions.append(("system", 0, len(text)))
+        elif i < len(messages) - 1:
+            regions.append(("demos", start - len(head), len(text)))
+        else:
+            marks = list(_HEADER.finditer(content))
+            edges = [start] + [start + mk.start() for mk in marks[1:]] + [len(text)]
+            names = [mk.group(1) for mk in marks] or ["user"]
+            for name, a, b in zip(names, edges, edges[1:]):
+                regions.append(("respond" if name in OUTPUT_FIELDS else name, a, b))
+    text += "<|im_start|>assistant\n"
+    return text, regions
+
+
+class Tokens:
+    def __init__(self, model_path: Path):
+        from llama_cpp import Llama
+
+        self.llama = Llama(model_path=str(model_path), vocab_only=True, verbose=False)
+
+    def __call__(self, text: str) -> list[int]:
+        return self.llama.tokenize(text.encode(), add_bos=False, special=True)
+
+
+def common_prefix(a, b) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class PrefixCacheModel:
+    """The local backend's reuse: the live KV prefix (last call) or the longest prefix among saved states, an LRU
+    bounded in bytes (`capacity`: None for unbounded); a state costs `fixed` bytes plus `per_token` per token."""
+
+    def __init__(self, capacity: int | None, fixed: int, per_token: int):
+        self.capacity, self.fixed, self.per_token = capacity, fixed, per_token
+        self.states: OrderedDict[tuple[int, ...], None] = OrderedDict()
+        self.live: list[int] = []
+
+    def reused(self, ids: list[int]) -> int:
+        best = max(self.states, key=lambda k: common_prefix(ids, k), default=None)
+        if best is not None:
+            self.states.move_to_end(best)
+        return max(common_prefix(ids, self.live), common_prefix(ids, best) if best is not None else 0)
+
+    def save(self, ids: list[int]) -> None:
+        self.live = ids
+        self.states.pop(tuple(ids), None)
+        self.states[tuple(ids)] = None
+        while (self.capacity is not None and len(self.states) > 1
+               and sum(self.fixed + self.per_token * len(k) for k in self.states) > self.capacity):
+            self.states.popitem(last=False)
+
+
+def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int | None):
+    from saga_dspy.eval.runner import evaluate
+
+    config = json.loads((run_dir / "config.json").read_text())
+    records = [json.loads(line) for line in (run_dir / "predictions.jsonl").open()][:limit]
+    plans, answer_types = {}, {}
+    for r in records:
+        plans[r["question"]] = [(s["tool_name"], s["tool_args"]) for s in r["trajectory"]
+                                if s["tool_name"] in ("search_wikidata", "get_wikidata_entry", "get_property_examples",
+                                                      "execute_sparql", "stop")] + [("stop", {})]
+        m = _TYPED.match(r.get("answer_type") or "")
+        answer_types[r["question"]] = (m.group(1), m.group(2)) if m else (r.get("answer_type") or "thing", "")
+    settings = Settings(dataset=config["dataset"], split=config["split"], variant=config["variant"],
+                        max_steps=10, lm_cache=False, mlflow=False)
+    per_question: dict[str, dict[str, int]] = {}
+    recorder = Recorder()
+    with tempfile.TemporaryDirectory() as out:
+        for r in records:  # one question at a time, so the calls are attributed to it
+            recorder.calls.clear()
+            evaluate(settings, [config["variant"]], out=Path(out) / r["id"], ids=[r["id"]],
+                     lm=replay_lm(plans, answer_types, recorder), progress=False, stream=io.StringIO())
+            split: dict[str, int] = defaultdict(int)
+            for messages, reply in recorder.calls:
+                text, regions = chat_text(messages)
+                ids = tokens(text)
+                reused = cache.reused(ids)
+                split["prompt"] += len(ids)
+                split["evaluated"] += len(ids) - reused
+                split["calls"] += 1
+                for name, a, b in regions:  # the evaluated tokens that fall in this region
+                    lo, hi = len(tokens(text[:a])), len(tokens(text[:b]))
+                    split[f"eval:{name}"] += max(0, hi - max(lo, reused))
+                cache.save(ids + tokens(reply))
+            per_question[r["id"]] = dict(split)
+    return config["variant"], per_question
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="eval run directories (predictions.jsonl, config.json)")
+    parser.add_argument("--limit", type=int, default=None, help="first N questions of each run")
+    parser.add_argument("--cache-bytes", type=int, default=LOCAL_PREFIX_CACHE_BYTES,
+                        help="the state cache's capacity (default: the backend's); 0 for unbounded")
+    parser.add_argument("--state-fixed-bytes", type=int, default=0,
+                        help="bytes a saved state costs besides its KV cells (llama-cpp-python's logits copy)")
+    parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    args = parser.parse_args()
+    args.cache_bytes = args.cache_bytes or None
+    from saga_dspy.lm.model_files import local_model_path
+
+    tokens = Tokens(local_model_path(Settings()))
+    report = {}
+    for run in args.runs:
+        cache = PrefixCacheModel(args.cache_bytes, args.state_fixed_bytes, KV_BYTES_PER_TOKEN)  # cold, as a fresh process
+        variant, per_question = measure(run, tokens, cache, args.limit)
+        keys = sorted({k for q in per_question.values() for k in q})
+        means = {k: round(statistics.mean(q.get(k, 0) for q in per_question.values()), 1) for k in keys}
+        report[str(run)] = {"variant": variant, "questions": len(per_question), "mean": means,
+                            "per_question": per_question}
+        print(f"\n{run} ({variant}, {len(per_question)} questions): mean per question")
+        for k in keys:
+            print(f"  {k:28s} {means[k]:>9.1f}")
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
