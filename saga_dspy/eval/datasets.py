@@ -18,6 +18,7 @@ import io
 import json
 import logging
 import re
+import uuid
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -273,6 +274,11 @@ def _load_json(path: Path, settings: "Settings | None") -> "datasets.Dataset":
     return ds.cast_column("source_answers", datasets.Value("string"))
 
 
+def _fresh_fingerprint() -> str:
+    """The fingerprint of a transform kept in memory (`keep_in_memory=True`: no cache file to find again)."""
+    return uuid.uuid4().hex
+
+
 def _with_gold_columns(ds: "datasets.Dataset", gold: dict[str, dict[str, Any]] | None = None) -> "datasets.Dataset":
     """`ds` with the `GOLD_FIELDS` columns, filled from frozen `gold` by id where it has the id."""
     gold = gold or {}
@@ -285,7 +291,9 @@ def _with_gold_columns(ds: "datasets.Dataset", gold: dict[str, dict[str, Any]] |
         return {"gold": _json_text(g.get("result")), "answerable": bool(g.get("answerable")),
                 "gold_error": err.get("kind") if isinstance(err, dict) else err}
 
-    return ds.map(join, features=_features())
+    # the closure holds the whole frozen gold: datasets would pickle and hash it (~0.2 s a split) only to name a
+    # cache file; the result is kept in memory, so there is no cache file to name
+    return ds.map(join, features=_features(), keep_in_memory=True, new_fingerprint=_fresh_fingerprint())
 
 
 def _hub_questions(hub_id: str, split: str, kg: str) -> "datasets.Dataset":
@@ -387,7 +395,8 @@ def load_benchmark(
         )
     whys = [_reason(row) for row in ds]
     reasons = Counter(w for w in whys if w is not None)
-    ds = ds.filter(lambda _row, i: whys[i] is None, with_indices=True)
+    ds = ds.filter(lambda _row, i: whys[i] is None, with_indices=True, keep_in_memory=True,
+                   new_fingerprint=_fresh_fingerprint())
     report = {
         "benchmark": name,
         "split": resolved,

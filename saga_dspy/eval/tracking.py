@@ -37,6 +37,7 @@ import json
 import logging
 import math
 import os
+import queue
 import re
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -373,7 +374,8 @@ class Tracker:
             while mlflow.active_run() is not None:
                 mlflow.end_run()
         with contextlib.suppress(Exception):
-            mlflow.flush_trace_async_logging(terminate=True)
+            if not (_drain_trace_queue() and _terminate_trace_export()):
+                mlflow.flush_trace_async_logging(terminate=True)
         if self._autologging:
             with contextlib.suppress(Exception):
                 import mlflow.dspy
@@ -401,6 +403,52 @@ def _drain_trace_queue(timeout: float = 600.0) -> bool:
         return False
     with pending.all_tasks_done:  # a task is done once written (mlflow's worker calls task_done after it)
         return pending.all_tasks_done.wait_for(lambda: pending.unfinished_tasks == 0, timeout)
+
+
+class _NoTask:
+    """An export task that writes nothing: it only wakes the consumer from its wait on the queue."""
+
+    def handle(self) -> None:
+        pass
+
+
+_EXPORT_QUEUE_PARTS = ("_flush_lock", "_lock", "_is_active", "_stop_event", "_consumer_thread", "_queue",
+                       "_worker_threadpool")
+
+
+def _terminate_trace_export() -> bool:
+    """Stop mlflow's trace export threads without waiting for the consumer's one-second poll.
+
+    mlflow's terminating flush marks its queue inactive (later traces are written synchronously), sets
+    the stop flag and joins the consumer, which only sees the flag after its `get(timeout=1)` returns:
+    up to a second, once per evaluate call. This does the same steps and puts an empty task on the
+    queue to end that wait; anything the consumer left is written here. False when the queue is not
+    the one this knows (the caller then uses the public flush)."""
+    from mlflow.tracing.provider import _get_span_processor
+
+    export_queue = getattr(getattr(_get_span_processor(), "span_exporter", None), "_async_queue", None)
+    if export_queue is None or not all(hasattr(export_queue, part) for part in _EXPORT_QUEUE_PARTS):
+        return False
+    pending = export_queue._queue
+    with export_queue._flush_lock:
+        with export_queue._lock:
+            if not export_queue._is_active:
+                return True
+            export_queue._is_active = False
+            export_queue._stop_event.set()
+        with contextlib.suppress(queue.Full):
+            pending.put_nowait(_NoTask())
+        export_queue._consumer_thread.join()
+        while True:  # what the consumer did not take (the wake-up task when it had already stopped)
+            try:
+                task = pending.get_nowait()
+            except queue.Empty:
+                break
+            task.handle()
+            pending.task_done()
+        pending.join()
+        export_queue._worker_threadpool.shutdown(wait=True)
+    return True
 
 
 # --------------------------------------------------------------------------- chart
