@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.incoming import (IncomingView, arrange_incoming, describe_incoming, fetch_incoming,
-                                           incoming_block)
+                                           incoming_block, rank_incoming)
 from saga_dspy.grounding.lookup_view import WITH_DESCRIPTION, arrange, rest_block, tail_lines
 from saga_dspy.grounding.neighbourhood import Neighbourhood, Value, fetch_neighbourhood, type_filter
 from saga_dspy.grounding.ranking import id_order
@@ -291,10 +291,11 @@ def _incoming(ctx: QuestionContext, eid: str, nb: Neighbourhood, *, propose: boo
     at = ctx.state.answer_type if _prior_active(ctx) else None
     qid = at.qid if at else None
     edges = fetch_incoming(ctx, eid)
-    if only_if_relevant and not arrange_incoming(ctx, eid, nb.label, edges, None, propose=False).relevant_shown:
+    ranked = rank_incoming(ctx, nb.label, edges)
+    if only_if_relevant and not IncomingView(edges, scores=ranked).relevant_shown:
         return IncomingView({})
     describe_incoming(ctx, eid, edges, subject_types=bool(qid))
-    return arrange_incoming(ctx, eid, nb.label, edges, qid, propose=propose, fit_alone=fit_alone)
+    return arrange_incoming(ctx, eid, nb.label, edges, qid, propose=propose, fit_alone=fit_alone, ranked=ranked)
 
 
 def _head_lines(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, fits: dict[str, bool], prior: bool,
