@@ -71,9 +71,10 @@ def slim_logits(state: Any) -> None:
     """Keep one row of a saved state's logits instead of the whole batch (n_batch x n_vocab floats, ~300 MB).
 
     A restored state is never sampled from: llama-cpp-python marks it `_requires_eval` and decodes at least
-    its last token again, and `load_state` broadcasts the one row into its buffer. So a state costs its KV
+    its last token again (and `lean_load_state` does not even write the rows back). So a state costs its KV
     cells only, and the cache holds the instruction prefixes of every kind of call (controller, answer
-    type, extract) across questions instead of the last two or three prompts."""
+    type, extract) across questions instead of the last two or three prompts. (States saved by
+    `lean_save_state` already have one row.)"""
     scores = getattr(state, "scores", None)
     if scores is not None and getattr(scores, "ndim", 0) == 2 and scores.shape[0] > 1:
         state.scores = scores[-1:].copy()
@@ -93,7 +94,7 @@ def lean_save_state(llama: Any) -> Any:
     written = int(llama_cpp.llama_state_get_data(llama.ctx, buffer, size))
     if written > size:
         raise RuntimeError("Failed to copy llama state data")
-    return LlamaState(scores=llama.scores[max(0, min(llama.n_tokens, llama.scores.shape[0]) - 1):][:1].copy(),
+    return LlamaState(scores=llama.scores[:1].copy(),  # one row keeps the state's shape; it is never read
                       input_ids=llama.input_ids.copy(), n_tokens=llama.n_tokens,
                       llama_state=ctypes.string_at(buffer, written), llama_state_size=written, seed=llama._seed)
 
