@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
 from saga_dspy.lm.llama import LOCAL_PREFIX_CACHE_BYTES  # noqa: E402
+from saga_dspy.tools.specs import TOOL_NAMES  # noqa: E402
 
 apply_offline_env()
 
@@ -136,8 +137,7 @@ def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int |
     plans, answer_types = {}, {}
     for r in records:
         plans[r["question"]] = [(s["tool_name"], s["tool_args"]) for s in r["trajectory"]
-                                if s["tool_name"] in ("search_wikidata", "get_wikidata_entry", "get_property_examples",
-                                                      "execute_sparql", "stop")] + [("stop", {})]
+                                if s["tool_name"] in TOOL_NAMES] + [("stop", {})]
         m = _TYPED.match(r.get("answer_type") or "")
         answer_types[r["question"]] = (m.group(1), m.group(2)) if m else (r.get("answer_type") or "thing", "")
     settings = Settings(dataset=config["dataset"], split=config["split"], variant=config["variant"],

@@ -362,7 +362,7 @@ class Tracker:
         (its consumer polls the queue once a second, so each flush cost up to a second)."""
         if self.enabled:
             with contextlib.suppress(Exception):
-                if not _drain_trace_queue():
+                if _drain_trace_queue() is None:
                     self._mlflow.flush_trace_async_logging()
 
     def close(self) -> None:
@@ -374,7 +374,8 @@ class Tracker:
             while mlflow.active_run() is not None:
                 mlflow.end_run()
         with contextlib.suppress(Exception):
-            if not (_drain_trace_queue() and _terminate_trace_export()):
+            export_queue = _drain_trace_queue()
+            if export_queue is None or not _terminate_trace_export(export_queue):
                 mlflow.flush_trace_async_logging(terminate=True)
         if self._autologging:
             with contextlib.suppress(Exception):
@@ -384,25 +385,27 @@ class Tracker:
             self._autologging = False
 
 
-def _drain_trace_queue(timeout: float = 600.0) -> bool:
+def _drain_trace_queue(timeout: float = 600.0) -> Any:
     """Write every finished trace now: the span processor's batch goes to the exporter (OpenTelemetry's
     `force_flush`), then this waits until the exporter's asynchronous queue has written all of it.
 
-    False when the exporter is not the plain queue this knows (no asynchronous export, a span
-    batcher in front of it) or a wait timed out: the caller then flushes the public way."""
+    Returns that export queue; None when the exporter is not the plain queue this knows (no asynchronous
+    export, a span batcher in front of it) or a wait timed out: the caller then flushes the public way."""
     from mlflow.tracing.provider import _get_span_processor
 
     processor = _get_span_processor()
     exporter = getattr(processor, "span_exporter", None)
     if exporter is None or getattr(exporter, "_span_batcher", None) is not None:
-        return False
-    pending = getattr(getattr(exporter, "_async_queue", None), "_queue", None)
+        return None
+    export_queue = getattr(exporter, "_async_queue", None)
+    pending = getattr(export_queue, "_queue", None)
     if pending is None or not hasattr(pending, "all_tasks_done"):
-        return False
+        return None
     if not processor.force_flush(int(timeout * 1000)):
-        return False
+        return None
     with pending.all_tasks_done:  # a task is done once written (mlflow's worker calls task_done after it)
-        return pending.all_tasks_done.wait_for(lambda: pending.unfinished_tasks == 0, timeout)
+        drained = pending.all_tasks_done.wait_for(lambda: pending.unfinished_tasks == 0, timeout)
+    return export_queue if drained else None
 
 
 class _NoTask:
@@ -416,18 +419,16 @@ _EXPORT_QUEUE_PARTS = ("_flush_lock", "_lock", "_is_active", "_stop_event", "_co
                        "_worker_threadpool")
 
 
-def _terminate_trace_export() -> bool:
+def _terminate_trace_export(export_queue: Any) -> bool:
     """Stop mlflow's trace export threads without waiting for the consumer's one-second poll.
 
     mlflow's terminating flush marks its queue inactive (later traces are written synchronously), sets
     the stop flag and joins the consumer, which only sees the flag after its `get(timeout=1)` returns:
     up to a second, once per evaluate call. This does the same steps and puts an empty task on the
-    queue to end that wait; anything the consumer left is written here. False when the queue is not
-    the one this knows (the caller then uses the public flush)."""
-    from mlflow.tracing.provider import _get_span_processor
-
-    export_queue = getattr(getattr(_get_span_processor(), "span_exporter", None), "_async_queue", None)
-    if export_queue is None or not all(hasattr(export_queue, part) for part in _EXPORT_QUEUE_PARTS):
+    queue to end that wait; anything the consumer left is written here. `export_queue`: the one
+    `_drain_trace_queue` emptied. False when it is not the queue this knows (the caller then uses the
+    public flush)."""
+    if not all(hasattr(export_queue, part) for part in _EXPORT_QUEUE_PARTS):
         return False
     pending = export_queue._queue
     with export_queue._flush_lock:

@@ -93,18 +93,13 @@ def subjects_fit(ctx: QuestionContext, edge: IncomingEdge, answer_qid: str) -> b
         return False
 
 
-def rank_incoming(ctx: QuestionContext, entity_label: str, edges: dict[str, IncomingEdge],
-                  fitting: frozenset[str] | set[str] = frozenset()) -> list[PropertyScore]:
-    """The incoming properties in the order the section shows them: by the question's words, then answer-type
-    fit (`fitting`), niche ones last, ties to the most used property (not the lowest id)."""
-    return _shown_order(rank_properties(ctx.question, list(edges), ctx.schema, entity_label=entity_label,
-                                        fits={pid: pid in fitting for pid in edges}, label_of=ctx.property_label,
-                                        header=()), edges)
-
-
-def _shown_order(scores, edges: dict[str, IncomingEdge]) -> list[PropertyScore]:
+def rank_incoming(ctx: QuestionContext, entity_label: str, edges: dict[str, IncomingEdge]) -> list[PropertyScore]:
+    """The incoming properties by the question's words (niche ones last), ties to the most used property (not
+    the lowest id); `arrange_incoming` then puts those whose subjects fit the answer type first among equals."""
+    scores = rank_properties(ctx.question, list(edges), ctx.schema, entity_label=entity_label,
+                             label_of=ctx.property_label, header=())
     used = {pid: i for i, pid in enumerate(edges)}
-    return sorted(scores, key=lambda s: (s.niche, -s.relevance, not s.fits, used[s.pid]))
+    return sorted(scores, key=lambda s: (s.niche, -s.relevance, used[s.pid]))
 
 
 def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: dict[str, IncomingEdge],
@@ -112,16 +107,16 @@ def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: d
                      ranked: list[PropertyScore] | None = None) -> IncomingView:
     """Rank the incoming properties by the question (answer-type fit second); propose `?x wdt:P wd:E` with
     the best-ranked one whose subjects fit the expected answer class — and, unless `fit_alone` (no outgoing
-    property fits the answer type either), that the question's words also match. `ranked`: the same edges
-    already ranked without the fit (`rank_incoming`), whose word scores are reused."""
+    property fits the answer type either), that the question's words also match. `ranked`: `rank_incoming`
+    of the same edges when the caller has it already."""
     view = IncomingView(edges)
     if not edges:
         return view
     fitting = {pid for pid, e in edges.items() if answer_qid and subjects_fit(ctx, e, answer_qid)}
-    if ranked is None:
-        view.scores = rank_incoming(ctx, entity_label, edges, fitting)
-    else:
-        view.scores = _shown_order([replace(s, fits=s.pid in fitting) for s in ranked], edges)
+    ranked = ranked if ranked is not None else rank_incoming(ctx, entity_label, edges)
+    # a stable sort: equals keep rank_incoming's most-used-first order
+    view.scores = sorted((replace(s, fits=s.pid in fitting) for s in ranked),
+                         key=lambda s: (s.niche, -s.relevance, not s.fits))
     view.shown = [s.pid for s in view.scores[:SHOWN]]
     # ★: the subjects fit the expected answer type, whether or not the words match ("companies in Munich":
     # headquarters location); requiring a word match as on the outgoing side lost such a dev question
