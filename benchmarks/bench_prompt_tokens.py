@@ -66,7 +66,8 @@ def replay_lm(plans, answer_types, recorder: Recorder):
 
 def chat_text(messages: list[dict]) -> tuple[str, list[tuple[str, int, int]]]:
     """The Qwen chat-template text of `messages` (generation prompt included) and each region's char span:
-    `system`, `demos` (all earlier user/assistant turns), then the last user message's fields."""
+    `system`, `demo:<field>` (the fields of all earlier user/assistant turns), then the last user message's
+    fields."""
     text, regions = "", []
     for i, m in enumerate(messages):
         head = f"<|im_start|>{m['role']}\n"
@@ -75,14 +76,14 @@ def chat_text(messages: list[dict]) -> tuple[str, list[tuple[str, int, int]]]:
         text += head + content + "<|im_end|>\n"
         if i == 0 and m["role"] == "system":
             regions.append(("system", 0, len(text)))
-        elif i < len(messages) - 1:
-            regions.append(("demos", start - len(head), len(text)))
-        else:
-            marks = list(_HEADER.finditer(content))
-            edges = [start] + [start + mk.start() for mk in marks[1:]] + [len(text)]
-            names = [mk.group(1) for mk in marks] or ["user"]
-            for name, a, b in zip(names, edges, edges[1:]):
-                regions.append(("respond" if name in OUTPUT_FIELDS else name, a, b))
+            continue
+        demo = i < len(messages) - 1
+        marks = list(_HEADER.finditer(content))
+        edges = [start - len(head)] + [start + mk.start() for mk in marks[1:]] + [len(text)]
+        names = [mk.group(1) for mk in marks] or ["user"]
+        for name, a, b in zip(names, edges, edges[1:]):
+            name = "respond" if name in OUTPUT_FIELDS else name
+            regions.append((f"demo:{name}" if demo else name, a, b))
     text += "<|im_start|>assistant\n"
     return text, regions
 
@@ -160,6 +161,8 @@ def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int |
                 for name, a, b in regions:  # the evaluated tokens that fall in this region
                     lo, hi = len(tokens(text[:a])), len(tokens(text[:b]))
                     split[f"eval:{name}"] += max(0, hi - max(lo, reused))
+                    if name.startswith("demo:"):
+                        split["eval:demos"] += max(0, hi - max(lo, reused))
                 cache.save(ids + tokens(reply))
             per_question[r["id"]] = dict(split)
     return config["variant"], per_question

@@ -14,7 +14,7 @@ from dspy.utils.exceptions import AdapterParseError, ContextWindowExceededError,
 from saga_dspy.agent.calls import is_context_overflow
 from saga_dspy.agent.episode import Episode
 from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
-from saga_dspy.agent.parsing import FENCE, MARKER
+from saga_dspy.agent.parsing import FENCE, MARKER, normalize_tool_name, parse_tool_args
 from saga_dspy.agent.trajectory import Step, one_line, render_trajectory
 from saga_dspy.tools.specs import TOOL_NAMES, TOOL_SPECS
 
@@ -27,6 +27,8 @@ MAX_CONSECUTIVE_FAILURES = 3  # unreadable LM turns in a row before the loop giv
 MAX_REPEATS = 2  # identical actions in a row before the loop gives up (then the extract call)
 REPEAT_TEMPERATURE = 0.7  # the sampling temperature of the step after a repeated action
 CHECK_EXTRA_STEPS = 3  # CheckAnswer's bounded second chance
+FINAL_STEP = ("The steps are over. Write the final SPARQL query that answers the question from what the steps found: "
+              "next_tool_name execute_sparql, next_tool_args {\"sparql\": \"...\"}.")  # the step-mode extract's line
 
 
 def _plain_format(adapter) -> Any:
@@ -115,11 +117,12 @@ class SagaReAct(dspy.ReAct):
         total = int((settings.context_window - settings.max_tokens) * CHARS_PER_TOKEN * episode.budget_scale)
         return max(MIN_TRAJECTORY_CHARS, total - fixed)
 
-    def _call(self, episode: "Episode", predictor: dspy.Predict, **extra):
-        """One predictor call with the episode's current inputs; shrinks the trajectory on overflow."""
+    def _call(self, episode: "Episode", predictor: dspy.Predict, *, tail: str = "", turn: bool = True, **extra):
+        """One predictor call with the episode's current inputs; shrinks the trajectory on overflow.
+        `tail`: a line after the trajectory (the step-mode extract); `turn`: a controller turn (counted as one)."""
         last: BaseException | None = None
         calls = episode.calls
-        if predictor is self.react:
+        if predictor is self.react and turn:
             calls.turn()
         for _attempt in range(4):
             inputs = episode.inputs()
@@ -128,6 +131,8 @@ class SagaReAct(dspy.ReAct):
                 budget = min(budget, episode.trajectory_cap)
             trajectory = render_trajectory(episode.steps, budget, observation_chars=episode.settings.observation_chars)
             episode.last_trajectory_chars = len(trajectory)
+            if tail:
+                trajectory = f"{trajectory}\n\n{tail}" if trajectory else tail
             try:
                 with calls.one_call():
                     if predictor is self.react and episode.demos is not None:
@@ -194,14 +199,34 @@ class SagaReAct(dspy.ReAct):
         return dspy.Prediction(trajectory=[s.to_dict() for s in episode.steps])
 
     def extract_query(self, episode: "Episode") -> str | None:
-        """The fallback: ask the extract predictor for the final query from the trajectory."""
+        """The fallback when the steps ended without an answering query (`Settings.final_extract`).
+
+        `step`: one more controller turn whose trajectory ends with FINAL_STEP; its prompt is the last
+        turn's plus that line, so a local model evaluates only the line and the fresh state (DSPy ReAct's
+        extract predictor reads the whole trajectory again under its own instructions: ~2k tokens, on exactly
+        the questions that failed). `call`: that extract predictor. `none`: no LM call."""
+        mode = episode.settings.final_extract
+        if mode == "none":
+            return None
         if not episode.calls.take("extract"):
             episode.notes.append("extract skipped: no LM call left for this question")
             return None
         try:
-            pred = self._call(episode, self.extract)
+            if mode == "step":
+                text = self._final_step_query(episode, self._call(episode, self.react, tail=FINAL_STEP, turn=False))
+            else:
+                text = str(getattr(self._call(episode, self.extract), "sparql", "") or "")
         except Exception as exc:  # an LM call: without an extracted query the last execution is used
             episode.notes.append(f"extract failed: {type(exc).__name__}: {one_line(str(exc), 200)}")
             return None
-        text = MARKER.sub(" ", str(getattr(pred, "sparql", "") or "")).strip()
+        text = MARKER.sub(" ", text).strip()
         return FENCE.sub("", text).strip() or None
+
+    @staticmethod
+    def _final_step_query(episode: "Episode", pred) -> str:
+        """The query of the final step's reply: an execute_sparql action's argument, else nothing."""
+        name = normalize_tool_name(getattr(pred, "next_tool_name", ""), TOOL_NAMES)
+        if name != "execute_sparql":
+            episode.notes.append(f"extract: the final step chose {name or 'no tool'}, not execute_sparql")
+            return ""
+        return str(parse_tool_args(getattr(pred, "next_tool_args", {}), ["sparql"]).get("sparql") or "")

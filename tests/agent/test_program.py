@@ -19,6 +19,7 @@ from dspy.utils.exceptions import ContextWindowExceededError
 
 from saga_dspy.kg.results import AskResult, SelectResult
 from saga_dspy.agent.program import SagaProgram
+from saga_dspy.agent.react import FINAL_STEP
 
 WD = "http://www.wikidata.org/entity/"
 RIEMANN_Q = "After whom is the Riemannian geometry named?"
@@ -265,16 +266,33 @@ def test_tool_error_and_garbage_turn_do_not_crash(settings, endpoint, search, mo
 
 
 def test_step_limit_then_extract(settings, endpoint, search):
-    script = [
-        answer_type("person", "Q5"),
-        step("search_wikidata", query="Riemannian geometry"),
-        step("search_wikidata", query="Riemann"),
-        step("get_wikidata_entry", qid="Q761383"),
-        {"sparql": RIEMANN_SPARQL},  # the extract call, since nothing was executed
-    ]
+    steps = [step("search_wikidata", query="Riemannian geometry"), step("search_wikidata", query="Riemann"),
+             step("get_wikidata_entry", qid="Q761383")]
+    # the default extract is one more controller turn: the last turn's prompt with a line after the trajectory
+    script = [answer_type("person", "Q5"), *steps, step("execute_sparql", sparql=RIEMANN_SPARQL)]
     pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3)
-    assert pred.counters["steps"] == 3 and pred.counters["lm_calls"] == 5
+    c = pred.counters
+    assert (c["steps"], c["lm_calls"], c["lm_steps"], c["extracts"]) == (3, 5, 3, 1)
     assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
+    last_turn, final = lm.history[3]["messages"], lm.history[4]["messages"]
+    assert final[:-1] == last_turn[:-1]  # same system message (and demos): a local model reuses them
+    trajectory = field(user_part(lm, 4), "trajectory")
+    assert trajectory.endswith(FINAL_STEP) and trajectory.startswith(field(user_part(lm, 3), "trajectory"))
+    assert "Step 3" in trajectory and "get_wikidata_entry" in trajectory  # the last turn's step is shown before it
+    # a final step that chooses another tool gives no query: the last execution (none here) stays
+    script = [answer_type("person", "Q5"), *steps, step("search_wikidata", query="Riemann")]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3)
+    assert pred.final_source is None and pred.counters["extracts"] == 1
+    assert any("final step chose search_wikidata" in n for n in pred.notes)
+    # DSPy ReAct's extract predictor (its own prompt, the trajectory read again) on request
+    script = [answer_type("person", "Q5"), *steps, {"sparql": RIEMANN_SPARQL}]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3, final_extract="call")
+    assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
+    assert "The steps are over" in lm.history[4]["messages"][0]["content"]
+    # none: no LM call after the steps
+    pred, lm = run(settings, endpoint, search, [answer_type("person", "Q5"), *steps], RIEMANN_Q, max_steps=3,
+                   final_extract="none")
+    assert len(lm.history) == 4 and pred.counters["extracts"] == 0 and pred.final_source is None
 
 
 def test_step_limit_uses_last_nonempty_execution(settings, endpoint, search):
@@ -539,7 +557,7 @@ def test_a_repeated_action_is_not_run_again(settings, endpoint, search):
     assert pred.counters["lookups"] == 1 and pred.counters["repeated"] == 1
     assert answer_ids(pred) == {"Q42299"}
     # a controller stuck on one action is stopped after two repeats in a row; the extract call writes the query
-    script = [answer_type("person", "Q5")] + [lookup] * 3 + [{"sparql": RIEMANN_SPARQL}]
+    script = [answer_type("person", "Q5")] + [lookup] * 3 + [step("execute_sparql", sparql=RIEMANN_SPARQL)]
     pred, lm = run(settings, endpoint, search, script, RIEMANN_Q)
     assert pred.counters["steps"] == 3 and pred.counters["repeated"] == 2
     assert any("repeated actions" in n for n in pred.notes)
@@ -561,7 +579,7 @@ def test_a_query_given_to_stop_is_executed_first(settings, endpoint, search):
 
 def test_an_invalid_final_query_is_the_agents_failure_not_the_programs(settings, endpoint, search):
     script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"),
-              {"sparql": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } UNION"}]  # extract writes garbage
+              step("execute_sparql", sparql="SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } UNION")]  # extract: garbage
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=1)
     assert pred.final_source == "extract" and pred.final_status == "error"
     assert pred.final_error.startswith("syntax") and pred.error is None and pred.answers is None
@@ -569,7 +587,7 @@ def test_an_invalid_final_query_is_the_agents_failure_not_the_programs(settings,
 
 def test_an_adapter_marker_inside_the_extracted_query_is_dropped(settings, endpoint, search):
     script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"),
-              {"sparql": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } [[ ## completed ## ]]"}]
+              step("execute_sparql", sparql="SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } [[ ## completed ## ]]")]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=1)
     assert pred.final_source == "extract" and pred.final_status == "ok"
     assert pred.sparql.endswith("?x }") and pred.final_error is None
@@ -672,7 +690,7 @@ def test_lm_calls_stay_within_steps_plus_two(settings, endpoint, search):
     assert any("extract skipped" in n for n in pred.notes)
     # with a spare call left the extract is made
     pred, lm = run(settings, endpoint, search, [answer_type("thing"), step("search_wikidata", query="Riemann"),
-                                                {"sparql": RIEMANN_SPARQL}], RIEMANN_Q, max_steps=1)
+                                                step("execute_sparql", sparql=RIEMANN_SPARQL)], RIEMANN_Q, max_steps=1)
     assert pred.counters["extracts"] == 1 and pred.counters["lm_calls"] == 3 == pred.counters["lm_steps"] + 2
 
 
