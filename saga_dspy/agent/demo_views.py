@@ -3,8 +3,7 @@
 The bundled pools are recorded by the full variant's tools. A variant without a mechanism must not be
 shown what only that mechanism produces: `for_variant(record, variant)` removes it from the record's
 observations and controller inputs (type-filter notes, `[domain | range]` annotations, ★ marks and the
-proposed query, the incoming section, the expected answer type, the imposed form; demos carry no type context
-or knowledge log at all: `agent.demos.controller_example`). What it
+proposed query, the incoming section, the expected answer type, the type context and knowledge log, the imposed form). What it
 cannot undo, it refuses: a record with a `[BLOCKED]` observation is dropped for a variant without the
 conflict check. A per-variant pool file recorded by the variant's own tools
 (`<data_dir>/demos/<dataset>.<variant>.jsonl`) is preferred to this rendering wherever it exists.
@@ -18,6 +17,7 @@ from typing import Any
 
 from saga_dspy.variants import Variant
 
+NOT_KEPT = "(not kept in this configuration)"  # what the no-type-state controller reads (agent.episode)
 PLAIN_NEXT = "Next: execute a query with the property above that leads to the answer."
 
 _TYPE_FILTER_LINE = re.compile(r"^(Type filter:|Type filter skipped:).*$\n?", re.M)
@@ -28,6 +28,7 @@ _LOOKUP_ANNOTATION = re.compile(r" / (?:domain|range):[^\n]*")  # ' / domain: �
 _COMPACT_RANGE = re.compile(r" \[range: [^\]\n]*(?:\]|…|$)", re.M)
 _SEARCH_SCHEMA = re.compile(r" \[domain: [^\n]*")  # '[domain: … | range: …]', last on its line (maybe clipped)
 _SEARCH_TYPES = re.compile(r" \[(?:class; subclass of [^\]\n]*|no types|[^\]\n]*)\]$", re.M)
+_EXPECTED_LINE = re.compile(r"^Expected answer type:.*$\n?", re.M)
 _INCOMING = re.compile(r"^Incoming: .*$\n?(?:^  ← .*$\n?)*", re.M)  # the section (or its compact line)
 _NEXT_INCOMING = re.compile(r"^Next: (?:the items asked for point at this entity; )?execute e\.g\. .*$", re.M)
 
@@ -53,6 +54,16 @@ def _observation(text: str, variant: Variant, tool: str) -> str:
     return text
 
 
+def _state(text: Any, variant: Variant) -> Any:
+    if not isinstance(text, str):
+        return text
+    if not variant.grounding.type_state:
+        return NOT_KEPT
+    if not variant.grounding.answer_type_prior:
+        text = _EXPECTED_LINE.sub("", text).strip() or "(none yet)"
+    return text
+
+
 def for_variant(record: dict[str, Any], variant: Variant | None) -> dict[str, Any] | None:
     """The record as `variant`'s tools would show it (a copy), or None when it cannot be rendered so."""
     if variant is None or variant.is_full:
@@ -67,6 +78,12 @@ def for_variant(record: dict[str, Any], variant: Variant | None) -> dict[str, An
         if not variant.grounding.conflict_check and obs.startswith("[BLOCKED]"):
             return None
         step["observation"] = _observation(obs, variant, str(step.get("tool_name") or ""))
+        for key in ("type_context", "knowledge_log"):
+            if key in step:
+                step[key] = _state(step[key], variant)
+    for key in ("type_context", "knowledge_log"):
+        if key in out:
+            out[key] = _state(out[key], variant)
     if not variant.agent.answer_type_step:
         out["answer_type"] = "unknown"
     if not variant.agent.query_form:

@@ -182,20 +182,18 @@ def record_to_example(record: dict[str, Any], *, spinach: bool = False, output: 
     shown = [st for st, _ in steps[:at]][-DEMO_STEPS:]
     form = str(record.get("query_form") or _form_of(str(record.get("sparql") or ""))).upper()
     answer_type = record.get("answer_type") or {"ASK": "boolean", "COUNT": "quantity"}.get(form, "unknown")
+    # the state the controller saw when it chose this step (per step in the teacher's records)
+    type_context = raw.get("type_context") or record.get("type_context") or "(none yet)"
+    knowledge_log = raw.get("knowledge_log") or record.get("knowledge_log") or "(none yet)"
     shown_form = str(record.get("shown_form") or form).upper()  # a variant's view may hold the controller to no form
     return controller_example(question, shown, at - len(shown), target, spinach=spinach, answer_type=str(answer_type),
-                              form=shown_form)
+                              form=shown_form, type_context=str(type_context), knowledge_log=str(knowledge_log))
 
 
 def controller_example(question: str, shown: list[Step], first_index: int, target: Step, *, spinach: bool,
-                       answer_type: str, form: str) -> dspy.Example:
+                       answer_type: str, form: str, type_context: str, knowledge_log: str) -> dspy.Example:
     """The one builder of a controller demonstration: the steps shown before as the trajectory, the target
-    step as the output (used for the agent's pools and for the gold teacher's compiled demos).
-
-    A demo carries no type context or knowledge log: the trajectory it shows holds the same facts, and
-    those two fields made up a quarter of the full variant's demonstration tokens, evaluated afresh at every
-    question (demos are chosen per question). dspy marks such a demo as one whose other fields are not
-    supplied; the live prompt always carries them."""
+    step as the output (used for the agent's pools and for the gold teacher's compiled demos)."""
     trajectory = render_trajectory(shown, budget=None, observation_chars=DEMO_OBSERVATION_CHARS,
                                    first_index=first_index)
     outputs = {"next_thought": target.thought, "next_tool_name": target.tool_name,
@@ -208,6 +206,8 @@ def controller_example(question: str, shown: list[Step], first_index: int, targe
             "answer_type": answer_type,
             "query_form": QUERY_FORM_GUIDE.get(form, QUERY_FORM_GUIDE["SELECT"]),
             "trajectory": trajectory,
+            "type_context": type_context,
+            "knowledge_log": knowledge_log,
         }
     return dspy.Example(**inputs, **outputs).with_inputs(*inputs)
 

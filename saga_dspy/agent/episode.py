@@ -65,6 +65,7 @@ class Episode:
     auto_runs: int = 0  # of which the lookup's proposed query (the auto-run)
     done: dict[tuple[str, str], int] = field(default_factory=dict)  # action -> the step that ran it
     repeats: int = 0  # identical actions in a row
+    invalid: int = 0  # actions in a row that named no tool or lacked its argument
     deadline: float | None = None  # time.monotonic() past which no step is taken (settings.question_budget)
     budget_exceeded: bool = False
     final: str | None = None
@@ -113,16 +114,18 @@ class Episode:
     # -- acting -------------------------------------------------------------------------------
 
     def run_tool(self, pred) -> bool | str:
-        """Run the chosen tool; True when the episode is finished, 'extend' for CheckAnswer's extra steps."""
+        """Run the chosen tool; True when the episode is finished, 'extend' for CheckAnswer's extra steps,
+        'repeat' for an action already taken, 'invalid' for one without a known tool or its argument."""
         thought = str(getattr(pred, "next_thought", "") or "").strip()
         raw_name = getattr(pred, "next_tool_name", "")
         raw_args = getattr(pred, "next_tool_args", {})
         name = normalize_tool_name(raw_name, self.tools)
         if name is None:
+            self.invalid += 1
             self.add_step(Step(thought, str(raw_name), _as_dict(raw_args),
                                f"There is no tool {str(raw_name)!r}. Use one of: {', '.join(self.tools)}.",
                                note="unknown-tool"))
-            return False
+            return "invalid"
         func = self.tools[name]
         params = params_of(func)
         args = parse_tool_args(raw_args, params)
@@ -130,9 +133,11 @@ class Episode:
             return self._stop(thought, raw_args)
         missing = [p for p in params if p not in args]
         if missing:
+            self.invalid += 1
             self.add_step(Step(thought, name, args, f"{name} needs the argument {missing[0]!r}, e.g. "
                                f'{{"{missing[0]}": "..."}}.', note="bad-args"))
-            return False
+            return "invalid"
+        self.invalid = 0
         key = _action_key(name, args)
         if key in self.done:  # the same call again: its result would be the same
             self.repeats += 1

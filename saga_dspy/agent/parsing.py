@@ -19,6 +19,7 @@ _TOOL_ALIASES = {
     "get_examples": "get_property_examples",
     "execute": "execute_sparql", "run_sparql": "execute_sparql", "sparql": "execute_sparql",
     "query": "execute_sparql", "execute_query": "execute_sparql", "run_query": "execute_sparql",
+    "write_sparql": "execute_sparql", "write_query": "execute_sparql", "sparql_query": "execute_sparql",
 }
 
 

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 DYNAMIC_INPUTS = ("type_context", "knowledge_log")  # refreshed at every step
 CHARS_PER_TOKEN = 3.0  # conservative for SPARQL, ids and English with the Qwen tokenizer
 MIN_TRAJECTORY_CHARS = 1200
-MAX_CONSECUTIVE_FAILURES = 3  # unreadable LM turns in a row before the loop gives up
+MAX_CONSECUTIVE_FAILURES = 3  # unreadable LM turns (or invalid actions) in a row before the loop gives up
 MAX_REPEATS = 2  # identical actions in a row before the loop gives up (then the extract call)
 REPEAT_TEMPERATURE = 0.7  # the sampling temperature of the step after a repeated action
 CHECK_EXTRA_STEPS = 3  # CheckAnswer's bounded second chance
@@ -195,6 +195,10 @@ class SagaReAct(dspy.ReAct):
                 limit = max(limit, index + CHECK_EXTRA_STEPS)
             if accepted == "repeat" and episode.repeats >= MAX_REPEATS:
                 episode.notes.append(f"stopped after {MAX_REPEATS} repeated actions in a row")
+                break
+            if accepted == "invalid" and episode.invalid >= MAX_CONSECUTIVE_FAILURES:
+                # a small model that keeps inventing a tool (or its arguments) would do so to the step limit
+                episode.notes.append(f"stopped after {MAX_CONSECUTIVE_FAILURES} invalid actions in a row")
                 break
         return dspy.Prediction(trajectory=[s.to_dict() for s in episode.steps])
 

@@ -14,12 +14,11 @@ what a good agent would do:
 
 Each step stores the thought, the tool name and arguments, the real observation (shortened to
 what a demo shows, keeping the gold entity / properties), and the type context and knowledge
-log the controller would have seen before choosing it (only where they changed; a record, not a demo:
-demos leave them out, `agent.demos.controller_example`). The record is the
+log the controller would have seen before choosing it (only where they changed). The record is the
 demo-pool format of `saga_dspy.agent.demos` (`steps`, `answer_type`, `query_form`, `sparql`, ...),
 so `DemoPool` and `scripts/build_demos.py` use it directly, and `trace_examples` turns it into
-`dspy.Example`s with the controller's fields (`question`, `answer_type`, `query_form`,
-`trajectory` -> `next_thought`, `next_tool_name`,
+`dspy.Example`s with the exact controller fields (`question`, `answer_type`, `query_form`,
+`type_context`, `knowledge_log`, `trajectory` -> `next_thought`, `next_tool_name`,
 `next_tool_args`), which dspy's ReAct needs (a plain question/answer demo lacks them and is
 dropped by the adapter).
 """
@@ -464,11 +463,18 @@ def step_example(record: dict[str, Any], index: int, *, spinach: bool = False) -
     index %= len(raw)
     steps = [Step(str(s.get("thought") or ""), str(s["tool_name"]), dict(s.get("tool_args") or {}),
                   str(s.get("observation") or "")) for s in raw]
+    seen: dict[str, str] = {}
+    for step in raw[: index + 1]:  # the context in force at this step (stored only where it changed)
+        for key in ("type_context", "knowledge_log"):
+            if key in step:
+                seen[key] = step[key]
     shown = steps[:index][-DEMO_STEPS:]
     form = str(record.get("query_form") or "SELECT").upper()
     return controller_example(
         record["question"], shown, index - len(shown), steps[index], spinach=spinach,
-        answer_type=str(record.get("answer_type") or "unknown"), form=form)
+        answer_type=str(record.get("answer_type") or "unknown"), form=form,
+        type_context=str(seen.get("type_context") or record.get("type_context") or "(none yet)"),
+        knowledge_log=str(seen.get("knowledge_log") or record.get("knowledge_log") or "(none yet)"))
 
 
 STEP_CHOICES = ("execute", "last", "all")

@@ -295,6 +295,22 @@ def test_step_limit_then_extract(settings, endpoint, search):
     assert len(lm.history) == 4 and pred.counters["extracts"] == 0 and pred.final_source is None
 
 
+def test_invented_tools_end_the_loop_after_three_in_a_row(settings, endpoint, search):
+    invented = step("lookup_everything", query="Riemann")
+    script = [answer_type("person", "Q5"), invented, step("get_wikidata_entry"), invented,
+              step("execute_sparql", sparql=RIEMANN_SPARQL)]  # never asked for: nothing was learnt to extract from
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=10)
+    assert [s["note"] for s in pred.trajectory] == ["unknown-tool", "bad-args", "unknown-tool"]
+    assert any("3 invalid actions in a row" in n for n in pred.notes)
+    assert pred.final_source is None and len(lm.history) == 4 and pred.counters["extracts"] == 0
+    # a valid action in between starts the count again; "write_sparql" is read as execute_sparql
+    script = [answer_type("person", "Q5"), invented, invented, step("search_wikidata", query="Riemann"), invented,
+              step("write_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=10)
+    assert [s["tool_name"] for s in pred.trajectory][-2:] == ["execute_sparql", "stop"]
+    assert pred.final_source == "stop" and answer_ids(pred) == {"Q42299"}
+
+
 def test_step_limit_uses_last_nonempty_execution(settings, endpoint, search):
     script = [
         answer_type("person", "Q5"),

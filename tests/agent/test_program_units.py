@@ -272,7 +272,8 @@ def _bundled_pool_records(name="qald10"):
 
 
 def _shown(example) -> str:
-    return "\n".join(str(example.get(k, "")) for k in ("trajectory", "answer_type", "query_form"))
+    return "\n".join(str(example.get(k, "")) for k in ("trajectory", "type_context", "knowledge_log", "answer_type",
+                                                          "query_form"))
 
 
 def test_demos_show_only_what_the_variants_own_tools_produce():
@@ -281,7 +282,7 @@ def test_demos_show_only_what_the_variants_own_tools_produce():
     records = _bundled_pool_records()
     full = DemoPool(records, variant=variant_of("full"))
     full_text = "\n".join(_shown(r.example) + _shown(r.execute or r.example) for r in full.records)
-    assert "Type filter" in full_text and "domain:" in full_text
+    assert "Type filter" in full_text and "domain:" in full_text and "Expected answer type" in full_text
 
     def text_of(name):
         pool = DemoPool(records, variant=variant_of(name))
@@ -290,18 +291,15 @@ def test_demos_show_only_what_the_variants_own_tools_produce():
 
     spinach = text_of("spinach")
     assert "Incoming:" in full_text and "← " in full_text
-    for marker in ("Type filter", "domain:", "range:", "★", "e.g. SELECT", "Incoming:", "← "):
+    for marker in ("Type filter", "domain:", "range:", "★", "e.g. SELECT", "Expected answer type", "Incoming:", "← "):
         assert marker not in spinach, marker
     no_filter = text_of("no-type-filter")
     assert "Type filter" not in no_filter and "domain:" in no_filter
     no_prior = text_of("no-answer-type")
-    assert "★" not in no_prior and "domain:" in no_prior
+    assert "★" not in no_prior and "Expected answer type" not in no_prior and "domain:" in no_prior
     assert all(r.example["answer_type"] == "unknown" for r in DemoPool(records[:5], variant=variant_of("no-answer-type")).records)
-    # no demo carries the type context or knowledge log (the trajectory shows the same facts; the live prompt has them)
-    for name in ("full", "no-type-state"):
-        for r in DemoPool(records[:5], variant=variant_of(name)).records:
-            for ex in (r.example, r.execute, r.lookup):
-                assert ex is None or not {"type_context", "knowledge_log"} & set(ex.keys())
+    no_state = DemoPool(records[:5], variant=variant_of("no-type-state")).records
+    assert all(r.example["knowledge_log"] == "(not kept in this configuration)" for r in no_state)
     no_form = DemoPool(records[:5], variant=variant_of("no-query-form")).records
     assert all("not fixed" in r.example["query_form"] for r in no_form)
 

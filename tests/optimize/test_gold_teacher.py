@@ -133,9 +133,12 @@ def test_records_become_controller_demos_with_the_exact_fields(teach_settings, t
     program = SagaProgram(teach_settings, endpoint=endpoint, search=search)
     fields = program.react.react.signature
     every = trace_examples(rec, "all")
-    for ex in every:  # every input but the per-step state (a demo carries no type context or knowledge log)
-        assert set(ex.inputs().keys()) == set(fields.input_fields) - {"type_context", "knowledge_log"}
+    for ex in every:
+        assert set(ex.inputs().keys()) == set(fields.input_fields)
         assert set(ex.labels().keys()) == set(fields.output_fields)
+    # contexts are stored where they change and carried on to the steps in between
+    assert "type_context" not in rec["steps"][1]
+    assert every[1].type_context == rec["steps"][0]["type_context"] and "Q23337" in every[2].type_context
     execute = trace_examples(rec, "execute")[0]
     assert execute.next_tool_name == "execute_sparql"
     assert json.loads(execute.next_tool_args) == {"sparql": rec["sparql"]}
