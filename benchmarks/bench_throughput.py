@@ -16,6 +16,7 @@ and the LM client together: under one interpreter lock, 1 / CPU-per-question bou
 throughput any thread count can reach), and the traces' size per question.
 
     python benchmarks/bench_throughput.py [--questions 32] [--latency 0.3] [--threads 1 4 8 16] [--no-mlflow]
+                                          [--trace all|sample|none]
 
 Loopback only; bounded (one evaluate per thread count); stops by itself.
 """
@@ -117,6 +118,8 @@ def main() -> int:
     ap.add_argument("--latency", type=float, default=0.3)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 4, 8, 16])
     ap.add_argument("--no-mlflow", action="store_true")
+    ap.add_argument("--trace", choices=("all", "sample", "none"), default="all",
+                    help="DSPy traces with tracking on (default: all, the default setting)")
     ap.add_argument("--dataset", default="qald10")
     ap.add_argument("--split", default="test")  # the questions of the earlier figures; no answer quality is measured
     args = ap.parse_args()
@@ -140,7 +143,8 @@ def main() -> int:
         for n in args.threads:
             db = tmp / f"mlflow-{n}.db"
             s = base.model_copy(update={"lm": "openai/stub", "api_base": url, "num_threads": n,
-                                        "mlflow": not args.no_mlflow, "mlflow_uri": f"sqlite:///{db}"})
+                                        "mlflow": not args.no_mlflow, "mlflow_uri": f"sqlite:///{db}",
+                                        "trace": args.trace})
             sink = open(os.devnull, "w")
             evaluate(s, ["full"], out=tmp / f"warm-{n}", ids=ids[:1], endpoint=endpoint, progress=False,
                      stream=sink)

@@ -91,11 +91,11 @@ class Settings(BaseSettings):
     max_steps: int = Field(15, ge=1, description="ReAct steps per question")
     check_answer: bool = Field(False, description="run the CheckAnswer step (beyond the paper)")
     demos: int = Field(3, description="controller demonstrations selected per question (0: none)")
-    final_extract: Literal["step", "call", "none"] = Field(
-        "step", description="when the steps end without an answering query: one more controller turn told to write "
-                            "the final query (step: the last turn's prompt plus a line, so a local model reuses it), "
-                            "DSPy ReAct's extract predictor (call: its own prompt, the trajectory read again), or no "
-                            "LM call (none: the last executed query)")
+    final_extract: Literal["call", "step", "none"] = Field(
+        "call", description="when the steps end without an answering query: DSPy ReAct's extract predictor (call: "
+                            "its own prompt, the trajectory read again), one more controller turn told to write the "
+                            "final query (step: the last turn's prompt plus a line, so a local model reuses it), or "
+                            "no LM call (none: the last executed query)")
     program: Path | None = Field(None, description="compiled program JSON to load")
 
     # --- language model ---------------------------------------------------

@@ -7,7 +7,8 @@ outputs, the LM's messages) — ~475 KB a question, serialised inside the eval t
 `BoundedCallback` is that callback with:
 
 * no ChatAdapter.format / .parse spans (the LM span holds the same prompt and reply; `_budget`'s
-  measuring format calls no longer show up either);
+  measuring format calls no longer show up either), and no span for a Predict inside a traced call (its
+  LM span and the tool span of the action it chose say the same): 6 spans a typical question, not 10;
 * inputs and outputs as small plain values (`agent.tool_spans.small_value`): strings clipped, demos
   counted, the LM prompt as its system message, a count of the demonstration messages and the
   last message, each clipped;
@@ -24,6 +25,7 @@ import json
 import threading
 from typing import Any
 
+import dspy
 import mlflow
 from mlflow.dspy.callback import MlflowCallback
 
@@ -105,6 +107,18 @@ class BoundedCallback(MlflowCallback):
 
     def on_adapter_parse_end(self, call_id, outputs, exception=None):
         return None
+
+    # a Predict inside a traced call: its LM span (prompt, reply) and the tool span (the action it chose) say
+    # the same, so it records none (a Predict called on its own, as the root, still does)
+    def on_module_start(self, call_id, instance, inputs):
+        if isinstance(instance, dspy.Predict) and mlflow.get_current_active_span() is not None:
+            return None
+        return super().on_module_start(call_id, instance, inputs)
+
+    def on_module_end(self, call_id, outputs, exception=None):
+        if call_id not in self._call_id_to_module:  # a Predict that recorded no span
+            return None
+        return super().on_module_end(call_id, outputs, exception)
 
     def _take_root(self) -> bool:
         with self._lock:

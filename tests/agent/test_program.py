@@ -268,9 +268,16 @@ def test_tool_error_and_garbage_turn_do_not_crash(settings, endpoint, search, mo
 def test_step_limit_then_extract(settings, endpoint, search):
     steps = [step("search_wikidata", query="Riemannian geometry"), step("search_wikidata", query="Riemann"),
              step("get_wikidata_entry", qid="Q761383")]
-    # the default extract is one more controller turn: the last turn's prompt with a line after the trajectory
-    script = [answer_type("person", "Q5"), *steps, step("execute_sparql", sparql=RIEMANN_SPARQL)]
+    # the default: DSPy ReAct's extract predictor (its own prompt, the trajectory read again)
+    script = [answer_type("person", "Q5"), *steps, {"sparql": RIEMANN_SPARQL}]  # nothing was executed
     pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3)
+    c = pred.counters
+    assert (c["steps"], c["lm_calls"], c["lm_steps"], c["extracts"]) == (3, 5, 3, 1)
+    assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
+    assert "The steps are over" in lm.history[4]["messages"][0]["content"]
+    # step: one more controller turn, the last turn's prompt with a line after the trajectory
+    script = [answer_type("person", "Q5"), *steps, step("execute_sparql", sparql=RIEMANN_SPARQL)]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3, final_extract="step")
     c = pred.counters
     assert (c["steps"], c["lm_calls"], c["lm_steps"], c["extracts"]) == (3, 5, 3, 1)
     assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
@@ -281,14 +288,9 @@ def test_step_limit_then_extract(settings, endpoint, search):
     assert "Step 3" in trajectory and "get_wikidata_entry" in trajectory  # the last turn's step is shown before it
     # a final step that chooses another tool gives no query: the last execution (none here) stays
     script = [answer_type("person", "Q5"), *steps, step("search_wikidata", query="Riemann")]
-    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3)
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3, final_extract="step")
     assert pred.final_source is None and pred.counters["extracts"] == 1
     assert any("final step chose search_wikidata" in n for n in pred.notes)
-    # DSPy ReAct's extract predictor (its own prompt, the trajectory read again) on request
-    script = [answer_type("person", "Q5"), *steps, {"sparql": RIEMANN_SPARQL}]
-    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3, final_extract="call")
-    assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
-    assert "The steps are over" in lm.history[4]["messages"][0]["content"]
     # none: no LM call after the steps
     pred, lm = run(settings, endpoint, search, [answer_type("person", "Q5"), *steps], RIEMANN_Q, max_steps=3,
                    final_extract="none")
@@ -573,7 +575,7 @@ def test_a_repeated_action_is_not_run_again(settings, endpoint, search):
     assert pred.counters["lookups"] == 1 and pred.counters["repeated"] == 1
     assert answer_ids(pred) == {"Q42299"}
     # a controller stuck on one action is stopped after two repeats in a row; the extract call writes the query
-    script = [answer_type("person", "Q5")] + [lookup] * 3 + [step("execute_sparql", sparql=RIEMANN_SPARQL)]
+    script = [answer_type("person", "Q5")] + [lookup] * 3 + [{"sparql": RIEMANN_SPARQL}]
     pred, lm = run(settings, endpoint, search, script, RIEMANN_Q)
     assert pred.counters["steps"] == 3 and pred.counters["repeated"] == 2
     assert any("repeated actions" in n for n in pred.notes)
@@ -595,7 +597,7 @@ def test_a_query_given_to_stop_is_executed_first(settings, endpoint, search):
 
 def test_an_invalid_final_query_is_the_agents_failure_not_the_programs(settings, endpoint, search):
     script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"),
-              step("execute_sparql", sparql="SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } UNION")]  # extract: garbage
+              {"sparql": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } UNION"}]  # extract writes garbage
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=1)
     assert pred.final_source == "extract" and pred.final_status == "error"
     assert pred.final_error.startswith("syntax") and pred.error is None and pred.answers is None
@@ -603,7 +605,7 @@ def test_an_invalid_final_query_is_the_agents_failure_not_the_programs(settings,
 
 def test_an_adapter_marker_inside_the_extracted_query_is_dropped(settings, endpoint, search):
     script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"),
-              step("execute_sparql", sparql="SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } [[ ## completed ## ]]")]
+              {"sparql": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } [[ ## completed ## ]]"}]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=1)
     assert pred.final_source == "extract" and pred.final_status == "ok"
     assert pred.sparql.endswith("?x }") and pred.final_error is None
@@ -706,7 +708,7 @@ def test_lm_calls_stay_within_steps_plus_two(settings, endpoint, search):
     assert any("extract skipped" in n for n in pred.notes)
     # with a spare call left the extract is made
     pred, lm = run(settings, endpoint, search, [answer_type("thing"), step("search_wikidata", query="Riemann"),
-                                                step("execute_sparql", sparql=RIEMANN_SPARQL)], RIEMANN_Q, max_steps=1)
+                                                {"sparql": RIEMANN_SPARQL}], RIEMANN_Q, max_steps=1)
     assert pred.counters["extracts"] == 1 and pred.counters["lm_calls"] == 3 == pred.counters["lm_steps"] + 2
 
 

@@ -159,6 +159,12 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
         names = [s.name for s in trace.data.spans]
         assert "tool search_wikidata" in names and "tool execute_sparql" in names
         assert not any(n.startswith("ChatAdapter.") for n in names)
+        # no Predict span inside the question: its LM span is a child of the module that called it
+        by_id = {s.span_id: s for s in trace.data.spans}
+        lm_spans = [s for s in trace.data.spans if s.name.endswith(".__call__")]
+        assert "Predict.forward" not in names and lm_spans
+        parents = {by_id[s.parent_id].name for s in lm_spans}  # the program, the loop, a tool (a lookup's prune)
+        assert parents <= {"SagaProgram.forward", "SagaReAct.forward"} | {n for n in names if n.startswith("tool ")}
         sizes.append(len(trace.to_json()))
         tool = next(s for s in trace.data.spans if s.name == "tool execute_sparql")
         assert "sparql" in tool.inputs and isinstance(tool.outputs, str)
