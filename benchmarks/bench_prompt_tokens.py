@@ -160,9 +160,10 @@ def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int |
                 split["calls"] += 1
                 for name, a, b in regions:  # the evaluated tokens that fall in this region
                     lo, hi = len(tokens(text[:a])), len(tokens(text[:b]))
-                    split[f"eval:{name}"] += max(0, hi - max(lo, reused))
+                    evaluated = max(0, hi - max(lo, reused))
+                    split[f"eval:{name}"] += evaluated
                     if name.startswith("demo:"):
-                        split["eval:demos"] += max(0, hi - max(lo, reused))
+                        split["eval:demos"] += evaluated
                 cache.save(ids + tokens(reply))
             per_question[r["id"]] = dict(split)
     return config["variant"], per_question
