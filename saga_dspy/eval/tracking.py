@@ -463,7 +463,12 @@ def comparison_chart(results: Mapping[str, Mapping[str, Any]], path: str | Path,
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+    import pyparsing
 
+    # Importing pyplot imports mathtext, which switches on pyparsing's packrat memoisation for the whole
+    # process; rdflib's SPARQL grammar (every query's guard) then parses ~3x slower for the rest of the
+    # run. These charts carry no math text: switch it off again.
+    pyparsing.ParserElement.disable_memoization()
     path = Path(path)
     names = list(results)
     fig, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(names) + 2.5), 3.6), dpi=110)

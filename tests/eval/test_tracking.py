@@ -65,6 +65,16 @@ def test_comparison_chart_is_a_png(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_drawing_a_chart_leaves_the_sparql_parser_unmemoised(tmp_path):
+    """matplotlib's mathtext switches on pyparsing's packrat cache process-wide, which makes rdflib's SPARQL
+    grammar ~3x slower for every later query check."""
+    import pyparsing
+
+    comparison_chart({"full": {"f1": 0.5, "em": 0.25, "empty_rate": 0.1}}, tmp_path / "c.png")
+    assert pyparsing.ParserElement._packratEnabled is False
+    assert pyparsing.ParserElement._parse == pyparsing.ParserElement._parseNoCache
+
+
 def test_mlflow_stays_offline_and_exits_fast(tmp_path):
     """A tracked run in a fresh process: telemetry off, nothing left running at exit."""
     code = (
