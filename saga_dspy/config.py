@@ -124,6 +124,9 @@ class Settings(BaseSettings):
     mlflow_uri: str | None = Field(None, description="MLflow tracking URI (default: sqlite under the cache dir)")
     trace: Literal["all", "sample", "none"] = Field(
         "all", description="DSPy traces in MLflow: every question, every 10th (sample), or none")
+    trace_writer: Literal["process", "inline"] = Field(
+        "process", description="who writes traces to the MLflow store: a child process (the evaluation's threads "
+                               "do not wait for the store) or mlflow's own export in this process")
     max_infra_failures: int = Field(
         5, ge=1, description="stop the run after this many questions in a row fail for the infrastructure "
                              "(endpoint or LM unreachable / timed out)")

@@ -54,7 +54,7 @@ SETTINGS_FLAGS = (
     "dataset", "split", "limit", "endpoint", "kg", "search", "cache_dir", "query_timeout", "result_cache",
     "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window",
     "lm_timeout", "lm_retries", "question_budget", "max_infra_failures",
-    "program", "num_threads", "metric_mode", "out", "mlflow", "mlflow_uri", "trace",
+    "program", "num_threads", "metric_mode", "out", "mlflow", "mlflow_uri", "trace", "trace_writer",
     "filter_mode", "coverage_seed", "schema_index", "observation_chars", "max_steps", "demos", "check_answer",
     "final_extract",
 )

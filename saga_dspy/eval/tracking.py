@@ -11,9 +11,12 @@ An invocation with several variants has a parent run that carries the comparison
 
 DSPy traces come through `mlflow.dspy.autolog()` with `trace_policy.BoundedCallback` (small
 span inputs, no adapter spans, a budget per question, `--trace sample` every 10th question;
-`--trace none`: no traces), plus a span per tool call (`agent.tool_spans`). Spans are exported
-asynchronously (`MLFLOW_ENABLE_ASYNC_TRACE_LOGGING`, default true here), flushed at the end of
-every variant and at close, so a finished run's traces are all in the store, also after Ctrl-C.
+`--trace none`: no traces), plus a span per tool call (`agent.tool_spans`). Each finished trace is
+written to the store by a child process (`trace_writer`, `--trace-writer process`, the default: the
+store's writes would otherwise hold the interpreter lock the evaluation's threads share), or by mlflow's
+own export in this process (`--trace-writer inline`: asynchronous per `MLFLOW_ENABLE_ASYNC_TRACE_LOGGING`,
+default true here). Either is flushed at the end of every variant and at close, so a finished run's
+traces are all in the store, also after Ctrl-C.
 
 Store: `settings.mlflow_uri`, else `MLFLOW_TRACKING_URI`, else a local sqlite database
 `sqlite:///<cache_dir>/mlflow/mlflow.db` with artifacts beside it (`<dir>/artifacts`). Browse:
@@ -205,6 +208,7 @@ class Tracker:
         self._mlflow: Any = None
         self._autologging = False
         self.trace = settings.trace
+        self._writer: Any = None
         if not self.enabled:
             return
         apply_mlflow_env()  # before mlflow reads its environment
@@ -233,6 +237,10 @@ class Tracker:
             self.experiment_id = found.experiment_id
         mlflow.set_experiment(experiment_id=self.experiment_id)
         self._tag_experiment()
+        if settings.trace_writer == "process" and settings.trace != "none":
+            from saga_dspy.eval import trace_writer
+
+            self._writer = trace_writer.install(self.uri)
         if autolog:
             self._autolog()
 
@@ -357,10 +365,12 @@ class Tracker:
     def flush(self) -> None:
         """Wait until every finished trace is in the store.
 
-        The export threads keep running: waiting for their queue to empty returns as soon as the
+        Inline export: the export threads keep running: waiting for their queue to empty returns as soon as the
         last trace is written, where `mlflow.flush_trace_async_logging` stops and restarts them
         (its consumer polls the queue once a second, so each flush cost up to a second)."""
-        if self.enabled:
+        if self._writer is not None:
+            self._writer.flush()
+        elif self.enabled:
             with contextlib.suppress(Exception):
                 if _drain_trace_queue() is None:
                     self._mlflow.flush_trace_async_logging()
@@ -373,10 +383,17 @@ class Tracker:
         with contextlib.suppress(Exception):
             while mlflow.active_run() is not None:
                 mlflow.end_run()
-        with contextlib.suppress(Exception):
-            export_queue = _drain_trace_queue()
-            if export_queue is None or not _terminate_trace_export(export_queue):
-                mlflow.flush_trace_async_logging(terminate=True)
+        if self._writer is not None:
+            from saga_dspy.eval import trace_writer
+
+            self._writer.flush()  # the process keeps the writer (and its child) for later runs
+            trace_writer.uninstall()
+            self._writer = None
+        else:
+            with contextlib.suppress(Exception):
+                export_queue = _drain_trace_queue()
+                if export_queue is None or not _terminate_trace_export(export_queue):
+                    mlflow.flush_trace_async_logging(terminate=True)
         if self._autologging:
             with contextlib.suppress(Exception):
                 import mlflow.dspy

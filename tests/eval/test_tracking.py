@@ -16,6 +16,7 @@ from conftest import REPO, TEST_CACHE, make_settings
 from helpers.scripted_lm import ScriptedLM, scripted_plans
 from saga_dspy.eval.evalset import load_eval_set
 from saga_dspy.eval.runner import evaluate
+from saga_dspy.eval import trace_writer
 from saga_dspy.eval.trace_policy import bounded_inputs
 from saga_dspy.eval.tracking import (
     TABLE_FILE,
@@ -237,7 +238,7 @@ def test_flush_writes_every_trace_and_keeps_the_export_threads(tmp_path, monkeyp
     export threads (their consumer polls once a second, so a restart cost up to a second per variant)."""
     monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "true")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    tracker = Tracker(make_settings(mlflow=True, mlflow_uri=uri), "flush", autolog=False)
+    tracker = Tracker(make_settings(mlflow=True, mlflow_uri=uri, trace_writer="inline"), "flush", autolog=False)
     try:
         from mlflow.tracing.provider import _get_trace_exporter
 
@@ -268,7 +269,7 @@ def test_close_writes_every_trace_and_stops_the_export_threads_without_their_pol
     one-second wait on its empty queue (mlflow's terminating flush did, once per evaluate call)."""
     monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "true")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    tracker = Tracker(make_settings(mlflow=True, mlflow_uri=uri), "close", autolog=False)
+    tracker = Tracker(make_settings(mlflow=True, mlflow_uri=uri, trace_writer="inline"), "close", autolog=False)
     from mlflow.tracing.provider import _get_trace_exporter
 
     @mlflow.trace
@@ -290,3 +291,66 @@ def test_close_writes_every_trace_and_stops_the_export_threads_without_their_pol
     client = MlflowClient(tracking_uri=uri)
     assert len(client.search_traces(locations=[tracker.experiment_id], max_results=50)) == 12
     assert seconds < 0.25, f"close waited {seconds:.2f} s"
+
+
+def _traced_calls(n: int, offset: int = 0) -> None:
+    @mlflow.trace
+    def traced(i: int) -> int:
+        with mlflow.start_span("inner") as span:
+            span.set_inputs({"i": i})
+        return i
+
+    for i in range(offset, offset + n):
+        traced(i)
+
+
+def test_process_writer_puts_every_trace_in_the_store(tmp_path):
+    """The default writer: spans and traces go to a child process in its own session (Ctrl-C in the terminal
+    reaches only the evaluation, which flushes), which writes them all, spans included, by the time flush returns."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(make_settings(mlflow=True, mlflow_uri=uri), "process", autolog=False)
+    writer = tracker._writer
+    child = writer._child
+    try:
+        assert child.poll() is None and os.getsid(child.pid) != os.getsid(0)
+        with tracker.run("r"):
+            _traced_calls(12)
+            tracker.flush()
+            client = MlflowClient(tracking_uri=uri)
+            traces = client.search_traces(locations=[tracker.experiment_id], max_results=50)
+            assert len(traces) == 12
+            assert all(len(client.get_trace(t.info.trace_id).data.spans) == 2 for t in traces)
+            assert writer.sent == 12 + 1 and writer.written_locally == 0 and not writer.local  # 12 traces, 1 flush
+    finally:
+        tracker.close()
+    assert child.poll() is None  # kept for the process's later runs
+    second = Tracker(make_settings(mlflow=True, mlflow_uri=uri), "process-again", autolog=False)
+    try:
+        assert second._writer is writer
+    finally:
+        second.close()
+    trace_writer.shutdown()  # as at exit
+    assert child.wait(5) == 0
+
+
+def test_process_writer_loses_nothing_when_its_process_dies(tmp_path):
+    """A killed writer process: what it had not confirmed, and all later traces, are written in this process."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracker = Tracker(make_settings(mlflow=True, mlflow_uri=uri), "killed", autolog=False)
+    writer = tracker._writer
+    try:
+        with tracker.run("r"):
+            _traced_calls(5)
+            tracker.flush()
+            _traced_calls(5, offset=5)  # sent, perhaps not yet written when the process dies
+            writer._child.kill()
+            writer._child.wait(5)
+            _traced_calls(5, offset=10)
+            tracker.flush()
+            assert writer.local and writer.written_locally > 0
+            client = MlflowClient(tracking_uri=uri)
+            traces = client.search_traces(locations=[tracker.experiment_id], max_results=50)
+            assert sorted(int(t.data.spans[0].inputs["i"]) for t in
+                          (client.get_trace(x.info.trace_id) for x in traces)) == list(range(15))
+    finally:
+        tracker.close()
