@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -354,3 +355,37 @@ def test_process_writer_loses_nothing_when_its_process_dies(tmp_path):
                           (client.get_trace(x.info.trace_id) for x in traces)) == list(range(15))
     finally:
         tracker.close()
+
+
+def test_ctrl_c_keeps_the_traces_of_finished_questions(store_path, tmp_path):
+    """Ctrl-C in the middle of a tracked evaluation: every question that finished has its trace in the store
+    (the writer process, in its own session, is not interrupted; the evaluation flushes before it exits)."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(REPO / 'tests')!r})\n"
+        "from conftest import scripted_settings\n"
+        "from helpers.scripted_lm import ScriptedLM, scripted_plans\n"
+        "from saga_dspy.eval.evalset import load_eval_set\n"
+        "from saga_dspy.eval.runner import evaluate\n"
+        f"settings = scripted_settings('test').model_copy(update={{'limit': 12, 'mlflow': True, 'mlflow_uri': {uri!r}}})\n"
+        "lm = ScriptedLM(scripted_plans(load_eval_set(settings, progress=False).items), delay=0.4)\n"
+        f"evaluate(settings, ['full'], out={str(tmp_path / 'run')!r}, lm=lm, progress=False, experiment='ctrl-c')\n"
+    )
+    env = {**os.environ, "SAGA_TEST_CACHE_DIR": str(TEST_CACHE)}
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    predictions = tmp_path / "run" / "predictions.jsonl"  # one variant: its files are the run's
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if predictions.exists() and len(predictions.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the whole foreground process group
+    _, stderr = proc.communicate(timeout=120)
+    done = len(predictions.read_text().splitlines())
+    assert 2 <= done < 12, stderr[-2000:]
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("ctrl-c")
+    traces = client.search_traces(locations=[exp.experiment_id], max_results=50)
+    assert len(traces) >= done, (len(traces), done)
