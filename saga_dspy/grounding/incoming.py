@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from .context import QuestionContext
-from .ranking import PropertyScore, rank_properties
+from .ranking import DESCRIPTION, PropertyScore, rank_properties
 from .render import Block, clip
 
 FETCHED = 30  # incoming properties read (most used first)
@@ -104,11 +104,13 @@ def rank_incoming(ctx: QuestionContext, entity_label: str, edges: dict[str, Inco
 
 def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: dict[str, IncomingEdge],
                      answer_qid: str | None, *, propose: bool, fit_alone: bool = True,
-                     ranked: list[PropertyScore] | None = None) -> IncomingView:
+                     ranked: list[PropertyScore] | None = None, outgoing_best: float = 0.0) -> IncomingView:
     """Rank the incoming properties by the question (answer-type fit second); propose `?x wdt:P wd:E` with
-    the best-ranked one whose subjects fit the expected answer class — and, unless `fit_alone` (no outgoing
-    property fits the answer type either), that the question's words also match. `ranked`: `rank_incoming`
-    of the same edges when the caller has it already."""
+    the best-ranked one whose subjects fit the expected answer class when it matches the question better
+    than any outgoing property (`outgoing_best`: their top relevance) and more than one description word;
+    on the type fit alone only when `fit_alone` (no outgoing property fits the answer type) and no property
+    on either side matches the question's words. `ranked`: `rank_incoming` of the same edges when the
+    caller has it already."""
     view = IncomingView(edges)
     if not edges:
         return view
@@ -121,9 +123,12 @@ def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: d
     # ★: the subjects fit the expected answer type, whether or not the words match ("companies in Munich":
     # headquarters location); requiring a word match as on the outgoing side lost such a dev question
     view.fitting = fitting & set(view.shown)
-    best = next((s.pid for s in view.scores if s.pid in fitting and (fit_alone or s.relevance > 0)), None)
+    best = next((s for s in view.scores if s.pid in fitting), None)
+    if best is not None and not (best.relevance > max(outgoing_best, DESCRIPTION) if best.relevance > 0
+                                 else fit_alone and outgoing_best == 0):
+        best = None
     if propose and best is not None and ctx.flavour.name == "wikidata":
-        view.proposal = f"SELECT DISTINCT ?x WHERE {{ ?x wdt:{best} wd:{eid} }}"
+        view.proposal = f"SELECT DISTINCT ?x WHERE {{ ?x wdt:{best.pid} wd:{eid} }}"
     return view
 
 

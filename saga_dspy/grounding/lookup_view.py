@@ -3,9 +3,12 @@
 The entity's properties are ranked by relevance to the question (`ranking`); the top ones are
 shown with their values (the first two also with description, qualifiers and annotations), the
 rest as one compact line of `label (Pid)`.
-A ★ marks a shown property that is both relevant to the question and fit for the expected answer
-type; the "Next:" proposal is made only when the top-ranked property is such a one (or a checked
-two-hop path is), otherwise the observation names the best two or three candidates."""
+Hints only when relevance and the answer type agree (`agreed`): the ★ and the "Next:" proposal go to
+the top-ranked property only when its range fits the expected answer type, it matches more than one
+description word, no other fitting property is within half a word match of it (ambiguous) and no
+unfitting property is as relevant (the type alone would decide). When no property is both relevant
+and fitting, a checked two-hop path may be proposed (its first hop matching more than a description
+word); otherwise the observation names the best two or three candidates."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from .context import QuestionContext
-from .ranking import PropertyScore, rank_properties
+from .ranking import DESCRIPTION, PropertyScore, rank_properties
 from .render import Block, clip
 from .two_hop import TwoHop, propose_two_hop
 
@@ -23,6 +26,9 @@ STRONG_EXTRA = 2  # more shown with values when their relevance is strong
 STRONG = 1.0
 REST_CHARS = 600
 CANDIDATES = 3
+WEAK = DESCRIPTION  # one description word: too little to hint with
+MARGIN = 0.5  # a fitting rival within half a word match makes the choice ambiguous
+EPS = 1e-6
 
 
 @dataclass
@@ -39,6 +45,18 @@ class Arrangement:
         return self.full + self.rest
 
 
+def agreed(scores: Sequence[PropertyScore]) -> PropertyScore | None:
+    """The top-ranked property when relevance and answer type agree on it: it fits, matches more than one
+    description word, no other fitting property comes within MARGIN of it and no unfitting one ties it."""
+    if not scores or not scores[0].fits or scores[0].relevance <= WEAK:
+        return None
+    top = scores[0]
+    for s in scores[1:]:
+        if s.relevance > 0 and s.relevance >= top.relevance - (MARGIN if s.fits else 0.0) - EPS:
+            return None
+    return top
+
+
 def arrange(ctx: QuestionContext, eid: str, entity_label: str, pids: Sequence[str], fits: Callable[[str], bool],
             item_valued: Callable[[str], bool], *, confident: bool, wikidata: bool) -> Arrangement:
     fit_map = {pid: bool(confident and fits(pid)) for pid in pids}
@@ -47,12 +65,12 @@ def arrange(ctx: QuestionContext, eid: str, entity_label: str, pids: Sequence[st
     full = [s.pid for s in scores[:TOP_FULL]]
     full += [s.pid for s in scores[TOP_FULL:TOP_FULL + STRONG_EXTRA] if s.relevance >= STRONG and not s.niche]
     rest = [s.pid for s in scores if s.pid not in full]
-    starred = {s.pid for s in scores if s.pid in full and s.fits and s.relevance > 0}
+    top = agreed(scores)
+    starred = {top.pid} if top is not None and top.pid in full else set()
     out = Arrangement(scores, full, rest, starred)
     if not wikidata or not confident or not scores:
         return out
-    top = scores[0]
-    if top.relevance > 0 and top.fits:
+    if top is not None:
         out.proposal = f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{top.pid} ?x }}"
     elif not any(s.fits and s.relevance > 0 for s in scores):
         hop = propose_two_hop(ctx, eid, scores, item_valued, fits, entity_label)
@@ -95,4 +113,4 @@ def tail_lines(ctx: QuestionContext, arrangement: Arrangement, incoming_proposal
     return ["Next: execute a query with the property above that leads to the answer."]
 
 
-__all__ = ["Arrangement", "arrange", "rest_block", "tail_lines"]
+__all__ = ["Arrangement", "agreed", "arrange", "rest_block", "tail_lines"]

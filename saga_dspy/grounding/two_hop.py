@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from .context import QuestionContext
-from .ranking import PropertyScore, content_stems, id_order, relevance
+from .ranking import DESCRIPTION, PropertyScore, content_stems, id_order, relevance
 
 FIRST_HOPS = 3
 SECOND_HOPS = 4
@@ -47,8 +47,9 @@ def second_hop_candidates(question: str, schema, fits: Callable[[str], bool], *,
 
 def propose_two_hop(ctx: QuestionContext, eid: str, scores: Sequence[PropertyScore], item_valued: Callable[[str], bool],
                     fits: Callable[[str], bool], entity_label: str = "") -> TwoHop | None:
-    """The best path (first hop relevant to the question, second hop relevant and fitting) with a non-empty answer."""
-    firsts = [s for s in scores if s.relevance > 0 and not s.niche and item_valued(s.pid)][:FIRST_HOPS]
+    """The best path (first hop matching more than a description word, second hop relevant and fitting) with a
+    non-empty answer."""
+    firsts = [s for s in scores if s.relevance > DESCRIPTION and not s.niche and item_valued(s.pid)][:FIRST_HOPS]
     if not firsts:
         return None
     seconds = second_hop_candidates(ctx.question, ctx.schema, fits, entity_label=entity_label,

@@ -281,9 +281,10 @@ def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], pr
 
 
 def _incoming(ctx: QuestionContext, eid: str, nb: Neighbourhood, *, propose: bool, fit_alone: bool = True,
-              only_if_relevant: bool = False) -> IncomingView:
-    """The properties pointing at the entity (a SAGA grounding flag; none for SPINACH). A proposal on type fit
-    alone only when no outgoing property fits the answer type (else the words must match too).
+              only_if_relevant: bool = False, outgoing_best: float = 0.0) -> IncomingView:
+    """The properties pointing at the entity (a SAGA grounding flag; none for SPINACH). A proposal only when its
+    property matches the question better than the outgoing ones (`outgoing_best`: their top relevance), on type
+    fit alone only when no outgoing property fits the answer type or matches the question.
     `only_if_relevant`: a section no property of which matches the question is not shown, so its examples
     and subject types are not fetched either."""
     if not ctx.flags.incoming_edges:
@@ -295,7 +296,8 @@ def _incoming(ctx: QuestionContext, eid: str, nb: Neighbourhood, *, propose: boo
     if only_if_relevant and not IncomingView(edges, scores=ranked).relevant_shown:
         return IncomingView({})
     describe_incoming(ctx, eid, edges, subject_types=bool(qid))
-    return arrange_incoming(ctx, eid, nb.label, edges, qid, propose=propose, fit_alone=fit_alone, ranked=ranked)
+    return arrange_incoming(ctx, eid, nb.label, edges, qid, propose=propose, fit_alone=fit_alone, ranked=ranked,
+                            outgoing_best=outgoing_best)
 
 
 def _head_lines(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, fits: dict[str, bool], prior: bool,
@@ -326,7 +328,7 @@ def _head_lines(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selecti
     head.extend(sel.notes)
     if prior and any(fits.values()):
         head.append(f"★ = range fits the expected answer type ({ctx.state.answer_type.render()})"
-                    + ("; listed first." if arrangement is None else " and matches the question."))
+                    + ("; listed first." if arrangement is None else " and it is the question's clear best match."))
     return head
 
 
@@ -346,7 +348,8 @@ def _render(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, 
                   for i, pid in enumerate(arrangement.full)]
         outgoing_proposal = arrangement.proposal is not None
         incoming = _incoming(ctx, eid, nb, propose=not outgoing_proposal,
-                             fit_alone=not any(s.fits for s in arrangement.scores), only_if_relevant=outgoing_proposal)
+                             fit_alone=not any(s.fits for s in arrangement.scores), only_if_relevant=outgoing_proposal,
+                             outgoing_best=max((s.relevance for s in arrangement.scores), default=0.0))
         blocks += [b] if (b := incoming_block(ctx, eid, incoming, only_if_relevant=outgoing_proposal)) is not None else []
         rest = rest_block(ctx, arrangement.rest)
         blocks += [rest] if rest is not None else []

@@ -1,0 +1,82 @@
+"""Issue 12, "hints only when they agree": the lookup stars and proposes a property only when relevance and
+the answer type pick the same one, clearly; incoming proposals only when no outgoing property matches better."""
+
+from __future__ import annotations
+
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.incoming import IncomingEdge, arrange_incoming
+from saga_dspy.grounding.lookup_view import agreed
+from saga_dspy.grounding.ranking import PropertyScore
+from saga_dspy.tools.lookup import do_lookup
+
+
+def _s(pid, relevance, fits):
+    return PropertyScore(pid, relevance, fits, False)
+
+
+def test_agreed_needs_a_fitting_top_with_no_close_rival():
+    assert agreed([_s("P38", 1.0, True), _s("P2936", 0.9, False)]).pid == "P38"  # an unfitting runner-up is fine
+    assert agreed([_s("P37", 1.9, False), _s("P2936", 1.25, True)]) is None  # the fitting one is not the top
+    assert agreed([_s("P122", 1.0, True), _s("P6", 1.0, False)]) is None  # the type alone breaks the tie
+    assert agreed([_s("P131", 1.9, True), _s("P159", 1.6, True)]) is None  # two fitting within half a word
+    assert agreed([_s("P37", 2.0, True), _s("P2936", 1.0, True)]).pid == "P37"  # a clear margin
+    assert agreed([_s("P2341", 0.25, True), _s("P31", 0.0, False)]) is None  # one description word
+    assert agreed([_s("P19", 0.0, True)]) is None and agreed([]) is None
+
+
+def _starred(out):
+    """The outgoing property lines with a ★ (the incoming section stars fitting subjects on its own)."""
+    return [line for line in out.splitlines() if line.startswith("- ") and "★" in line]
+
+
+def _ctx(settings, endpoint, search, schema, hierarchy, question, answer_type):
+    return QuestionContext(settings, endpoint, search, schema, hierarchy, question=question, variant="full",
+                           answer_type=answer_type)
+
+
+def test_a_lower_ranked_fitting_property_gets_no_star(settings, endpoint, search, schema, hierarchy):
+    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "What language do they speak in Brazil?",
+               ("language", "Q315"))
+    out = do_lookup(ctx, "Q155")
+    assert not _starred(out) and ctx.suggested_sparql is None
+    assert out.splitlines()[-1].startswith("Best matches for the question: official language (P37), language used")
+
+
+def test_tied_fitting_properties_get_no_hint(settings, endpoint, search, schema, hierarchy):
+    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "What state is Chicago in?", ("state", "Q7275"))
+    out = do_lookup(ctx, "Q1297")
+    assert not _starred(out) and ctx.suggested_sparql is None
+    best = out.splitlines()[-1]
+    assert best.startswith("Best matches") and "(P17)" in best and "(P131)" in best
+
+
+def test_a_clear_match_is_starred_and_proposed(settings, endpoint, search, schema, hierarchy):
+    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "What currency does Jamaica use?", ("currency", "Q8142"))
+    out = do_lookup(ctx, "Q766")
+    assert [line.split(":")[0] for line in _starred(out)] == ["- currency (P38) ★"]
+    assert ctx.suggested_sparql == "SELECT DISTINCT ?x WHERE { wd:Q766 wdt:P38 ?x }"
+
+
+def _edges():
+    return {"P19": IncomingEdge("P19", 40, subject_types=("Q5",)), "P131": IncomingEdge("P131", 30)}
+
+
+def test_incoming_on_type_fit_alone_only_when_nothing_matches_the_question(
+        settings, endpoint, search, schema, hierarchy):
+    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Who is the mayor of Rotterdam?", ("human", "Q5"))
+    view = arrange_incoming(ctx, "Q34370", "Rotterdam", _edges(), "Q5", propose=True, fit_alone=True)
+    assert view.proposal == "SELECT DISTINCT ?x WHERE { ?x wdt:P19 wd:Q34370 }"
+    # an outgoing property matching the question's words, or one fitting the answer type, keeps the type silent
+    for kwargs in ({"fit_alone": True, "outgoing_best": 0.9}, {"fit_alone": False}):
+        view = arrange_incoming(ctx, "Q34370", "Rotterdam", _edges(), "Q5", propose=True, **kwargs)
+        assert view.proposal is None and "P19" in view.fitting  # still starred in the section
+
+
+def test_a_relevant_incoming_property_must_beat_the_outgoing_ones(settings, endpoint, search, schema, hierarchy):
+    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Who was born in Rotterdam?", ("human", "Q5"))
+    view = arrange_incoming(ctx, "Q34370", "Rotterdam", _edges(), "Q5", propose=True, fit_alone=False,
+                            outgoing_best=0.9)
+    assert view.scores[0].relevance > 0.9 and view.proposal == "SELECT DISTINCT ?x WHERE { ?x wdt:P19 wd:Q34370 }"
+    view = arrange_incoming(ctx, "Q34370", "Rotterdam", _edges(), "Q5", propose=True, fit_alone=False,
+                            outgoing_best=view.scores[0].relevance)  # an outgoing property as relevant: no proposal
+    assert view.proposal is None
