@@ -193,7 +193,7 @@ def _count_pairs(st: FilterStats, pairs: list[tuple[str, str]], neighbourhoods: 
         nb = neighbourhoods[eid]
         st.pairs_total += 1
         ps = schema.get(pid)
-        decision = check_domain(nb.types, ps.domain if ps else None, hierarchy, mode)
+        decision = check_domain(nb.types, ps.domain if ps else None, hierarchy, mode, pid=pid)
         if nb.types.types and ps is not None and ps.domain is not None:
             st.pairs_checkable += 1
         if decision.outcome is Outcome.CONFLICT:
@@ -217,7 +217,7 @@ def _count_pairs(st: FilterStats, pairs: list[tuple[str, str]], neighbourhoods: 
         for cand in candidates.get(eid, []):
             et = cand_types.get(cand) or EntityTypes((), False, "none", cand)
             st.wrong_pairs += 1
-            d = check_domain(et, ps.domain if ps else None, hierarchy, mode)
+            d = check_domain(et, ps.domain if ps else None, hierarchy, mode, pid=pid)
             if et.types and ps is not None and ps.domain is not None:
                 st.wrong_checkable += 1
             if d.outcome is Outcome.CONFLICT:

@@ -111,7 +111,7 @@ def find_conflicts(ctx: "QuestionContext", parsed: ParsedQuery | None) -> list[C
         if et is None or not et.types:
             continue
         ps = ctx.schema.get(pid)
-        decision = check_domain(et, ps.domain, ctx.hierarchy, ctx.filter_mode)
+        decision = check_domain(et, ps.domain, ctx.hierarchy, ctx.filter_mode, pid=pid)
         if decision.keep:
             continue
         label = ctx.labels([eid]).get(eid, "") if eid else ""

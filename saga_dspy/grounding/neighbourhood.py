@@ -140,7 +140,7 @@ def type_filter(nb: Neighbourhood, schema, hierarchy, mode: str, types=None) -> 
     has_types = bool(et is not None and et.types) and (mode != "bare" or bool(et.p31))
     for pid in nb.edges:
         ps = schema.get(pid)
-        decision = check_domain(et, ps.domain if ps else None, hierarchy, mode)
+        decision = check_domain(et, ps.domain if ps else None, hierarchy, mode, pid=pid)
         decisions[pid] = decision
         if decision.keep:
             kept.append(pid)

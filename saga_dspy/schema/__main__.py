@@ -2,7 +2,7 @@
 
   build   build the schema index of an endpoint through SPARQL (embedded sample or a URL)
   show    print the index entries of properties
-  check   decide the domain check of an entity against properties (closure and bare)
+  check   decide the domain check of an entity against properties (closure, bare and calibrated)
   counts  the formal / empirical / unknown counts of an index
 """
 
@@ -39,6 +39,10 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--no-empirical", action="store_true", help="formal constraints only")
     build.add_argument("--hierarchy", action=argparse.BooleanOptionalAction, default=None,
                        help="include the P279 edges (default: for the embedded sample)")
+    build.add_argument("--usage", action=argparse.BooleanOptionalAction, default=None,
+                       help="include the usage evidence: instances per class with ≥ --usage-min-instances of them "
+                            "and how many carry each property (exact counts; default: with the hierarchy)")
+    build.add_argument("--usage-min-instances", type=int, default=20, help="classes with fewer instances are not recorded")
     build.add_argument("--json", action="store_true", help="print the counts as JSON")
     add_settings_args(build, ["cache_dir", "data_dir", "endpoint", "kg", "query_timeout", "row_cap", "result_cache"])
 
@@ -91,9 +95,9 @@ def main(argv: list[str] | None = None) -> int:
             for pid in args.pids:
                 schema = index.get(pid)
                 ev = schema.domain if schema else None
-                for mode in ("closure", "bare"):
-                    d = check_domain(types, ev, hierarchy, mode)  # type: ignore[arg-type]
-                    print(f"  {pid} {mode:7s} {d.outcome.value:10s} {d.reason}")
+                for mode in ("closure", "bare", "calibrated"):
+                    d = check_domain(types, ev, hierarchy, mode, pid=pid)  # type: ignore[arg-type]
+                    print(f"  {pid} {mode:10s} {d.outcome.value:10s} {d.reason}")
         return 0
     return 2
 
@@ -104,6 +108,7 @@ def _build(args: argparse.Namespace) -> int:
     options = BuildOptions(
         sample_pairs=args.sample_pairs, min_share=args.min_share, max_types=args.max_types,
         max_empirical=args.max_empirical, empirical=not args.no_empirical, hierarchy=args.hierarchy,
+        usage=args.usage, usage_min_instances=args.usage_min_instances,
     )
     out = args.out or cached_index_path(settings)
     started = time.monotonic()

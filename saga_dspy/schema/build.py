@@ -1,6 +1,7 @@
 """Building the schema index from an endpoint: every property's datatype, P2302 domain / range
 constraints (or, without them, evidence sampled from the property's own subjects and objects), the
-P279 edges and class labels, for Wikidata and for Freebase.
+P279 edges and class labels, for Wikidata and for Freebase; for the embedded sample also the usage
+evidence (`ClassUsage`: instances per well-populated class and how many carry each property).
 
 Everything is read through SPARQL (`endpoint.query`), with the same paged queries for the bundled
 sample and for query.wikidata.org, bounded by `BuildOptions`; the result is a `SchemaIndex`
@@ -25,6 +26,7 @@ from .index import (
     STATUSES,
     SUBJECT_TYPE,
     UNIVERSAL_PROPERTIES,
+    ClassUsage,
     ParentTable,
     SchemaIndex,
     normalize_pid,
@@ -49,6 +51,9 @@ class BuildOptions:
     hierarchy: bool | None = None  # include the P279 edges (default: for the embedded sample)
     entity_type_labels: bool | None = None  # labels for every P31 class (default: with the hierarchy)
     properties: tuple[str, ...] | None = None  # index only these properties (a partial index; tests)
+    usage: bool | None = None  # usage evidence per well-populated class (default: with the hierarchy)
+    usage_min_instances: int = 20  # classes with fewer P31 instances are not recorded
+    usage_batch: int = 25  # classes per usage query
 
 
 def _local(iri: str, prefix: str) -> str | None:
@@ -141,6 +146,48 @@ _TYPE_LABELS_BODY = (
     'SELECT ?c ?label WHERE { { SELECT DISTINCT ?c WHERE { [] wdt:P31 ?c } } '
     '?c rdfs:label ?label FILTER(LANG(?label) = "en") }'
 )
+
+
+# Usage evidence: instances per class, the properties their instances carry, typed subjects per property.
+_CLASS_SIZES_QUERY = """SELECT ?t (COUNT(?x) AS ?n) WHERE {{ ?x wdt:P31 ?t }} GROUP BY ?t HAVING (COUNT(?x) >= {min}) ORDER BY ?t"""
+_CLASS_USAGE_QUERY = """SELECT ?t ?p (COUNT(DISTINCT ?x) AS ?n) WHERE {{
+  VALUES ?t {{ {values} }}
+  ?x wdt:P31 ?t . ?x ?p ?o . FILTER(STRSTARTS(STR(?p), "http://www.wikidata.org/prop/direct/"))
+}} GROUP BY ?t ?p"""
+_PROPERTY_SUBJECTS_QUERY = """SELECT ?p (COUNT(DISTINCT ?x) AS ?n) WHERE {
+  ?x ?p ?o . FILTER(STRSTARTS(STR(?p), "http://www.wikidata.org/prop/direct/")) ?x wdt:P31 [] .
+} GROUP BY ?p ORDER BY ?p"""
+_TYPED_ENTITIES_QUERY = "SELECT (COUNT(DISTINCT ?x) AS ?n) WHERE { ?x wdt:P31 [] }"
+WDT = "http://www.wikidata.org/prop/direct/"
+
+
+def _build_usage(endpoint: "Endpoint", options: BuildOptions, log: Callable[[str], None]) -> ClassUsage:
+    """Exact counts over the whole store (meant for the embedded sample, not a public endpoint)."""
+    sizes_result = _select(endpoint, _CLASS_SIZES_QUERY.format(min=max(1, options.usage_min_instances)))
+    subjects_result = _select(endpoint, _PROPERTY_SUBJECTS_QUERY)
+    if sizes_result.capped or subjects_result.capped:
+        raise SparqlError("a usage-evidence answer exceeds the endpoint's row cap; raise --row-cap")
+    sizes = {}
+    for row in sizes_result.rows:
+        cls = _local(row["t"].value, WD)
+        if cls:
+            sizes[cls] = int(row["n"].value)
+    carried: dict[str, dict[str, int]] = {c: {} for c in sizes}
+    ordered = sorted(sizes, key=_qid_order)
+    for chunk in _batches(ordered, max(1, options.usage_batch)):
+        for row in _select_values(endpoint, _CLASS_USAGE_QUERY, chunk):
+            cls, pid = _local(row["t"].value, WD), _local(row["p"].value, WDT)
+            if cls in carried and pid:
+                carried[cls][pid] = int(row["n"].value)
+    subjects = {}
+    for row in subjects_result.rows:
+        pid = _local(row["p"].value, WDT)
+        if pid:
+            subjects[pid] = int(row["n"].value)
+    typed = int(_select(endpoint, _TYPED_ENTITIES_QUERY).rows[0]["n"].value)
+    log(f"usage evidence: {len(sizes)} classes with ≥ {options.usage_min_instances} instances, "
+        f"{sum(len(v) for v in carried.values())} (class, property) counts, {len(subjects)} properties in use")
+    return ClassUsage({c: (sizes[c], carried[c]) for c in ordered}, subjects, options.usage_min_instances, typed)
 
 
 def build_schema_index(
@@ -270,9 +317,13 @@ def _build_wikidata(endpoint: "Endpoint", options: BuildOptions, log: Callable[[
         p279 = ParentTable.from_dict(edges) if ParentTable.encodable(edges) else edges
         log(f"{len(seen)} P279 edges over {len(edges)} classes")
 
+    # 7. usage evidence (the bundled sample: exact counts over the whole store)
+    with_usage = with_hierarchy if options.usage is None else options.usage
+    usage = _build_usage(endpoint, options, log) if with_usage else None
+
     ordered = {pid: _ordered_entry(props[pid]) for pid in pids}
     return SchemaIndex(ordered, dict(sorted(labels.items(), key=lambda kv: _qid_order(kv[0]))), p279,
-                       {"hierarchy_root": "Q35120" if with_hierarchy else None})
+                       {"hierarchy_root": "Q35120" if with_hierarchy else None}, usage=usage)
 
 
 def _qid_order(qid: str) -> tuple[int, str]:

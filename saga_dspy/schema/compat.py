@@ -7,13 +7,25 @@ one (P279*). A CONFLICT must be demonstrated: no relevant type reaches a domain 
 types, hierarchy gaps and soft evidence (empirical, or a "suggestion" constraint) give
 UNKNOWN. Only a CONFLICT removes a property.
 
-`calibrated` (issue 12) is `closure` without its two blind spots. Hub classes: through P279*
-almost every class reaches a few very general classes (entity, object, group of humans …), so a
-domain listing one is satisfied by nearly anything; here a hub cannot satisfy a domain, and a
-domain made only of hubs is unknown. Incomplete closures: `closure` calls a conflict only when
-every type's closure reaches the root, and the sample's hierarchy is patchy; here a formal,
-non-suggestion domain that no type reaches is a conflict as soon as one of the entity's types
-is known. Soft evidence stays unknown.
+`calibrated` (issue 12) is `closure` with three changes.
+1. Hub classes: through P279* almost every class reaches a few very general classes (entity,
+   object, group of humans …), so a domain listing one is satisfied by nearly anything; here a hub
+   cannot satisfy a domain, and a domain made only of hubs is unknown.
+2. Incomplete closures: `closure` calls a conflict only when every type's closure reaches the root,
+   and the sample's hierarchy is patchy; here a formal, non-suggestion domain that no type reaches is
+   a conflict as soon as one of the entity's types is known.
+3. Usage evidence (`ClassUsage`, which the hierarchy carries when the schema index has it: the
+   bundled sample's does), for a property `pid` the caller names: "no entity of a well-populated
+   class carries the property in the KG". When the type check leaves the pair UNKNOWN (a hierarchy
+   gap, soft evidence, a domain of hubs), or COMPATIBLE only through a superclass (P279 path, not a
+   P31 type named by the domain), the entity's P31 types are looked up: if every one of them that is
+   well-populated (≥ `USAGE_MIN_INSTANCES` instances in the KG; ≥ `USAGE_MIN_INSTANCES_OVER_COMPATIBLE`
+   to overrule a COMPATIBLE) has at most `USAGE_MAX_SHARE` of its instances carrying the property, and
+   there is at least one such type, it is a CONFLICT. A property that fewer than
+   `USAGE_MIN_SUBJECTS` typed entities of the KG carry gives no usage evidence (its absence anywhere is
+   no surprise), nor does a property without any domain evidence, an entity without P31 types, or a
+   domain asking for subclasses. Without usage evidence (no `pid`, no `ClassUsage`: the pure
+   signature) the check is the type check alone. Soft evidence alone stays unknown.
 
 `bare` is the paper's Eq. 3: keep p iff δ(p) is empty or δ(p) ∩ τ(e) ≠ ∅, where τ(e)
 is the entity's P31 set (no subclass reasoning, no class-level typing); a property
@@ -29,7 +41,7 @@ from typing import TYPE_CHECKING, Iterable, Literal
 from ..kg.results import SelectResult
 from .hierarchy import ClassHierarchy
 from ..kg.prefixes import WD
-from .index import FB, TypeEvidence, normalize_pid
+from .index import FB, ClassUsage, TypeEvidence, normalize_pid
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kg.endpoint import Endpoint
@@ -55,6 +67,12 @@ HUB_CLASSES = frozenset({  # classes nearly every class reaches through P279*: n
     "Q28813620",  # set
     "Q18336849",  # item with given name property
 })
+
+# Usage evidence (calibrated), chosen on the dev and train splits (never on test):
+USAGE_MIN_INSTANCES = 20  # a class with fewer instances in the KG says nothing by what they lack
+USAGE_MIN_INSTANCES_OVER_COMPATIBLE = 100  # to overrule a COMPATIBLE reached only through a superclass
+USAGE_MAX_SHARE = 0.01  # "none or a negligible share" of the class's instances carries the property
+USAGE_MIN_SUBJECTS = 20  # a property this rare in the KG is absent almost everywhere: no evidence
 
 
 class Outcome(str, Enum):
@@ -176,8 +194,14 @@ def check_types(
     hierarchy: ClassHierarchy | None,
     mode: Mode = "closure",
     role: str = "domain",
+    *,
+    pid: str | None = None,
+    usage: ClassUsage | None = None,
 ) -> Decision:
-    """Is an entity with these types compatible with this evidence? (`role` only words the reason.)"""
+    """Is an entity with these types compatible with this evidence? (`role` only words the reason.)
+
+    `pid` (the property) and `usage` (default: the hierarchy's) add usage evidence in the `calibrated`
+    mode, on the subject side only; without them the check is the type check alone."""
     et = EntityTypes.of(entity_types)
     if evidence is None or not evidence.classes:
         return Decision(Outcome.UNKNOWN, f"no {role} known")
@@ -189,7 +213,12 @@ def check_types(
     if hierarchy is None:
         raise ValueError(f"the {mode} mode needs a ClassHierarchy")
     if mode == "calibrated":
-        return _calibrated(et, evidence, wanted, hierarchy, role)
+        decision = _calibrated(et, evidence, wanted, hierarchy, role)
+        if usage is None:
+            usage = getattr(hierarchy, "usage", None)
+        if pid is None or usage is None or role != "domain":
+            return decision
+        return _with_usage(decision, et, evidence, normalize_pid(pid), usage)
     return _closure(et, evidence, wanted, hierarchy, role)
 
 
@@ -198,9 +227,13 @@ def check_domain(
     evidence: TypeEvidence | None,
     hierarchy: ClassHierarchy | None,
     mode: Mode = "closure",
+    *,
+    pid: str | None = None,
+    usage: ClassUsage | None = None,
 ) -> Decision:
-    """Subject-side check: may an entity with these types be the subject of a property with this domain?"""
-    return check_types(entity_types, evidence, hierarchy, mode, "domain")
+    """Subject-side check: may an entity with these types be the subject of a property with this domain?
+    Name the property (`pid`) for the calibrated mode's usage evidence (see the module docstring)."""
+    return check_types(entity_types, evidence, hierarchy, mode, "domain", pid=pid, usage=usage)
 
 
 def check_range(
@@ -231,6 +264,43 @@ def _calibrated(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str],
         return decision
     return Decision(Outcome.CONFLICT, f"no type reaches the {role} (hub classes do not count; "
                                       f"some closures incomplete)")
+
+def usage_evidence(et: EntityTypes, pid: str, usage: ClassUsage, min_instances: int = USAGE_MIN_INSTANCES,
+                   max_share: float = USAGE_MAX_SHARE) -> list[tuple[str, int, int]] | None:
+    """[(class, instances, carriers)] of the entity's well-populated P31 types when every one of them
+    (at least one) has at most `max_share` of its instances carrying `pid`; None when there is no such
+    evidence (no P31 types, none well-populated, one that does carry it, or `pid` rare in the KG)."""
+    if not et.p31 or usage.property_subjects(pid) < USAGE_MIN_SUBJECTS:
+        return None
+    found = []
+    for cls in et.p31:
+        n = usage.instances(cls)
+        if n is None or n < min_instances:
+            continue
+        c = usage.carriers(cls, pid)
+        if c > max_share * n:
+            return None
+        found.append((cls, n, c))
+    return found or None
+
+
+def _with_usage(decision: Decision, et: EntityTypes, evidence: TypeEvidence, pid: str, usage: ClassUsage) -> Decision:
+    """The calibrated decision, turned into a CONFLICT where usage evidence demonstrates one."""
+    if decision.outcome is Outcome.CONFLICT or evidence.relation == "subclass_of":
+        return decision
+    if decision.outcome is Outcome.UNKNOWN:
+        need = USAGE_MIN_INSTANCES
+    elif decision.matched != et.qid and set(et.types).isdisjoint(evidence.classes):
+        need = USAGE_MIN_INSTANCES_OVER_COMPATIBLE  # compatible only through a superclass of its types
+    else:
+        return decision
+    found = usage_evidence(et, pid, usage, need)
+    if found is None:
+        return decision
+    what = ", ".join(f"{c}: {k} of {n}" for c, n, k in found[:3])
+    return Decision(Outcome.CONFLICT, f"{decision.reason}; but in the KG (almost) no instance of the entity's "
+                                      f"well-populated types carries {pid} ({what})")
+
 
 def _bare(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], role: str) -> Decision:
     tau = et.p31

@@ -8,6 +8,10 @@ Two backends behind one interface:
 - static edges, e.g. the P279 edges the bundled sample's index carries (no queries);
 - an endpoint: closures fetched by SPARQL (`?c wdt:P279* ?sub . ?sub wdt:P279 ?sup`,
   batched with VALUES), cached; the depth bound is applied locally to the fetched edges.
+
+It also carries the index's usage evidence (`usage`: instance and property-usage counts per
+well-populated class, `schema.index.ClassUsage`) when the index has it, so that the domain check
+(`schema.compat`) finds all class-level knowledge of the KG in one object; None otherwise.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from ..config import Settings
 from ..kg.errors import SparqlError
 from ..kg.results import SelectResult
 from ..kg.prefixes import WD
-from .index import FB, SchemaIndex, load_schema_index, normalize_pid
+from .index import FB, ClassUsage, SchemaIndex, load_schema_index, normalize_pid
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kg.endpoint import Endpoint
@@ -54,6 +58,7 @@ class ClassHierarchy:
         all_known: bool = False,
         batch_size: int = 25,
         kg: str = "wikidata",
+        usage: ClassUsage | None = None,
     ):
         # static edges are read, never written (no copy); the live backend fills its own dict
         self._parents: dict[str, Sequence[str]] = parents if parents is not None else {}  # type: ignore[assignment]
@@ -63,6 +68,7 @@ class ClassHierarchy:
         self.all_known = all_known
         self.batch_size = max(1, batch_size)
         self.kg = kg
+        self.usage = usage  # usage evidence per well-populated class (the index's), or None
         self._closure: dict[str, frozenset[str]] = {}
         self._parent_cache: dict[str, tuple[str, ...]] = {}  # decoded lookups of the (compact) edge table
         self._fetched: set[str] = set()  # live: classes whose whole upward closure is in _parents
@@ -87,6 +93,7 @@ class ClassHierarchy:
             kwargs.setdefault("root", None)
             kwargs.setdefault("all_known", True)
             kwargs.setdefault("kg", "freebase")
+        kwargs.setdefault("usage", index.usage)
         return cls(edges, **kwargs)
 
     @classmethod
@@ -221,4 +228,4 @@ def load_hierarchy(settings: Settings, endpoint: "Endpoint | None" = None,
             return entry[1]
     if endpoint is None:
         raise ValueError("the schema index carries no hierarchy: pass the endpoint to fetch closures from")
-    return ClassHierarchy.from_endpoint(endpoint)
+    return ClassHierarchy.from_endpoint(endpoint, usage=index.usage)

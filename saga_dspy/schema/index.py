@@ -10,6 +10,11 @@ Evidence sources
 - `freebase-schema`: Freebase `type.property.schema` / `type.property.expected_type`.
 - unknown: `None`.
 
+Usage evidence (`ClassUsage`, the `usage` section; the bundled sample only): for every class with at
+least `min_instances` P31 instances in the KG, its instance count and how many of them carry each
+property; and per property how many typed subjects carry it. The `calibrated` domain check reads it
+(`schema.compat`): a well-populated class none of whose instances carries p is evidence against p.
+
 `schema.build` reads it through SPARQL from any endpoint; this module is the index itself.
 The index is saved as versioned, gzipped JSON; the prebuilt index of the bundled sample
 (which also carries the sample's P279 edges for the class hierarchy) ships in `data/schema/`.
@@ -142,6 +147,64 @@ class PropertySchema:
         )
 
 
+class ClassUsage:
+    """Usage evidence from the KG itself: how many instances (P31) each well-populated class has and
+    how many of them carry each property (as subject, `wdt:`), and how many typed subjects carry each
+    property at all. Only classes with at least `min_instances` instances are recorded: the absence of
+    a property from a handful of instances says nothing.
+
+    JSON: {"min_instances": 20, "typed_entities": N, "classes": {"Q5": [60664, {"P19": 12043, …}], …},
+    "property_subjects": {"P19": 12050, …}}."""
+
+    def __init__(self, classes: Mapping[str, tuple[int, Mapping[str, int]]], property_subjects: Mapping[str, int],
+                 min_instances: int, typed_entities: int | None = None):
+        self._classes = {c: (int(n), dict(props)) for c, (n, props) in classes.items()}
+        self._subjects = dict(property_subjects)
+        self.min_instances = int(min_instances)
+        self.typed_entities = typed_entities
+
+    def instances(self, cls: str) -> int | None:
+        """The class's instance count, or None when it has fewer than `min_instances` (not recorded)."""
+        hit = self._classes.get(cls)
+        return hit[0] if hit else None
+
+    def carriers(self, cls: str, pid: str) -> int:
+        """How many instances of a recorded class carry `pid` (0 for an unrecorded class)."""
+        hit = self._classes.get(cls)
+        return hit[1].get(pid, 0) if hit else 0
+
+    def property_subjects(self, pid: str) -> int:
+        """How many typed entities of the KG carry `pid`."""
+        return self._subjects.get(pid, 0)
+
+    def __len__(self) -> int:
+        return len(self._classes)
+
+    def __contains__(self, cls: object) -> bool:
+        return cls in self._classes
+
+    def to_json(self) -> dict[str, Any]:
+        classes = {c: [n, dict(sorted(props.items(), key=lambda kv: _pid_order(kv[0])))]
+                   for c, (n, props) in sorted(self._classes.items(), key=lambda kv: _pid_order(kv[0]))}
+        out: dict[str, Any] = {"min_instances": self.min_instances}
+        if self.typed_entities is not None:
+            out["typed_entities"] = self.typed_entities
+        out["classes"] = classes
+        out["property_subjects"] = dict(sorted(self._subjects.items(), key=lambda kv: _pid_order(kv[0])))
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any] | None) -> "ClassUsage | None":
+        if not obj:
+            return None
+        return cls({c: (v[0], v[1]) for c, v in obj.get("classes", {}).items()}, obj.get("property_subjects", {}),
+                   obj.get("min_instances", 0), obj.get("typed_entities"))
+
+
+def _pid_order(pid: str) -> tuple[int, str]:
+    return (int(pid[1:]) if pid[1:].isdigit() else 1 << 62, pid)
+
+
 class ParentTable(Mapping[str, tuple[str, ...]]):
     """child → direct superclasses for Q-id classes, held as compact arrays (CSR: sorted child ids,
     offsets, parent ids) so that a quarter-million P279 edges load in milliseconds.
@@ -261,8 +324,10 @@ class SchemaIndex:
         meta: Mapping[str, Any] | None = None,
         masked: frozenset[tuple[str, str]] = frozenset(),
         coverage: tuple[int, int] | None = None,
+        usage: ClassUsage | None = None,
     ):
         self._raw = dict(properties)
+        self.usage = usage  # usage evidence (the bundled sample), None when the index carries none
         self._labels = dict(class_labels or {})
         self._p279 = p279
         self.meta: dict[str, Any] = dict(meta or {})
@@ -343,7 +408,8 @@ class SchemaIndex:
         order = sorted(units, key=lambda u: hashlib.sha256(f"{seed}:{u[0]}:{u[1]}".encode()).hexdigest())
         keep = round(len(order) * percent / 100)
         dropped = frozenset(order[keep:])
-        view = SchemaIndex(self._raw, self._labels, self._p279, self.meta, self._masked | dropped, (percent, seed))
+        view = SchemaIndex(self._raw, self._labels, self._p279, self.meta, self._masked | dropped, (percent, seed),
+                           self.usage)
         return view
 
     # --- persistence --------------------------------------------------------------------------------------
@@ -362,6 +428,8 @@ class SchemaIndex:
                 out["p279"] = ParentTable.from_dict(self._p279).to_json()
             else:  # e.g. Freebase type ids
                 out["p279"] = {c: list(ps) for c, ps in self._p279.items()}
+        if self.usage is not None:
+            out["usage"] = self.usage.to_json()
         return out
 
     def save(self, path: str | Path) -> Path:
@@ -393,7 +461,7 @@ class SchemaIndex:
         version = obj.get("format_version")
         if version != FORMAT_VERSION:
             raise ValueError(f"{source}: schema index format version {version}, this code reads {FORMAT_VERSION}; rebuild it")
-        meta = {k: v for k, v in obj.items() if k not in ("properties", "class_labels", "p279", "coverage")}
+        meta = {k: v for k, v in obj.items() if k not in ("properties", "class_labels", "p279", "coverage", "usage")}
         cov = obj.get("coverage")
         p279 = obj.get("p279")
         if isinstance(p279, Mapping) and "encoding" in p279:
@@ -401,6 +469,7 @@ class SchemaIndex:
         return cls(
             obj["properties"], obj.get("class_labels"), p279, meta,
             coverage=(cov["percent"], cov["seed"]) if cov else None,
+            usage=ClassUsage.from_json(obj.get("usage")),
         )
 
 
