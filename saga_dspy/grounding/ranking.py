@@ -44,6 +44,12 @@ WORD_FORMS: Mapping[str, tuple[str, ...]] = {
     "designed": ("architect", "designer"), "built": ("architect", "inception"), "study": ("educated",),
     "studied": ("educated",), "attend": ("educated",), "graduate": ("educated",), "team": ("team",),
     "birthplace": ("birth",), "birthday": ("birth",), "hometown": ("birth", "residence"),
+    "job": ("occupation",), "profession": ("occupation",), "career": ("occupation",),
+    "famous": ("occupation", "notable"), "known": ("occupation", "notable"),
+    "senator": ("position",), "secretary": ("position",), "elected": ("position",), "office": ("position",),
+    "beside": ("border",), "near": ("border",), "neighbor": ("border",), "neighbour": ("border",),
+    "neighboring": ("border",), "neighbouring": ("border",), "adjacent": ("border",), "around": ("border",),
+    "political": ("government",), "regime": ("government",),
 }
 NICHE_DATATYPES = frozenset({"ExternalId", "CommonsMedia", "Url", "GeoShape", "TabularData", "Math",
                              "MusicalNotation", "type.key", "type.id"})

@@ -19,6 +19,11 @@ def test_stemming_meets_property_words():
     ("What are the birthdays of the cast?", "P569", ["P373", "P18", "P570", "P161"]),
     ("Which river does the bridge cross?", "P177", ["P373", "P17", "P131", "P31"]),
     ("Which actors played in the film?", "P161", ["P57", "P373", "P136", "P577"]),
+    # word forms: what a person does, offices held, neighbours, forms of government
+    ("What was her job?", "P106", ["P19", "P21", "P27", "P569"]),
+    ("When was he elected senator?", "P39", ["P19", "P26", "P40", "P737"]),
+    ("Which countries are near it?", "P47", ["P36", "P530", "P6", "P1082"]),
+    ("What kind of political system does it have?", "P122", ["P361", "P530", "P625", "P832"]),
 ])
 def test_the_question_ranks_its_property_first(schema, question, gold, others):
     ranked = rank_properties(question, others + [gold], schema)
