@@ -129,15 +129,15 @@ class Episode:
         func = self.tools[name]
         params = params_of(func)
         args = parse_tool_args(raw_args, params)
-        if name == "stop":
-            return self._stop(thought, raw_args)
-        missing = [p for p in params if p not in args]
+        missing = [p for p in params if p not in args] if name != "stop" else []
         if missing:
             self.invalid += 1
             self.add_step(Step(thought, name, args, f"{name} needs the argument {missing[0]!r}, e.g. "
                                f'{{"{missing[0]}": "..."}}.', note="bad-args"))
             return "invalid"
-        self.invalid = 0
+        self.invalid = 0  # a valid action, a stop included, ends the streak
+        if name == "stop":
+            return self._stop(thought, raw_args)
         key = _action_key(name, args)
         if key in self.done:  # the same call again: its result would be the same
             self.repeats += 1

@@ -311,6 +311,11 @@ def test_invented_tools_end_the_loop_after_three_in_a_row(settings, endpoint, se
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=10)
     assert [s["tool_name"] for s in pred.trajectory][-2:] == ["execute_sparql", "stop"]
     assert pred.final_source == "stop" and answer_ids(pred) == {"Q42299"}
+    # so does a stop, even one the loop turns down (nothing executed yet)
+    script = [answer_type("person", "Q5"), invented, invented, step("stop"), invented,
+              step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=10)
+    assert pred.final_source == "stop" and answer_ids(pred) == {"Q42299"}
 
 
 def test_step_limit_uses_last_nonempty_execution(settings, endpoint, search):
