@@ -5,13 +5,14 @@ mlflow writes every span batch and every trace to the tracking store through SQL
 threads of the same process, where it still holds the one interpreter lock, so at 16 threads the export
 is what the run waits for. Here mlflow's exporter hands each finished trace, with its spans, to a
 `TraceWriter`, whose sender thread serialises it (`Trace.to_dict`) and pipes it to a child process
-(`python -m saga_dspy.eval.trace_writer URI`); the child writes with mlflow's own exporter (the spans of
+(`python -m saga_dspy.eval.trace_writer`); the child writes with mlflow's own exporter (the spans of
 the traces that arrived together in one `log_spans`, then each trace), so what lands in the store is what
 in-process export writes. Spans are not written one by one as they end: a question cut off mid-way
 leaves no partial trace.
 
-Protocol: pickled tuples on the child's stdin — ("trace", trace dict), ("flush", n) — and, on its stdout,
-the line `n` once everything before flush n is written. The child runs
+Protocol: pickled tuples on the child's stdin — first ("uri", tracking URI) (not on the command line, where
+a password in it would show), then ("trace", trace dict) and ("flush", n) — and, on its stdout, the line `n`
+once everything before flush n is written. The child runs
 in its own session, so Ctrl-C reaches only the parent, which flushes before it exits; the child ends at
 the end of its input. A child that cannot be started or dies takes nothing with it that it had not
 written: the writer keeps every message until the child confirms a later flush and writes what is
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 FLUSH_TIMEOUT = 600.0
 CLOSE_TIMEOUT = 30.0
 
-Message = tuple  # ("trace", trace) | ("flush", n)
+Message = tuple  # ("uri", tracking URI) | ("trace", trace) | ("flush", n)
 LocalWrite = Callable[[Message], None]  # writes a message in this process (the fallback)
 
 
@@ -60,11 +61,13 @@ class TraceWriter:
         env = {**os.environ, "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING": "false"}  # the child writes as it reads
         try:
             self._child: subprocess.Popen | None = subprocess.Popen(
-                command or [sys.executable, "-m", __name__, tracking_uri], stdin=subprocess.PIPE,
+                command or [sys.executable, "-m", __name__], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, env=env, start_new_session=True)
         except OSError as exc:
             log.warning("trace writer process could not start (%s): traces are written in this process", exc)
             self._child, self._local = None, True
+        if self._child is not None:  # the store's URI on stdin, not the command line (it may hold a password)
+            self._queue.put(("uri", tracking_uri))
         self._sender = threading.Thread(target=self._send_loop, name="saga-trace-sender", daemon=True)
         self._sender.start()
         if self._child is not None:
@@ -119,7 +122,7 @@ class TraceWriter:
         data = pickle.dumps(_serialise(message), protocol=pickle.HIGHEST_PROTOCOL)
         if message[0] == "flush":
             self._flushes_sent = message[1]
-        else:
+        elif message[0] == "trace":
             with self._cond:
                 self._unconfirmed.append((self._flushes_sent, message))
         self._child.stdin.write(data)
@@ -130,6 +133,8 @@ class TraceWriter:
     def _handle_locally(self, message: Message) -> None:
         if message[0] == "flush":
             self._confirm(message[1])
+            return
+        if message[0] != "trace":
             return
         try:
             self._write_locally(message)
@@ -273,11 +278,17 @@ def uninstall() -> None:
 BATCH = 256  # messages the child writes together at most
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Read messages from stdin until its end and write them with mlflow's exporter: what has arrived
-    meanwhile together (the spans of all its traces in one `log_spans` per experiment, then each trace)."""
+def main() -> int:
+    """Read the store's URI, then messages, from stdin until its end and write them with mlflow's exporter:
+    what has arrived meanwhile together (the spans of all its traces in one `log_spans` per experiment, then
+    each trace)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop: it closes our input
-    (uri,) = argv if argv is not None else sys.argv[1:]
+    try:
+        _, uri = pickle.load(sys.stdin.buffer)
+    except EOFError:
+        return 0
+    for name in ("mlflow.store.db.utils", "alembic"):  # as in the parent: no schema chatter on the terminal
+        logging.getLogger(name).setLevel(logging.WARNING)
     from mlflow.entities import Trace
     from mlflow.tracing.export.mlflow_v3 import MlflowV3SpanExporter
 

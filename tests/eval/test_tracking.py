@@ -314,6 +314,7 @@ def test_process_writer_puts_every_trace_in_the_store(tmp_path):
     child = writer._child
     try:
         assert child.poll() is None and os.getsid(child.pid) != os.getsid(0)
+        assert str(tmp_path) not in " ".join(child.args)  # the URI (it may hold a password) goes on stdin
         with tracker.run("r"):
             _traced_calls(12)
             tracker.flush()
@@ -321,7 +322,8 @@ def test_process_writer_puts_every_trace_in_the_store(tmp_path):
             traces = client.search_traces(locations=[tracker.experiment_id], max_results=50)
             assert len(traces) == 12
             assert all(len(client.get_trace(t.info.trace_id).data.spans) == 2 for t in traces)
-            assert writer.sent == 12 + 1 and writer.written_locally == 0 and not writer.local  # 12 traces, 1 flush
+            # the URI, 12 traces, 1 flush
+            assert writer.sent == 1 + 12 + 1 and writer.written_locally == 0 and not writer.local
     finally:
         tracker.close()
     assert child.poll() is None  # kept for the process's later runs
