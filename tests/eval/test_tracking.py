@@ -212,15 +212,21 @@ def test_bounded_inputs_keep_plain_values():
     assert "chars left out" in out["messages"][2]["content"]
 
 
+# a fresh process's imports for an evaluation driven by the scripted LM
+SCRIPTED_EVAL_PRELUDE = (
+    "import sys\n"
+    f"sys.path.insert(0, {str(REPO / 'tests')!r})\n"
+    "from conftest import scripted_settings\n"
+    "from helpers.scripted_lm import ScriptedLM, scripted_plans\n"
+    "from saga_dspy.eval.evalset import load_eval_set\n"
+    "from saga_dspy.eval.runner import evaluate\n"
+)
+
+
 def test_untracked_eval_never_imports_mlflow(store_path, tmp_path):
     """`--no-mlflow`: a whole eval (tool calls included) in a fresh process leaves mlflow unimported."""
     code = (
-        "import sys\n"
-        f"sys.path.insert(0, {str(REPO / 'tests')!r})\n"
-        "from conftest import scripted_settings\n"
-        "from helpers.scripted_lm import ScriptedLM, scripted_plans\n"
-        "from saga_dspy.eval.evalset import load_eval_set\n"
-        "from saga_dspy.eval.runner import evaluate\n"
+        SCRIPTED_EVAL_PRELUDE +
         "settings = scripted_settings('test').model_copy(update={'limit': 2})\n"
         "lm = ScriptedLM(scripted_plans(load_eval_set(settings, progress=False).items))\n"
         f"results = evaluate(settings, ['full'], out={str(tmp_path / 'run')!r}, lm=lm, progress=False)\n"
@@ -364,12 +370,7 @@ def test_ctrl_c_keeps_the_traces_of_finished_questions(store_path, tmp_path):
     (the writer process, in its own session, is not interrupted; the evaluation flushes before it exits)."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     code = (
-        "import sys\n"
-        f"sys.path.insert(0, {str(REPO / 'tests')!r})\n"
-        "from conftest import scripted_settings\n"
-        "from helpers.scripted_lm import ScriptedLM, scripted_plans\n"
-        "from saga_dspy.eval.evalset import load_eval_set\n"
-        "from saga_dspy.eval.runner import evaluate\n"
+        SCRIPTED_EVAL_PRELUDE +
         f"settings = scripted_settings('test').model_copy(update={{'limit': 12, 'mlflow': True, 'mlflow_uri': {uri!r}}})\n"
         "lm = ScriptedLM(scripted_plans(load_eval_set(settings, progress=False).items), delay=0.4)\n"
         f"evaluate(settings, ['full'], out={str(tmp_path / 'run')!r}, lm=lm, progress=False, experiment='ctrl-c')\n"
