@@ -392,3 +392,27 @@ def test_ctrl_c_keeps_the_traces_of_finished_questions(store_path, tmp_path):
     exp = client.get_experiment_by_name("ctrl-c")
     traces = client.search_traces(locations=[exp.experiment_id], max_results=50)
     assert len(traces) >= done, (len(traces), done)
+
+
+class _FakeTrace:
+    def __init__(self, i: int):
+        self.i = i
+
+    def to_dict(self) -> dict:
+        return {"i": self.i}
+
+
+@pytest.mark.parametrize("command", [["/nonexistent/python"], [sys.executable, "-c", "pass"]],
+                         ids=["cannot-start", "exits-at-once"])
+def test_trace_writer_without_its_process_writes_everything_here(tmp_path, command):
+    """No child, or one that is gone before reading: every trace is written in this process, and flush returns."""
+    written = []
+    writer = trace_writer.TraceWriter(f"sqlite:///{tmp_path / 'x.db'}", lambda m: written.append(m[1].i),
+                                      command=command)
+    try:
+        for i in range(5):
+            writer.put(("trace", _FakeTrace(i)))
+        assert writer.flush(timeout=30)
+        assert sorted(written) == list(range(5)) and writer.local
+    finally:
+        writer.close()
