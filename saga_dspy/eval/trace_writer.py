@@ -119,15 +119,16 @@ class TraceWriter:
             self._handle_locally(message)
 
     def _send(self, message: Message) -> None:
+        """Write one message to the child. A failed write raises before the message counts as sent, so the
+        caller writes it here (a cut-off pickle is nothing the child can read)."""
         data = pickle.dumps(_serialise(message), protocol=pickle.HIGHEST_PROTOCOL)
+        self._child.stdin.write(data)
         if message[0] == "flush":
+            self._child.stdin.flush()
             self._flushes_sent = message[1]
         elif message[0] == "trace":
             with self._cond:
                 self._unconfirmed.append((self._flushes_sent, message))
-        self._child.stdin.write(data)
-        if message[0] == "flush":
-            self._child.stdin.flush()
         self.sent += 1
 
     def _handle_locally(self, message: Message) -> None:
