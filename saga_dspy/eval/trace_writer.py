@@ -182,31 +182,31 @@ def _serialise(message: Message) -> tuple:
 # --- mlflow's side: an exporter that hands its writes to the writer ------------------------------------------------
 
 
-_live: dict[str, TraceWriter] = {}  # the process's writer, by tracking URI (one at a time)
+_live: TraceWriter | None = None  # the process's writer (one store at a time)
 _live_lock = threading.Lock()
 
 
 def writer_for(tracking_uri: str, write_locally: LocalWrite) -> TraceWriter:
     """The process's writer for this store: started once and kept for later runs (the child's start, ~3 s of
     imports, is paid once a process, like the evaluation's own), closed at exit or when another store is used."""
+    global _live
     with _live_lock:
-        writer = _live.get(tracking_uri)
-        if writer is not None and not writer.local:
-            writer._write_locally = write_locally
-            return writer
-        for other in _live.values():
-            other.close()
-        _live.clear()
-        writer = _live[tracking_uri] = TraceWriter(tracking_uri, write_locally)
-        return writer
+        if _live is not None and _live.tracking_uri == tracking_uri and not _live.local:
+            _live._write_locally = write_locally
+            return _live
+        if _live is not None:
+            _live.close()
+        _live = TraceWriter(tracking_uri, write_locally)
+        return _live
 
 
 def shutdown() -> None:
     """Close the process's writer (everything written, the child ended)."""
+    global _live
     with _live_lock:
-        for writer in _live.values():
-            writer.close()
-        _live.clear()
+        if _live is not None:
+            _live.close()
+        _live = None
 
 
 atexit.register(shutdown)

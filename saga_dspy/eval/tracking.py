@@ -49,6 +49,7 @@ import dspy
 import pandas as pd
 
 from saga_dspy.config import Settings, apply_offline_env
+from saga_dspy.eval import trace_writer  # stdlib only: mlflow is imported by its install(), when tracking is on
 
 log = logging.getLogger(__name__)
 
@@ -238,8 +239,6 @@ class Tracker:
         mlflow.set_experiment(experiment_id=self.experiment_id)
         self._tag_experiment()
         if settings.trace_writer == "process" and settings.trace != "none":
-            from saga_dspy.eval import trace_writer
-
             self._writer = trace_writer.install(self.uri)
         if autolog:
             self._autolog()
@@ -384,8 +383,6 @@ class Tracker:
             while mlflow.active_run() is not None:
                 mlflow.end_run()
         if self._writer is not None:
-            from saga_dspy.eval import trace_writer
-
             self._writer.flush()  # the process keeps the writer (and its child) for later runs
             trace_writer.uninstall()
             self._writer = None

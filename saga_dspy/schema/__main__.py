@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--usage", action=argparse.BooleanOptionalAction, default=None,
                        help="include the usage evidence: instances per class with ≥ --usage-min-instances of them "
                             "and how many carry each property (exact counts; default: with the hierarchy)")
-    build.add_argument("--usage-min-instances", type=int, default=20, help="classes with fewer instances are not recorded")
+    build.add_argument("--usage-min-instances", type=int, default=BuildOptions.usage_min_instances, help="classes with fewer instances are not recorded")
     build.add_argument("--json", action="store_true", help="print the counts as JSON")
     add_settings_args(build, ["cache_dir", "data_dir", "endpoint", "kg", "query_timeout", "row_cap", "result_cache"])
 

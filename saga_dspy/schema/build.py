@@ -29,6 +29,7 @@ from .index import (
     ClassUsage,
     ParentTable,
     SchemaIndex,
+    id_order,
     normalize_pid,
 )
 
@@ -173,7 +174,7 @@ def _build_usage(endpoint: "Endpoint", options: BuildOptions, log: Callable[[str
         if cls:
             sizes[cls] = int(row["n"].value)
     carried: dict[str, dict[str, int]] = {c: {} for c in sizes}
-    ordered = sorted(sizes, key=_qid_order)
+    ordered = sorted(sizes, key=id_order)
     for chunk in _batches(ordered, max(1, options.usage_batch)):
         for row in _select_values(endpoint, _CLASS_USAGE_QUERY, chunk):
             cls, pid = _local(row["t"].value, WD), _local(row["p"].value, WDT)
@@ -275,7 +276,7 @@ def _build_wikidata(endpoint: "Endpoint", options: BuildOptions, log: Callable[[
                 ev["status"] = STATUSES[value]
     for (pid, role), ev in formal.items():
         if ev["classes"]:  # a type constraint without P2308 classes says nothing
-            ev["classes"].sort(key=_qid_order)
+            ev["classes"].sort(key=id_order)
             props[pid][role] = {k: ev[k] for k in ("classes", "source", "relation", "status") if k in ev}
     log(f"formal constraints: {sum(1 for k in formal if k[1] == 'domain')} domains, "
         f"{sum(1 for k in formal if k[1] == 'range')} ranges")
@@ -322,12 +323,8 @@ def _build_wikidata(endpoint: "Endpoint", options: BuildOptions, log: Callable[[
     usage = _build_usage(endpoint, options, log) if with_usage else None
 
     ordered = {pid: _ordered_entry(props[pid]) for pid in pids}
-    return SchemaIndex(ordered, dict(sorted(labels.items(), key=lambda kv: _qid_order(kv[0]))), p279,
+    return SchemaIndex(ordered, dict(sorted(labels.items(), key=lambda kv: id_order(kv[0]))), p279,
                        {"hierarchy_root": "Q35120" if with_hierarchy else None}, usage=usage)
-
-
-def _qid_order(qid: str) -> tuple[int, str]:
-    return (int(qid[1:]) if qid[1:].isdigit() else 1 << 62, qid)
 
 
 def _ordered_entry(entry: dict[str, Any]) -> dict[str, Any]:
@@ -399,7 +396,7 @@ def _sample_types(endpoint: "Endpoint", pids: list[str], options: BuildOptions) 
             s, o = row.get("s"), row.get("o")
             pairs[pid].append((_local(s.value, WD) if s is not None and s.is_iri else None,
                                _local(o.value, WD) if o is not None and o.is_iri else None))
-    entities = sorted({e for items in pairs.values() for pair in items for e in pair if e}, key=_qid_order)
+    entities = sorted({e for items in pairs.values() for pair in items for e in pair if e}, key=id_order)
     types = _p31_types(endpoint, entities, max(1, min(options.values_batch * 2, _page_size(endpoint, 10**9) // 4)))
     out: dict[str, dict[str, dict[str, set[str]]]] = {}
     for pid, items in pairs.items():
@@ -431,7 +428,7 @@ def _frequent(types_by_entity: dict[str, set[str]], options: BuildOptions) -> di
     for types in typed:
         for cls in types:
             freq[cls] = freq.get(cls, 0) + 1
-    ranked = sorted(freq.items(), key=lambda kv: (-kv[1], _qid_order(kv[0])))
+    ranked = sorted(freq.items(), key=lambda kv: (-kv[1], id_order(kv[0])))
     keep = [cls for cls, count in ranked if count / len(typed) >= options.min_share][: options.max_types]
     if not keep:
         return None

@@ -184,13 +184,13 @@ class ClassUsage:
         return cls in self._classes
 
     def to_json(self) -> dict[str, Any]:
-        classes = {c: [n, dict(sorted(props.items(), key=lambda kv: _pid_order(kv[0])))]
-                   for c, (n, props) in sorted(self._classes.items(), key=lambda kv: _pid_order(kv[0]))}
+        classes = {c: [n, dict(sorted(props.items(), key=lambda kv: id_order(kv[0])))]
+                   for c, (n, props) in sorted(self._classes.items(), key=lambda kv: id_order(kv[0]))}
         out: dict[str, Any] = {"min_instances": self.min_instances}
         if self.typed_entities is not None:
             out["typed_entities"] = self.typed_entities
         out["classes"] = classes
-        out["property_subjects"] = dict(sorted(self._subjects.items(), key=lambda kv: _pid_order(kv[0])))
+        out["property_subjects"] = dict(sorted(self._subjects.items(), key=lambda kv: id_order(kv[0])))
         return out
 
     @classmethod
@@ -201,8 +201,9 @@ class ClassUsage:
                    obj.get("min_instances", 0), obj.get("typed_entities"))
 
 
-def _pid_order(pid: str) -> tuple[int, str]:
-    return (int(pid[1:]) if pid[1:].isdigit() else 1 << 62, pid)
+def id_order(ident: str) -> tuple[int, str]:
+    """Wikidata ids in numeric order (P31 before P279, Q5 before Q42), other ids after them."""
+    return (int(ident[1:]) if ident[1:].isdigit() else 1 << 62, ident)
 
 
 class ParentTable(Mapping[str, tuple[str, ...]]):
