@@ -28,6 +28,7 @@ behind a test firewall (`DemoGuard`): a record it refuses is never shown, and co
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -54,7 +55,7 @@ STOPWORDS = frozenset(
     his her he she they them me give list all name tell show please""".split()
 )
 _WORD = re.compile(r"[\w]+", re.UNICODE)
-DEMO_OBSERVATION_CHARS = 500  # an observation inside a demo is clipped to this
+DEMO_OBSERVATION_CHARS = 500  # an observation inside a demo is clipped to this (Settings.demo_observation_chars)
 OUTPUT_TOOLS = {"execute": "execute_sparql", "lookup": "get_wikidata_entry"}  # demo outputs besides stop
 PROTOCOL = frozenset({"search_wikidata", "get_wikidata_entry", "execute_sparql"})  # what a filler demo must show
 DEMO_STEPS = 8  # at most this many steps of a demo trajectory are shown (the last ones)
@@ -156,7 +157,8 @@ def _steps_of(record: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
     return steps
 
 
-def record_to_example(record: dict[str, Any], *, spinach: bool = False, output: str = "stop") -> dspy.Example | None:
+def record_to_example(record: dict[str, Any], *, spinach: bool = False, output: str = "stop",
+                      observation_chars: int = DEMO_OBSERVATION_CHARS) -> dspy.Example | None:
     """One pool record as a demonstration of the controller's step predictor (None if unusable).
 
     `output="stop"`: the whole trajectory as input and the final stop as output (a whole solved
@@ -187,14 +189,16 @@ def record_to_example(record: dict[str, Any], *, spinach: bool = False, output: 
     knowledge_log = raw.get("knowledge_log") or record.get("knowledge_log") or "(none yet)"
     shown_form = str(record.get("shown_form") or form).upper()  # a variant's view may hold the controller to no form
     return controller_example(question, shown, at - len(shown), target, spinach=spinach, answer_type=str(answer_type),
-                              form=shown_form, type_context=str(type_context), knowledge_log=str(knowledge_log))
+                              form=shown_form, type_context=str(type_context), knowledge_log=str(knowledge_log),
+                              observation_chars=observation_chars)
 
 
 def controller_example(question: str, shown: list[Step], first_index: int, target: Step, *, spinach: bool,
-                       answer_type: str, form: str, type_context: str, knowledge_log: str) -> dspy.Example:
+                       answer_type: str, form: str, type_context: str, knowledge_log: str,
+                       observation_chars: int = DEMO_OBSERVATION_CHARS) -> dspy.Example:
     """The one builder of a controller demonstration: the steps shown before as the trajectory, the target
     step as the output (used for the agent's pools and for the gold teacher's compiled demos)."""
-    trajectory = render_trajectory(shown, budget=None, observation_chars=DEMO_OBSERVATION_CHARS,
+    trajectory = render_trajectory(shown, budget=None, observation_chars=observation_chars,
                                    first_index=first_index)
     outputs = {"next_thought": target.thought, "next_tool_name": target.tool_name,
                "next_tool_args": json.dumps(target.tool_args, ensure_ascii=False)}
@@ -216,9 +220,10 @@ class DemoPool:
     """Solved questions to pick controller demonstrations from, by BM25 similarity of the question."""
 
     def __init__(self, records: Iterable[dict[str, Any]] = (), *, spinach: bool = False,
-                 variant: Variant | None = None):
+                 variant: Variant | None = None, observation_chars: int = DEMO_OBSERVATION_CHARS):
         """`variant`: render each record as that variant's tools show it (agent.demo_views); `spinach`
-        (or a variant without the schema controller) renders the SPINACH controller's inputs."""
+        (or a variant without the schema controller) renders the SPINACH controller's inputs;
+        `observation_chars`: each observation of a demo trajectory is clipped to this."""
         self.records: list[DemoRecord] = []
         spinach = spinach or (variant is not None and not variant.agent.schema_controller)
         self.dropped = 0  # records the variant's tools could not have produced
@@ -229,9 +234,10 @@ class DemoPool:
                     self.dropped += 1
                     continue
             try:
-                example = record_to_example(record, spinach=spinach)
-                execute = record_to_example(record, spinach=spinach, output="execute") if example is not None else None
-                lookup = record_to_example(record, spinach=spinach, output="lookup") if example is not None else None
+                render = functools.partial(record_to_example, record, spinach=spinach, observation_chars=observation_chars)
+                example = render()
+                execute = render(output="execute") if example is not None else None
+                lookup = render(output="lookup") if example is not None else None
             except Exception as exc:  # a bad line never breaks the program
                 log.warning("skipping a demo record: %s", exc)
                 continue
@@ -245,7 +251,8 @@ class DemoPool:
         self._index = BM25([tokenize(r.question) for r in self.records])
 
     @classmethod
-    def from_file(cls, path: str | Path, *, spinach: bool = False, variant: Variant | None = None) -> "DemoPool":
+    def from_file(cls, path: str | Path, *, spinach: bool = False, variant: Variant | None = None,
+                  observation_chars: int = DEMO_OBSERVATION_CHARS) -> "DemoPool":
         records = []
         with open(path, encoding="utf-8") as handle:
             for number, line in enumerate(handle, 1):
@@ -256,7 +263,7 @@ class DemoPool:
                     records.append(json.loads(line))
                 except ValueError:
                     log.warning("%s:%d: not JSON, skipped", path, number)
-        return cls(records, spinach=spinach, variant=variant)
+        return cls(records, spinach=spinach, variant=variant, observation_chars=observation_chars)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -347,19 +354,21 @@ def load_demo_pool(settings: Settings, pool: "DemoPool | str | Path | Iterable[d
     full pool rendered as the variant's tools show it (agent.demo_views); else an empty pool."""
     if isinstance(pool, DemoPool):
         return pool
+    clip = settings.demo_observation_chars
     if isinstance(pool, (str, Path)):
-        return DemoPool.from_file(pool, spinach=spinach, variant=variant)
+        return DemoPool.from_file(pool, spinach=spinach, variant=variant, observation_chars=clip)
     if pool is not None:
-        return DemoPool(pool, spinach=spinach, variant=variant)
+        return DemoPool(pool, spinach=spinach, variant=variant, observation_chars=clip)
     base = Path(settings.data_dir) / "demos"
     if variant is not None and not variant.is_full:
         own = base / pool_file_name(settings.dataset, variant.name)
         if own.is_file():
             log.info("demo pool: %s (recorded by the %s variant's tools)", own, variant.name)
-            return DemoPool.from_file(own, spinach=spinach or not variant.agent.schema_controller)
+            return DemoPool.from_file(own, spinach=spinach or not variant.agent.schema_controller,
+                                      observation_chars=clip)
     path = base / pool_file_name(settings.dataset)
     if path.is_file():
-        return DemoPool.from_file(path, spinach=spinach, variant=variant)
+        return DemoPool.from_file(path, spinach=spinach, variant=variant, observation_chars=clip)
     log.info("no demo pool at %s; the controller runs without demonstrations", path)
     return DemoPool([], spinach=spinach)
 

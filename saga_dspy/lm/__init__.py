@@ -10,13 +10,15 @@
   (`LlamaCppEngine`, ``complete(Request) -> Response``) inside a `dspy.LM`
   (`LocalLlamaLM`), so DSPy's own cache, history, usage tracking and the
   ChatAdapter/JSONAdapter/ReAct machinery work unchanged.
-* anything else: ``dspy.LM(settings.lm, ...)``. With ``api_base`` (an
-  OpenAI-compatible server such as llama.cpp's, vLLM or Ollama) the call goes
-  through LiteLLM, which sends ``max_tokens``; DSPy's native HTTP engine would
-  send only ``max_completion_tokens``, which llama.cpp's server ignores. DSPy
-  leaves ``api_base`` out of its cache key, so a header naming the server (a
-  hash of ``api_base``) is added to every request: it is part of the key, and
-  two servers never share cache entries.
+* a model served at ``api_base`` (an OpenAI-compatible server such as llama.cpp's,
+  vLLM or Ollama): ``dspy.LM(settings.lm, engine=OpenAICompatibleEngine(...))``, our
+  engine over one pooled httpx client. It sends ``max_tokens`` (DSPy's native engine
+  would send only ``max_completion_tokens``, which llama.cpp's server ignores) and
+  costs a quarter of LiteLLM's CPU a call. DSPy leaves the server out of its cache
+  key, so the LM's ``user`` names it (a hash of ``api_base``): two servers never
+  share cache entries.
+* anything else: ``dspy.LM(settings.lm, ...)`` through LiteLLM (hosted providers; Ollama's own
+  API with ``ollama_chat/``, the server named by a request header in the cache key).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from saga_dspy.lm.model_files import (
     local_model_path,
     model_part_files,
 )
-from saga_dspy.lm.remote import CACHE_SCOPE_HEADER, lm_cache_scope, remote_lm
+from saga_dspy.lm.remote import CACHE_SCOPE_HEADER, CACHE_SCOPE_USER, OpenAICompatibleEngine, lm_cache_scope, remote_lm
 
 
 def build_lm(settings: Settings) -> dspy.BaseLM:
@@ -78,12 +80,14 @@ def configure_lm_cache(settings: Settings) -> Path | None:
 
 __all__ = [
     "CACHE_SCOPE_HEADER",
+    "CACHE_SCOPE_USER",
     "LOCAL_LM_MODEL",
     "LOCAL_MODEL_SHA256",
     "LOCAL_MODEL_SIZE",
     "LlamaCppEngine",
     "LocalLlamaLM",
     "LocalModelError",
+    "OpenAICompatibleEngine",
     "PrefixStateCache",
     "END_OF_REPLY",
     "build_lm",

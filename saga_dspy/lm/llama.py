@@ -226,7 +226,8 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int, seed: int) -> _Load
     return loaded
 
 
-_FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_call", "function_call": "tool_call"}
+FINISH_REASONS = {  # OpenAI's finish reasons -> lm15's
+    "stop": "stop", "length": "length", "tool_calls": "tool_call", "function_call": "tool_call"}
 
 
 class LlamaCppEngine:
@@ -282,7 +283,7 @@ class LlamaCppEngine:
         validate_request(request)
         if request.tools:
             raise UnsupportedFeatureError("The local model takes no native tool definitions; use a text adapter.")
-        messages = _chat_messages(request)
+        messages = chat_messages(request)
         config = request.config
         loaded = self._handle()
         kwargs = self._generation_kwargs(config)
@@ -307,7 +308,7 @@ class LlamaCppEngine:
             id=raw.get("id") or None,
             model=request.model,
             message=Message.assistant(text),
-            finish_reason=_FINISH.get(choice.get("finish_reason") or "stop", "stop"),
+            finish_reason=FINISH_REASONS.get(choice.get("finish_reason") or "stop", "stop"),
             usage=Usage(input_tokens=prompt_tokens, output_tokens=usage.get("completion_tokens"),
                         cache_read_tokens=reused),
         )
@@ -377,7 +378,7 @@ class LlamaCppEngine:
         return kwargs
 
 
-def _chat_messages(request: Any) -> list[dict[str, str]]:
+def chat_messages(request: Any) -> list[dict[str, str]]:
     """A canonical lm15 Request as chat-template messages (text only)."""
     from dspy.lm15 import TextPart, UnsupportedFeatureError
 

@@ -39,3 +39,20 @@ def test_select_guarded_without_a_guard_is_select():
     # a guard refusing the best match: the next best takes its place, and the refusal is counted
     guarded, refused = pool.select_guarded("who wrote othello", 2, allow=lambda q, s: q != plain[0])
     assert plain[0] not in [d.question for d in guarded] and len(guarded) == 2 and refused == 1
+
+
+def test_demo_observations_are_clipped_to_the_setting():
+    from saga_dspy.agent.demos import load_demo_pool
+
+    long = "Q1 entity: " + "property (P1): value; " * 60  # ~1,300 characters
+    steps = [{"thought": "look", "tool_name": "get_wikidata_entry", "tool_args": {"entity": "Q1"}, "observation": long},
+             {"thought": "done", "tool_name": "stop", "tool_args": {}, "observation": ""}]
+    records = [{"question": "who is q1?", "sparql": "SELECT ?x WHERE { wd:Q1 wdt:P1 ?x }", "steps": steps}]
+    settings = make_settings(dataset="qald10", data_dir=REPO / "data")
+    sizes = {}
+    for chars in (500, 150):
+        pool = load_demo_pool(settings.model_copy(update={"demo_observation_chars": chars}), records)
+        trajectory = pool.select("who is q1 really?", 1)[0].trajectory
+        assert "property (P1): value" in trajectory
+        sizes[chars] = len(trajectory)
+    assert sizes[500] - sizes[150] >= 300  # the same demo, its observation clipped 350 characters sooner

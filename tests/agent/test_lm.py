@@ -29,9 +29,11 @@ from saga_dspy.lm import model_files  # noqa: E402
 from saga_dspy.config import Settings  # noqa: E402
 from saga_dspy.lm import (  # noqa: E402
     CACHE_SCOPE_HEADER,
+    CACHE_SCOPE_USER,
     LlamaCppEngine,
     LocalLlamaLM,
     LocalModelError,
+    OpenAICompatibleEngine,
     build_lm,
     ensure_local_model,
     lm_cache_scope,
@@ -343,7 +345,7 @@ def test_build_lm_local_uses_settings(monkeypatch, tmp_path):
 class FakeOpenAIServer:
     """An OpenAI-compatible chat endpoint on 127.0.0.1 that records what it receives."""
 
-    def __init__(self, content="[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]"):
+    def __init__(self, content="[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]", status=200):
         self.requests: list[dict] = []
         owner = self
 
@@ -351,6 +353,14 @@ class FakeOpenAIServer:
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 owner.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                if status != 200:
+                    payload = json.dumps({"error": {"message": content, "code": status}}).encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
                 payload = json.dumps({
                     "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body.get("model"),
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
@@ -386,16 +396,24 @@ def test_remote_lm_has_max_tokens_and_a_cache_scope_per_server():
     b = build_lm(Settings(lm="openai/some-model", api_base="http://127.0.0.1:10/v1", max_tokens=77))
     assert isinstance(a, dspy.LM) and not isinstance(a, LocalLlamaLM)
     assert a.kwargs["max_tokens"] == 77 and a.kwargs["temperature"] == 0.0 and a.kwargs["seed"] == 0
-    # dspy's native lm15 engine would send only max_completion_tokens, which llama.cpp's server ignores.
-    assert a.engine == "litellm"
-    scope_a, scope_b = (lm.kwargs["headers"][CACHE_SCOPE_HEADER] for lm in (a, b))
+    # our engine, not LiteLLM's (4x its CPU a call) nor dspy's native lm15 one (only max_completion_tokens)
+    assert isinstance(a.engine, OpenAICompatibleEngine) and a.engine.max_tokens == 77
+    scope_a, scope_b = (lm.kwargs["user"] for lm in (a, b))
     assert scope_a != scope_b
-    assert scope_a == lm_cache_scope(Settings(api_base="http://127.0.0.1:9/v1/"))  # trailing slash: same server
+    assert scope_a == CACHE_SCOPE_USER + lm_cache_scope(Settings(api_base="http://127.0.0.1:9/v1/"))  # same server
     # Different servers, different DSPy cache keys (DSPy itself ignores api_base in the key).
     from dspy.clients.execution import IGNORED_CACHE_KEYS, prepare
 
     keys = {dspy.cache.cache_key(prepare(lm, "hi", None, {}).key(lm, False), IGNORED_CACHE_KEYS) for lm in (a, b)}
     assert len(keys) == 2
+    assert a.copy(temperature=0.5).kwargs["user"] == scope_a  # DSPy's copies keep the scope
+
+
+def test_an_ollama_server_keeps_litellm_and_its_scope_header():
+    lm = build_lm(Settings(lm="ollama_chat/qwen2.5-coder", api_base="http://127.0.0.1:11434", max_tokens=50))
+    assert lm.engine == "litellm" and lm.kwargs["api_base"] == "http://127.0.0.1:11434"
+    assert lm.kwargs["headers"][CACHE_SCOPE_HEADER] == lm_cache_scope(Settings(api_base="http://127.0.0.1:11434"))
+    assert lm.kwargs["max_tokens"] == 50 and "user" not in lm.kwargs
 
 
 def test_remote_lm_without_api_base_is_plain():
@@ -420,8 +438,71 @@ def test_served_model_receives_max_tokens_and_servers_do_not_share_cache(monkeyp
         assert one.requests[0]["path"].endswith("/chat/completions")
         assert body["max_tokens"] == 123 and body["stop"] == ["[[ ## completed ## ]]"]
         assert body["model"] == "qwen" and body["temperature"] == 0.0 and body["seed"] == 3
+        assert body["user"] == CACHE_SCOPE_USER + lm_cache_scope(Settings(api_base=one.url))
         headers = {k.lower(): v for k, v in one.requests[0]["headers"].items()}
-        assert headers[CACHE_SCOPE_HEADER.lower()] == lm_cache_scope(Settings(api_base=one.url))
+        assert "authorization" not in headers  # no key configured: none sent
+
+
+def test_served_model_key_is_sent_and_never_saved(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeOpenAIServer() as server:
+        lm = build_lm(Settings(lm="openai/qwen", api_base=server.url, api_key="sk-secret-123", lm_cache=False))
+        with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
+            dspy.Predict("question -> answer")(question="Capital of France?")
+        headers = {k.lower(): v for k, v in server.requests[0]["headers"].items()}
+        assert headers["authorization"] == "Bearer sk-secret-123"
+        assert "sk-secret" not in json.dumps(lm.dump_state()) and "sk-secret" not in repr(lm.engine)
+        assert "sk-secret" not in json.dumps(lm.history[-1], default=str)
+
+
+def test_served_model_json_mode_reaches_the_server():
+    reply = '{"answer": "Paris"}'
+    with FakeOpenAIServer(content=reply) as server:
+        lm = build_lm(Settings(lm="openai/qwen", api_base=server.url, lm_cache=False))
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            assert dspy.Predict("question -> answer")(question="Capital of France?").answer == "Paris"
+        assert server.requests[0]["body"]["response_format"]["type"] in ("json_object", "json_schema")
+
+
+@pytest.mark.parametrize("status, kind, retried", [
+    (500, "LMServerError", True), (429, "LMRateLimitError", True), (401, "LMAuthError", False),
+    (400, "LMInvalidRequestError", False)])
+def test_served_model_errors_are_dspy_errors_and_only_transient_ones_retried(status, kind, retried):
+    import dspy.utils.exceptions as exceptions
+
+    with FakeOpenAIServer(status=status) as server:
+        lm = build_lm(Settings(lm="openai/qwen", api_base=server.url, lm_cache=False, lm_retries=1))
+        with pytest.raises(exceptions.LMError) as caught:
+            lm("hello")
+    assert isinstance(caught.value, getattr(exceptions, kind)), repr(caught.value)
+    assert len(server.requests) == (2 if retried else 1)
+    assert f"HTTP {status}" in str(caught.value)
+
+
+def test_served_model_context_overflow_is_dspy_context_window_error():
+    from dspy.utils.exceptions import ContextWindowExceededError
+
+    message = "the request exceeds the available context size, try increasing it"
+    with FakeOpenAIServer(status=400, content=message) as server:
+        lm = build_lm(Settings(lm="openai/qwen", api_base=server.url, lm_cache=False))
+        with pytest.raises(ContextWindowExceededError):
+            lm("hello")
+
+
+def test_a_dead_server_is_an_infrastructure_error():
+    import socket
+
+    from dspy.utils.exceptions import LMError
+
+    from saga_dspy.agent.failures import is_infrastructure_error
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    lm = build_lm(Settings(lm="openai/qwen", api_base=f"http://127.0.0.1:{port}/v1", lm_cache=False, lm_retries=0))
+    with pytest.raises(LMError) as caught:
+        lm("hello")
+    assert is_infrastructure_error(caught.value) and "cannot reach" in str(caught.value)
 
 
 # --- the real model (opt-in) ---------------------------------------------------------------------------

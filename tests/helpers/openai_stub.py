@@ -1,6 +1,6 @@
 """A loopback OpenAI-compatible chat server for LM transport tests and the throughput benchmark: it
 answers every chat completion after `delay` seconds with a fixed reply (or `reply(messages)` when it is
-callable), with TCP_NODELAY, and records the requests (headers and bodies) it received."""
+callable), with TCP_NODELAY and HTTP/1.1 keep-alive, and records the requests (headers and bodies) it received."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ class OpenAIStub:
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as LM servers (llama.cpp, vLLM, Ollama) and their clients do
+
             def setup(self):
                 super().setup()
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
