@@ -2,10 +2,10 @@
 
 The wh-word and the question's head noun decide where they are unambiguous: yes/no → boolean,
 "how many" / "how tall" → quantity, "when" / "what year" / "birthday" → date, "who" → person,
-"where" → location, "which river" → the class labelled "river" in the schema index. The result
-guards the LM's prediction (`guard`): a confident cue wins over a disagreeing LM, and the LM's
-`string` (rarely right, and it stars Commons categories) gives way to any cue. A cue that is not
-confident (a generic entity question) stars nothing in the lookup.
+"where" → location, "which river" → the class labelled "river" in the schema index. A cue that
+`decides` is the answer type, and the answer-type LM call is not made; a confident "who" guards the
+LM's prediction (`guard`: the LM's `string`, rarely right and starring Commons categories, gives way).
+A cue that is not confident (a generic entity question) leaves the LM's answer, and stars nothing.
 """
 
 from __future__ import annotations
@@ -113,22 +113,21 @@ def _label_table(schema: SchemaIndex) -> dict[str, str]:
 
 
 
+def decides(cue: AnswerCue) -> bool:
+    """Whether the cue alone settles the answer type: `guard` returns it whatever the LM says (a yes/no, a measure,
+    a date, "where", the question's own head noun). Then the answer-type LM call is not made at all."""
+    return cue.confident and (cue.is_scalar or (bool(cue.qid) and cue.cue != "who"))
+
+
 def guard(cue: AnswerCue, lm_label: str, lm_qid: str) -> tuple[str, str]:
-    """The LM's answer type checked against the cue: a confident cue that disagrees wins; the LM's
-    `string`, or nothing, gives way to any confident cue. Returns (label, qid)."""
+    """The LM's answer type checked against the cue: a cue that `decides` wins; a confident "who" gives way to
+    the LM's more specific class (an organization, a musician), not to its `string` or a scalar. Returns (label, qid)."""
     lm_label = (lm_label or "").strip()
     if not cue.confident:
         return lm_label, lm_qid
-    if not lm_label or lm_label == "string":
-        return cue.label, cue.qid
-    lm_scalar = lm_label in SCALAR_TYPES
-    if cue.is_scalar != lm_scalar or (cue.is_scalar and cue.label != lm_label):
-        return cue.label, cue.qid
-    # both entities: "where" and the question's own head noun ("which monarchs") name the class; a bare "who"
-    # leaves the LM its more specific guess (an organization, a musician)
-    if not cue.is_scalar and cue.cue != "who" and cue.qid and cue.qid != lm_qid:
+    if decides(cue) or not lm_label or lm_label == "string" or lm_label in SCALAR_TYPES:
         return cue.label, cue.qid
     return lm_label, lm_qid
 
 
-__all__ = ["AnswerCue", "rule_answer_type", "class_for", "guard"]
+__all__ = ["AnswerCue", "rule_answer_type", "class_for", "decides", "guard"]

@@ -55,7 +55,7 @@ STOPWORDS = frozenset(
     his her he she they them me give list all name tell show please""".split()
 )
 _WORD = re.compile(r"[\w]+", re.UNICODE)
-DEMO_OBSERVATION_CHARS = 500  # an observation inside a demo is clipped to this (Settings.demo_observation_chars)
+DEMO_OBSERVATION_CHARS: int = Settings.model_fields["demo_observation_chars"].default  # a demo observation is clipped to this
 OUTPUT_TOOLS = {"execute": "execute_sparql", "lookup": "get_wikidata_entry"}  # demo outputs besides stop
 PROTOCOL = frozenset({"search_wikidata", "get_wikidata_entry", "execute_sparql"})  # what a filler demo must show
 DEMO_STEPS = 8  # at most this many steps of a demo trajectory are shown (the last ones)

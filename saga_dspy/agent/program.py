@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import dspy
 
-from saga_dspy.agent.answer_cues import guard, rule_answer_type
+from saga_dspy.agent.answer_cues import decides, guard, rule_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.demos import DemoGuard, DemoPool, load_demo_pool
@@ -267,7 +267,11 @@ class SagaProgram(dspy.Module):
         # 1. answer type, once (not in the ablation without it, nor in the SPINACH baseline)
         answer_type: AnswerTypeInfo | None = None
         notes: list[str] = []
-        if self.variant_def.agent.answer_type_step and calls.take("answer_type"):
+        step = self.variant_def.agent.answer_type_step
+        cue = rule_answer_type(str(question), self.services.schema) if step and settings.kg == "wikidata" else None
+        if cue is not None and decides(cue):
+            answer_type = AnswerTypeInfo.from_raw(cue.label, cue.qid, settings.kg)  # the LM could not change it
+        elif step and calls.take("answer_type"):
             try:
                 with calls.one_call():
                     raw = self.answer_type(question=str(question), config={"max_tokens": ANSWER_TYPE_MAX_TOKENS})
@@ -280,9 +284,8 @@ class SagaProgram(dspy.Module):
                 answer_type = AnswerTypeInfo.from_raw("boolean" if is_yes_no_question(question) else "", "")
             if not answer_type.label and is_yes_no_question(question):
                 answer_type = AnswerTypeInfo.from_raw("boolean", "")
-            if settings.kg == "wikidata":  # the question's own cues guard the LM's answer type (issue 12)
-                label, qid = guard(rule_answer_type(str(question), self.services.schema),
-                                   answer_type.label, answer_type.qid)
+            if cue is not None:  # the question's own cues guard the LM's answer type (issue 12)
+                label, qid = guard(cue, answer_type.label, answer_type.qid)
                 if (label, qid) != (answer_type.label, answer_type.qid):
                     answer_type = AnswerTypeInfo.from_raw(label, qid, settings.kg)
         agent_flags = self.variant_def.agent

@@ -58,7 +58,7 @@ _PROPERTY = re.compile(
 )
 _COMMENT = re.compile(r"(?m)(^|[ \t])#[^\n]*$")
 _PREFIX_DECL = re.compile(r"(?i)\bPREFIX\s+([A-Za-z][\w.-]*)?:\s*<([^>]*)>\s*")
-POOL_OBSERVATION_CHARS = 500  # = saga_dspy.agent.demos.DEMO_OBSERVATION_CHARS: a pool observation shows whole in a demo
+POOL_OBSERVATION_CHARS = 500  # what a pool record keeps of an observation; a demo shows less (Settings.demo_observation_chars)
 MAX_ENTITIES = 3
 _NUMERIC = ("integer", "decimal", "double", "float", "int", "long", "nonNegativeInteger", "positiveInteger")
 _DATES = ("dateTime", "date", "gYear", "gYearMonth")

@@ -32,3 +32,19 @@ def test_head_noun_class_and_the_guard(schema):
     assert guard(rule_answer_type("Where did Hillel Slovak die?"), "person", "Q5")[0] == "location"
     assert guard(rule_answer_type("Which rivers flow through Berlin?", schema), "person", "Q5") == ("river", "Q4022")
     assert guard(rule_answer_type("Tell me about Apple."), "company", "Q783794") == ("company", "Q783794")
+
+
+def test_a_cue_decides_when_the_lm_could_not_change_the_answer_type():
+    from saga_dspy.agent.answer_cues import AnswerCue, decides, guard
+
+    deciding = [AnswerCue("boolean"), AnswerCue("quantity"), AnswerCue("date"),
+                AnswerCue("location", "Q2221906", cue="where"), AnswerCue("river", "Q4022", cue="head noun 'river'")]
+    for cue in deciding:
+        assert decides(cue)
+        for lm in (("", ""), ("string", ""), ("date", ""), ("person", "Q5"), (cue.label, cue.qid)):
+            assert guard(cue, *lm) == (cue.label, cue.qid), (cue, lm)  # what skipping the LM call gives
+    who = AnswerCue("person", "Q5", cue="who")
+    assert not decides(who) and guard(who, "musician", "Q639669") == ("musician", "Q639669")
+    assert guard(who, "string", "") == ("person", "Q5") and guard(who, "date", "") == ("person", "Q5")
+    vague = AnswerCue("entity", confident=False, cue="no cue")
+    assert not decides(vague) and guard(vague, "film", "Q11424") == ("film", "Q11424")

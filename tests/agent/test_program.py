@@ -145,8 +145,7 @@ def test_wrong_entity_recovery(settings, endpoint, search):
 
 def test_blocked_execution_is_an_observation(settings, endpoint, search):
     question = "Where was Star Wars: Episode IV – A New Hope born?"
-    script = [
-        answer_type("place", "Q2221906"),
+    script = [  # "where": the question settles its answer type (location), no answer-type call
         step("execute_sparql", sparql="SELECT ?x WHERE { wd:Q17738 wdt:P19 ?x }"),
         step("execute_sparql", sparql="SELECT ?x WHERE { wd:Q17738 wdt:P57 ?x }"),
         step("stop"),
@@ -154,7 +153,7 @@ def test_blocked_execution_is_an_observation(settings, endpoint, search):
     pred, lm = run(settings, endpoint, search, script, question)
     assert pred.trajectory[0]["observation"].startswith("[BLOCKED]")
     assert pred.counters["blocked"] == 1
-    assert "blocked" in field(user_part(lm, 2), "knowledge_log")
+    assert "blocked" in field(user_part(lm, 1), "knowledge_log")
     assert pred.sparql.endswith("wdt:P57 ?x }") and pred.final_status == "ok"
 
 
@@ -191,8 +190,7 @@ def test_wrong_query_form_is_sent_back(settings, endpoint, search):
     question = "Did Joe Cocker play at the Woodstock festival?"
     select = "SELECT ?x WHERE { wd:Q164815 wdt:P710 ?x }"
     ask = "ASK { wd:Q164815 wdt:P710 wd:Q190076 }"
-    script = [
-        answer_type("boolean"),
+    script = [  # a yes/no question settles its answer type: no answer-type call
         step("execute_sparql", sparql=select),
         step("stop"),
         step("execute_sparql", "it must be an ASK query", sparql=ask),
@@ -202,7 +200,7 @@ def test_wrong_query_form_is_sent_back(settings, endpoint, search):
     rejected = pred.trajectory[1]
     assert rejected["tool_name"] == "stop" and rejected["note"] == "rejected"
     assert "must be an ASK query" in rejected["observation"]
-    assert "must be an ASK query" in user_part(lm, 3)  # the controller read the reason
+    assert "must be an ASK query" in user_part(lm, 2)  # the controller read the reason
     assert pred.sparql == ask and pred.answers.value is True
     assert pred.counters["rejected"] == 1
 
@@ -210,7 +208,7 @@ def test_wrong_query_form_is_sent_back(settings, endpoint, search):
 def test_wrong_query_form_is_rewritten_when_the_agent_insists(settings, endpoint, search):
     question = "Did Joe Cocker play at the Woodstock festival?"
     select = "SELECT ?x WHERE { wd:Q164815 wdt:P710 ?x }"
-    script = [answer_type("boolean"), step("execute_sparql", sparql=select), step("stop"), step("stop")]
+    script = [step("execute_sparql", sparql=select), step("stop"), step("stop")]
     pred, _ = run(settings, endpoint, search, script, question)
     assert pred.sparql == "ASK WHERE { wd:Q164815 wdt:P710 ?x }"
     assert pred.rewritten_from == select and pred.final_source == "stop+rewritten"
@@ -220,7 +218,7 @@ def test_wrong_query_form_is_rewritten_when_the_agent_insists(settings, endpoint
 def test_count_question_head_rewritten_from_entities(settings, endpoint, search):
     question = "How many children did Queen Victoria have?"
     select = "SELECT ?c WHERE { wd:Q9439 wdt:P40 ?c }"
-    script = [answer_type("quantity"), step("execute_sparql", sparql=select), step("stop"), step("stop")]
+    script = [step("execute_sparql", sparql=select), step("stop"), step("stop")]  # "how many": no answer-type call
     pred, _ = run(settings, endpoint, search, script, question)
     assert pred.query_form == "COUNT"
     assert pred.sparql.startswith("SELECT (COUNT(DISTINCT ?c) AS ?count)")
@@ -641,19 +639,19 @@ JOE_SELECT = "SELECT ?x WHERE { wd:Q164815 wdt:P710 ?x }"
 
 
 def test_query_form_imposition_switch(settings, endpoint, search):
-    script = [answer_type("boolean"), step("execute_sparql", sparql=JOE_SELECT), step("stop"), step("stop")]
+    script = [step("execute_sparql", sparql=JOE_SELECT), step("stop"), step("stop")]
     on, on_lm = run(settings, endpoint, search, script, JOE_Q)
     assert on.trajectory[1]["note"] == "rejected" and "must be an ASK query" in on.trajectory[1]["observation"]
-    assert field(user_part(on_lm, 1), "query_form").startswith("ASK")
+    assert field(user_part(on_lm, 0), "query_form").startswith("ASK")
     off, off_lm = run(settings, endpoint, search, script, JOE_Q, variant="no-query-form")
     assert [s["note"] for s in off.trajectory] == ["", ""]  # the first stop is accepted: no form is held
-    assert "not fixed" in field(user_part(off_lm, 1), "query_form")
+    assert "not fixed" in field(user_part(off_lm, 0), "query_form")
     # the form is still decided, and the final query's head still rewritten (a switch of its own)
     assert off.query_form == "ASK" and off.final_source == "stop+rewritten" and off.rewritten_from == JOE_SELECT
 
 
 def test_form_rewrite_switch(settings, endpoint, search):
-    script = [answer_type("boolean"), step("execute_sparql", sparql=JOE_SELECT), step("stop"), step("stop")]
+    script = [step("execute_sparql", sparql=JOE_SELECT), step("stop"), step("stop")]
     on, _ = run(settings, endpoint, search, script, JOE_Q)
     assert on.sparql == "ASK WHERE { wd:Q164815 wdt:P710 ?x }" and on.rewritten_from == JOE_SELECT
     off, _ = run(settings, endpoint, search, script, JOE_Q, variant="no-form-rewrite")
@@ -684,8 +682,24 @@ def test_no_answer_type_removes_the_prior_only(settings, endpoint, search):
     # the query form is still imposed (from the question's wording), and the final query rewritten
     assert pred.query_form == "ASK" and pred.trajectory[1]["note"] == "rejected"
     assert pred.final_source == "stop+rewritten" and isinstance(pred.answers, AskResult)
-    full, _ = run(settings, endpoint, search, [answer_type("boolean")] + script, JOE_Q)
-    assert full.counters["answer_type_calls"] == 1 and full.answer_type == "boolean"
+    full, full_lm = run(settings, endpoint, search, script, JOE_Q)
+    # a yes/no question settles its answer type without the LM: no call, the same type
+    assert full.counters["answer_type_calls"] == 0 and full.answer_type == "boolean"
+    assert "answer_type_label" not in prompts(full_lm)[0] and "boolean" in field(user_part(full_lm, 0), "answer_type")
+
+
+def test_the_answer_type_call_is_made_only_when_the_question_does_not_settle_it(settings, endpoint, search):
+    # "who": the LM may name a more specific class than the cue's person; it is asked, and its answer kept
+    pred, lm = run(settings, endpoint, search, [answer_type("musician", "Q639669"), step("stop")],
+                   "Who played at the Woodstock festival?")
+    assert pred.counters["answer_type_calls"] == 1 and "answer_type_label" in prompts(lm)[0]
+    assert pred.answer_type == "musician (Q639669)"
+    # a head noun the schema knows settles it: no call, whatever the LM would have said
+    for question, expected in (("Which river flows through Berlin?", "(Q4022)"), ("When was Bach born?", "date"),
+                               ("How tall is the Eiffel Tower?", "quantity")):
+        pred, lm = run(settings, endpoint, search, [step("stop")], question)
+        assert pred.counters["answer_type_calls"] == 0 and expected in pred.answer_type, (question, pred.answer_type)
+        assert all("answer_type_label" not in p for p in prompts(lm))
 
 
 def test_spinach_has_none_of_the_stop_remedies(settings, endpoint, search):

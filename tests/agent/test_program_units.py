@@ -279,13 +279,16 @@ def _shown(example) -> str:
 def test_demos_show_only_what_the_variants_own_tools_produce():
     from saga_dspy.variants import variant_of
 
+    from saga_dspy.optimize.gold_teacher import POOL_OBSERVATION_CHARS
+
     records = _bundled_pool_records()
-    full = DemoPool(records, variant=variant_of("full"))
+    whole = POOL_OBSERVATION_CHARS  # the observations as the pool keeps them (a demo's default clip hides the later lines)
+    full = DemoPool(records, variant=variant_of("full"), observation_chars=whole)
     full_text = "\n".join(_shown(r.example) + _shown(r.execute or r.example) for r in full.records)
     assert "Type filter" in full_text and "domain:" in full_text and "Expected answer type" in full_text
 
     def text_of(name):
-        pool = DemoPool(records, variant=variant_of(name))
+        pool = DemoPool(records, variant=variant_of(name), observation_chars=whole)
         assert len(pool) == len(full)  # nothing dropped: the bundled pools have no [BLOCKED] step
         return "\n".join(_shown(r.example) + _shown(r.execute or r.example) for r in pool.records)
 
