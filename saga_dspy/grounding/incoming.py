@@ -138,12 +138,12 @@ def incoming_block(ctx: QuestionContext, eid: str, view: IncomingView, *, only_i
     matches the question's words, so a lookup does not grow for nothing."""
     if not view.shown or (only_if_relevant and not view.relevant_shown):
         return None
-    lines = [f"Incoming: items with {eid} as a value (?x wdt:Pid wd:{eid}), most relevant first:"]
+    lines = [f"Incoming: ?x wdt:Pid wd:{eid}, most relevant first:"]
     for pid in view.shown:
         e = view.edges[pid]
         star = " ★" if pid in view.fitting else ""
-        example = f", e.g. {clip(e.example_label, 40)} ({e.example})" if e.example and e.example_label else ""
-        lines.append(f"  ← {clip(ctx.property_label(pid), 40)} ({pid}){star}: {e.count} item"
+        example = f", e.g. {clip(e.example_label, 30)} ({e.example})" if e.example and e.example_label else ""
+        lines.append(f"  ← {clip(ctx.property_label(pid), 32)} ({pid}){star}: {e.count} item"
                      f"{'s' if e.count != 1 else ''}{example}")
     compact = "Incoming: " + ", ".join(f"{clip(ctx.property_label(p), 30)} ({p}) ← {view.edges[p].count}"
                                        for p in view.shown)

@@ -25,6 +25,7 @@ WITH_DESCRIPTION = 2  # of those, the first ones also with description and annot
 STRONG_EXTRA = 2  # more shown with values when their relevance is strong
 STRONG = 1.0
 REST_CHARS = 600
+REST_LABEL = 28  # a label in the compact rest line is clipped
 CANDIDATES = 3
 WEAK = DESCRIPTION  # one description word: too little to hint with
 MARGIN = 0.5  # a fitting rival within half a word match makes the choice ambiguous
@@ -83,7 +84,7 @@ def arrange(ctx: QuestionContext, eid: str, entity_label: str, pids: Sequence[st
 def rest_block(ctx: QuestionContext, rest: Sequence[str]) -> Block | None:
     if not rest:
         return None
-    names = [f"{ctx.property_label(pid)} ({pid})" for pid in rest]
+    names = [f"{clip(ctx.property_label(pid), REST_LABEL)} ({pid})" for pid in rest]
     text = "Other properties: " + ", ".join(names)
     if len(text) > REST_CHARS:
         shown, used = [], len("Other properties: ")

@@ -19,9 +19,12 @@ from saga_dspy.tools.evidence import evidence_text
 from saga_dspy.tools.examples import do_examples
 
 VALUES_FULL = 3
-LOOKUP_DESCRIPTION = 70
+LOOKUP_DESCRIPTION = 56
 VALUES_COMPACT = 2
 QUALIFIED_VALUES = 2
+TITLE_DESCRIPTION = 100
+TYPES_SHOWN = 4
+ANNOTATED_CLASSES = 3  # a domain or range of more classes is not annotated
 _DATES = ("Time", "type.datetime")
 _NUMBERS = ("Quantity", "type.int", "type.float")
 _STRINGS = ("String", "Monolingualtext", "type.text", "type.rawstring")
@@ -49,7 +52,7 @@ def _value_text(v: Value, limit: int = 50) -> str:
 def _values_text(values: list[Value], shown: int) -> str:
     head = "; ".join(_value_text(v) for v in values[:shown])
     more = len(values) - shown
-    return head + (f" (+{more} more, {len(values)} values)" if more > 0 else "")
+    return head + (f" (+{more} more)" if more > 0 else "")
 
 
 def _qualifier_text(ctx: QuestionContext, v: Value, limit: int = 4) -> str:
@@ -136,14 +139,16 @@ def _prune_with_lm(ctx: QuestionContext, nb: Neighbourhood, pids: list[str]) -> 
 
 def _annotation(ctx: QuestionContext, pid: str, ps, domain_holds: bool = False) -> str:
     """' / domain: … / range: …' with the parts that are known (nothing when annotations are off).
-    A domain the filter found to hold for the entity is left out: it says nothing new."""
+    A domain the filter found to hold for the entity is left out: it says nothing new; so is a class list
+    longer than ANNOTATED_CLASSES (a broad domain or range says little, as in the compact form)."""
     if not ctx.flags.schema_annotations or ps is None:
         return ""
     parts = []
-    if ps.domain is not None and ps.domain.classes and not domain_holds:
+    if ps.domain is not None and 0 < len(ps.domain.classes) <= ANNOTATED_CLASSES and not domain_holds:
         parts.append(f"domain: {evidence_text(ctx, ps.domain)}")
     observed = ctx.state.observed_range(pid)
-    if (ps.range is not None and ps.range.classes) or observed:
+    if (ps.range is not None and 0 < len(ps.range.classes) <= ANNOTATED_CLASSES) or (
+            observed and not (ps.range is not None and ps.range.classes)):
         parts.append(f"range: {evidence_text(ctx, ps.range, observed)}")
     return "".join(f" / {p}" for p in parts)
 
@@ -304,12 +309,13 @@ def _head_lines(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selecti
                 arrangement) -> list[str]:
     """The entity, its types, what the filter removed (and what that suggests), the ★ legend."""
     et = nb.types
-    head = [f"{nb.label or eid} ({eid})" + (f": {clip(nb.description, 160)}" if nb.description else "")]
+    title = f"{nb.label} ({eid})" if nb.label and nb.label != eid else eid
+    head = [title + (f": {clip(nb.description, TITLE_DESCRIPTION)}" if nb.description else "")]
     if et.types:
         if et.is_class and et.source == "p279":
-            head.append(f"Types: none declared; a class, subclass of {class_names(et.types, ctx.class_label, 4, ids=True)}")
+            head.append(f"Types: none declared; a class, subclass of {class_names(et.types, ctx.class_label, TYPES_SHOWN, ids=True)}")
         else:
-            head.append(f"Types: {class_names(et.types, ctx.class_label, 4, ids=True)}")
+            head.append(f"Types: {class_names(et.types, ctx.class_label, TYPES_SHOWN, ids=True)}")
     else:
         head.append("Types: none known")
     if sel.removed:
@@ -320,11 +326,11 @@ def _head_lines(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selecti
         more = f" and {len(sel.removed) - 6} more" if len(sel.removed) > 6 else ""
         type_names = class_names(et.types, ctx.class_label, 2)
         head.append(
-            f"Type filter: {len(sel.removed)} of {len(sel.all_pids)} properties removed because their domain conflicts with "
-            f"this entity's types ({type_names}): {why}{more}. If the question needs one of them, this is probably the wrong entity."
+            f"Type filter: {len(sel.removed)} of {len(sel.all_pids)} properties removed, their domain conflicts with "
+            f"the types ({type_names}): {why}{more}. If the question needs one, this is probably the wrong entity."
         )
     elif sel.filtered:
-        head.append("Type filter: no property conflicts with this entity's types.")
+        head.append("Type filter: no property conflicts.")
     head.extend(sel.notes)
     if prior and any(fits.values()):
         head.append(f"★ = range fits the expected answer type ({ctx.state.answer_type.render()})"
