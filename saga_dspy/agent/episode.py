@@ -61,6 +61,7 @@ class Episode:
     budget_scale: float = 1.0
     trajectory_cap: int | None = None  # after an overflow: at most half the trajectory that did not fit
     last_trajectory_chars: int = 0
+    prompt_sizes: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(predictor) -> (fixed chars, inputs' chars)
     extra_executions: int = 0  # queries the program ran itself: from stop's argument or the lookup's proposal
     auto_runs: int = 0  # of which the lookup's proposed query (the auto-run)
     done: dict[tuple[str, str], int] = field(default_factory=dict)  # action -> the step that ran it

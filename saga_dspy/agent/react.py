@@ -104,15 +104,22 @@ class SagaReAct(dspy.ReAct):
     def _budget(self, episode: "Episode", inputs: dict[str, Any], predictor: dspy.Predict) -> int:
         """Characters left for the trajectory in this call's prompt.
 
-        The prompt is formatted only to be measured: the adapter's undecorated `format`, so that no
-        callback (tracing) sees a format that is never sent."""
-        adapter = dspy.settings.adapter or ChatAdapter()
-        try:
-            demos = episode.demos if (predictor is self.react and episode.demos is not None) else predictor.demos
-            messages = _plain_format(adapter)(adapter, predictor.signature, demos, {**inputs, "trajectory": ""})
-            fixed = sum(len(str(m.get("content") or "")) for m in messages)
-        except Exception:  # formatting only measures the prompt: fall back to a safe estimate
-            fixed = 6000
+        The prompt is formatted only to be measured, once per question and predictor: the adapter's
+        undecorated `format`, so that no callback (tracing) sees a format that is never sent. Between
+        steps only the input values change (the type context and log grow), each written once into the
+        prompt, so a later step's size is the first one's plus the growth of the values."""
+        size = sum(len(str(v)) for v in inputs.values())
+        measured = episode.prompt_sizes.get(id(predictor))
+        if measured is None:
+            adapter = dspy.settings.adapter or ChatAdapter()
+            try:
+                demos = episode.demos if (predictor is self.react and episode.demos is not None) else predictor.demos
+                messages = _plain_format(adapter)(adapter, predictor.signature, demos, {**inputs, "trajectory": ""})
+                measured = (sum(len(str(m.get("content") or "")) for m in messages), size)
+            except Exception:  # formatting only measures the prompt: fall back to a safe estimate
+                measured = (6000, size)
+            episode.prompt_sizes[id(predictor)] = measured
+        fixed = measured[0] + max(0, size - measured[1])
         settings = episode.settings
         total = int((settings.context_window - settings.max_tokens) * CHARS_PER_TOKEN * episode.budget_scale)
         return max(MIN_TRAJECTORY_CHARS, total - fixed)

@@ -10,6 +10,7 @@ Without ``api_base`` the model string goes to LiteLLM as before (hosted provider
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -136,13 +137,17 @@ class OpenAICompatibleEngine:
     def __repr__(self) -> str:
         return f"OpenAICompatibleEngine({self.api_base!r}, max_tokens={self.max_tokens}, timeout={self.timeout})"
 
-    def __getstate__(self) -> dict[str, Any]:  # dspy.LM copies and pickles: the client and lock stay behind
-        state = dict(self.__dict__)
-        state["_client"], state["_lock"] = None, None
+    def __deepcopy__(self, memo: dict) -> OpenAICompatibleEngine:
+        return self  # copies of the LM (dspy's lm.copy) share the engine and its pool of connections
+
+    def __getstate__(self) -> dict[str, Any]:  # a pickled LM (e.g. a whole program saved by cloudpickle):
+        state = dict(self.__dict__)               # no client, no lock, and no key: a pickle may reach a disk
+        state["_client"], state["_lock"], state["_api_key"] = None, None, None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._api_key = os.environ.get("OPENAI_API_KEY") or None
         self._lock = threading.Lock()
 
     # -- internals ------------------------------------------------------------------
@@ -180,7 +185,8 @@ class OpenAICompatibleEngine:
                 limits = httpx.Limits(max_connections=self.max_connections,
                                       max_keepalive_connections=self.max_connections)
                 self._client = httpx.Client(base_url=self.api_base, headers=headers, limits=limits,
-                                            timeout=httpx.Timeout(self.timeout, connect=min(10.0, self.timeout)))
+                                            timeout=httpx.Timeout(self.timeout, connect=min(10.0, self.timeout)),
+                                            verify=_ssl_context())
             return self._client
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -231,6 +237,14 @@ class OpenAICompatibleEngine:
         import dspy.lm15 as lm15
 
         return getattr(lm15, kind)(message, provider="openai-compatible", **fields)
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> Any:
+    """One TLS context per process (httpx builds and loads the CA bundle anew for every client: ~50 ms)."""
+    import httpx
+
+    return httpx.create_ssl_context()
 
 
 def remote_lm(settings: Settings) -> dspy.LM:

@@ -607,3 +607,17 @@ def test_real_local_model_restores_a_slim_state_across_another_prompt():
     cache = lm.llama_engine._handle().llama.cache
     assert all(state.scores.shape[0] == 1 for state in cache.states.values())
 
+
+
+def test_copies_of_a_served_lm_share_one_connection_pool():
+    lm = build_lm(Settings(lm="openai/qwen", api_base="http://127.0.0.1:9/v1"))
+    copy = lm.copy(temperature=0.7)
+    assert copy.engine is lm.engine and copy.kwargs["temperature"] == 0.7 and lm.kwargs["temperature"] == 0.0
+    import pickle
+
+    lm.engine._http()
+    secret = OpenAICompatibleEngine("http://127.0.0.1:9/v1", api_key="sk-secret-456")
+    data = pickle.dumps(secret)  # a pickled engine leaves its client, its lock and its key behind
+    assert b"sk-secret-456" not in data
+    restored = pickle.loads(data)
+    assert restored.api_base == secret.api_base and restored._client is None

@@ -774,3 +774,37 @@ def test_measuring_the_prompt_fires_no_callback(settings, endpoint, search):
         pred = SagaProgram(s, endpoint, search)(question=RIEMANN_Q)
     assert pred.counters["lm_calls"] == 4 and answer_ids(pred) == {"Q42299"}
     assert seen.formats == pred.counters["lm_calls"]  # one format per LM call, none for measuring
+
+
+def test_the_prompt_is_measured_once_a_question_and_its_growth_counted(settings, endpoint, search, monkeypatch):
+    from saga_dspy.agent import react
+
+    measured = []
+    real = react._plain_format
+
+    def counting(adapter):
+        fmt = real(adapter)
+
+        def wrapped(*args, **kwargs):
+            messages = fmt(*args, **kwargs)
+            measured.append(sum(len(str(m.get("content") or "")) for m in messages))
+            return messages
+        return wrapped
+
+    budgets = []
+    real_budget = react.SagaReAct._budget
+
+    def recording(self, episode, inputs, predictor):
+        budgets.append((real_budget(self, episode, inputs, predictor), sum(len(str(v)) for v in inputs.values())))
+        return budgets[-1][0]
+
+    monkeypatch.setattr(react, "_plain_format", counting)
+    monkeypatch.setattr(react.SagaReAct, "_budget", recording)
+    script = [answer_type("person", "Q5"), step("get_wikidata_entry", qid="Q761383"),
+              step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert answer_ids(pred) == {"Q42299"} and len(budgets) == 3
+    assert len(measured) == 1  # formatted once, for the first step only
+    # later steps: the inputs grew (the type context, the log), and the room left for the trajectory shrank as much
+    (first, size0), (_, size1), (third, size2) = budgets
+    assert size2 > size0 and first - third == size2 - size0

@@ -1,6 +1,7 @@
 """A loopback OpenAI-compatible chat server for LM transport tests and the throughput benchmark: it
-answers every chat completion after `delay` seconds with a fixed reply (or `reply(messages)` when it is
-callable), with TCP_NODELAY and HTTP/1.1 keep-alive, and records the requests (headers and bodies) it received."""
+answers every chat completion `delay` seconds after it arrived (the making of the reply included) with a
+fixed reply (or `reply(messages)` when it is callable), with TCP_NODELAY and HTTP/1.1 keep-alive, and
+records the requests (headers and bodies) it received."""
 
 from __future__ import annotations
 
@@ -33,9 +34,10 @@ class OpenAIStub:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length).decode("utf-8", "replace")
+                received = time.monotonic()
                 stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                time.sleep(stub.delay)
                 text = stub.reply(json.loads(body or "{}").get("messages") or []) if callable(stub.reply) else stub.reply
+                time.sleep(max(0.0, stub.delay - (time.monotonic() - received)))  # a fixed latency, reply included
                 payload = json.dumps({
                     "id": "stub", "object": "chat.completion", "created": int(time.time()), "model": "stub",
                     "choices": [{"index": 0, "finish_reason": "stop",
