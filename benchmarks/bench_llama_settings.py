@@ -3,8 +3,11 @@
 Loads Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) once per setting and times one fixed prompt (about
 1,500 tokens of a real controller prompt's shape) and 48 generated tokens, twice, taking the
 faster run. Settings: batch sizes (n_batch / n_ubatch), flash attention, KV-cache type.
+`--by-context`: with the default setting, the speed of 1,000 more prompt tokens and of 16 generated ones at
+each 1,000 tokens of context up to 6,000 (a question's later steps are evaluated behind a long prefix).
 
     python benchmarks/bench_llama_settings.py [--prompt-tokens 1500] [--settings default,batch1024,...]
+    python benchmarks/bench_llama_settings.py --by-context
 
 Run it on an idle machine: every figure is wall-clock on this CPU.
 """
@@ -71,17 +74,42 @@ def measure(model_path: str, extra: dict, prompt: str, runs: int = 2) -> dict:
             "prompt_tok_s": round(len(tokens) / best_prompt, 1), "gen_tok_s": round(1 / best_gen, 1)}
 
 
+def by_context(model_path: str, prompt: str, chunk: int = 1000, steps: int = 6) -> None:
+    import llama_cpp
+
+    llm = llama_cpp.Llama(model_path=model_path, n_ctx=8192, n_threads=2, n_threads_batch=2, verbose=False, seed=0)
+    tokens = llm.tokenize(prompt.encode("utf-8"))[: chunk * steps]
+    llm.reset()
+    print("\n| context tokens | prompt tok/s (next 1,000) | generated tok/s |\n|---|---|---|")
+    for start in range(0, len(tokens), chunk):
+        t0 = time.perf_counter()
+        llm.eval(tokens[start:start + chunk])
+        prompt_rate = chunk / (time.perf_counter() - t0)
+        t1, generated = time.perf_counter(), 0
+        for _ in llm.generate([], temp=0.0, reset=False):
+            generated += 1
+            if generated >= 16:
+                break
+        gen_rate = generated / (time.perf_counter() - t1)
+        llm.n_tokens = start + chunk  # drop the generated tokens: the next chunk follows the prompt
+        print(f"| {start + chunk} | {prompt_rate:.1f} | {gen_rate:.1f} |", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("--prompt-tokens", type=int, default=1500)
     ap.add_argument("--settings", default=",".join(SETTINGS))
+    ap.add_argument("--by-context", action="store_true", help="prompt and generation speed by context length")
     args = ap.parse_args()
     from saga_dspy.config import Settings
     from saga_dspy.lm import ensure_local_model
 
     model = str(ensure_local_model(Settings()))
-    prompt = prompt_text(args.prompt_tokens)
     print(f"load average before: {os.getloadavg()[0]:.2f}")
+    if args.by_context:
+        by_context(model, prompt_text(7000))
+        return 0
+    prompt = prompt_text(args.prompt_tokens)
     rows = {}
     for name in args.settings.split(","):
         rows[name] = measure(model, SETTINGS[name], prompt)
