@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Mapping
 
+from saga_dspy.schema.index import id_order  # one Wikidata id order (numeric, other ids after)
+
 _WORD = re.compile(r"[a-z0-9]+")
 STOPWORDS = frozenset("""
 a an the of in on at to for from by with about as into onto over under than then and or nor but not no
@@ -154,11 +156,6 @@ def rank_properties(question: str, pids: Iterable[str], schema, *, entity_label:
         out.append(PropertyScore(pid, round(score, 3), bool((fits or {}).get(pid)), niche))
     out.sort(key=lambda s: (s.niche, -s.relevance, not s.fits, s.pid in header, id_order(s.pid)))
     return out
-
-
-def id_order(ident: str) -> tuple[int, str]:
-    """Wikidata ids in numeric order (P31 before P279, Q5 before Q42); other ids (Freebase) after them, by name."""
-    return (int(ident[1:]), ident) if ident[1:].isdigit() else (1 << 40, ident)
 
 
 __all__ = ["PropertyScore", "content_stems", "id_order", "rank_properties", "relevance", "stem", "is_niche"]
