@@ -4,7 +4,9 @@ comments, and without a full parse that would reject endpoint extensions."""
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 _TOKEN = re.compile(
@@ -35,18 +37,20 @@ class Token:
         return self.text.upper()
 
 
-def tokenize(query: str) -> list[Token]:
-    """All significant tokens (no whitespace, no comments)."""
+@functools.lru_cache(maxsize=256)
+def tokenize(query: str) -> tuple[Token, ...]:
+    """All significant tokens (no whitespace, no comments). Memoised: one query's text is tokenized by the
+    guard, the prefix completion, the pattern analysis and the form checks in turn."""
     tokens = []
     for match in _TOKEN.finditer(query):
         kind = match.lastgroup or "other"
         if kind in ("ws", "comment"):
             continue
         tokens.append(Token(kind, match.group(), match.start(), match.end()))
-    return tokens
+    return tuple(tokens)
 
 
-def declared_prefixes(tokens: list[Token]) -> dict[str, str]:
+def declared_prefixes(tokens: Sequence[Token]) -> dict[str, str]:
     """PREFIX declarations of the prologue: name (without colon) -> IRI."""
     out: dict[str, str] = {}
     for i, tok in enumerate(tokens[:-2]):
@@ -55,11 +59,11 @@ def declared_prefixes(tokens: list[Token]) -> dict[str, str]:
     return out
 
 
-def used_prefixes(tokens: list[Token]) -> set[str]:
+def used_prefixes(tokens: Sequence[Token]) -> set[str]:
     return {tok.text.split(":", 1)[0] for tok in tokens if tok.kind == "pname"}
 
 
-def query_form(tokens: list[Token]) -> str | None:
+def query_form(tokens: Sequence[Token]) -> str | None:
     """The first keyword after the prologue (SELECT, ASK, INSERT, …), upper-cased."""
     i = 0
     while i < len(tokens):
@@ -81,7 +85,7 @@ def expand(pname: str, prefixes: dict[str, str]) -> str | None:
     return base + local if base is not None else None
 
 
-def matching_brace(tokens: list[Token], open_index: int) -> int:
+def matching_brace(tokens: Sequence[Token], open_index: int) -> int:
     """Index of the `}` closing the `{` at open_index, or -1."""
     depth = 0
     for i in range(open_index, len(tokens)):
