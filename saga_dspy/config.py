@@ -91,7 +91,7 @@ class Settings(BaseSettings):
     max_steps: int = Field(15, ge=1, description="ReAct steps per question")
     check_answer: bool = Field(False, description="run the CheckAnswer step (beyond the paper)")
     demos: int = Field(3, description="controller demonstrations selected per question (0: none)")
-    demo_observation_chars: int = Field(250, ge=80, description="each observation inside a demonstration's trajectory "
+    demo_observation_chars: int = Field(500, ge=80, description="each observation inside a demonstration's trajectory "
                                                                 "is clipped to this many characters (the demos are the "
                                                                 "larger part of a local model's evaluated prompt)")
     final_extract: Literal["call", "step", "none"] = Field(
