@@ -226,6 +226,17 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int, seed: int) -> _Load
     return loaded
 
 
+def capped_max_tokens(config: Any, cap: int) -> int:
+    """What a call may generate: what it asks for (else the cap), never more than the cap."""
+    asked = config.max_tokens if config.max_tokens is not None else cap
+    return max(1, min(int(asked), cap))
+
+
+def stops_with_marker(config: Any) -> list[str]:
+    """The call's stop strings and the text adapters' end-of-reply marker (once)."""
+    return list(dict.fromkeys([*(config.stop or []), END_OF_REPLY]))
+
+
 FINISH_REASONS = {  # OpenAI's finish reasons -> lm15's
     "stop": "stop", "length": "length", "tool_calls": "tool_call", "function_call": "tool_call"}
 
@@ -352,15 +363,14 @@ class LlamaCppEngine:
         return _load_llama(self.model_path, self.n_ctx, self.n_threads, self.seed)
 
     def _generation_kwargs(self, config: Any) -> dict[str, Any]:
-        asked = config.max_tokens if config.max_tokens is not None else self.max_tokens
         kwargs: dict[str, Any] = {
-            "max_tokens": max(1, min(int(asked), self.max_tokens)),
+            "max_tokens": capped_max_tokens(config, self.max_tokens),
             "temperature": self.temperature if config.temperature is None else float(config.temperature),
             "seed": self.seed if config.seed is None else int(config.seed),
         }
         # A small model goes on after its reply, inventing the observation and the next steps until the
         # cap (measured: 512 tokens, ~50 s, on 3 of 5 calls). DSPy's text adapters end a reply with this.
-        kwargs["stop"] = [*(config.stop or []), END_OF_REPLY]
+        kwargs["stop"] = stops_with_marker(config)
         if config.top_p is not None:
             kwargs["top_p"] = float(config.top_p)
         if config.top_k is not None:

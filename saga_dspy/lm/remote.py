@@ -21,7 +21,7 @@ from typing import Any
 import dspy
 
 from saga_dspy.config import Settings, secret_value
-from saga_dspy.lm.llama import END_OF_REPLY, FINISH_REASONS, chat_messages
+from saga_dspy.lm.llama import END_OF_REPLY, FINISH_REASONS, capped_max_tokens, chat_messages, stops_with_marker
 
 
 CACHE_SCOPE_USER = "saga-dspy@"  # + the server's digest: the `user` of every request to a served model
@@ -54,8 +54,8 @@ def _provider(model: str) -> str:
 
 def _wire_model(model: str) -> str:
     """The model name the server knows: the LM's string without its provider prefix ('openai/qwen' -> 'qwen')."""
-    head, sep, rest = model.partition("/")
-    return rest if sep and rest and head in OPENAI_COMPATIBLE_PREFIXES else model
+    rest = model.partition("/")[2]
+    return rest if rest and _provider(model) in OPENAI_COMPATIBLE_PREFIXES else model
 
 
 class OpenAICompatibleEngine:
@@ -154,12 +154,11 @@ class OpenAICompatibleEngine:
 
     def _body(self, request: Any) -> dict[str, Any]:
         config = request.config
-        asked = config.max_tokens if config.max_tokens is not None else self.max_tokens
         body: dict[str, Any] = {
             "model": _wire_model(request.model),
             "messages": chat_messages(request),
-            "max_tokens": max(1, min(int(asked), self.max_tokens)),
-            "stop": list(dict.fromkeys([*(config.stop or []), END_OF_REPLY])),
+            "max_tokens": capped_max_tokens(config, self.max_tokens),
+            "stop": stops_with_marker(config),
         }
         for name in ("temperature", "top_p", "top_k", "seed", "frequency_penalty", "presence_penalty"):
             value = getattr(config, name)
