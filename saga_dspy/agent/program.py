@@ -24,6 +24,7 @@ import dspy
 from saga_dspy.agent.answer_cues import decides, guard, rule_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.calls import QuestionCalls
+from saga_dspy.agent import formatting
 from saga_dspy.agent.demos import DemoGuard, DemoPool, load_demo_pool
 from saga_dspy.agent.episode import Episode, nonempty
 from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, InfrastructureError, is_infrastructure_error
@@ -140,6 +141,7 @@ class SagaProgram(dspy.Module):
                  search: Search | None = None, *,
                  demo_pool=None, lm: dspy.BaseLM | None = None):
         super().__init__()
+        formatting.install()
         settings = settings or Settings()
         self.variant_def = variant_of(settings.variant)  # ValueError for an unknown name
         self.settings = settings

@@ -1,7 +1,7 @@
 """One endpoint interface over the bundled store (embedded) and SPARQL HTTP servers.
 
-Every query is parsed and checked read-only (the text sent is the text checked), gets
-the Wikidata prefixes, has one deadline, and comes back parsed once into
+Every query is parsed and checked read-only (the text sent is the text checked, up to declarations of
+the endpoint's own prefixes put before it), gets the Wikidata prefixes, has one deadline, and comes back parsed once into
 `SelectResult` / `AskResult` of the form the query asked for."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .label_service import rewrite_label_service
 from .oxigraph_worker import term_tuple
 from .prefixes import FREEBASE_PREFIXES, WIKIDATA_PREFIXES, expand_dotted_names, with_prefixes
 from .results import AskResult, Binding, QueryResult, SelectResult, parse_sparql_json
-from .sparql_parse import hand_off, parse_sparql
+from .sparql_parse import hand_off, parse_sparql, split_declarations
 from .store import ensure_store
 
 WDQS_HOSTS = {"query.wikidata.org"}
@@ -77,14 +77,22 @@ class Endpoint(ABC):
         text = parsed.text
         if not self.native_label_service:
             text = rewrite_label_service(parsed, self.prefixes)
-        text = self._finish(expand_dotted_names(text, self.prefixes))
-        if text != parsed.text:
+        body = expand_dotted_names(text, self.prefixes)
+        text = self._finish(body)
+        if text != parsed.text and not (body == parsed.text and self._declarations_only(text[:len(text) - len(body)])
+                                        and text.endswith(body)):
             final = check_read_only(self._parse(text), frozenset() if not self.native_label_service
                                     else self.service_allowlist, self.prefixes)
             if final.form != parsed.form:
                 raise QueryRefused("refused: rewriting the query changed its form")
         hand_off(parsed)
         return text, parsed.form
+
+    def _declarations_only(self, head: str) -> bool:
+        """`head` is nothing but declarations of this endpoint's own prefixes: put before a checked query, it
+        binds names and can do nothing else, so the text is not parsed again for it."""
+        declared, rest = split_declarations(head)
+        return not rest.strip() and all(self.prefixes.get(name) == iri for name, iri in declared.items())
 
     def _parse(self, text: str):
         return parse_sparql(text, self.prefixes, self.settings.max_query_chars)

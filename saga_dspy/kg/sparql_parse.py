@@ -33,6 +33,11 @@ _HANDED_OFF: OrderedDict[str, Any] = OrderedDict()
 _HAND_OFF_SIZE = 32
 _ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
 _LEFTOVER_ESCAPE = re.compile(r"\\[uU]")
+# A leading run of plain `PREFIX name: <iri>` declarations (ASCII names, SPARQL's IRIREF, whitespace only
+# between them): read here, not by rdflib, whose grammar spends about half of a WDQS-style query's parse on
+# its fifteen declarations. A declaration binds a name and can do nothing else; whatever does not match
+# exactly (a comment, BASE, a non-ASCII name) is left to the grammar with the rest of the query.
+_DECLARATION = re.compile(r'\s*PREFIX\s+((?:[A-Za-z](?:[\w.-]*[\w-])?)?):\s*<([^<>"{}|^`\\\x00-\x20]*)>', re.IGNORECASE | re.ASCII)
 _FORMS = {"SelectQuery": "SELECT", "AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
 _UPDATE_NAMES = {
     "InsertData": "INSERT", "DeleteData": "DELETE", "DeleteWhere": "DELETE", "Modify": "DELETE/INSERT",
@@ -57,7 +62,8 @@ class SparqlParse:
     prefixes: dict[str, str]
     services: list[Service]
     variables: set[str]
-    tree: Any = field(default=None, repr=False, compare=False)
+    tree: Any = field(default=None, repr=False, compare=False)  # of the text after `leading`'s declarations
+    leading: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # declared before the tree
 
 
 def canonical_text(query: str, max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> str:
@@ -110,7 +116,7 @@ def hand_off(parsed: SparqlParse) -> None:
     if parsed.tree is None:
         return
     with _PARSER_LOCK:
-        _HANDED_OFF[parsed.text] = parsed.tree
+        _HANDED_OFF[parsed.text] = (parsed.tree, parsed.leading)
         _HANDED_OFF.move_to_end(parsed.text)
         while len(_HANDED_OFF) > _HAND_OFF_SIZE:
             _HANDED_OFF.popitem(last=False)
@@ -120,18 +126,38 @@ def query_algebra(text: str, prefixes: dict[str, str] | None = None):
     """rdflib's algebra of a query (for pattern analysis), with `prefixes` bound unless the query
     declares its own; the tree a check handed off for this text is used instead of a second parse."""
     with _PARSER_LOCK:
-        tree = _HANDED_OFF.pop(text, None)
+        tree, leading = _HANDED_OFF.pop(text, (None, {}))
         if tree is None:
             tree = parseQuery(text)
-    return translateQuery(tree, initNs=prefixes)
+    # a handed-off tree lacks the leading declarations `split_declarations` read: they are bound here,
+    # before the tree's own prologue, as they stood in the text
+    return translateQuery(tree, initNs={**(prefixes or {}), **leading})
+
+
+def split_declarations(text: str) -> tuple[dict[str, str], str]:
+    """(the prefixes a leading run of plain PREFIX declarations binds, the rest of the text)."""
+    declared: dict[str, str] = {}
+    end = 0
+    while match := _DECLARATION.match(text, end):
+        declared[match.group(1)] = match.group(2)
+        end = match.end()
+    return declared, text[end:]
 
 
 def parse_sparql(query: str, base_prefixes: dict[str, str], max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> SparqlParse:
     """Parse a read query; an update is refused, anything else that does not parse is a syntax error."""
     text = canonical_text(query, max_chars)
+    leading, rest = split_declarations(text)
     try:
-        with _PARSER_LOCK:
-            tree = parseQuery(text)
+        try:
+            with _PARSER_LOCK:
+                tree = parseQuery(rest)
+        except Exception:
+            if not leading:
+                raise
+            leading = {}  # an error is reported on the whole text, at its own line and column
+            with _PARSER_LOCK:
+                tree = parseQuery(text)
     except ParseException as exc:
         _refuse_if_update(text)
         _refuse_if_update(text[exc.loc:].lstrip().lstrip(";"))  # `query ; update`
@@ -142,7 +168,7 @@ def parse_sparql(query: str, base_prefixes: dict[str, str], max_chars: int = DEF
     except Exception as exc:  # rdflib's parse actions raise plain exceptions on bad terms
         raise QuerySyntaxError(f"syntax error: {type(exc).__name__}: {exc}") from None
     prologue, body = tree[0], tree[1]
-    declared: dict[str, str] = {}
+    declared: dict[str, str] = dict(leading)
     for decl in prologue:
         if getattr(decl, "name", None) == "PrefixDecl":
             declared[str(decl.get("prefix") or "")] = str(decl["iri"])
@@ -157,7 +183,7 @@ def parse_sparql(query: str, base_prefixes: dict[str, str], max_chars: int = DEF
     form = _FORMS.get(getattr(body, "name", ""), "")
     if not form:
         raise QuerySyntaxError("syntax error: not a SELECT, ASK, CONSTRUCT or DESCRIBE query")
-    return SparqlParse(text, form, declared, services, variables, tree)
+    return SparqlParse(text, form, declared, services, variables, tree, leading)
 
 
 def _refuse_if_update(text: str) -> None:

@@ -56,3 +56,25 @@ def test_demo_observations_are_clipped_to_the_setting():
         assert "property (P1): value" in trajectory
         sizes[chars] = len(trajectory)
     assert sizes[500] - sizes[150] >= 300  # the same demo, its observation clipped 350 characters sooner
+
+
+def test_prompts_formatted_with_the_string_shortcut_are_dspys_to_the_byte(monkeypatch):
+    import dspy.adapters.chat_adapter as chat_adapter
+    from dspy.adapters.chat_adapter import ChatAdapter
+    from dspy.adapters.utils import format_field_value as dspys
+
+    from saga_dspy.agent import formatting
+    from saga_dspy.agent.demos import load_demo_pool
+    from saga_dspy.signatures import SagaController
+
+    settings = make_settings(dataset="qald10", data_dir=REPO / "data")
+    demos = load_demo_pool(settings).select("Who is the mayor of Berlin?", 3)
+    inputs = {"question": "Who is the mayor of Berlin?", "answer_type": "human (Q5)", "query_form": "SELECT",
+              "trajectory": "Step 1\nThought: t\nAction: search_wikidata({\"query\": \"Berlin\"})\nObservation: o",
+              "type_context": "(none yet)", "knowledge_log": ["[ok] a", "[fail] b"]}  # a list: DSPy's own path
+    monkeypatch.setattr(chat_adapter, "format_field_value", dspys)
+    plain = ChatAdapter().format(SagaController, demos, inputs)
+    formatting.install()
+    assert chat_adapter.format_field_value is formatting.format_field_value
+    assert ChatAdapter().format(SagaController, demos, inputs) == plain
+    assert len(demos) == 3 and "Berlin" in plain[-1]["content"]

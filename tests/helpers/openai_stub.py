@@ -1,5 +1,6 @@
 """A loopback OpenAI-compatible chat server for LM transport tests and the throughput benchmark: it
-answers every chat completion `delay` seconds after it arrived (the making of the reply included) with a
+answers every chat completion `delay` seconds after its request line arrived (reading the request and
+making the reply included: a served model's latency is what its client waits, HTTP handling and all) with a
 fixed reply (or `reply(messages)` when it is callable), with TCP_NODELAY and HTTP/1.1 keep-alive, and
 records the requests (headers and bodies) it received."""
 
@@ -31,19 +32,22 @@ class OpenAIStub:
             def log_message(self, *args):  # quiet
                 pass
 
+            def parse_request(self):  # the request line has just been read: the latency starts here
+                self.arrived = time.monotonic()
+                return super().parse_request()
+
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length).decode("utf-8", "replace")
-                received = time.monotonic()
                 stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 text = stub.reply(json.loads(body or "{}").get("messages") or []) if callable(stub.reply) else stub.reply
-                time.sleep(max(0.0, stub.delay - (time.monotonic() - received)))  # a fixed latency, reply included
                 payload = json.dumps({
                     "id": "stub", "object": "chat.completion", "created": int(time.time()), "model": "stub",
                     "choices": [{"index": 0, "finish_reason": "stop",
                                  "message": {"role": "assistant", "content": text}}],
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                 }).encode()
+                time.sleep(max(0.0, stub.delay - (time.monotonic() - self.arrived)))  # a fixed latency, all included
                 try:
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")

@@ -82,6 +82,9 @@ def bypass_attempts(url: str) -> dict[str, str]:
         "label text in a string": f'SELECT * WHERE {{ ?x ?p "SERVICE wikibase:label {{ }}" SERVICE <{url}> {{ ?a ?b ?c }} }}',
         "variable target": "SELECT * WHERE { BIND(<" + url + "> AS ?u) SERVICE ?u { ?a ?b ?c } }",
         "update after a query": f"SELECT * WHERE {{ ?s ?p ?o }} ; LOAD <{url}>",
+        "declared, then called": f"PREFIX wd: <http://www.wikidata.org/entity/>\nPREFIX x: <{url}>\n"
+                                 f"SELECT * WHERE {{ SERVICE x: {{ ?a ?b ?c }} }}",
+        "declarations before an update": f"PREFIX wd: <http://www.wikidata.org/entity/> PREFIX x: <{url}> LOAD x:",
         "LOAD": f"LOAD <{url}>",
     }
 
