@@ -13,7 +13,7 @@ word); otherwise the observation names the best two or three candidates."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from .context import QuestionContext
 from .ranking import DESCRIPTION, PropertyScore, rank_properties
@@ -59,10 +59,12 @@ def agreed(scores: Sequence[PropertyScore]) -> PropertyScore | None:
 
 
 def arrange(ctx: QuestionContext, eid: str, entity_label: str, pids: Sequence[str], fits: Callable[[str], bool],
-            item_valued: Callable[[str], bool], *, confident: bool, wikidata: bool) -> Arrangement:
+            item_valued: Callable[[str], bool], *, confident: bool, wikidata: bool,
+            values: Mapping[str, Sequence[str]] | None = None) -> Arrangement:
     fit_map = {pid: bool(confident and fits(pid)) for pid in pids}
     scores = rank_properties(ctx.question, pids, ctx.schema, entity_label=entity_label, fits=fit_map,
-                             label_of=ctx.property_label, header=(ctx.flavour.type_pid, ctx.flavour.subclass_pid))
+                             label_of=ctx.property_label, header=(ctx.flavour.type_pid, ctx.flavour.subclass_pid),
+                             values=values)
     full = [s.pid for s in scores[:TOP_FULL]]
     full += [s.pid for s in scores[TOP_FULL:TOP_FULL + STRONG_EXTRA] if s.relevance >= STRONG and not s.niche]
     rest = [s.pid for s in scores if s.pid not in full]

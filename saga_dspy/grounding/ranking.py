@@ -53,18 +53,24 @@ WORD_FORMS: Mapping[str, tuple[str, ...]] = {
     "neighboring": ("border",), "neighbouring": ("border",), "adjacent": ("border",), "around": ("border",),
     "political": ("government",), "regime": ("government",),
 }
+IRREGULAR_PLURALS: Mapping[str, str] = {"children": "child", "men": "man", "women": "woman", "wives": "wife"}
+KINSHIP_PREFIXES = ("great", "grand")  # grandchildren, great-grandfather (hyphens split words: "great" is dropped)
 NICHE_DATATYPES = frozenset({"ExternalId", "CommonsMedia", "Url", "GeoShape", "TabularData", "Math",
                              "MusicalNotation", "type.key", "type.id"})
 NICHE_WORDS = frozenset({"commons", "id", "identifier", "image", "logo", "icon", "video", "audio", "url",
                          "website", "signature", "category", "username", "handle", "hashtag", "map", "locator"})
 PREFIX = 5
 LABEL, ALIAS, DESCRIPTION = 1.0, 0.9, 0.25
+OWN_BESIDE_FORM = 0.5
+VALUE = 0.6  # a question word naming one of the entity's values for the property ("a democrat": member of political party)
 PARTIAL = 0.6
 
 
 def stem(word: str) -> str:
     """A light English stemmer: plural and common verb endings (enough to meet property labels)."""
     w = word.lower()
+    if w in IRREGULAR_PLURALS:
+        return IRREGULAR_PLURALS[w]
     if len(w) <= 3:
         return w
     for suffix, repl in (("ies", "y"), ("sses", "ss"), ("ches", "ch"), ("shes", "sh"), ("xes", "x"), ("oes", "o")):
@@ -75,20 +81,47 @@ def stem(word: str) -> str:
     return w
 
 
-def content_stems(text: str, drop: Iterable[str] = ()) -> list[str]:
-    """The stems of the text's content words (stopwords and `drop` words removed), with word forms added."""
+def word_groups(text: str, drop: Iterable[str] = ()) -> list[tuple[str, ...]]:
+    """One group a content word of the text (stopwords and `drop` words removed): its stem, then its word forms
+    that the text does not say itself. A word is one piece of evidence, scored by its best-matching form, never
+    once per form; and a concept the question names ("what language … speak") is counted once."""
     dropped = {stem(w) for w in drop}
-    out: list[str] = []
+    # "egyptians", "canadian", "japanese" name the entity Egypt, Canada, Japan: a shared 5-letter word start
+    entity_starts = {d[:PREFIX] for d in dropped if len(d) >= PREFIX}
+    words: list[tuple[str, str]] = []
     for word in _WORD.findall(text.lower()):
         if word in STOPWORDS or len(word) < 2:
             continue
         s = stem(word)
-        if s in dropped or word in dropped:
+        if s in dropped or word in dropped or s[:PREFIX] in entity_starts or s in {w for _, w in words}:
             continue
-        for form in (s, *WORD_FORMS.get(word, ()), *WORD_FORMS.get(s, ())):
-            if form not in out:
-                out.append(form)
-    return out
+        words.append((word, s))
+    own = {s for _, s in words}
+    return [tuple(dict.fromkeys((s, *(f for f in (*word_forms(word), *word_forms(s)) if f not in own))))
+            for word, s in words]
+
+
+def word_forms(word: str) -> tuple[str, ...]:
+    """The noun forms of a word (WORD_FORMS), also through its inflections: past tense ("played" → play,
+    "starred" → star, "married" → marry), comparative and superlative ("higher", "biggest"), and the kinship
+    prefixes grand-/great- ("grandchildren" → child)."""
+    if word in WORD_FORMS:
+        return WORD_FORMS[word]
+    for prefix in KINSHIP_PREFIXES:
+        if word.startswith(prefix) and len(word) > len(prefix) + 2:
+            return (word[len(prefix):], *word_forms(word[len(prefix):]), *word_forms(stem(word[len(prefix):])))
+    for suffix, repl in (("ied", "y"), ("ed", ""), ("ed", "e"), ("iest", "y"), ("ier", "y"), ("est", ""), ("er", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 2:
+            base = word[: -len(suffix)] + repl
+            for candidate in (base, base[:-1] if len(base) > 2 and base[-1] == base[-2] else None):
+                if candidate and candidate in WORD_FORMS:
+                    return WORD_FORMS[candidate]
+    return ()
+
+
+def content_stems(text: str, drop: Iterable[str] = ()) -> list[str]:
+    """The stems of the text's content words (stopwords and `drop` words removed), with word forms added."""
+    return list(dict.fromkeys(form for group in word_groups(text, drop) for form in group))
 
 
 @lru_cache(maxsize=20000)
@@ -97,13 +130,18 @@ def _field_stems(text: str) -> frozenset[str]:
 
 
 def _match(word: str, stems: frozenset[str]) -> float:
+    return _matched(word, stems)[0]
+
+
+def _matched(word: str, stems: frozenset[str]) -> tuple[float, str | None]:
+    """(1.0, the stem) for the word itself, (PARTIAL, the stem) for a shared start of PREFIX letters, else (0, None)."""
     if word in stems:
-        return 1.0
+        return 1.0, word
     if len(word) >= PREFIX:
-        for s in stems:
+        for s in sorted(stems):
             if len(s) >= PREFIX and (s.startswith(word[:PREFIX]) and word.startswith(s[:PREFIX])):
-                return PARTIAL
-    return 0.0
+                return PARTIAL, s
+    return 0.0, None
 
 
 @dataclass(frozen=True)
@@ -114,20 +152,29 @@ class PropertyScore:
     niche: bool  # identifier / media / Commons property not asked for
 
 
-def relevance(words: list[str], label: str, aliases: Iterable[str] = (), description: str = "") -> float:
-    """Sum over question stems of the best field match (label 1.0, aliases 0.9, description 0.25)."""
+def relevance(words: Iterable[str | tuple[str, ...]], label: str, aliases: Iterable[str] = (),
+              description: str = "", values: Iterable[str] = ()) -> float:
+    """Sum over the question's words (a stem, or a `word_groups` group scored by its best form) of the best
+    field match (label 1.0, aliases 0.9, a value's label 0.8, description 0.25)."""
     fields = [(LABEL, _field_stems(label or ""))]
     fields += [(ALIAS, _field_stems(a)) for a in aliases]
+    fields += [(VALUE, _field_stems(v)) for v in values if v]
     if description:
         fields.append((DESCRIPTION, _field_stems(description)))
+    def best(form: str, besides: str | None = None) -> tuple[float, str | None]:
+        """The best field match of a form (weighted), and the field word it met; `besides`: not that word."""
+        found = [(weight * m, token) for weight, stems in fields for m, token in [_matched(form, stems)]
+                 if m and token != besides]
+        return max(found, default=(0.0, None))
+
     total = 0.0
-    for w in words:
-        best = 0.0
-        for weight, stems in fields:
-            m = _match(w, stems)
-            if m:
-                best = max(best, weight * m)
-        total += best
+    for word in words:
+        group = (word,) if isinstance(word, str) else word
+        own, _ = best(group[0])
+        form, token = max((best(f) for f in group[1:]), default=(0.0, None))
+        # a form that matches is the evidence; the word itself meeting another field word ("birthdays": "date
+        # of birth" and "birthdate") adds half; meeting the form's own word ("located", "location") adds nothing
+        total += form + OWN_BESIDE_FORM * best(group[0], besides=token)[0] if form > own else own
     return total
 
 
@@ -139,23 +186,25 @@ def is_niche(label: str, datatype: str | None) -> bool:
 
 def rank_properties(question: str, pids: Iterable[str], schema, *, entity_label: str = "",
                     fits: Mapping[str, bool] | None = None, label_of=None,
-                    header: Iterable[str] = ("P31",)) -> list[PropertyScore]:
+                    header: Iterable[str] = ("P31",),
+                    values: Mapping[str, Iterable[str]] | None = None) -> list[PropertyScore]:
     """The properties ordered by relevance to the question, then answer-type fit, niche last, then id.
-    `header` properties (the types, already in the lookup's header) come after the others of equal relevance."""
+    `header` properties (the types, already in the lookup's header) come after the others of equal relevance;
+    `values`: the labels of the entity's values for each property (a yes/no question names its object)."""
     header = frozenset(header)
-    words = content_stems(question, drop=_WORD.findall((entity_label or "").lower()))
-    asked = set(words)
+    words = word_groups(question, drop=_WORD.findall((entity_label or "").lower()))
+    asked = {form for group in words for form in group}
     out = []
     for pid in pids:
         ps = schema.get(pid) if schema is not None else None
         label = (ps.label if ps and ps.label else "") or (label_of(pid) if label_of else pid)
         aliases = ps.aliases if ps is not None else ()
         desc = ps.description if ps is not None else ""
-        score = relevance(words, label, aliases, desc)
+        score = relevance(words, label, aliases, desc, (values or {}).get(pid, ()))
         niche = is_niche(label, ps.datatype if ps else None) and not (asked & _field_stems(label))
         out.append(PropertyScore(pid, round(score, 3), bool((fits or {}).get(pid)), niche))
     out.sort(key=lambda s: (s.niche, -s.relevance, not s.fits, s.pid in header, id_order(s.pid)))
     return out
 
 
-__all__ = ["PropertyScore", "content_stems", "id_order", "rank_properties", "relevance", "stem", "is_niche"]
+__all__ = ["PropertyScore", "content_stems", "word_groups", "id_order", "rank_properties", "relevance", "stem", "is_niche"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from .context import QuestionContext
-from .ranking import DESCRIPTION, PropertyScore, content_stems, id_order, relevance
+from .ranking import DESCRIPTION, PropertyScore, id_order, relevance, word_groups
 
 FIRST_HOPS = 3
 SECOND_HOPS = 4
@@ -28,7 +28,7 @@ class TwoHop:
 def second_hop_candidates(question: str, schema, fits: Callable[[str], bool], *, entity_label: str = "",
                           exclude: Sequence[str] = ()) -> list[tuple[float, str]]:
     """Schema properties whose label or aliases match the question and whose range fits the answer type."""
-    words = content_stems(question, drop=entity_label.lower().split())
+    words = word_groups(question, drop=entity_label.lower().split())
     if not words:
         return []
     out = []

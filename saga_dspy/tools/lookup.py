@@ -281,8 +281,19 @@ def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], pr
     confident = prior and ctx.state.answer_type.label not in ("", "entity")
     arrangement = arrange(ctx, eid, nb.label, kept, lambda p: _fits_answer(ctx, p, nb.edges.get(p, [])),
                           lambda p: any(v.id for v in nb.edges.get(p, [])) or _group(ctx, p) == 1,
-                          confident=confident, wikidata=ctx.flavour.name == "wikidata")
+                          confident=confident, wikidata=ctx.flavour.name == "wikidata",
+                          values=_named_values(ctx, nb, kept))
     return arrangement, arrangement.order, {pid: pid in arrangement.starred for pid in kept}
+
+
+def _named_values(ctx: QuestionContext, nb: Neighbourhood, kept: list[str]) -> dict[str, list[str]] | None:
+    """The labels of the entity's values a yes/no question may name ("Is Obama a democrat?": member of political
+    party = Democratic Party). Only there: in a wh-question the answer is not in it, and the values its words
+    meet name other things around the subject ("Cameron's Titanic": director)."""
+    at = ctx.state.answer_type
+    if at is None or at.label != "boolean":
+        return None
+    return {pid: [v.label for v in nb.edges.get(pid, []) if v.id and v.label] for pid in kept}
 
 
 def _incoming(ctx: QuestionContext, eid: str, nb: Neighbourhood, *, propose: bool, fit_alone: bool = True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from saga_dspy.grounding.context import QuestionContext
-from saga_dspy.grounding.ranking import content_stems, rank_properties, stem
+from saga_dspy.grounding.ranking import content_stems, rank_properties, relevance, stem, word_groups
 from saga_dspy.tools.lookup import do_lookup
 
 
@@ -24,10 +24,32 @@ def test_stemming_meets_property_words():
     ("When was he elected senator?", "P39", ["P19", "P26", "P40", "P737"]),
     ("Which countries are near it?", "P47", ["P36", "P530", "P6", "P1082"]),
     ("What kind of political system does it have?", "P122", ["P361", "P530", "P625", "P832"]),
+    # inflections reach the word forms: past tense, comparatives, kinship prefixes, irregular plurals
+    ("Who played Agent Smith in it?", "P161", ["P57", "P58", "P86", "P364"]),
+    ("Which mountains are higher than it?", "P2044", ["P17", "P131", "P625", "P793"]),
+    ("Give me the grandchildren of him.", "P40", ["P19", "P21", "P27", "P20"]),
+    # the noun the question asks for beats a verb several "located in …" labels share
+    ("What continent is it located in?", "P30", ["P706", "P206", "P421", "P36"]),
 ])
 def test_the_question_ranks_its_property_first(schema, question, gold, others):
     ranked = rank_properties(question, others + [gold], schema)
     assert ranked[0].pid == gold and ranked[0].relevance > 0
+
+
+def test_a_word_is_one_piece_of_evidence():
+    assert word_groups("what continent is syria located in", drop=["syria"]) == [("continent",), ("located", "location")]
+    # a form the question says itself is not counted a second time through another word
+    assert word_groups("what language do brazilians speak", drop=["brazil"]) == [("language",), ("speak",)]
+    # "brazilians" names the entity Brazil (a shared five-letter start) and is dropped with it
+    assert word_groups("Give me the grandchildren") == [("grandchildren", "children", "child")]
+    located = relevance(word_groups("located"), "located in or next to body of water")
+    assert located == relevance(["located"], "located in or next to body of water")  # the form adds nothing
+
+
+def test_values_count_when_given_and_only_then(schema):
+    party = ["Democratic Party"]
+    assert relevance(word_groups("Is Obama a democrat?", ["obama"]), "member of political party", values=party) > 0
+    assert relevance(word_groups("Is Obama a democrat?", ["obama"]), "member of political party") == 0
 
 
 def test_fit_breaks_ties_only_and_commons_never_leads(schema):
@@ -66,3 +88,13 @@ def test_two_hop_proposal(settings, endpoint, search, schema, hierarchy):
     assert ctx.suggested_sparql == "SELECT DISTINCT ?x WHERE { wd:Q1139311 wdt:P161/wdt:P569 ?x }"
     assert "path wdt:P161/wdt:P569" in out
     assert endpoint.query(ctx.suggested_sparql).rows
+
+
+def test_a_yes_no_question_meets_the_entitys_values_a_wh_question_does_not(settings, endpoint, search, schema,
+                                                                           hierarchy):
+    yes_no = _ctx(settings, endpoint, search, schema, hierarchy, "Is Barack Obama a democrat?", ("boolean", ""))
+    first = next(line for line in do_lookup(yes_no, "Q76").splitlines() if line.startswith("- "))
+    assert first.startswith("- member of political party (P102)")
+    wh = _ctx(settings, endpoint, search, schema, hierarchy, "Which democrat is Barack Obama?", ("entity", ""))
+    first = next(line for line in do_lookup(wh, "Q76").splitlines() if line.startswith("- "))
+    assert "(P102)" not in first
