@@ -79,8 +79,9 @@ class Endpoint(ABC):
             text = rewrite_label_service(parsed, self.prefixes)
         body = expand_dotted_names(text, self.prefixes)
         text = self._finish(body)
-        if text != parsed.text and not (body == parsed.text and self._declarations_only(text[:len(text) - len(body)])
-                                        and text.endswith(body)):
+        declared_before = (body == parsed.text and text.endswith(body)
+                           and self._declarations_only(text[: len(text) - len(body)]))
+        if text != parsed.text and not declared_before:
             final = check_read_only(self._parse(text), frozenset() if not self.native_label_service
                                     else self.service_allowlist, self.prefixes)
             if final.form != parsed.form:
