@@ -3,7 +3,9 @@
 The question's content words are matched against each property's label, aliases and
 description after a light stemming ("birthdays" → birthday, "crosses" → cross, "actors" →
 actor) and a few verb → noun forms ("born" → birth, "married" → spouse); a shared word prefix of
-five letters counts as a weaker match ("birthday" meets "birth"). The score orders the
+five letters counts as a weaker match ("birthday" meets "birth"). A question word is one piece of evidence:
+it scores by its best form, not once per form; inflections (played, higher, grandchildren) reach the forms; a
+yes/no question's words may also meet the entity's values ("a democrat"). The score orders the
 properties; the range's fit to the expected answer type only breaks ties, so it never puts an
 irrelevant property first. Identifier, media and Commons properties go last unless the question
 names them. Lexical only: no model, no network.
@@ -54,7 +56,7 @@ WORD_FORMS: Mapping[str, tuple[str, ...]] = {
     "political": ("government",), "regime": ("government",),
 }
 IRREGULAR_PLURALS: Mapping[str, str] = {"children": "child", "men": "man", "women": "woman", "wives": "wife"}
-KINSHIP_PREFIXES = ("great", "grand")  # grandchildren, great-grandfather (hyphens split words: "great" is dropped)
+KINSHIP_PREFIXES = ("great", "grand")  # grandchildren, greatgrandson; "great-grandfather" splits: grandfather
 NICHE_DATATYPES = frozenset({"ExternalId", "CommonsMedia", "Url", "GeoShape", "TabularData", "Math",
                              "MusicalNotation", "type.key", "type.id"})
 NICHE_WORDS = frozenset({"commons", "id", "identifier", "image", "logo", "icon", "video", "audio", "url",
@@ -155,12 +157,13 @@ class PropertyScore:
 def relevance(words: Iterable[str | tuple[str, ...]], label: str, aliases: Iterable[str] = (),
               description: str = "", values: Iterable[str] = ()) -> float:
     """Sum over the question's words (a stem, or a `word_groups` group scored by its best form) of the best
-    field match (label 1.0, aliases 0.9, a value's label 0.8, description 0.25)."""
+    field match (label 1.0, aliases 0.9, a value's label 0.6, description 0.25)."""
     fields = [(LABEL, _field_stems(label or ""))]
     fields += [(ALIAS, _field_stems(a)) for a in aliases]
     fields += [(VALUE, _field_stems(v)) for v in values if v]
     if description:
         fields.append((DESCRIPTION, _field_stems(description)))
+
     def best(form: str, besides: str | None = None) -> tuple[float, str | None]:
         """The best field match of a form (weighted), and the field word it met; `besides`: not that word."""
         found = [(weight * m, token) for weight, stems in fields for m, token in [_matched(form, stems)]
