@@ -91,14 +91,15 @@ def word_groups(text: str, drop: Iterable[str] = ()) -> list[tuple[str, ...]]:
     # "egyptians", "canadian", "japanese" name the entity Egypt, Canada, Japan: a shared 5-letter word start
     entity_starts = {d[:PREFIX] for d in dropped if len(d) >= PREFIX}
     words: list[tuple[str, str]] = []
+    own: set[str] = set()
     for word in _WORD.findall(text.lower()):
         if word in STOPWORDS or len(word) < 2:
             continue
         s = stem(word)
-        if s in dropped or word in dropped or s[:PREFIX] in entity_starts or s in {w for _, w in words}:
+        if s in dropped or word in dropped or s[:PREFIX] in entity_starts or s in own:
             continue
         words.append((word, s))
-    own = {s for _, s in words}
+        own.add(s)
     return [tuple(dict.fromkeys((s, *(f for f in (*word_forms(word), *word_forms(s)) if f not in own))))
             for word, s in words]
 

@@ -18,11 +18,11 @@ import threading
 from collections import OrderedDict
 from typing import Callable
 
+from .sparql_parse import IRIREF
+
 PLACEHOLDER = "<urn:saga:values:{}>"
-# SPARQL 1.1 IRIREF: '<' ([^<>"{}|^`\]-[#x00-#x20])* '>'
-_IRIREF = r'<[^<>"{}|^`\\\x00-\x20]*>'
-_VALUES_BLOCK = re.compile(r"(\bVALUES\s+\?\w+\s*\{)((?:\s*" + _IRIREF + r")+)(\s*\})", re.IGNORECASE)
-_IRI = re.compile(_IRIREF)
+_VALUES_BLOCK = re.compile(r"(\bVALUES\s+\?\w+\s*\{)((?:\s*" + IRIREF + r")+)(\s*\})", re.IGNORECASE)
+_IRI = re.compile(IRIREF)
 
 Checked = tuple[str, str]  # (text to send, query form)
 

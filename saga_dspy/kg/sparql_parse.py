@@ -37,7 +37,9 @@ _LEFTOVER_ESCAPE = re.compile(r"\\[uU]")
 # between them): read here, not by rdflib, whose grammar spends about half of a WDQS-style query's parse on
 # its fifteen declarations. A declaration binds a name and can do nothing else; whatever does not match
 # exactly (a comment, BASE, a non-ASCII name) is left to the grammar with the rest of the query.
-_DECLARATION = re.compile(r'\s*PREFIX\s+((?:[A-Za-z](?:[\w.-]*[\w-])?)?):\s*<([^<>"{}|^`\\\x00-\x20]*)>', re.IGNORECASE | re.ASCII)
+IRIREF = r'<[^<>"{}|^`\\\x00-\x20]*>'  # SPARQL 1.1's IRIREF: '<' ([^<>"{}|^`\]-[#x00-#x20])* '>'
+_DECLARATION = re.compile(r'\s*PREFIX\s+((?:[A-Za-z](?:[\w.-]*[\w-])?)?):\s*<(' + IRIREF[1:-1] + ')>',
+                          re.IGNORECASE | re.ASCII)
 _FORMS = {"SelectQuery": "SELECT", "AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
 _UPDATE_NAMES = {
     "InsertData": "INSERT", "DeleteData": "DELETE", "DeleteWhere": "DELETE", "Modify": "DELETE/INSERT",
