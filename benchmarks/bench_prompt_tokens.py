@@ -130,7 +130,7 @@ class PrefixCacheModel:
             self.states.popitem(last=False)
 
 
-def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int | None):
+def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int | None, demo_anchors: int = 0):
     from saga_dspy.eval.runner import evaluate
 
     config = json.loads((run_dir / "config.json").read_text())
@@ -142,7 +142,7 @@ def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int |
         m = _TYPED.match(r.get("answer_type") or "")
         answer_types[r["question"]] = (m.group(1), m.group(2)) if m else (r.get("answer_type") or "thing", "")
     settings = Settings(dataset=config["dataset"], split=config["split"], variant=config["variant"],
-                        max_steps=10, lm_cache=False, mlflow=False)
+                        max_steps=10, lm_cache=False, mlflow=False, demo_anchors=demo_anchors)
     per_question: dict[str, dict[str, int]] = {}
     recorder = Recorder()
     with tempfile.TemporaryDirectory() as out:
@@ -177,6 +177,8 @@ def main() -> int:
                         help="the state cache's capacity (default: the backend's); 0 for unbounded")
     parser.add_argument("--state-fixed-bytes", type=int, default=0,
                         help="bytes a saved state costs besides its KV cells (llama-cpp-python's logits copy)")
+    parser.add_argument("--demo-anchors", type=int, default=0,
+                        help="replay with this many demonstrations the same for every question (Settings.demo_anchors)")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = parser.parse_args()
     args.cache_bytes = args.cache_bytes or None
@@ -186,7 +188,7 @@ def main() -> int:
     report = {}
     for run in args.runs:
         cache = PrefixCacheModel(args.cache_bytes, args.state_fixed_bytes, KV_BYTES_PER_TOKEN)  # cold, as a fresh process
-        variant, per_question = measure(run, tokens, cache, args.limit)
+        variant, per_question = measure(run, tokens, cache, args.limit, args.demo_anchors)
         keys = sorted({k for q in per_question.values() for k in q})
         means = {k: round(statistics.mean(q.get(k, 0) for q in per_question.values()), 1) for k in keys}
         report[str(run)] = {"variant": variant, "questions": len(per_question), "mean": means,

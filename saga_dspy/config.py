@@ -91,6 +91,9 @@ class Settings(BaseSettings):
     max_steps: int = Field(15, ge=1, description="ReAct steps per question")
     check_answer: bool = Field(False, description="run the CheckAnswer step (beyond the paper)")
     demos: int = Field(3, description="controller demonstrations selected per question (0: none)")
+    demo_anchors: int = Field(0, ge=0, description="of those demonstrations, this many are the same for every "
+                                                   "question and shown first (the pool's shortest solved "
+                                                   "questions), so a local model's prefix cache evaluates them once")
     demo_observation_chars: int = Field(500, ge=80, description="each observation inside a demonstration's trajectory "
                                                                 "is clipped to this many characters (the demos are the "
                                                                 "larger part of a local model's evaluated prompt)")

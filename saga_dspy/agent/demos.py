@@ -283,16 +283,16 @@ class DemoPool:
         return allow is None or allow(record.question, record.sparql)
 
     def select_guarded(self, question: str, k: int, form: str | None = None,
-                       allow: Allow | None = None) -> tuple[list[dspy.Example], int]:
+                       allow: Allow | None = None, anchors: int = 0) -> tuple[list[dspy.Example], int]:
         """`select` with a firewall: `allow(demo_question, demo_sparql)` says whether a record may be
         shown to this question. Returns (demos, how many records the unguarded choice would have
         shown that `allow` refused); the refused ones are replaced by the next best."""
         if allow is None:
-            return self.select(question, k, form), 0
-        refused = sum(1 for i in self._choose(question, k, form) if not self._allowed(i, allow))
-        return self._render(self._choose(question, k, form, allow)), refused
+            return self.select(question, k, form, anchors), 0
+        refused = sum(1 for i in self._choose(question, k, form, anchors=anchors) if not self._allowed(i, allow))
+        return self._render(self._choose(question, k, form, allow, anchors), anchors), refused
 
-    def select(self, question: str, k: int, form: str | None = None) -> list[dspy.Example]:
+    def select(self, question: str, k: int, form: str | None = None, anchors: int = 0) -> list[dspy.Example]:
         """The k most similar demos (fresh copies), never the question itself.
 
         The most similar one shows its whole trajectory ending with stop, the next one ends at
@@ -301,33 +301,46 @@ class DemoPool:
         questions share a word with this one, the rest are the shortest solved questions of
         the same query form (`form`: ASK | COUNT | SELECT): a small model copies the ids and
         properties of an unrelated long demo, but without any demo it does not follow the tool
-        protocol at all (issue 4 §2b: almost no correct query zero-shot)."""
-        return self._render(self._choose(question, k, form))
+        protocol at all (issue 4 §2b: almost no correct query zero-shot).
 
-    def _choose(self, question: str, k: int, form: str | None, allow: Allow | None = None) -> list[int]:
-        """The indices `select` shows, in order (those `allow` refuses passed over)."""
+        `anchors`: that many of the k are the same for every question (the pool's shortest solved
+        questions showing the whole protocol), shown first, the per-question ones after them. A local
+        model's prefix cache then evaluates the anchors once per run instead of once per question."""
+        return self._render(self._choose(question, k, form, anchors=anchors), anchors)
+
+    def _choose(self, question: str, k: int, form: str | None, allow: Allow | None = None,
+                anchors: int = 0) -> list[int]:
+        """The indices `select` shows, most relevant first (those `allow` refuses passed over): the
+        per-question picks, then the anchors."""
         if k <= 0 or not self.records:
             return []
         own = _norm_question(question)
+        fixed = self._fillers(own, min(anchors, k), None, exclude=set(), allow=allow) if anchors > 0 else []
+        want = k - len(fixed)
         chosen: list[int] = []
         depth = k + 3 if allow is None else len(self.records)
-        for index, _score in self._index.top(tokenize(question), depth):
-            if _norm_question(self.records[index].question) != own and self._allowed(index, allow):
+        for index, _score in (self._index.top(tokenize(question), depth) if want else ()):
+            if (index not in fixed and _norm_question(self.records[index].question) != own
+                    and self._allowed(index, allow)):
                 chosen.append(index)
-            if len(chosen) == k:
+            if len(chosen) == want:
                 break
-        if len(chosen) < k:
-            chosen += self._fillers(own, k - len(chosen), form, exclude=set(chosen), allow=allow)
-        return chosen
+        if len(chosen) < want:
+            chosen += self._fillers(own, want - len(chosen), form, exclude=set(chosen) | set(fixed), allow=allow)
+        return chosen + fixed
 
-    def _render(self, chosen: list[int]) -> list[dspy.Example]:
-        picked = []
+    def _render(self, chosen: list[int], anchors: int = 0) -> list[dspy.Example]:
+        """`chosen` (most relevant first) as demos: each shows another kind of step by its rank (stop,
+        the query, the lookup after a search); the last `anchors` of them (the same for every question)
+        are shown first."""
+        views = []
         for rank, index in enumerate(chosen):
             record = self.records[index]
-            # each demo shows another kind of step: stop, the query, the lookup after a search
-            variant = (record.example, record.execute, record.lookup)[rank % 3] or record.example
-            picked.append(variant.copy())
-        return picked
+            views.append(((record.example, record.execute, record.lookup)[rank % 3] or record.example).copy())
+        if anchors <= 0:
+            return views
+        own = len(chosen) - min(anchors, len(chosen))
+        return views[own:] + views[:own]
 
 
 SHARED_POOL_VARIANT = Settings.model_fields["variant"].default  # its pool is `<dataset>.jsonl`, every variant's fallback

@@ -321,7 +321,8 @@ class SagaProgram(dspy.Module):
         """(the controller's demos for this question, how many the test firewall dropped): the
         pool's per-question demos, else None (the compiled demos), filtered when they collide."""
         allow = demo_guard.allows if demo_guard is not None else None
-        demos, dropped = (pool.select_guarded(question, self.settings.demos, form, allow)
+        demos, dropped = (pool.select_guarded(question, self.settings.demos, form, allow,
+                                                 self.settings.demo_anchors)
                           if pool is not None and len(pool) else (None, 0))
         if not demos and demo_guard is not None and self.react.react.demos:
             kept, dropped_fixed = demo_guard.filter_demos(self.react.react.demos)

@@ -78,3 +78,59 @@ def test_prompts_formatted_with_the_string_shortcut_are_dspys_to_the_byte(monkey
     assert chat_adapter.format_field_value is formatting.format_field_value
     assert ChatAdapter().format(SagaController, demos, inputs) == plain
     assert len(demos) == 3 and "Berlin" in plain[-1]["content"]
+
+
+def _pool(questions, steps=None):
+    steps = steps or [{"thought": "t", "tool_name": "search_wikidata", "tool_args": {"query": "x"}, "observation": "o"},
+                      {"thought": "t", "tool_name": "get_wikidata_entry", "tool_args": {"entity": "Q1"}, "observation": "o"},
+                      {"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": "SELECT ?x {}"},
+                       "observation": "o"}]
+    return DemoPool([{"question": q, "sparql": "SELECT ?x WHERE { wd:Q1 wdt:P1 ?x }",
+                      "steps": steps[: 1 + i % len(steps)]} for i, q in enumerate(questions)])
+
+
+QUESTIONS = ("who wrote hamlet?", "who wrote macbeth?", "who painted guernica?", "where is berlin?",
+             "what is the capital of peru?", "who composed the magic flute?")
+
+
+def test_anchor_demos_are_the_same_for_every_question_and_come_first():
+    pool = _pool(QUESTIONS)
+    asked = ("who wrote othello", "who painted the night watch", "what is the capital of chile")
+    shown = {q: [d.question for d in pool.select(q, 3, anchors=2)] for q in asked}
+    heads = {tuple(s[:2]) for s in shown.values()}
+    assert len(heads) == 1  # one prefix for all questions: the local model's cache evaluates it once
+    (anchors,) = heads
+    for question, demos in shown.items():
+        assert len(demos) == 3 and len(set(demos)) == 3 and demos[2] not in anchors
+        # the per-question one is the best BM25 match that is not an anchor
+        best = next(d for d in (x.question for x in pool.select(question, 6)) if d not in anchors)
+        assert demos[2] == best
+    # each demo still shows another kind of step: the per-question one its whole trajectory (stop)
+    demos = pool.select("who wrote othello", 3, anchors=2)
+    assert demos[2].next_tool_name == "stop" and {d.next_tool_name for d in demos[:2]} != {"stop"}
+    # without anchors nothing changes: the k most similar, most similar first
+    assert [d.question for d in pool.select("who wrote othello", 2)][0] in ("who wrote hamlet?", "who wrote macbeth?")
+
+
+def test_an_anchor_is_never_the_question_itself_nor_a_refused_record():
+    pool = _pool(QUESTIONS)
+    anchors = [d.question for d in pool.select("who wrote othello", 3, anchors=2)][:2]
+    own = [d.question for d in pool.select(anchors[0], 3, anchors=2)]
+    assert anchors[0] not in own and len(own) == 3
+    guarded, refused = pool.select_guarded("who wrote othello", 3, allow=lambda q, s: q != anchors[1], anchors=2)
+    assert anchors[1] not in [d.question for d in guarded] and len(guarded) == 3 and refused == 1
+    # all of k as anchors: the same demos for every question
+    assert ([d.question for d in pool.select("who wrote othello", 2, anchors=5)]
+            == [d.question for d in pool.select("where is peru", 2, anchors=5)])
+
+
+def test_the_program_shows_the_settings_anchors():
+    from saga_dspy.agent.program import SagaProgram
+
+    pool = _pool(QUESTIONS)
+    settings = make_settings(dataset="qald10", data_dir=REPO / "data", demos=3, demo_anchors=2)
+    program = SagaProgram(settings, endpoint=object(), search=object(), demo_pool=pool)
+    first, _ = program._guarded_demos(program.demo_pool(), "who wrote othello", "SELECT", None)
+    second, _ = program._guarded_demos(program.demo_pool(), "what is the capital of chile", "SELECT", None)
+    assert [d.question for d in first[:2]] == [d.question for d in second[:2]]
+    assert first[2].question != second[2].question
