@@ -5,9 +5,14 @@ Loads Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) once per setting and times one fixed 
 faster run. Settings: batch sizes (n_batch / n_ubatch), flash attention, KV-cache type.
 `--by-context`: with the default setting, the speed of 1,000 more prompt tokens and of 16 generated ones at
 each 1,000 tokens of context up to 6,000 (a question's later steps are evaluated behind a long prefix).
+`--wait-policies`: the default setting under each OpenMP wait policy (libgomp reads OMP_WAIT_POLICY once, when
+llama.cpp loads, so each runs in its own process), alternating, `--rounds` times, with `--busy N` busy-loop
+processes beside it (a loaded machine); `saga_dspy.lm.llama.omp_wait_policy` chooses between them. Without that
+flag the figures are under the environment's policy (unset: libgomp's default).
 
     python benchmarks/bench_llama_settings.py [--prompt-tokens 1500] [--settings default,batch1024,...]
     python benchmarks/bench_llama_settings.py --by-context
+    python benchmarks/bench_llama_settings.py --wait-policies [--busy 1] [--rounds 2]
 
 Run it on an idle machine: every figure is wall-clock on this CPU.
 """
@@ -16,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -95,17 +102,59 @@ def by_context(model_path: str, prompt: str, chunk: int = 1000, steps: int = 6) 
         print(f"| {start + chunk} | {prompt_rate:.1f} | {gen_rate:.1f} |", flush=True)
 
 
+WAIT_POLICIES = ("default", "PASSIVE", "ACTIVE")  # default: OMP_WAIT_POLICY unset
+
+
+def _busy_loop() -> None:
+    while True:
+        pass
+
+
+def wait_policies(rounds: int, busy: int) -> None:
+    """The default setting's speed under each wait policy, each in a fresh process, alternating."""
+    hogs = [multiprocessing.Process(target=_busy_loop, daemon=True) for _ in range(busy)]
+    for hog in hogs:
+        hog.start()
+    rows: dict[str, list[dict]] = {p: [] for p in WAIT_POLICIES}
+    try:
+        for _ in range(rounds):
+            for policy in WAIT_POLICIES:
+                env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+                if policy != "default":
+                    env["OMP_WAIT_POLICY"] = policy
+                out = subprocess.run([sys.executable, __file__, "--settings", "default", "--json-only"], env=env,
+                                     capture_output=True, text=True, check=True).stdout
+                rows[policy].append(json.loads(out.strip().splitlines()[-1])["default"])
+                print(json.dumps({policy: rows[policy][-1]}), flush=True)
+    finally:
+        for hog in hogs:
+            hog.terminate()
+    print("\n| OMP_WAIT_POLICY | busy processes | prompt tok/s | generated tok/s |\n|---|---|---|---|")
+    for policy, got in rows.items():
+        prompt = " / ".join(str(r["prompt_tok_s"]) for r in got)
+        gen = " / ".join(str(r["gen_tok_s"]) for r in got)
+        print(f"| {policy} | {busy} | {prompt} | {gen} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("--prompt-tokens", type=int, default=1500)
     ap.add_argument("--settings", default=",".join(SETTINGS))
     ap.add_argument("--by-context", action="store_true", help="prompt and generation speed by context length")
+    ap.add_argument("--wait-policies", action="store_true", help="the default setting under each OpenMP wait policy")
+    ap.add_argument("--busy", type=int, default=0, help="with --wait-policies: busy-loop processes alongside")
+    ap.add_argument("--rounds", type=int, default=2, help="with --wait-policies: alternating rounds")
+    ap.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.wait_policies:
+        wait_policies(args.rounds, args.busy)
+        return 0
     from saga_dspy.config import Settings
     from saga_dspy.lm import ensure_local_model
 
     model = str(ensure_local_model(Settings()))
-    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    if not args.json_only:
+        print(f"load average before: {os.getloadavg()[0]:.2f}")
     if args.by_context:
         by_context(model, prompt_text(7000))
         return 0
@@ -114,6 +163,8 @@ def main() -> int:
     for name in args.settings.split(","):
         rows[name] = measure(model, SETTINGS[name], prompt)
         print(json.dumps({name: rows[name]}), flush=True)
+    if args.json_only:
+        return 0
     print("\n| setting | prompt tokens | prompt tok/s | generated tok/s | load s |\n|---|---|---|---|---|")
     for name, r in rows.items():
         print(f"| {name} | {r['prompt_tokens']} | {r['prompt_tok_s']} | {r['gen_tok_s']} | {r['load_s']} |")

@@ -30,7 +30,6 @@ import dspy
 
 from saga_dspy.config import Settings
 from saga_dspy.lm.llama import (
-    END_OF_REPLY,
     LlamaCppEngine,
     LocalLlamaLM,
     PrefixStateCache,
@@ -38,6 +37,7 @@ from saga_dspy.lm.llama import (
     local_lm,
     require_llama_cpp,
 )
+from saga_dspy.lm.wire import END_OF_REPLY
 from saga_dspy.lm.model_files import (
     LOCAL_LM_MODEL,
     LOCAL_MODEL_SHA256,

@@ -6,8 +6,11 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import logging
 import os
+import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -18,11 +21,13 @@ import dspy
 
 from saga_dspy.config import Settings
 from saga_dspy.lm.model_files import INSTALL_HINT, LOCAL_LM_MODEL, LocalModelError, ensure_local_model
+from saga_dspy.lm.wire import capped_max_tokens, chat_messages, chat_response, stops_with_marker
+
+log = logging.getLogger(__name__)
 
 # --- the offline model -------------------------------------------------------
 
 LOCAL_THREADS = 2
-END_OF_REPLY = "[[ ## completed ## ]]"  # ChatAdapter's closing marker: generation stops there
 LOCAL_PREFIX_CACHE_BYTES = 4 << 30  # RAM for evaluated prompt prefixes (KV cells, ~29 KB a token), least recently used dropped
 
 LLAMA_MISSING = (
@@ -44,16 +49,56 @@ def llama_cpp_available() -> bool:
         return False
 
 
+BUSY_CPUS = 0.5  # CPUs' worth of other work at load time above which llama.cpp's threads sleep instead of spinning
+
+
+def cpus_in_use(window: float = 0.25) -> float | None:
+    """How many CPUs' worth of work the machine did over `window` seconds (/proc/stat; None where unreadable)."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as handle:
+            fields = [int(x) for x in handle.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]) - idle, sum(fields[:8])
+
+    try:
+        busy0, total0 = sample()
+        time.sleep(window)
+        busy1, total1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    if total1 <= total0:
+        return None
+    return (busy1 - busy0) / (total1 - total0) * (os.cpu_count() or 1)
+
+
+def omp_wait_policy(busy: float | None) -> str | None:
+    """OpenMP's wait policy for llama.cpp's threads (read once, when its runtime loads), from the CPUs already in
+    use: on an otherwise idle machine none (libgomp's default: a waiting thread spins briefly, then sleeps), on a busy
+    one PASSIVE (it sleeps at once). Measured here (`bench_llama_settings.py --wait-policies`, 2 cores): idle, the
+    default generates 1.3-1.6x faster than PASSIVE, prompts about as fast; beside one busy process PASSIVE generates
+    1.3-1.8x faster (spinning threads starve each other). Unknown load: PASSIVE, the safe side."""
+    return "PASSIVE" if busy is None or busy >= BUSY_CPUS else None
+
+
+def choose_wait_policy() -> None:
+    """Sets OMP_WAIT_POLICY by `omp_wait_policy` unless it is set or llama.cpp's runtime is loaded already."""
+    if "llama_cpp" not in sys.modules and "OMP_WAIT_POLICY" not in os.environ:
+        busy = cpus_in_use()
+        policy = omp_wait_policy(busy)
+        log.info("llama.cpp threads: OpenMP wait policy %s (%s CPUs busy)", policy or "default (spin, then sleep)",
+                 "unknown" if busy is None else f"{busy:.2f}")
+        if policy is not None:
+            os.environ["OMP_WAIT_POLICY"] = policy
+
+
 def require_llama_cpp() -> Any:
     """The `llama_cpp` module, or a LocalModelError that says how to install it.
 
-    Sets OMP_WAIT_POLICY=PASSIVE (unless already set) before llama.cpp's OpenMP
-    runtime loads: its threads then sleep instead of spinning between steps. On
-    a busy 2-core machine (SPARQL workers, other processes) spinning threads
-    starve each other; measured here under load, generation ran 4-7x faster
-    with PASSIVE (about 3 tokens/s instead of 0.5-0.7).
+    Before llama.cpp's OpenMP runtime loads, chooses its wait policy by how busy the machine is
+    (`omp_wait_policy`), unless OMP_WAIT_POLICY is set: a user's choice stands.
     """
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    choose_wait_policy()
     try:
         import llama_cpp
     except ImportError as exc:
@@ -226,21 +271,6 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int, seed: int) -> _Load
     return loaded
 
 
-def capped_max_tokens(config: Any, cap: int) -> int:
-    """What a call may generate: what it asks for (else the cap), never more than the cap."""
-    asked = config.max_tokens if config.max_tokens is not None else cap
-    return max(1, min(int(asked), cap))
-
-
-def stops_with_marker(config: Any) -> list[str]:
-    """The call's stop strings and the text adapters' end-of-reply marker (once)."""
-    return list(dict.fromkeys([*(config.stop or []), END_OF_REPLY]))
-
-
-FINISH_REASONS = {  # OpenAI's finish reasons -> lm15's
-    "stop": "stop", "length": "length", "tool_calls": "tool_call", "function_call": "tool_call"}
-
-
 class LlamaCppEngine:
     """A DSPy 3.4 engine (`complete(Request) -> Response`) over one llama-cpp-python model.
 
@@ -289,7 +319,7 @@ class LlamaCppEngine:
 
     def complete(self, request: Any) -> Any:
         from dspy.clients.engines.base import validate_request
-        from dspy.lm15 import ContextLengthError, Message, Response, UnsupportedFeatureError, Usage
+        from dspy.lm15 import ContextLengthError, UnsupportedFeatureError
 
         validate_request(request)
         if request.tools:
@@ -309,20 +339,10 @@ class LlamaCppEngine:
                     raise ContextLengthError(str(exc), provider="local") from exc
                 raise
             evaluated = meter.sizes[0] if meter is not None and meter.sizes else None
-        choice = raw["choices"][0]
-        text = (choice.get("message") or {}).get("content") or ""
-        usage = raw.get("usage") or {}
-        prompt_tokens = usage.get("prompt_tokens")
+        prompt_tokens = (raw.get("usage") or {}).get("prompt_tokens")
         # the prompt tokens llama.cpp did not evaluate: held in its KV prefix or restored from the state cache
         reused = max(0, int(prompt_tokens) - evaluated) if evaluated is not None and prompt_tokens else None
-        return Response(
-            id=raw.get("id") or None,
-            model=request.model,
-            message=Message.assistant(text),
-            finish_reason=FINISH_REASONS.get(choice.get("finish_reason") or "stop", "stop"),
-            usage=Usage(input_tokens=prompt_tokens, output_tokens=usage.get("completion_tokens"),
-                        cache_read_tokens=reused),
-        )
+        return chat_response(raw, request.model, reused)
 
     def stream(self, request: Any) -> Iterator[Any]:
         from dspy.lm15 import response_to_events
@@ -386,29 +406,6 @@ class LlamaCppEngine:
             else:
                 kwargs["response_format"] = {"type": "json_object"}
         return kwargs
-
-
-def chat_messages(request: Any) -> list[dict[str, str]]:
-    """A canonical lm15 Request as chat-template messages (text only)."""
-    from dspy.lm15 import TextPart, UnsupportedFeatureError
-
-    def text_of(parts: Any, where: str) -> str:
-        if isinstance(parts, str):
-            return parts
-        if not all(isinstance(p, TextPart) for p in parts):
-            kinds = sorted({type(p).__name__ for p in parts if not isinstance(p, TextPart)})
-            raise UnsupportedFeatureError(f"The local model reads text only; {where} has {kinds}.")
-        return "\n".join(p.text for p in parts)
-
-    messages: list[dict[str, str]] = []
-    if request.system is not None:
-        messages.append({"role": "system", "content": text_of(request.system, "the system prompt")})
-    for message in request.messages:
-        role = {"developer": "system"}.get(message.role, message.role)
-        if role not in ("system", "user", "assistant"):
-            raise UnsupportedFeatureError(f"The local model takes no {message.role!r} messages.")
-        messages.append({"role": role, "content": text_of(message.parts, f"a {message.role} message")})
-    return messages
 
 
 class LocalLlamaLM(dspy.LM):

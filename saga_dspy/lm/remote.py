@@ -21,7 +21,7 @@ from typing import Any
 import dspy
 
 from saga_dspy.config import Settings, secret_value
-from saga_dspy.lm.llama import END_OF_REPLY, FINISH_REASONS, capped_max_tokens, chat_messages, stops_with_marker
+from saga_dspy.lm.wire import END_OF_REPLY, capped_max_tokens, chat_messages, chat_response, stops_with_marker
 
 
 CACHE_SCOPE_USER = "saga-dspy@"  # + the server's digest: the `user` of every request to a served model
@@ -91,7 +91,7 @@ class OpenAICompatibleEngine:
 
     def complete(self, request: Any) -> Any:
         from dspy.clients.engines.base import validate_request
-        from dspy.lm15 import Message, Response, UnsupportedFeatureError, Usage
+        from dspy.lm15 import UnsupportedFeatureError
 
         validate_request(request)
         if request.tools:
@@ -101,18 +101,8 @@ class OpenAICompatibleEngine:
         choices = data.get("choices") or []
         if not choices:
             raise self._error("ServerError", f"the server answered without a choice: {str(data)[:200]}")
-        choice = choices[0]
-        text = (choice.get("message") or {}).get("content") or ""
-        usage = data.get("usage") or {}
-        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
-        return Response(
-            id=data.get("id") or None,
-            model=request.model,
-            message=Message.assistant(text),
-            finish_reason=FINISH_REASONS.get(choice.get("finish_reason") or "stop", "stop"),
-            usage=Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
-                        cache_read_tokens=cached),
-        )
+        cached = ((data.get("usage") or {}).get("prompt_tokens_details") or {}).get("cached_tokens")
+        return chat_response(data, request.model, cached)
 
     def stream(self, request: Any) -> Iterator[Any]:
         from dspy.lm15 import response_to_events
@@ -259,9 +249,7 @@ def remote_lm(settings: Settings) -> dspy.LM:
     }
     api_key = secret_value(settings.api_key)
     scope = lm_cache_scope(settings)
-    if scope is not None:
-        kwargs["stop"] = [END_OF_REPLY]  # self-hosted small models run on past their reply (see LlamaCppEngine)
-    if scope is not None and _provider(settings.lm) in OPENAI_COMPATIBLE_PREFIXES:
+    if scope is not None and _provider(settings.lm) in OPENAI_COMPATIBLE_PREFIXES:  # our engine stops at END_OF_REPLY
         kwargs["user"] = CACHE_SCOPE_USER + scope
         engine = OpenAICompatibleEngine(settings.api_base, api_key=api_key or os.environ.get("OPENAI_API_KEY"),
                                         timeout=settings.lm_timeout, max_tokens=settings.max_tokens)
@@ -271,6 +259,7 @@ def remote_lm(settings: Settings) -> dspy.LM:
     if api_key:
         kwargs["api_key"] = api_key
     if scope is not None:  # e.g. ollama_chat/: LiteLLM speaks the server's own API and sends this header along
+        kwargs["stop"] = [END_OF_REPLY]  # self-hosted small models run on past their reply (see LlamaCppEngine)
         kwargs["api_base"] = settings.api_base
         kwargs["headers"] = {CACHE_SCOPE_HEADER: scope}
         kwargs["engine"] = "litellm"  # DSPy's native lm15 engine would send only max_completion_tokens

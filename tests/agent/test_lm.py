@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -22,6 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import dspy  # noqa: E402
 import pytest  # noqa: E402
+from helpers.openai_stub import OpenAIStub  # noqa: E402
 
 from saga_dspy import lm as lm_mod  # noqa: E402
 from saga_dspy.lm import llama as llama_mod  # noqa: E402
@@ -162,15 +162,26 @@ def test_missing_llama_cpp_says_how_to_install(monkeypatch, tmp_path):
         build_lm(Settings(lm="local", cache_dir=tmp_path))
 
 
-def test_llama_threads_sleep_rather_than_spin(monkeypatch):
-    fake = type(sys)("llama_cpp")
-    monkeypatch.setitem(sys.modules, "llama_cpp", fake)
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    assert lm_mod.require_llama_cpp() is fake
-    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+def test_llama_threads_spin_on_an_idle_machine_and_sleep_on_a_busy_one(monkeypatch):
+    assert llama_mod.omp_wait_policy(0.1) is None  # libgomp's default: spin briefly, then sleep
+    assert llama_mod.omp_wait_policy(1.0) == "PASSIVE"
+    assert llama_mod.omp_wait_policy(None) == "PASSIVE"  # unknown: the safe choice
+    busy = llama_mod.cpus_in_use(0.05)
+    assert busy is None or 0.0 <= busy <= (os.cpu_count() or 1) + 0.01
+    for load, expected in ((1.5, "PASSIVE"), (0.0, None)):
+        monkeypatch.delitem(sys.modules, "llama_cpp", raising=False)  # not loaded yet
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+        monkeypatch.setattr(llama_mod, "cpus_in_use", lambda window=0.25, load=load: load)
+        llama_mod.choose_wait_policy()
+        assert os.environ.get("OMP_WAIT_POLICY") == expected
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # a user's choice stands
-    lm_mod.require_llama_cpp()
+    monkeypatch.setattr(llama_mod, "cpus_in_use", lambda window=0.25: 2.0)
+    llama_mod.choose_wait_policy()
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+    monkeypatch.delenv("OMP_WAIT_POLICY")  # once the runtime is loaded, nothing changes
+    monkeypatch.setitem(sys.modules, "llama_cpp", type(sys)("llama_cpp"))
+    llama_mod.choose_wait_policy()
+    assert "OMP_WAIT_POLICY" not in os.environ
 
 
 # --- the engine, with a scripted stand-in for llama_cpp.Llama ------------------------------------
@@ -342,53 +353,12 @@ def test_build_lm_local_uses_settings(monkeypatch, tmp_path):
 # --- served models ---------------------------------------------------------------------------------
 
 
-class FakeOpenAIServer:
+PARIS = "[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]"
+
+
+def served(reply: str = PARIS, status: int = 200) -> OpenAIStub:
     """An OpenAI-compatible chat endpoint on 127.0.0.1 that records what it receives."""
-
-    def __init__(self, content="[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]", status=200):
-        self.requests: list[dict] = []
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                owner.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                if status != 200:
-                    payload = json.dumps({"error": {"message": content, "code": status}}).encode()
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                    return
-                payload = json.dumps({
-                    "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body.get("model"),
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
-                }).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    return OpenAIStub(reply=reply, status=status)
 
 
 def test_remote_lm_has_max_tokens_and_a_cache_scope_per_server():
@@ -425,9 +395,9 @@ def test_remote_lm_without_api_base_is_plain():
 
 def test_served_model_receives_max_tokens_and_servers_do_not_share_cache(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with FakeOpenAIServer() as one, FakeOpenAIServer() as two:
-        lm_one = build_lm(Settings(lm="openai/qwen", api_base=one.url, max_tokens=123, seed=3))
-        lm_two = build_lm(Settings(lm="openai/qwen", api_base=two.url, max_tokens=123, seed=3))
+    with served() as one, served() as two:
+        lm_one = build_lm(Settings(lm="openai/qwen", api_base=one.api_base, max_tokens=123, seed=3))
+        lm_two = build_lm(Settings(lm="openai/qwen", api_base=two.api_base, max_tokens=123, seed=3))
         for lm in (lm_one, lm_two, lm_one):
             with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
                 assert dspy.Predict("question -> answer")(question="Capital of France?").answer == "Paris"
@@ -438,15 +408,15 @@ def test_served_model_receives_max_tokens_and_servers_do_not_share_cache(monkeyp
         assert one.requests[0]["path"].endswith("/chat/completions")
         assert body["max_tokens"] == 123 and body["stop"] == ["[[ ## completed ## ]]"]
         assert body["model"] == "qwen" and body["temperature"] == 0.0 and body["seed"] == 3
-        assert body["user"] == CACHE_SCOPE_USER + lm_cache_scope(Settings(api_base=one.url))
+        assert body["user"] == CACHE_SCOPE_USER + lm_cache_scope(Settings(api_base=one.api_base))
         headers = {k.lower(): v for k, v in one.requests[0]["headers"].items()}
         assert "authorization" not in headers  # no key configured: none sent
 
 
 def test_served_model_key_is_sent_and_never_saved(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with FakeOpenAIServer() as server:
-        lm = build_lm(Settings(lm="openai/qwen", api_base=server.url, api_key="sk-secret-123", lm_cache=False))
+    with served() as server:
+        lm = build_lm(Settings(lm="openai/qwen", api_base=server.api_base, api_key="sk-secret-123", lm_cache=False))
         with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
             dspy.Predict("question -> answer")(question="Capital of France?")
         headers = {k.lower(): v for k, v in server.requests[0]["headers"].items()}
@@ -457,8 +427,8 @@ def test_served_model_key_is_sent_and_never_saved(monkeypatch):
 
 def test_served_model_json_mode_reaches_the_server():
     reply = '{"answer": "Paris"}'
-    with FakeOpenAIServer(content=reply) as server:
-        lm = build_lm(Settings(lm="openai/qwen", api_base=server.url, lm_cache=False))
+    with served(reply) as server:
+        lm = build_lm(Settings(lm="openai/qwen", api_base=server.api_base, lm_cache=False))
         with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
             assert dspy.Predict("question -> answer")(question="Capital of France?").answer == "Paris"
         assert server.requests[0]["body"]["response_format"]["type"] in ("json_object", "json_schema")
@@ -470,8 +440,8 @@ def test_served_model_json_mode_reaches_the_server():
 def test_served_model_errors_are_dspy_errors_and_only_transient_ones_retried(status, kind, retried):
     import dspy.utils.exceptions as exceptions
 
-    with FakeOpenAIServer(status=status) as server:
-        lm = build_lm(Settings(lm="openai/qwen", api_base=server.url, lm_cache=False, lm_retries=1))
+    with served(status=status) as server:
+        lm = build_lm(Settings(lm="openai/qwen", api_base=server.api_base, lm_cache=False, lm_retries=1))
         with pytest.raises(exceptions.LMError) as caught:
             lm("hello")
     assert isinstance(caught.value, getattr(exceptions, kind)), repr(caught.value)
@@ -483,8 +453,8 @@ def test_served_model_context_overflow_is_dspy_context_window_error():
     from dspy.utils.exceptions import ContextWindowExceededError
 
     message = "the request exceeds the available context size, try increasing it"
-    with FakeOpenAIServer(status=400, content=message) as server:
-        lm = build_lm(Settings(lm="openai/qwen", api_base=server.url, lm_cache=False))
+    with served(message, status=400) as server:
+        lm = build_lm(Settings(lm="openai/qwen", api_base=server.api_base, lm_cache=False))
         with pytest.raises(ContextWindowExceededError):
             lm("hello")
 

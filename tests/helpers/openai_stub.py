@@ -2,7 +2,8 @@
 answers every chat completion `delay` seconds after its request line arrived (reading the request and
 making the reply included: a served model's latency is what its client waits, HTTP handling and all) with a
 fixed reply (or `reply(messages)` when it is callable), with TCP_NODELAY and HTTP/1.1 keep-alive, and
-records the requests (headers and bodies) it received."""
+records the requests it received (path, headers, body parsed as JSON). `status` other than 200 answers
+every request with that HTTP status and an OpenAI-style error body whose message is the reply."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from typing import Callable
 
 class OpenAIStub:
     def __init__(self, reply: str | Callable[[list[dict]], str] = "[[ ## completed ## ]]", delay: float = 0.0,
-                 port: int = 0):
+                 port: int = 0, status: int = 200):
         self.reply = reply
+        self.status = status
         self.delay = delay
         self.requests: list[dict] = []
         stub = self
@@ -38,18 +40,23 @@ class OpenAIStub:
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length).decode("utf-8", "replace")
+                body = json.loads(self.rfile.read(length).decode("utf-8", "replace") or "{}")
                 stub.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                text = stub.reply(json.loads(body or "{}").get("messages") or []) if callable(stub.reply) else stub.reply
-                payload = json.dumps({
-                    "id": "stub", "object": "chat.completion", "created": int(time.time()), "model": "stub",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                }).encode()
+                text = stub.reply(body.get("messages") or []) if callable(stub.reply) else stub.reply
+                if stub.status != 200:
+                    reply = {"error": {"message": text, "code": stub.status}}
+                else:
+                    reply = {
+                        "id": "stub", "object": "chat.completion", "created": int(time.time()),
+                        "model": body.get("model") or "stub",
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": text}}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    }
+                payload = json.dumps(reply).encode()
                 time.sleep(max(0.0, stub.delay - (time.monotonic() - self.arrived)))  # a fixed latency, all included
                 try:
-                    self.send_response(200)
+                    self.send_response(stub.status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
