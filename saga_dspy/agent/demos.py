@@ -289,8 +289,9 @@ class DemoPool:
         shown that `allow` refused); the refused ones are replaced by the next best."""
         if allow is None:
             return self.select(question, k, form, anchors), 0
-        refused = sum(1 for i in self._choose(question, k, form, anchors=anchors) if not self._allowed(i, allow))
-        return self._render(self._choose(question, k, form, allow, anchors), anchors), refused
+        unguarded, _ = self._choose(question, k, form, anchors=anchors)
+        refused = sum(1 for i in unguarded if not self._allowed(i, allow))
+        return self._render(*self._choose(question, k, form, allow, anchors)), refused
 
     def select(self, question: str, k: int, form: str | None = None, anchors: int = 0) -> list[dspy.Example]:
         """The k most similar demos (fresh copies), never the question itself.
@@ -306,14 +307,14 @@ class DemoPool:
         `anchors`: that many of the k are the same for every question (the pool's shortest solved
         questions showing the whole protocol), shown first, the per-question ones after them. A local
         model's prefix cache then evaluates the anchors once per run instead of once per question."""
-        return self._render(self._choose(question, k, form, anchors=anchors), anchors)
+        return self._render(*self._choose(question, k, form, anchors=anchors))
 
     def _choose(self, question: str, k: int, form: str | None, allow: Allow | None = None,
-                anchors: int = 0) -> list[int]:
+                anchors: int = 0) -> tuple[list[int], int]:
         """The indices `select` shows, most relevant first (those `allow` refuses passed over): the
-        per-question picks, then the anchors."""
+        per-question picks, then the anchors; and how many anchors end the list."""
         if k <= 0 or not self.records:
-            return []
+            return [], 0
         own = _norm_question(question)
         fixed = self._fillers(own, min(anchors, k), None, exclude=set(), allow=allow) if anchors > 0 else []
         want = k - len(fixed)
@@ -327,20 +328,18 @@ class DemoPool:
                 break
         if len(chosen) < want:
             chosen += self._fillers(own, want - len(chosen), form, exclude=set(chosen) | set(fixed), allow=allow)
-        return chosen + fixed
+        return chosen + fixed, len(fixed)
 
     def _render(self, chosen: list[int], anchors: int = 0) -> list[dspy.Example]:
         """`chosen` (most relevant first) as demos: each shows another kind of step by its rank (stop,
-        the query, the lookup after a search); the last `anchors` of them (the same for every question)
-        are shown first."""
+        the query, the lookup after a search); its last `anchors` (the same for every question) are
+        shown first."""
         views = []
         for rank, index in enumerate(chosen):
             record = self.records[index]
             views.append(((record.example, record.execute, record.lookup)[rank % 3] or record.example).copy())
-        if anchors <= 0:
-            return views
-        own = len(chosen) - min(anchors, len(chosen))
-        return views[own:] + views[:own]
+        split = len(views) - anchors
+        return views[split:] + views[:split]
 
 
 SHARED_POOL_VARIANT = Settings.model_fields["variant"].default  # its pool is `<dataset>.jsonl`, every variant's fallback

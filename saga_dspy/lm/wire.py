@@ -32,7 +32,7 @@ def chat_messages(request: Any) -> list[dict[str, str]]:
             return parts
         if not all(isinstance(p, TextPart) for p in parts):
             kinds = sorted({type(p).__name__ for p in parts if not isinstance(p, TextPart)})
-            raise UnsupportedFeatureError(f"The local model reads text only; {where} has {kinds}.")
+            raise UnsupportedFeatureError(f"This engine sends text only; {where} has {kinds}.")
         return "\n".join(p.text for p in parts)
 
     messages: list[dict[str, str]] = []
@@ -41,7 +41,7 @@ def chat_messages(request: Any) -> list[dict[str, str]]:
     for message in request.messages:
         role = {"developer": "system"}.get(message.role, message.role)
         if role not in ("system", "user", "assistant"):
-            raise UnsupportedFeatureError(f"The local model takes no {message.role!r} messages.")
+            raise UnsupportedFeatureError(f"This engine sends no {message.role!r} messages.")
         messages.append({"role": role, "content": text_of(message.parts, f"a {message.role} message")})
     return messages
 
