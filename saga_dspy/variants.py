@@ -48,6 +48,7 @@ class AgentFlags:
     auto_run: bool = True  # stop right after a lookup runs the lookup's proposed query first
     schema_controller: bool = True  # the SAGA controller reading the type context and knowledge log; else SPINACH's
     reject_empty_stop: bool = True  # stop() on an empty / blocked final query is sent back once
+    assist_repeats: bool = True  # a repeated action is answered with the step it circles (stop, the proposal)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ _TABLE = (
             GroundingFlags(type_filter=False, conflict_check=False, type_state=False, answer_type_prior=False,
                            schema_annotations=False, prune_all=True, incoming_edges=False),
             AgentFlags(answer_type_step=False, query_form=False, form_rewrite=False, auto_run=False,
-                       schema_controller=False, reject_empty_stop=False)),
+                       schema_controller=False, reject_empty_stop=False, assist_repeats=False)),
 )
 VARIANTS: dict[str, Variant] = {v.name: v for v in _TABLE}
 VARIANT_NAMES: tuple[str, ...] = tuple(VARIANTS)

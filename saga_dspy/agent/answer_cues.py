@@ -29,9 +29,11 @@ _DATE = re.compile(
     r"\bbirth\s*days?\b|\bbirth\s*dates?\b|\bdate\s+of\b|\b(year|day)\s+of\b|\bwhat\s+time\b", re.I)
 _WHO = re.compile(r"^\s*(who|whom|whose)\b|\b(who|whom)\s+(is|was|are|were|did|does|has|had)\b", re.I)
 _WHERE = re.compile(r"^\s*(where|from where)\b|\bwhere\s+(is|was|are|were|did|does)\b", re.I)
+_WORD = r"(?:[a-z](?:\.[a-z])+\.?|[a-z][a-z-]*)"  # a word, or a dotted abbreviation ("U.S.")
 _HEAD = re.compile(
-    r"\b(?:which|what|list(?:\s+all)?|give\s+me(?:\s+all)?|show\s+me(?:\s+all)?|name(?:\s+all)?|all)\s+"
-    r"(?:(?:the|of the|are the|is the|was the|were the)\s+)?([a-z][a-z-]*(?:\s+of\s+[a-z][a-z-]*|\s+[a-z][a-z-]*)?)",
+    r"\b(?:which|what|(?:give\s+me\s+|show\s+me\s+)?(?:a\s+)?list\s+of(?:\s+all)?|list(?:\s+all)?|"
+    r"give\s+me(?:\s+all)?|show\s+me(?:\s+all)?|name(?:\s+all)?|all)\s+"
+    rf"(?:(?:the|of the|are the|is the|was the|were the)\s+)?({_WORD}(?:\s+of\s+{_WORD}|\s+{_WORD})?)",
     re.I)
 # "what form of government": the class is the whole phrase, else the noun after "of"
 _OF_WORDS = frozenset({"form", "forms", "kind", "kinds", "type", "types", "sort", "sorts", "name", "names"})

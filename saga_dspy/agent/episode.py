@@ -62,10 +62,11 @@ class Episode:
     trajectory_cap: int | None = None  # after an overflow: at most half the trajectory that did not fit
     last_trajectory_chars: int = 0
     prompt_sizes: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(predictor) -> (fixed chars, inputs' chars)
-    extra_executions: int = 0  # queries the program ran itself: from stop's argument or the lookup's proposal
+    extra_executions: int = 0  # queries the program ran itself: stop's argument, the lookup's proposal (at stop or a repeat)
     auto_runs: int = 0  # of which the lookup's proposed query (the auto-run)
     done: dict[tuple[str, str], int] = field(default_factory=dict)  # action -> the step that ran it
     repeats: int = 0  # identical actions in a row
+    assisted: int = 0  # repeated actions the program answered with the step they circle (`_assist_repeat`)
     invalid: int = 0  # actions in a row that named no tool or lacked its argument
     deadline: float | None = None  # time.monotonic() past which no step is taken (settings.question_budget)
     budget_exceeded: bool = False
@@ -141,6 +142,9 @@ class Episode:
             return self._stop(thought, raw_args)
         key = _action_key(name, args)
         if key in self.done:  # the same call again: its result would be the same
+            assisted = self._assist_repeat(thought, name, args) if self.variant.agent.assist_repeats else None
+            if assisted is not None:
+                return assisted
             self.repeats += 1
             self.add_step(Step(thought, name, args, (
                 f"[REPEATED] You already called {name} with these arguments at step {self.done[key]}; the result "
@@ -186,8 +190,28 @@ class Episode:
         """The query the latest lookup proposed (its ★ property), if any."""
         return self.ctx.suggested_sparql or None
 
-    def _execute_for_stop(self, thought: str, sparql: str, note: str) -> None:
-        """Run a query that stop implies, as a step of its own, before stop is judged."""
+    def _assist_repeat(self, thought: str, name: str, args: dict[str, Any]) -> bool | str | None:
+        """The step a small model circles when it repeats an action, taken for it (None: no help to give).
+
+        A successful query executed again is the model's answer: it stops with it (stop judges it as usual).
+        A lookup made again while the lookup's proposed query was never executed: the proposal is executed."""
+        if name == "execute_sparql":
+            sparql = str(args.get("sparql") or "").strip()
+            if not sparql or self.status_of(sparql) != "ok" or sparql != (self.last_executed() or "").strip():
+                return None
+            self.repeats, self.assisted = 0, self.assisted + 1
+            return self._stop(thought, {})
+        if name == "get_wikidata_entry":
+            suggestion = self.suggested_query()
+            if not suggestion or self.status_of(suggestion) is not None:
+                return None
+            self.repeats, self.assisted = 0, self.assisted + 1
+            self._program_execute(thought, suggestion, "from-repeat")
+            return False
+        return None
+
+    def _program_execute(self, thought: str, sparql: str, note: str) -> None:
+        """Run a query the program chose (stop's argument, the lookup's proposal) as a step of its own."""
         observation = self._call_tool("execute_sparql", self.tools["execute_sparql"], {"sparql": sparql})
         self.extra_executions += 1
         self.add_step(Step(thought, "execute_sparql", {"sparql": sparql}, observation, note=note))
@@ -197,11 +221,11 @@ class Episode:
         given = parse_tool_args(raw_args, ["sparql"]).get("sparql")
         if (isinstance(given, str) and form_of(given) in QUERY_FORMS
                 and given.strip() != (self.last_executed() or "").strip()):
-            self._execute_for_stop(thought, given, "from-stop")
+            self._program_execute(thought, given, "from-stop")
         suggestion = self.suggested_query() if not self.last_executed() else None
         if suggestion and not self.no_query_rejections and self.variant.agent.auto_run:
             # Stop right after a lookup: a small model takes the lookup's proposed query as done.
-            self._execute_for_stop(thought, suggestion, "from-suggestion")
+            self._program_execute(thought, suggestion, "from-suggestion")
             self.auto_runs += 1
         observation = self._call_tool("stop", self.tools["stop"], {})
         final = _ctx_final(self.ctx) or self.last_executed()

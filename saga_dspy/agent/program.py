@@ -58,7 +58,7 @@ ANSWER_TYPE_MAX_TOKENS = 64  # a type name and a QID
 PRUNE_MAX_TOKENS = 160  # a list of property ids; a small model otherwise rambles to the cap (measured: 512 tokens, 70 s)
 RESULT_SAMPLE_ROWS = 5
 COUNTER_NAMES = ("steps", "lm_steps", "lookups", "searches", "examples", "executions", "auto_runs",
-                 "program_executions", "blocked", "empty", "prunes", "extracts", "answer_type_calls", "checks",
+                 "program_executions", "assisted", "blocked", "empty", "prunes", "extracts", "answer_type_calls", "checks",
                  "unparsable", "rejected", "repeated", "overflows", "lm_calls", "prompt_tokens", "completion_tokens",
                  "prompt_tokens_evaluated", "prompt_tokens_reused")  # a prediction's counters besides `seconds`
 
@@ -491,6 +491,7 @@ class SagaProgram(dspy.Module):
             "executions": int(ctx_counters.get("executions", 0)),
             "auto_runs": episode.auto_runs,
             "program_executions": episode.extra_executions,
+            "assisted": episode.assisted,
             "blocked": int(ctx_counters.get("blocked", 0)),
             "empty": int(ctx_counters.get("empty", 0)),
             "unparsable": sum(1 for s in episode.steps if s.note == "unparsable"),

@@ -11,7 +11,9 @@ from saga_dspy.kg.results import SelectResult
 
 
 QueryForm = Literal["ASK", "COUNT", "SELECT", "ANY"]
-_HOW_MANY = re.compile(r"\bhow\s+(many|much)\b|\bnumber\s+of\b|\bcount\s+(the|all)\b", re.IGNORECASE)
+# "how often did / was …" counts events (marriages, wins); "how often are the games held" asks a frequency
+_HOW_MANY = re.compile(r"\bhow\s+(many|much)\b|\bhow\s+often\s+(did|was|were|has|have|had)\b|\bnumber\s+of\b|"
+                       r"\bcount\s+(the|all)\b", re.IGNORECASE)
 
 
 _YES_NO = re.compile(
@@ -163,7 +165,8 @@ def form_problem(required: str, sparql: str, result: Any = None) -> str | None:
                 "but it is an ASK query. Write the SELECT query, execute it, then stop.")
     if required == "COUNT" and actual == "SELECT" and isinstance(result, SelectResult) and result.rows:
         values = result.values()
-        if not (len(result.rows) == 1 and values and all(_is_numeric_literal(b) for b in values)):
+        # numbers the graph stores (an employee count, one per date) are the answer; counting them is not
+        if not (values and all(_is_numeric_literal(b) for b in values)):
             return ("The question asks how many, so the final query should count the answers: "
                     "`SELECT (COUNT(DISTINCT ?x) AS ?count) WHERE { ... }` (or select the number the graph "
                     "stores). Write it, execute it, then stop.")

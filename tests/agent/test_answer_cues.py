@@ -22,6 +22,17 @@ def test_the_head_noun_may_be_the_last_word_or_an_everyday_name(schema):
     assert rule_answer_type("What movies does Jesse Eisenberg play in?", schema).qid == "Q11424"
 
 
+def test_a_list_of_and_dotted_abbreviations_reach_the_head_noun(schema):
+    # "a list of all trumpet players": the list is the form, the players the answer
+    players = rule_answer_type("Give me a list of all trumpet players that were bandleaders.", schema)
+    assert (players.label, players.qid) == ("person", "Q5")
+    assert rule_answer_type("Give me a list of all lakes in Denmark.", schema).qid == "Q23397"
+    # "U.S." is one word of the head noun, not the end of the question
+    states = rule_answer_type("Which U.S. states are in the same timezone as Utah?", schema)
+    assert (states.qid, states.confident) == ("Q35657", True)
+    assert rule_answer_type("List all boardgames by GMT.", schema).qid == "Q131436"
+
+
 def test_head_noun_class_and_the_guard(schema):
     cue = rule_answer_type("Which river does the Brooklyn Bridge cross?", schema)
     assert cue.label == "river" and cue.qid == "Q4022" and cue.confident

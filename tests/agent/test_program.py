@@ -571,18 +571,51 @@ def test_stop_on_an_empty_final_query_is_sent_back_once(settings, endpoint, sear
 
 
 def test_a_repeated_action_is_not_run_again(settings, endpoint, search):
-    lookup = step("get_wikidata_entry", qid="Q761383")
-    script = [answer_type("person", "Q5"), lookup, lookup, step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    found = step("search_wikidata", query="Riemannian geometry")
+    script = [answer_type("person", "Q5"), found, found, step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
     pred, lm = run(settings, endpoint, search, script, RIEMANN_Q)
     assert pred.trajectory[1]["note"] == "repeated" and "[REPEATED]" in pred.trajectory[1]["observation"]
-    assert pred.counters["lookups"] == 1 and pred.counters["repeated"] == 1
+    assert pred.counters["searches"] == 1 and pred.counters["repeated"] == 1 and pred.counters["assisted"] == 0
     assert answer_ids(pred) == {"Q42299"}
     # a controller stuck on one action is stopped after two repeats in a row; the extract call writes the query
-    script = [answer_type("person", "Q5")] + [lookup] * 3 + [{"sparql": RIEMANN_SPARQL}]
+    script = [answer_type("person", "Q5")] + [found] * 3 + [{"sparql": RIEMANN_SPARQL}]
     pred, lm = run(settings, endpoint, search, script, RIEMANN_Q)
     assert pred.counters["steps"] == 3 and pred.counters["repeated"] == 2
     assert any("repeated actions" in n for n in pred.notes)
     assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
+
+
+def test_a_repeated_lookup_runs_its_proposed_query(settings, endpoint, search):
+    lookup = step("get_wikidata_entry", qid="Q761383")
+    script = [answer_type("person", "Q5"), lookup, lookup, step("stop")]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    proposal = pred.trajectory[1]
+    assert proposal["tool_name"] == "execute_sparql" and proposal["note"] == "from-repeat"
+    assert "wdt:P138" in proposal["tool_args"]["sparql"] and proposal["observation"].startswith("[OK]")
+    assert pred.counters["assisted"] == 1 and pred.counters["program_executions"] == 1
+    assert pred.counters["repeated"] == 0 and pred.counters["lookups"] == 1
+    assert pred.final_source == "stop" and answer_ids(pred) == {"Q42299"}
+    # once executed, the proposal is not run again: a further repeat is a repeat
+    script = [answer_type("person", "Q5"), lookup, lookup, lookup, step("stop")]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert [s["note"] for s in pred.trajectory[1:3]] == ["from-repeat", "repeated"]
+    # the SPINACH baseline gets no help
+    base = [lookup, {"relevant_pids": ["P138"]}, lookup, step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    pred, _ = run(settings, endpoint, search, base, RIEMANN_Q, variant="spinach")
+    assert pred.trajectory[1]["note"] == "repeated" and pred.counters["assisted"] == 0
+
+
+def test_a_successful_query_executed_again_is_taken_as_stop(settings, endpoint, search):
+    run_it = step("execute_sparql", sparql=RIEMANN_SPARQL)
+    pred, lm = run(settings, endpoint, search, [answer_type("person", "Q5"), run_it, run_it], RIEMANN_Q)
+    assert [s["tool_name"] for s in pred.trajectory] == ["execute_sparql", "stop"]
+    assert pred.final_source == "stop" and pred.counters["assisted"] == 1 and pred.counters["lm_calls"] == 3
+    assert answer_ids(pred) == {"Q42299"}
+    # an empty query executed again is no answer: a repeat as before
+    empty = step("execute_sparql", sparql="SELECT ?x WHERE { wd:Q761383 wdt:P170 ?x }")
+    script = [answer_type("person", "Q5"), empty, empty, run_it, step("stop")]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert pred.trajectory[1]["note"] == "repeated" and pred.counters["assisted"] == 0
 
 
 def test_a_query_given_to_stop_is_executed_first(settings, endpoint, search):

@@ -11,7 +11,7 @@ import pytest
 from saga_dspy.agent.demos import BM25, DemoPool, record_to_example, tokenize
 from saga_dspy.kg.results import Binding, SelectResult
 from saga_dspy.agent.trajectory import Step, render_trajectory
-from saga_dspy.agent.query_form import form_of, form_problem, rewrite_head
+from saga_dspy.agent.query_form import decide_query_form, form_of, form_problem, rewrite_head
 from saga_dspy.agent.parsing import normalize_tool_name, parse_tool_args
 from saga_dspy.agent.answer_type import AnswerTypeInfo, normalize_answer_label, normalize_answer_qid
 from saga_dspy.agent.query_form import decide_query_form
@@ -122,6 +122,21 @@ def test_form_problem():
     assert form_problem("COUNT", "SELECT ?x WHERE { ?x ?p ?o }", entities)
     assert form_problem("COUNT", "SELECT ?n WHERE { wd:Q1 wdt:P1082 ?n }", number) is None
     assert form_problem("COUNT", "SELECT (COUNT(?x) AS ?n) WHERE { ?x ?p ?o }") is None
+    # several stored numbers (an employee count per date) are the answer, not things to count
+    dated = SelectResult(["n"], [{"n": Binding("literal", v, "http://www.w3.org/2001/XMLSchema#decimal")}
+                                 for v in ("47756", "190234")])
+    assert form_problem("COUNT", "SELECT ?n WHERE { wd:Q95 wdt:P1128 ?n }", dated) is None
+    mixed = SelectResult(["x", "n"], [{"x": Binding("uri", "http://www.wikidata.org/entity/Q1"),
+                                       "n": Binding("literal", "3", "http://www.w3.org/2001/XMLSchema#integer")}])
+    assert form_problem("COUNT", "SELECT ?x ?n WHERE { ?x wdt:P1128 ?n }", mixed)
+
+
+def test_how_often_did_counts_events_and_how_often_are_asks_a_frequency():
+    quantity = AnswerTypeInfo.from_raw("quantity", "")
+    assert decide_query_form(quantity, "How often did Jane Fonda marry?") == "COUNT"
+    assert decide_query_form(quantity, "How often was Naomi Novik nominated for a Hugo Award?") == "COUNT"
+    assert decide_query_form(quantity, "How often are the Paralympic games held?") == "SELECT"
+    assert decide_query_form(None, "How often did the Mongols try to invade Japan?") == "COUNT"
 
 
 # --- tool calls from LM text ---------------------------------------------------------------------
