@@ -9,10 +9,14 @@ each 1,000 tokens of context up to 6,000 (a question's later steps are evaluated
 llama.cpp loads, so each runs in its own process), alternating, `--rounds` times, with `--busy N` busy-loop
 processes beside it (a loaded machine); `saga_dspy.lm.llama.omp_wait_policy` chooses between them. Without that
 flag the figures are under the environment's policy (unset: libgomp's default).
+`--quantizations`: the bundled Q4_K_M file re-encoded by llama.cpp's own quantizer (`llama_model_quantize`, into a
+temporary folder: Q8_0, Q4_0, BF16, F16; no new information, only another weight format and kernels), each timed
+with the default setting in its own process, alternating, `--rounds` times.
 
     python benchmarks/bench_llama_settings.py [--prompt-tokens 1500] [--settings default,batch1024,...]
     python benchmarks/bench_llama_settings.py --by-context
     python benchmarks/bench_llama_settings.py --wait-policies [--busy 1] [--rounds 2]
+    python benchmarks/bench_llama_settings.py --quantizations [--rounds 2]
 
 Run it on an idle machine: every figure is wall-clock on this CPU.
 """
@@ -136,6 +140,40 @@ def wait_policies(rounds: int, busy: int) -> None:
         print(f"| {policy} | {busy} | {prompt} | {gen} |")
 
 
+QUANTIZATIONS = {"q8_0": 7, "q4_0": 2, "bf16": 32, "f16": 1}  # llama_ftype values
+
+
+def quantizations(model: str, rounds: int) -> None:
+    """The bundled model and its re-encodings, each timed in a fresh process, alternating."""
+    import tempfile
+
+    import llama_cpp
+
+    with tempfile.TemporaryDirectory(prefix="saga-quant-") as tmp:
+        files = {"q4_k_m (bundled)": model}
+        for name, ftype in QUANTIZATIONS.items():
+            params = llama_cpp.llama_model_quantize_default_params()
+            params.ftype, params.allow_requantize, params.nthread = ftype, True, 2
+            target = str(Path(tmp) / f"{name}.gguf")
+            if llama_cpp.llama_model_quantize(model.encode(), target.encode(), params) != 0:
+                print(f"{name}: the quantizer failed", flush=True)
+                continue
+            files[name] = target
+        rows: dict[str, list[dict]] = {name: [] for name in files}
+        for _ in range(rounds):
+            for name, path in files.items():
+                out = subprocess.run([sys.executable, __file__, "--settings", "default", "--json-only", "--model", path],
+                                     capture_output=True, text=True, check=True).stdout
+                rows[name].append(json.loads(out.strip().splitlines()[-1])["default"])
+                print(json.dumps({name: rows[name][-1]}), flush=True)
+        sizes = {name: Path(path).stat().st_size / 2**30 for name, path in files.items()}
+    print("\n| weights | file GiB | prompt tok/s | generated tok/s |\n|---|---|---|---|")
+    for name, got in rows.items():
+        prompt = " / ".join(str(r["prompt_tok_s"]) for r in got)
+        gen = " / ".join(str(r["gen_tok_s"]) for r in got)
+        print(f"| {name} | {sizes[name]:.2f} | {prompt} | {gen} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("--prompt-tokens", type=int, default=1500)
@@ -144,7 +182,9 @@ def main() -> int:
     ap.add_argument("--wait-policies", action="store_true", help="the default setting under each OpenMP wait policy")
     ap.add_argument("--busy", type=int, default=0, help="with --wait-policies: busy-loop processes alongside")
     ap.add_argument("--rounds", type=int, default=2, help="with --wait-policies: alternating rounds")
+    ap.add_argument("--quantizations", action="store_true", help="the bundled model re-encoded in other formats")
     ap.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--model", help=argparse.SUPPRESS)  # a re-encoded file (--quantizations' child processes)
     args = ap.parse_args()
     if args.wait_policies:
         wait_policies(args.rounds, args.busy)
@@ -152,7 +192,10 @@ def main() -> int:
     from saga_dspy.config import Settings
     from saga_dspy.lm import ensure_local_model
 
-    model = str(ensure_local_model(Settings()))
+    model = args.model or str(ensure_local_model(Settings()))
+    if args.quantizations:
+        quantizations(model, args.rounds)
+        return 0
     if not args.json_only:
         print(f"load average before: {os.getloadavg()[0]:.2f}")
     if args.by_context:

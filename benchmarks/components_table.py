@@ -40,8 +40,11 @@ def main(folder: str, *tags: str) -> None:
             cells = []
             for r in reports.values():
                 row = r.get("filters", {}).get(mode)
-                cells.append("—" if row is None else f"{row['false_conflict_rate_pct']}% / {row['wrong_entity_detection_pct']}%")
-            print(f"| filter {mode}: false confl. / wrong-entity det. | " + " | ".join(cells) + " |")
+                sparing = "" if row is None or row.get("wrong_entity_detection_sparing_gold_pct") is None else (
+                    f" / {row['wrong_entity_detection_sparing_gold_pct']}%")
+                cells.append("—" if row is None else
+                             f"{row['false_conflict_rate_pct']}% / {row['wrong_entity_detection_pct']}%{sparing}")
+            print(f"| filter {mode}: false confl. / wrong-entity det. (/ sparing the gold) | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

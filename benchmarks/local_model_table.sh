@@ -28,7 +28,8 @@ common=(--dataset qald10 --split "$SPLIT" --no-lm-cache --num-threads 1 --max-st
 "$PY" -m saga_dspy.eval "${common[@]}" --limit "$N" --variant full --variant spinach --out "$OUT/variants"
 "$PY" benchmarks/bench_agent.py --from-eval "$OUT/variants/full" "$OUT/variants/spinach" --out "$OUT/bench_agent.json"
 "$PY" -m saga_dspy.eval "${common[@]}" --limit "$NA" --variant no-type-filter --variant no-type-state \
-    --variant no-answer-type --variant no-query-form --variant no-form-rewrite --variant no-auto-run --out "$OUT/variants"
+    --variant no-answer-type --variant no-query-form --variant no-form-rewrite --variant no-auto-run \
+    --variant no-repeat-assist --out "$OUT/variants"
 "$PY" -m saga_dspy.eval "${common[@]}" --limit "$NA" --variant full --demos 0 --out "$OUT/zero-shot"
 if [ ! -f "$OUT/bootstrap/program.json" ]; then
     "$PY" -m saga_dspy.optimize --optimizer bootstrap --teacher gold --dataset qald10 --split train \

@@ -9,7 +9,10 @@ knows, look the entity up with and without the type filter and report raw edges,
 reduction, gold-property recall (over gold pairs whose property is in the entity's
 neighbourhood, and over all gold pairs: the paper's definition), the decision counts,
 false conflicts on gold pairs, wrong-entity detection (the other top search hits for the
-entity's label, checked against the gold property), and the gold pairs each filter removes.
+entity's label, checked against the gold property; also the share of those pairs flagged while the
+same check keeps the gold entity: detection that tells the wrong entity from the right one, which a
+filter flagging both does not), and the gold pairs each filter removes. Every check knows whether the
+entity carries the property (its neighbourhood; the candidates' statements), as the tools' checks do.
 
 `conflicts`: the execute tool's conflict check over every gold query; every flag on a
 gold query is a false conflict (a schema or hierarchy gap, or a data error).
@@ -31,10 +34,11 @@ from .eval.datasets import load_benchmark
 from .eval.gold_pairs import gold_queries
 from .grounding.checks import find_conflicts
 from .grounding.context import QuestionContext
-from .grounding.flavours import Flavour, flavour_for
+from .grounding.flavours import DIRECT, Flavour, flavour_for
 from .grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
 from .grounding.patterns import parse_query
 from .kg.endpoint import Endpoint
+from .kg.errors import SparqlError
 from .kg.search import Search
 from .schema import ClassHierarchy, EntityTypes, Outcome, SchemaIndex, check_domain, entity_types_many
 from .services import KgServices
@@ -63,6 +67,7 @@ class FilterStats:
     wrong_pairs: int = 0
     wrong_flagged: int = 0
     wrong_checkable: int = 0
+    wrong_sparing_gold: int = 0  # flagged wrong candidates whose gold entity the same check keeps
     removed_gold: list[dict] = field(default_factory=list)
     wrong_examples: list[dict] = field(default_factory=list)
 
@@ -87,6 +92,8 @@ class FilterStats:
             "wrong_entity_detection_pct": pct(self.wrong_flagged, self.wrong_pairs),
             "wrong_entity_detection_checkable_pct": pct(self.wrong_flagged, self.wrong_checkable),
             "wrong_checkable_pairs": self.wrong_checkable,
+            # detection that tells the wrong entity from the right one: the gold pair is not flagged too
+            "wrong_entity_detection_sparing_gold_pct": pct(self.wrong_sparing_gold, self.wrong_pairs),
         }
 
 
@@ -112,12 +119,14 @@ def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpo
         candidates = _wrong_candidates(kg.search, pairs, known, labels)
         cand_ids = sorted({c for cs in candidates.values() for c in cs})
         cand_types = entity_types_many(kg.endpoint, cand_ids) if cand_ids else {}
+        carried = {eid: set(nb.edges) for eid, nb in neighbourhoods.items()}
+        carried.update(_carried_properties(kg.endpoint, flavour, cand_ids))
         results = {}
         for mode in modes:
             st = FilterStats(mode)
             kept_by_entity = _count_filter(st, neighbourhoods, kg.schema, kg.hierarchy, mode)
-            _count_pairs(st, pairs, neighbourhoods, kept_by_entity, candidates, cand_types, kg.schema, kg.hierarchy,
-                         mode)
+            _count_pairs(st, pairs, neighbourhoods, kept_by_entity, candidates, cand_types, carried, kg.schema,
+                         kg.hierarchy, mode)
             results[mode] = st
         return {
             "dataset": dataset,
@@ -163,6 +172,32 @@ def _wrong_candidates(search: Search | None, pairs: list[tuple[str, str]], known
     return candidates
 
 
+def _carried_properties(endpoint: Endpoint, flavour: Flavour, ids: list[str], batch: int = 10) -> dict[str, set[str]]:
+    """The properties each entity carries as a subject (direct statements), in batched queries (one per entity
+    where a batch's rows were capped); an entity whose query fails carries nothing known (its checks then get
+    no help from its own statements)."""
+    out: dict[str, set[str]] = {eid: set() for eid in ids}
+    by_iri = {flavour.entity_iri(eid): eid for eid in ids}
+
+    def rows(group: list[str]) -> list:
+        values = " ".join(f"<{flavour.entity_iri(eid)}>" for eid in group)
+        try:
+            result = endpoint.select(f"SELECT DISTINCT ?e ?p WHERE {{ VALUES ?e {{ {values} }} ?e ?p ?o }}")
+        except SparqlError:
+            return []
+        if result.capped and len(group) > 1:
+            return [row for eid in group for row in rows([eid])]
+        return result.rows
+
+    for start in range(0, len(ids), batch):
+        for row in rows(ids[start:start + batch]):
+            eid = by_iri.get(row["e"].value) if "e" in row else None
+            ref = flavour.prop_ref(row["p"].value) if "p" in row else None
+            if eid and ref is not None and ref.role == DIRECT:
+                out[eid].add(ref.pid)
+    return out
+
+
 def _count_filter(st: FilterStats, neighbourhoods: dict[str, Neighbourhood], schema: SchemaIndex,
                   hierarchy: ClassHierarchy, mode: str) -> dict[str, set[str]]:
     """Edges and decisions of the type filter over every neighbourhood; returns what it kept per entity."""
@@ -184,16 +219,18 @@ def _count_filter(st: FilterStats, neighbourhoods: dict[str, Neighbourhood], sch
 
 def _count_pairs(st: FilterStats, pairs: list[tuple[str, str]], neighbourhoods: dict[str, Neighbourhood],
                  kept_by_entity: dict[str, set[str]], candidates: dict[str, list[str]],
-                 cand_types: dict[str, EntityTypes], schema: SchemaIndex, hierarchy: ClassHierarchy,
-                 mode: str) -> None:
-    """Gold-pair recall and false conflicts, and wrong-entity detection on the candidates."""
+                 cand_types: dict[str, EntityTypes], carried: dict[str, set[str]], schema: SchemaIndex,
+                 hierarchy: ClassHierarchy, mode: str) -> None:
+    """Gold-pair recall and false conflicts, and wrong-entity detection on the candidates (each check knows
+    whether the entity carries the property, as the lookup and the execute tool's check do)."""
     for eid, pid in pairs:
         if eid not in neighbourhoods:
             continue
         nb = neighbourhoods[eid]
         st.pairs_total += 1
         ps = schema.get(pid)
-        decision = check_domain(nb.types, ps.domain if ps else None, hierarchy, mode, pid=pid)
+        decision = check_domain(nb.types, ps.domain if ps else None, hierarchy, mode, pid=pid,
+                                carried=pid in carried.get(eid, ()))
         if nb.types.types and ps is not None and ps.domain is not None:
             st.pairs_checkable += 1
         if decision.outcome is Outcome.CONFLICT:
@@ -217,11 +254,13 @@ def _count_pairs(st: FilterStats, pairs: list[tuple[str, str]], neighbourhoods: 
         for cand in candidates.get(eid, []):
             et = cand_types.get(cand) or EntityTypes((), False, "none", cand)
             st.wrong_pairs += 1
-            d = check_domain(et, ps.domain if ps else None, hierarchy, mode, pid=pid)
+            d = check_domain(et, ps.domain if ps else None, hierarchy, mode, pid=pid,
+                             carried=pid in carried.get(cand, ()))
             if et.types and ps is not None and ps.domain is not None:
                 st.wrong_checkable += 1
             if d.outcome is Outcome.CONFLICT:
                 st.wrong_flagged += 1
+                st.wrong_sparing_gold += decision.outcome is not Outcome.CONFLICT
                 if len(st.wrong_examples) < 12:
                     st.wrong_examples.append({"gold": f"{eid} {nb.label}", "candidate": cand,
                                               "property": pid, "reason": d.reason})
@@ -321,7 +360,8 @@ def print_grounding(report: dict[str, Any], out=sys.stdout, details: int = 10) -
             f"{_fmt(row['gold_recall_all_pairs_pct'], '%')} of {row['gold_pairs']} (raw {_fmt(row['raw_recall_all_pairs_pct'], '%')})",
             f"{row['false_conflicts_on_gold_pairs']} ({_fmt(row['false_conflict_rate_pct'], '%')})",
             f"{_fmt(row['wrong_entity_detection_pct'], '%')} of {row['wrong_candidate_pairs']} "
-            f"({_fmt(row['wrong_entity_detection_checkable_pct'], '%')} of {row['wrong_checkable_pairs']} checkable)",
+            f"({_fmt(row['wrong_entity_detection_checkable_pct'], '%')} of {row['wrong_checkable_pairs']} checkable; "
+            f"{_fmt(row['wrong_entity_detection_sparing_gold_pct'], '%')} sparing the gold)",
             "/".join(str(d.get(k, 0)) for k in ("compatible", "conflict", "unknown", "skipped (no types)")),
         ]), file=out)
     for mode, row in report["filters"].items():
@@ -393,7 +433,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 FILTER_FIGURES = ("false_conflicts_on_gold_pairs", "false_conflict_rate_pct", "wrong_entity_detection_pct",
-                  "wrong_entity_detection_checkable_pct", "edge_reduction_pct", "gold_recall_in_neighbourhood_pct")
+                  "wrong_entity_detection_checkable_pct", "wrong_entity_detection_sparing_gold_pct",
+                  "edge_reduction_pct", "gold_recall_in_neighbourhood_pct")
 
 
 def components_report(settings: Settings, dataset: str, split: str, *, endpoint: Endpoint, search: Search | None,

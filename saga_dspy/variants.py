@@ -1,8 +1,9 @@
 """The one table of variants: each name maps to the grounding mechanisms it keeps and how the agent runs.
 
 `full` is SAGA; `no-type-filter`, `no-type-state` and `no-answer-type` are the paper's ablations (Table 5);
-`no-query-form`, `no-form-rewrite` and `no-auto-run` switch off, one at a time, this implementation's remedies
-around the stop decision (issue 11 §4: each ablation isolates one mechanism); `no-incoming` drops the
+`no-query-form`, `no-form-rewrite`, `no-auto-run` and `no-repeat-assist` switch off, one at a time, this
+implementation's remedies around the stop decision and a stuck controller (issue 11 §4: each ablation isolates
+one mechanism); `no-incoming` drops the
 lookup's section of the properties that point at the entity;
 `spinach` is the baseline without schema annotations, with LLM pruning of every neighbourhood. Nothing
 else in the package compares variant names: it asks `variant_of(name).grounding` / `.agent` instead.
@@ -73,6 +74,7 @@ _TABLE = (
     Variant("no-query-form", GroundingFlags(), AgentFlags(query_form=False)),
     Variant("no-form-rewrite", GroundingFlags(), AgentFlags(form_rewrite=False)),
     Variant("no-auto-run", GroundingFlags(), AgentFlags(auto_run=False)),
+    Variant("no-repeat-assist", GroundingFlags(), AgentFlags(assist_repeats=False)),
     Variant("no-incoming", GroundingFlags(incoming_edges=False), AgentFlags()),  # outgoing properties only
     Variant("spinach",
             GroundingFlags(type_filter=False, conflict_check=False, type_state=False, answer_type_prior=False,

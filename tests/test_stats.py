@@ -46,6 +46,18 @@ def test_grounding_stats_closure_keeps_gold_properties(qald7):
     assert closure["wrong_candidate_pairs"] > 0
     removed = bare["removed_gold_pairs"][0]
     assert removed["types"] and removed["domain"] and removed["reason"]
+    # detection that spares the gold entity is part of detection; bare flags many gold entities too
+    for row in (bare, closure):
+        assert 0 <= row["wrong_entity_detection_sparing_gold_pct"] <= row["wrong_entity_detection_pct"]
+    assert (bare["wrong_entity_detection_sparing_gold_pct"] < bare["wrong_entity_detection_pct"])
+
+
+def test_candidates_carried_properties(settings, endpoint):
+    from saga_dspy.stats import _carried_properties
+
+    carried = _carried_properties(endpoint, WIKIDATA, ["Q761383", "Q42299", "Q999999999"], batch=2)
+    assert "P138" in carried["Q761383"] and carried["Q42299"] == {"P101"}  # Riemann: one statement in the sample
+    assert carried["Q999999999"] == set() and not any(p.startswith("http") for p in carried["Q761383"])
 
 
 def test_gold_queries_raise_almost_no_false_conflicts(settings, endpoint, search):

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "saga_dspy"
 
 def test_the_table():
     assert VARIANT_NAMES == ("full", "no-type-filter", "no-type-state", "no-answer-type", "no-query-form",
-                             "no-form-rewrite", "no-auto-run", "no-incoming", "spinach")
+                             "no-form-rewrite", "no-auto-run", "no-repeat-assist", "no-incoming", "spinach")
     assert [n for n in VARIANT_NAMES if variant_of(n).is_full] == ["full"]
     assert get_args(Variant) == VARIANT_NAMES  # the settings accept exactly the table's names
     assert variant_of("full").grounding == GroundingFlags() and variant_of("full").agent.answer_type_step

@@ -460,4 +460,5 @@ def print_components(report: dict[str, Any], out: TextIO | None = None) -> None:
     for mode, row in (report.get("filters") or {}).items():
         print(f"filter {mode}: false conflicts {row['false_conflicts_on_gold_pairs']} "
               f"({row['false_conflict_rate_pct']}%), wrong-entity detection {row['wrong_entity_detection_pct']}% "
-              f"({row['wrong_entity_detection_checkable_pct']}% checkable)", file=out)
+              f"({row['wrong_entity_detection_checkable_pct']}% checkable, "
+              f"{row.get('wrong_entity_detection_sparing_gold_pct')}% sparing the gold)", file=out)

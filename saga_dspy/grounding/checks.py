@@ -112,6 +112,8 @@ def find_conflicts(ctx: "QuestionContext", parsed: ParsedQuery | None) -> list[C
             continue
         ps = ctx.schema.get(pid)
         decision = check_domain(et, ps.domain, ctx.hierarchy, ctx.filter_mode, pid=pid)
+        if decision.inferred and eid and _carries(ctx, eid, pid):
+            decision = check_domain(et, ps.domain, ctx.hierarchy, ctx.filter_mode, pid=pid, carried=True)
         if decision.keep:
             continue
         label = ctx.labels([eid]).get(eid, "") if eid else ""
@@ -119,6 +121,17 @@ def find_conflicts(ctx: "QuestionContext", parsed: ParsedQuery | None) -> list[C
                             tuple(et.types), pid, tuple(ps.domain.classes), decision.reason,
                             p.context == REQUIRED, is_declared))
     return out
+
+
+def _carries(ctx: "QuestionContext", eid: str, pid: str) -> bool:
+    """Whether the entity has a statement with this property (asked only for an inferred conflict; a failed
+    probe counts as no)."""
+    flavour = ctx.flavour
+    try:
+        result = ctx.query(f"ASK {{ <{flavour.entity_iri(eid)}> <{flavour.direct_iri(pid)}> ?o }}")
+    except SparqlError:
+        return False
+    return isinstance(result, AskResult) and bool(result.value)
 
 
 # --- reversed direction ---------------------------------------------------------------------------------------------

@@ -132,7 +132,8 @@ def _attach_qualifiers(result, nb: Neighbourhood, by_key: dict, flavour: Flavour
 
 def type_filter(nb: Neighbourhood, schema, hierarchy, mode: str, types=None) -> FilterResult:
     """Eq. 3 with three outcomes: keep unless the domain check demonstrates a conflict.
-    With no types the filter is skipped (every property kept, decisions UNKNOWN)."""
+    With no types the filter is skipped (every property kept, decisions UNKNOWN). Every property of a
+    neighbourhood is one the entity carries (what the calibrated mode's inferred conflicts yield to)."""
     et = types if types is not None else nb.types
     decisions: dict[str, Any] = {}
     kept: list[str] = []
@@ -140,7 +141,7 @@ def type_filter(nb: Neighbourhood, schema, hierarchy, mode: str, types=None) -> 
     has_types = bool(et is not None and et.types) and (mode != "bare" or bool(et.p31))
     for pid in nb.edges:
         ps = schema.get(pid)
-        decision = check_domain(et, ps.domain if ps else None, hierarchy, mode, pid=pid)
+        decision = check_domain(et, ps.domain if ps else None, hierarchy, mode, pid=pid, carried=True)
         decisions[pid] = decision
         if decision.keep:
             kept.append(pid)

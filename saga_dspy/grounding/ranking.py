@@ -129,7 +129,11 @@ def content_stems(text: str, drop: Iterable[str] = ()) -> list[str]:
 
 @lru_cache(maxsize=20000)
 def _field_stems(text: str) -> frozenset[str]:
-    return frozenset(stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS)
+    """The field's content stems, and each pair of adjacent content words joined ("time zone" also meets the
+    question's "timezone", "birth place" its "birthplace")."""
+    words = _WORD.findall(text.lower())
+    joined = (a + b for a, b in zip(words, words[1:]) if a not in STOPWORDS and b not in STOPWORDS)
+    return frozenset([*(stem(w) for w in words if w not in STOPWORDS), *(stem(j) for j in joined)])
 
 
 def _match(word: str, stems: frozenset[str]) -> float:

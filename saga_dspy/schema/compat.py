@@ -26,6 +26,10 @@ UNKNOWN. Only a CONFLICT removes a property.
    no surprise), nor does a property without any domain evidence, an entity without P31 types, or a
    domain asking for subclasses. Without usage evidence (no `pid`, no `ClassUsage`: the pure
    signature) the check is the type check alone. Soft evidence alone stays unknown.
+The conflicts of changes 2 and 3 are inferred (from a patchy hierarchy, from class statistics), not
+demonstrated; the entity's own statement outweighs them: a caller that knows the entity carries the
+property (`carried`: the lookup's properties are all carried) gets UNKNOWN instead. (On the dev and train
+splits every false conflict of this mode on a gold pair the entity carries was such a conflict.)
 
 `bare` is the paper's Eq. 3: keep p iff δ(p) is empty or δ(p) ∩ τ(e) ≠ ∅, where τ(e)
 is the entity's P31 set (no subclass reasoning, no class-level typing); a property
@@ -89,6 +93,7 @@ class Decision:
     outcome: Outcome
     reason: str
     matched: str | None = None  # the domain class that made it COMPATIBLE
+    inferred: bool = False  # a calibrated CONFLICT from a patchy hierarchy or usage statistics, not demonstrated
 
     @property
     def keep(self) -> bool:
@@ -197,11 +202,13 @@ def check_types(
     *,
     pid: str | None = None,
     usage: ClassUsage | None = None,
+    carried: bool = False,
 ) -> Decision:
     """Is an entity with these types compatible with this evidence? (`role` only words the reason.)
 
     `pid` (the property) and `usage` (default: the hierarchy's) add usage evidence in the `calibrated`
-    mode, on the subject side only; without them the check is the type check alone."""
+    mode, on the subject side only; without them the check is the type check alone. `carried`: the entity
+    has a statement with `pid` in the KG, which outweighs the calibrated mode's inferred conflicts."""
     et = EntityTypes.of(entity_types)
     if evidence is None or not evidence.classes:
         return Decision(Outcome.UNKNOWN, f"no {role} known")
@@ -216,9 +223,12 @@ def check_types(
         decision = _calibrated(et, evidence, wanted, hierarchy, role)
         if usage is None:
             usage = getattr(hierarchy, "usage", None)
-        if pid is None or usage is None or role != "domain":
-            return decision
-        return _with_usage(decision, et, evidence, normalize_pid(pid), usage)
+        if pid is not None and usage is not None and role == "domain":
+            decision = _with_usage(decision, et, evidence, normalize_pid(pid), usage)
+        if carried and decision.inferred:
+            return Decision(Outcome.UNKNOWN, f"{decision.reason}; but the entity itself carries the property: "
+                                             "its own statement outweighs an inferred conflict")
+        return decision
     return _closure(et, evidence, wanted, hierarchy, role)
 
 
@@ -230,10 +240,12 @@ def check_domain(
     *,
     pid: str | None = None,
     usage: ClassUsage | None = None,
+    carried: bool = False,
 ) -> Decision:
     """Subject-side check: may an entity with these types be the subject of a property with this domain?
-    Name the property (`pid`) for the calibrated mode's usage evidence (see the module docstring)."""
-    return check_types(entity_types, evidence, hierarchy, mode, "domain", pid=pid, usage=usage)
+    Name the property (`pid`) for the calibrated mode's usage evidence, and say whether the entity carries it
+    (`carried`) where that is known (see the module docstring)."""
+    return check_types(entity_types, evidence, hierarchy, mode, "domain", pid=pid, usage=usage, carried=carried)
 
 
 def check_range(
@@ -263,7 +275,7 @@ def _calibrated(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str],
     if evidence.relation == "subclass_of" and not et.is_class:
         return decision
     return Decision(Outcome.CONFLICT, f"no type reaches the {role} (hub classes do not count; "
-                                      f"some closures incomplete)")
+                                      f"some closures incomplete)", inferred=True)
 
 def usage_evidence(et: EntityTypes, pid: str, usage: ClassUsage, min_instances: int = USAGE_MIN_INSTANCES,
                    max_share: float = USAGE_MAX_SHARE) -> list[tuple[str, int, int]] | None:
@@ -299,7 +311,7 @@ def _with_usage(decision: Decision, et: EntityTypes, evidence: TypeEvidence, pid
         return decision
     what = ", ".join(f"{c}: {k} of {n}" for c, n, k in found[:3])
     return Decision(Outcome.CONFLICT, f"{decision.reason}; but in the KG (almost) no instance of the entity's "
-                                      f"well-populated types carries {pid} ({what})")
+                                      f"well-populated types carries {pid} ({what})", inferred=True)
 
 
 def _bare(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], role: str) -> Decision:

@@ -599,7 +599,10 @@ def test_a_repeated_lookup_runs_its_proposed_query(settings, endpoint, search):
     script = [answer_type("person", "Q5"), lookup, lookup, lookup, step("stop")]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
     assert [s["note"] for s in pred.trajectory[1:3]] == ["from-repeat", "repeated"]
-    # the SPINACH baseline gets no help
+    # the ablation and the SPINACH baseline get no help
+    pred, _ = run(settings, endpoint, search, script[:3] + [step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")],
+                  RIEMANN_Q, variant="no-repeat-assist")
+    assert pred.trajectory[1]["note"] == "repeated" and pred.counters["assisted"] == 0
     base = [lookup, {"relevant_pids": ["P138"]}, lookup, step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
     pred, _ = run(settings, endpoint, search, base, RIEMANN_Q, variant="spinach")
     assert pred.trajectory[1]["note"] == "repeated" and pred.counters["assisted"] == 0

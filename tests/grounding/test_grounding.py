@@ -343,12 +343,13 @@ def test_render_table_clips_cells():
 
 def test_variants_map_to_flags_in_one_place(make, settings):
     assert set(VARIANT_FLAGS) == {"full", "no-type-filter", "no-type-state", "no-answer-type", "spinach",
-                                  "no-query-form", "no-form-rewrite", "no-auto-run", "no-incoming"}
+                                  "no-query-form", "no-form-rewrite", "no-auto-run", "no-repeat-assist",
+                                  "no-incoming"}
     assert GroundingFlags.for_variant("full") == GroundingFlags()
     for name in VARIANT_FLAGS:
         ctx, _ = make(variant=name)
         # the agent-only ablations (the stop remedies) keep the full variant's grounding
-        agent_only = name in ("no-query-form", "no-form-rewrite", "no-auto-run")
+        agent_only = name in ("no-query-form", "no-form-rewrite", "no-auto-run", "no-repeat-assist")
         assert ctx.variant == ("full" if agent_only else name)
     with pytest.raises(ValueError):
         GroundingFlags.for_variant("nope")
@@ -468,3 +469,23 @@ def test_hint_pick_prefers_exact_then_the_longest_named_label_then_rank():
     founders, tencent = hit("Q78219918", "Founders"), hit("Q860580", "Tencent")
     assert _hint_pick("Tencent company founders", [tencent, founders]) is tencent  # equal words: search order
     assert _hint_pick("Bärlin", [first, berlin]) is first  # nothing named: the search's own order
+
+
+def test_calibrated_conflict_check_spares_an_entity_that_carries_the_property(make, settings):
+    """The calibrated mode's inferred conflicts (usage statistics) yield to the entity's own statement: Google
+    carries *short name* (P1813) in the sample, Apple does not; both are public companies, a class of which
+    (almost) no instance carries it."""
+    from saga_dspy.grounding.checks import find_conflicts
+    from saga_dspy.grounding.neighbourhood import fetch_neighbourhood, type_filter
+
+    ctx, _ = make(settings_=settings.model_copy(update={"filter_mode": "calibrated"}))
+
+    def conflicts(eid):
+        return find_conflicts(ctx, parse_query(f"SELECT ?x WHERE {{ wd:{eid} wdt:P1813 ?x }}", ctx.flavour))
+    assert conflicts("Q95") == []
+    apple = conflicts("Q312")
+    assert len(apple) == 1 and apple[0].pid == "P1813" and "no instance" in apple[0].reason
+    # the lookup's filter: every property of a neighbourhood is carried, so none goes on inferred grounds
+    google = type_filter(fetch_neighbourhood(ctx.endpoint, ctx.flavour, "Q95", qualifiers=False), ctx.schema,
+                         ctx.hierarchy, "calibrated")
+    assert "P1813" in google.kept and "carries the property" in google.decisions["P1813"].reason

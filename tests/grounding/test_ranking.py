@@ -30,6 +30,8 @@ def test_stemming_meets_property_words():
     ("Give me the grandchildren of him.", "P40", ["P19", "P21", "P27", "P20"]),
     # the noun the question asks for beats a verb several "located in …" labels share
     ("What continent is it located in?", "P30", ["P706", "P206", "P421", "P36"]),
+    # a compound written as one word meets the label's two ("time zone")
+    ("Which U.S. states are in the same timezone as Utah?", "P421", ["P17", "P150", "P47", "P361"]),
 ])
 def test_the_question_ranks_its_property_first(schema, question, gold, others):
     ranked = rank_properties(question, others + [gold], schema)

@@ -123,6 +123,26 @@ def test_a_class_that_carries_p_or_says_too_little_is_not_judged_by_usage(script
     assert check_domain(EntityTypes((SHIPS,)), soft(PORTS), bare_hierarchy, "calibrated", pid="P1").outcome is Outcome.UNKNOWN
 
 
+def test_the_entitys_own_statement_outweighs_an_inferred_conflict(scripted):
+    _, hierarchy = scripted
+    ship = EntityTypes((SHIPS,), qid="Q9")
+    usage = check_domain(ship, soft(PORTS), hierarchy, "calibrated", pid="P1")
+    assert usage.outcome is Outcome.CONFLICT and usage.inferred
+    carried = check_domain(ship, soft(PORTS), hierarchy, "calibrated", pid="P1", carried=True)
+    assert carried.outcome is Outcome.UNKNOWN and "carries the property" in carried.reason
+    # a domain no type reaches while some closures are incomplete: inferred too
+    patchy = EntityTypes((SHIPS, "Q77"), qid="Q9")  # Q77: a type whose closure is unknown
+    assert check_domain(patchy, formal(PORTS), hierarchy, "closure").outcome is Outcome.UNKNOWN
+    gap = check_domain(patchy, formal(PORTS), hierarchy, "calibrated")
+    assert gap.outcome is Outcome.CONFLICT and gap.inferred
+    assert check_domain(patchy, formal(PORTS), hierarchy, "calibrated", carried=True).outcome is Outcome.UNKNOWN
+    # a demonstrated conflict (every closure complete) stands, carried or not; other modes ignore `carried`
+    demonstrated = check_domain(ship, formal(PORTS), hierarchy, "calibrated", pid="P1", carried=True)
+    assert demonstrated.outcome is Outcome.CONFLICT and not demonstrated.inferred
+    assert check_domain(ship, formal(PORTS), hierarchy, "closure", carried=True).outcome is Outcome.CONFLICT
+    assert check_domain(ship, formal(PORTS), hierarchy, "bare", carried=True).outcome is Outcome.CONFLICT
+
+
 def test_thresholds_are_what_the_docs_say():
     assert USAGE_MIN_INSTANCES == 20 and USAGE_MIN_INSTANCES_OVER_COMPATIBLE == 100 and USAGE_MIN_SUBJECTS == 20
     usage = ClassUsage({"Q5": (1000, {"P1": 10, "P2": 11})}, {"P1": 50, "P2": 50}, 20)
