@@ -34,11 +34,10 @@ from .eval.datasets import load_benchmark
 from .eval.gold_pairs import gold_queries
 from .grounding.checks import find_conflicts
 from .grounding.context import QuestionContext
-from .grounding.flavours import DIRECT, Flavour, flavour_for
-from .grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
+from .grounding.flavours import Flavour, flavour_for
+from .grounding.neighbourhood import Neighbourhood, carried_properties, fetch_neighbourhood, type_filter
 from .grounding.patterns import parse_query
 from .kg.endpoint import Endpoint
-from .kg.errors import SparqlError
 from .kg.search import Search
 from .schema import ClassHierarchy, EntityTypes, Outcome, SchemaIndex, check_domain, entity_types_many
 from .services import KgServices
@@ -120,7 +119,7 @@ def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpo
         cand_ids = sorted({c for cs in candidates.values() for c in cs})
         cand_types = entity_types_many(kg.endpoint, cand_ids) if cand_ids else {}
         carried = {eid: set(nb.edges) for eid, nb in neighbourhoods.items()}
-        carried.update(_carried_properties(kg.endpoint, flavour, cand_ids))
+        carried.update(carried_properties(kg.endpoint, flavour, cand_ids))
         results = {}
         for mode in modes:
             st = FilterStats(mode)
@@ -170,32 +169,6 @@ def _wrong_candidates(search: Search | None, pairs: list[tuple[str, str]], known
                 hits = []
             candidates[eid] = [h.id for h in hits if h.id != eid][:WRONG_CANDIDATES]
     return candidates
-
-
-def _carried_properties(endpoint: Endpoint, flavour: Flavour, ids: list[str], batch: int = 10) -> dict[str, set[str]]:
-    """The properties each entity carries as a subject (direct statements), in batched queries (one per entity
-    where a batch's rows were capped); an entity whose query fails carries nothing known (its checks then get
-    no help from its own statements)."""
-    out: dict[str, set[str]] = {eid: set() for eid in ids}
-    by_iri = {flavour.entity_iri(eid): eid for eid in ids}
-
-    def rows(group: list[str]) -> list:
-        values = " ".join(f"<{flavour.entity_iri(eid)}>" for eid in group)
-        try:
-            result = endpoint.select(f"SELECT DISTINCT ?e ?p WHERE {{ VALUES ?e {{ {values} }} ?e ?p ?o }}")
-        except SparqlError:
-            return []
-        if result.capped and len(group) > 1:
-            return [row for eid in group for row in rows([eid])]
-        return result.rows
-
-    for start in range(0, len(ids), batch):
-        for row in rows(ids[start:start + batch]):
-            eid = by_iri.get(row["e"].value) if "e" in row else None
-            ref = flavour.prop_ref(row["p"].value) if "p" in row else None
-            if eid and ref is not None and ref.role == DIRECT:
-                out[eid].add(ref.pid)
-    return out
 
 
 def _count_filter(st: FilterStats, neighbourhoods: dict[str, Neighbourhood], schema: SchemaIndex,

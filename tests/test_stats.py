@@ -53,9 +53,9 @@ def test_grounding_stats_closure_keeps_gold_properties(qald7):
 
 
 def test_candidates_carried_properties(settings, endpoint):
-    from saga_dspy.stats import _carried_properties
+    from saga_dspy.grounding.neighbourhood import carried_properties
 
-    carried = _carried_properties(endpoint, WIKIDATA, ["Q761383", "Q42299", "Q999999999"], batch=2)
+    carried = carried_properties(endpoint, WIKIDATA, ["Q761383", "Q42299", "Q999999999"], batch=2)
     assert "P138" in carried["Q761383"] and carried["Q42299"] == {"P101"}  # Riemann: one statement in the sample
     assert carried["Q999999999"] == set() and not any(p.startswith("http") for p in carried["Q761383"])
 

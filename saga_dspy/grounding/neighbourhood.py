@@ -16,7 +16,7 @@ from typing import Any
 from ..kg.errors import SparqlError
 from ..kg.results import SelectResult
 from ..schema import EntityTypes, check_domain
-from .flavours import Flavour
+from .flavours import DIRECT, Flavour
 from .values import Value
 
 
@@ -150,4 +150,30 @@ def type_filter(nb: Neighbourhood, schema, hierarchy, mode: str, types=None) -> 
     return FilterResult(kept, removed, decisions, None if has_types else "the entity has no types")
 
 
-__all__ = ["Value", "Neighbourhood", "FilterResult", "fetch_neighbourhood", "type_filter"]
+def carried_properties(endpoint, flavour: Flavour, ids: list[str], batch: int = 10) -> dict[str, set[str]]:
+    """The properties each entity carries as a subject (direct statements), in batched queries (one per entity
+    where a batch's rows were capped); an entity whose query fails carries nothing known (its checks then get
+    no help from its own statements)."""
+    out: dict[str, set[str]] = {eid: set() for eid in ids}
+    by_iri = {flavour.entity_iri(eid): eid for eid in ids}
+
+    def rows(group: list[str]) -> list:
+        values = " ".join(f"<{flavour.entity_iri(eid)}>" for eid in group)
+        try:
+            result = endpoint.select(f"SELECT DISTINCT ?e ?p WHERE {{ VALUES ?e {{ {values} }} ?e ?p ?o }}")
+        except SparqlError:
+            return []
+        if result.capped and len(group) > 1:
+            return [row for eid in group for row in rows([eid])]
+        return result.rows
+
+    for start in range(0, len(ids), batch):
+        for row in rows(ids[start:start + batch]):
+            eid = by_iri.get(row["e"].value) if "e" in row else None
+            ref = flavour.prop_ref(row["p"].value) if "p" in row else None
+            if eid and ref is not None and ref.role == DIRECT:
+                out[eid].add(ref.pid)
+    return out
+
+
+__all__ = ["Value", "Neighbourhood", "FilterResult", "carried_properties", "fetch_neighbourhood", "type_filter"]

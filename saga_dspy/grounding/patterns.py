@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 
 from ..kg.errors import SparqlError
 from ..kg.prefixes import missing_prefixes
-from ..kg.query_text import tokenize
-from ..kg.sparql_parse import canonical_text, query_algebra
+from ..kg.sparql_parse import canonical_text, close_spaced_operators, query_algebra
 from .flavours import DIRECT, CLAIM, STATEMENT, Flavour
 
 log = logging.getLogger(__name__)
@@ -243,27 +242,6 @@ def _path_text(pred, flavour: Flavour) -> str:
     return text.replace(">", "")
 
 
-def _tighten(sparql: str) -> str:
-    """Remove the whitespace rdflib's parser rejects but SPARQL (and Oxigraph, WDQS) allow:
-    before a path modifier (`wdt:P279 *`) and around `^^` (`"2012" ^^ xsd:dateTime`)."""
-    tokens = tokenize(sparql)
-    cuts: list[tuple[int, int]] = []
-    for i, tok in enumerate(tokens):
-        if i == 0:
-            continue
-        prev = tokens[i - 1]
-        if tok.text in ("*", "+", "?") and (prev.kind in ("pname", "iri") or prev.text == ")") and prev.end < tok.start:
-            cuts.append((prev.end, tok.start))
-        elif tok.text == "^^":
-            if prev.end < tok.start:
-                cuts.append((prev.end, tok.start))
-            if i + 1 < len(tokens) and tok.end < tokens[i + 1].start:
-                cuts.append((tok.end, tokens[i + 1].start))
-    for start, end in sorted(set(cuts), reverse=True):
-        sparql = sparql[:start] + sparql[end:]
-    return sparql
-
-
 @functools.lru_cache(maxsize=512)
 def _parse_cached(sparql: str, flavour: Flavour) -> ParsedQuery | None:
     from rdflib.term import URIRef, Variable
@@ -277,7 +255,7 @@ def _parse_cached(sparql: str, flavour: Flavour) -> ParsedQuery | None:
         query = query_algebra(text, prefixes)
     except Exception:  # rdflib raises pyparsing errors, ValueError, KeyError, …
         try:
-            query = query_algebra(_tighten(text), prefixes)
+            query = query_algebra(close_spaced_operators(text), prefixes)
         except Exception as exc:
             log.debug("rdflib could not parse the query: %s", exc)
             return None

@@ -86,11 +86,12 @@ def canonical_text(query: str, max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> str:
         raise QueryRefused("refused: \\u escapes that spell another escape are not accepted; write the characters themselves")
     if "\x00" in text:
         raise QuerySyntaxError("syntax error: the query contains a NUL character")
-    return _close_spaced_operators(text)
+    return close_spaced_operators(text)
 
 
-def _close_spaced_operators(text: str) -> str:
-    """`wdt:P279 * wd:Q5` and `"1" ^^ xsd:int` as `wdt:P279* wd:Q5` and `"1"^^xsd:int`.
+def close_spaced_operators(text: str) -> str:
+    """`wdt:P279 * wd:Q5`, `wdt:P131 ? ?x` and `"1" ^^ xsd:int` as `wdt:P279* wd:Q5`, `wdt:P131? ?x` and
+    `"1"^^xsd:int`.
 
     The grammar allows the space, Oxigraph and WDQS accept it, and gold queries use it, but
     rdflib's parser does not. Only a gap of plain whitespace is closed (never a comment), and the
@@ -101,7 +102,7 @@ def _close_spaced_operators(text: str) -> str:
         if i == 0:
             continue
         prev = tokens[i - 1]
-        if tok.text in ("*", "+") and prev.kind in ("iri", "pname") or tok.text in ("*", "+") and prev.text == ")":
+        if tok.text in ("*", "+", "?") and (prev.kind in ("iri", "pname") or prev.text == ")"):
             cuts.append((prev.end, tok.start))
         elif tok.text == "^^":
             cuts.append((prev.end, tok.start))

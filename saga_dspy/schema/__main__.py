@@ -17,10 +17,12 @@ from pathlib import Path
 from ..config import add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.cli import ArgumentParser, run_main
 from ..kg.endpoint import open_endpoint
+from ..grounding.flavours import flavour_for
+from ..grounding.neighbourhood import carried_properties
 from .compat import check_domain, entity_types
 from .hierarchy import load_hierarchy
 from .build import BuildOptions, build_schema_index
-from .index import cached_index_path, index_path, load_schema_index
+from .index import cached_index_path, index_path, load_schema_index, normalize_pid
 
 COMMON = ["cache_dir", "data_dir", "schema_index"]
 BUILD_ROW_CAP = 20000  # pages of the build; a --row-cap given explicitly wins
@@ -92,11 +94,13 @@ def main(argv: list[str] | None = None) -> int:
             types = entity_types(endpoint, args.qid)
             print(f"{args.qid}: types {', '.join(f'{index.class_label(t)} ({t})' for t in types.types) or 'none'}"
                   f" [{types.source}{', class' if types.is_class else ''}]")
+            carried = carried_properties(endpoint, flavour_for(settings.kg), [args.qid])[args.qid]
             for pid in args.pids:
                 schema = index.get(pid)
                 ev = schema.domain if schema else None
                 for mode in ("closure", "bare", "calibrated"):
-                    d = check_domain(types, ev, hierarchy, mode, pid=pid)  # type: ignore[arg-type]
+                    d = check_domain(types, ev, hierarchy, mode, pid=pid,  # type: ignore[arg-type]
+                                     carried=normalize_pid(pid) in carried)
                     print(f"  {pid} {mode:10s} {d.outcome.value:10s} {d.reason}")
         return 0
     return 2

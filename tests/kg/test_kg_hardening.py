@@ -445,3 +445,8 @@ def test_spaced_path_modifiers_and_datatypes_parse_and_run(endpoint):
     spaced = endpoint.query('SELECT ?c WHERE { wd:Q5 wdt:P279 * ?c FILTER("1" ^^ xsd:integer = 1) } LIMIT 3')
     closed = endpoint.query('SELECT ?c WHERE { wd:Q5 wdt:P279* ?c FILTER("1"^^xsd:integer = 1) } LIMIT 3')
     assert isinstance(spaced, SelectResult) and spaced.rows and spaced.rows == closed.rows
+    from saga_dspy.kg.sparql_parse import close_spaced_operators
+
+    assert close_spaced_operators("{ ?x wdt:P131 ? ?y . ?x (wdt:P31/wdt:P279) + ?z }") == (
+        "{ ?x wdt:P131? ?y . ?x (wdt:P31/wdt:P279)+ ?z }")
+    assert close_spaced_operators("{ ?x wdt:P279 # a comment\n * ?y }") == "{ ?x wdt:P279 # a comment\n * ?y }"

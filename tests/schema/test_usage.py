@@ -168,3 +168,16 @@ def test_bundled_sample_usage_evidence(settings, endpoint):
     assert check_domain(types["Q184843"], p131, hierarchy, "calibrated", pid="P131").outcome is Outcome.CONFLICT
     # US states do carry P131 in the sample: no usage conflict
     assert check_domain(types["Q1408"], p131, hierarchy, "calibrated", pid="P131").outcome is not Outcome.CONFLICT
+
+
+def test_schema_check_cli_knows_what_the_entity_carries(settings, capsys):
+    """`schema check` decides as the tools do: Google carries *short name*, so the calibrated mode's usage
+    evidence yields; Apple does not carry it, and the inferred conflict stands."""
+    from saga_dspy.schema.__main__ import main
+
+    assert main(["check", "--cache-dir", str(settings.cache_dir), "Q95", "P1813"]) == 0
+    google = [line for line in capsys.readouterr().out.splitlines() if "calibrated" in line]
+    assert google and "unknown" in google[0] and "carries the property" in google[0]
+    assert main(["check", "--cache-dir", str(settings.cache_dir), "Q312", "P1813"]) == 0
+    apple = [line for line in capsys.readouterr().out.splitlines() if "calibrated" in line]
+    assert apple and "conflict" in apple[0]
