@@ -88,7 +88,13 @@ def test_bootstrap_writes_a_program_that_loads_and_changes_the_demos(opt_setting
     compiled = result.program.react.react.demos
     assert len(compiled) == 2 and all(d.get("augmented") for d in compiled)
     assert all(d["next_tool_name"] in ("execute_sparql", "stop") for d in compiled)
-    assert len(result.program.answer_type.demos) == 2
+    # the answer-type predictor learns from the bootstrapped questions whose cues left the type to the LM
+    from saga_dspy.agent.answer_cues import decides, rule_answer_type
+    from saga_dspy.schema import load_schema_index
+
+    schema = load_schema_index(settings)
+    asked = [d["question"] for d in compiled if not decides(rule_answer_type(d["question"], schema))]
+    assert [d["question"] for d in result.program.answer_type.demos] == asked and asked
 
     fresh = SagaProgram(settings, endpoint=endpoint, search=search)
     assert fresh.react.react.demos == []
