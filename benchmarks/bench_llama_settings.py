@@ -114,30 +114,40 @@ def _busy_loop() -> None:
         pass
 
 
+def _alternate(runs: dict[str, tuple[dict[str, str], list[str]]], rounds: int) -> dict[str, list[dict]]:
+    """Each run (name: (environment, extra arguments)) times the default setting in a fresh process; the runs
+    alternate, `rounds` times, so the machine's drift falls on all of them."""
+    rows: dict[str, list[dict]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, (env, extra) in runs.items():
+            out = subprocess.run([sys.executable, __file__, "--settings", "default", "--json-only", *extra], env=env,
+                                 capture_output=True, text=True, check=True).stdout
+            rows[name].append(json.loads(out.strip().splitlines()[-1])["default"])
+            print(json.dumps({name: rows[name][-1]}), flush=True)
+    return rows
+
+
+def _speeds(got: list[dict]) -> str:
+    """'prompt tok/s | generated tok/s' cells, one figure per round."""
+    return (" / ".join(str(r["prompt_tok_s"]) for r in got) + " | "
+            + " / ".join(str(r["gen_tok_s"]) for r in got))
+
+
 def wait_policies(rounds: int, busy: int) -> None:
     """The default setting's speed under each wait policy, each in a fresh process, alternating."""
     hogs = [multiprocessing.Process(target=_busy_loop, daemon=True) for _ in range(busy)]
     for hog in hogs:
         hog.start()
-    rows: dict[str, list[dict]] = {p: [] for p in WAIT_POLICIES}
+    unset = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    runs = {p: ({**unset, **({} if p == "default" else {"OMP_WAIT_POLICY": p})}, []) for p in WAIT_POLICIES}
     try:
-        for _ in range(rounds):
-            for policy in WAIT_POLICIES:
-                env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-                if policy != "default":
-                    env["OMP_WAIT_POLICY"] = policy
-                out = subprocess.run([sys.executable, __file__, "--settings", "default", "--json-only"], env=env,
-                                     capture_output=True, text=True, check=True).stdout
-                rows[policy].append(json.loads(out.strip().splitlines()[-1])["default"])
-                print(json.dumps({policy: rows[policy][-1]}), flush=True)
+        rows = _alternate(runs, rounds)
     finally:
         for hog in hogs:
             hog.terminate()
     print("\n| OMP_WAIT_POLICY | busy processes | prompt tok/s | generated tok/s |\n|---|---|---|---|")
     for policy, got in rows.items():
-        prompt = " / ".join(str(r["prompt_tok_s"]) for r in got)
-        gen = " / ".join(str(r["gen_tok_s"]) for r in got)
-        print(f"| {policy} | {busy} | {prompt} | {gen} |")
+        print(f"| {policy} | {busy} | {_speeds(got)} |")
 
 
 QUANTIZATIONS = {"q8_0": 7, "q4_0": 2, "bf16": 32, "f16": 1}  # llama_ftype values
@@ -159,19 +169,11 @@ def quantizations(model: str, rounds: int) -> None:
                 print(f"{name}: the quantizer failed", flush=True)
                 continue
             files[name] = target
-        rows: dict[str, list[dict]] = {name: [] for name in files}
-        for _ in range(rounds):
-            for name, path in files.items():
-                out = subprocess.run([sys.executable, __file__, "--settings", "default", "--json-only", "--model", path],
-                                     capture_output=True, text=True, check=True).stdout
-                rows[name].append(json.loads(out.strip().splitlines()[-1])["default"])
-                print(json.dumps({name: rows[name][-1]}), flush=True)
+        rows = _alternate({name: (dict(os.environ), ["--model", path]) for name, path in files.items()}, rounds)
         sizes = {name: Path(path).stat().st_size / 2**30 for name, path in files.items()}
     print("\n| weights | file GiB | prompt tok/s | generated tok/s |\n|---|---|---|---|")
     for name, got in rows.items():
-        prompt = " / ".join(str(r["prompt_tok_s"]) for r in got)
-        gen = " / ".join(str(r["gen_tok_s"]) for r in got)
-        print(f"| {name} | {sizes[name]:.2f} | {prompt} | {gen} |")
+        print(f"| {name} | {sizes[name]:.2f} | {_speeds(got)} |")
 
 
 def main() -> int:
@@ -181,7 +183,7 @@ def main() -> int:
     ap.add_argument("--by-context", action="store_true", help="prompt and generation speed by context length")
     ap.add_argument("--wait-policies", action="store_true", help="the default setting under each OpenMP wait policy")
     ap.add_argument("--busy", type=int, default=0, help="with --wait-policies: busy-loop processes alongside")
-    ap.add_argument("--rounds", type=int, default=2, help="with --wait-policies: alternating rounds")
+    ap.add_argument("--rounds", type=int, default=2, help="with --wait-policies or --quantizations: alternating rounds")
     ap.add_argument("--quantizations", action="store_true", help="the bundled model re-encoded in other formats")
     ap.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)  # a re-encoded file (--quantizations' child processes)
