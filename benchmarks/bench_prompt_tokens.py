@@ -59,7 +59,7 @@ def replay_lm(plans, answer_types, recorder: Recorder):
             recorder.calls.append((list(messages), response.message.parts[0].text))
             return response
 
-    lm = ScriptedLM(plans, answer_types)
+    lm = ScriptedLM(plans, answer_types, continues_replies=True)  # as the local backend: a begun reply is continued
     lm._engine_spec = Engine(lm)
     return lm
 
@@ -69,6 +69,9 @@ def chat_text(messages: list[dict]) -> tuple[str, list[tuple[str, int, int]]]:
     `system`, `demo:<field>` (the fields of all earlier user/assistant turns), then the last user message's
     fields."""
     text, regions = "", []
+    begun = messages[-1]["content"] if messages and messages[-1]["role"] == "assistant" else None
+    if begun is not None:  # a reply begun for the model (the prefill extract): it continues that message
+        messages = messages[:-1]
     for i, m in enumerate(messages):
         head = f"<|im_start|>{m['role']}\n"
         start = len(text) + len(head)
@@ -85,6 +88,9 @@ def chat_text(messages: list[dict]) -> tuple[str, list[tuple[str, int, int]]]:
             name = "respond" if name in OUTPUT_FIELDS else name
             regions.append((f"demo:{name}" if demo else name, a, b))
     text += "<|im_start|>assistant\n"
+    if begun is not None:
+        regions.append(("begun", len(text), len(text) + len(begun)))
+        text += begun
     return text, regions
 
 
@@ -130,7 +136,8 @@ class PrefixCacheModel:
             self.states.popitem(last=False)
 
 
-def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int | None, demo_anchors: int = 0):
+def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int | None, demo_anchors: int = 0,
+            final_extract: str = "auto"):
     from saga_dspy.eval.runner import evaluate
 
     config = json.loads((run_dir / "config.json").read_text())
@@ -142,7 +149,8 @@ def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int |
         m = _TYPED.match(r.get("answer_type") or "")
         answer_types[r["question"]] = (m.group(1), m.group(2)) if m else (r.get("answer_type") or "thing", "")
     settings = Settings(dataset=config["dataset"], split=config["split"], variant=config["variant"],
-                        max_steps=10, lm_cache=False, mlflow=False, demo_anchors=demo_anchors)
+                        max_steps=10, lm_cache=False, mlflow=False, demo_anchors=demo_anchors,
+                        final_extract=final_extract)
     per_question: dict[str, dict[str, int]] = {}
     recorder = Recorder()
     with tempfile.TemporaryDirectory() as out:
@@ -179,6 +187,8 @@ def main() -> int:
                         help="bytes a saved state costs besides its KV cells (llama-cpp-python's logits copy)")
     parser.add_argument("--demo-anchors", type=int, default=0,
                         help="replay with this many demonstrations the same for every question (Settings.demo_anchors)")
+    parser.add_argument("--final-extract", default="auto", choices=["auto", "call", "prefill", "step", "none"],
+                        help="Settings.final_extract of the replay (auto: prefill, as with the local model)")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = parser.parse_args()
     args.cache_bytes = args.cache_bytes or None
@@ -188,7 +198,7 @@ def main() -> int:
     report = {}
     for run in args.runs:
         cache = PrefixCacheModel(args.cache_bytes, args.state_fixed_bytes, KV_BYTES_PER_TOKEN)  # cold, as a fresh process
-        variant, per_question = measure(run, tokens, cache, args.limit, args.demo_anchors)
+        variant, per_question = measure(run, tokens, cache, args.limit, args.demo_anchors, args.final_extract)
         keys = sorted({k for q in per_question.values() for k in q})
         means = {k: round(statistics.mean(q.get(k, 0) for q in per_question.values()), 1) for k in keys}
         report[str(run)] = {"variant": variant, "questions": len(per_question), "mean": means,

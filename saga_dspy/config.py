@@ -97,11 +97,13 @@ class Settings(BaseSettings):
     demo_observation_chars: int = Field(500, ge=80, description="each observation inside a demonstration's trajectory "
                                                                 "is clipped to this many characters (the demos are the "
                                                                 "larger part of a local model's evaluated prompt)")
-    final_extract: Literal["call", "step", "none"] = Field(
-        "call", description="when the steps end without an answering query: DSPy ReAct's extract predictor (call: "
-                            "its own prompt, the trajectory read again), one more controller turn told to write the "
-                            "final query (step: the last turn's prompt plus a line, so a local model reuses it), or "
-                            "no LM call (none: the last executed query)")
+    final_extract: Literal["auto", "call", "prefill", "step", "none"] = Field(
+        "auto", description="when the steps end without an answering query: DSPy ReAct's extract predictor (call: "
+                            "its own prompt, the trajectory read again), the controller's own prompt with the reply "
+                            "begun up to the query (prefill: a local model evaluates only the last lines), one more "
+                            "controller turn told to write the final query (step: the model may pick another tool), "
+                            "or no LM call (none: the last executed query); auto: prefill with the local model, "
+                            "call with a served one (not every server continues a begun reply)")
     program: Path | None = Field(None, description="compiled program JSON to load")
 
     # --- language model ---------------------------------------------------

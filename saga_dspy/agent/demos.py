@@ -137,12 +137,31 @@ def _form_of(sparql: str) -> str:
     return "SELECT"
 
 
+STATE_KEYS = ("type_context", "knowledge_log")
+
+
+def state_before(record: dict[str, Any], index: int) -> dict[str, str]:
+    """The type context and knowledge log the controller saw before step `index` of a pool record.
+
+    Pools store them on a step only where they changed, so a step without its own carries the nearest
+    earlier one's; the record's final state is only the fallback of records without per-step states
+    (it would show a step what later steps found)."""
+    seen: dict[str, str] = {}
+    for step in (record.get("steps") or [])[: index + 1]:
+        for key in STATE_KEYS:
+            if isinstance(step, dict) and key in step:
+                seen[key] = str(step[key])
+    return {key: seen.get(key) or str(record.get(key) or "") or "(none yet)" for key in STATE_KEYS}
+
+
 def _steps_of(record: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
-    """(Step, raw step dict) pairs of a record, ending with a stop step."""
+    """(Step, raw step dict) pairs of a record, ending with a stop step; each raw step carries the state
+    in force before it (`state_before`), the closing stop (when added) none: the record's final state."""
     steps = []
-    for raw in record.get("steps") or []:
+    for index, raw in enumerate(record.get("steps") or []):
         if not isinstance(raw, dict) or not raw.get("tool_name"):
             continue
+        raw = {**raw, **state_before(record, index)}
         args = raw.get("tool_args") or {}
         if isinstance(args, str):
             try:

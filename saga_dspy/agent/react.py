@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 from typing import Any
@@ -11,6 +12,7 @@ from dspy.adapters.chat_adapter import ChatAdapter
 from dspy.primitives.module import Module
 from dspy.utils.exceptions import AdapterParseError, ContextWindowExceededError, LMError
 
+from saga_dspy.agent.begun_reply import BegunReplyAdapter
 from saga_dspy.agent.calls import is_context_overflow
 from saga_dspy.agent.episode import Episode
 from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
@@ -29,11 +31,30 @@ REPEAT_TEMPERATURE = 0.7  # the sampling temperature of the step after a repeate
 CHECK_EXTRA_STEPS = 3  # CheckAnswer's bounded second chance
 FINAL_STEP = ("The steps are over. Write the final SPARQL query that answers the question from what the steps found: "
               "next_tool_name execute_sparql, next_tool_args {\"sparql\": \"...\"}.")  # the step-mode extract's line
+FINAL_REPLY = ("[[ ## next_thought ## ]]\nThe steps are over: I write the final query from what they found.\n\n"
+               "[[ ## next_tool_name ## ]]\nexecute_sparql\n\n[[ ## next_tool_args ## ]]\n{\"sparql\": \"")  # prefill's begun reply
 
 
 def _plain_format(adapter) -> Any:
     """The adapter class's `format` without dspy's callback decorator(s)."""
     return inspect.unwrap(type(adapter).format)
+
+
+def final_extract_mode(settings: Any, lm: Any) -> str:
+    """`Settings.final_extract` with `auto` resolved: prefill for an LM that says it continues a begun reply
+    (`continues_replies`: the local backend), else call (not every server does)."""
+    mode = settings.final_extract
+    if mode == "auto":
+        return "prefill" if getattr(lm, "continues_replies", False) else "call"
+    return mode
+
+
+def _begun_reply(begun: str):
+    """The adapter context of a call whose reply is begun for the model (none when `begun` is empty)."""
+    if not begun:
+        return contextlib.nullcontext()
+    callbacks = list(getattr(dspy.settings.adapter, "callbacks", None) or [])
+    return dspy.context(adapter=BegunReplyAdapter(begun, callbacks=callbacks))
 
 
 def _tool_spec(name: str) -> dspy.Tool:
@@ -124,9 +145,11 @@ class SagaReAct(dspy.ReAct):
         total = int((settings.context_window - settings.max_tokens) * CHARS_PER_TOKEN * episode.budget_scale)
         return max(MIN_TRAJECTORY_CHARS, total - fixed)
 
-    def _call(self, episode: "Episode", predictor: dspy.Predict, *, tail: str = "", turn: bool = True, **extra):
+    def _call(self, episode: "Episode", predictor: dspy.Predict, *, tail: str = "", turn: bool = True,
+              begun: str = "", **extra):
         """One predictor call with the episode's current inputs; shrinks the trajectory on overflow.
-        `tail`: a line after the trajectory (the step-mode extract); `turn`: a controller turn (counted as one)."""
+        `tail`: a line after the trajectory (the step and prefill extracts); `turn`: a controller turn (counted as
+        one); `begun`: the reply's beginning, which the model continues (`BegunReplyAdapter`)."""
         last: BaseException | None = None
         calls = episode.calls
         if predictor is self.react and turn:
@@ -141,7 +164,7 @@ class SagaReAct(dspy.ReAct):
             if tail:
                 trajectory = f"{trajectory}\n\n{tail}" if trajectory else tail
             try:
-                with calls.one_call():
+                with calls.one_call(), _begun_reply(begun):
                     if predictor is self.react and episode.demos is not None:
                         return predictor(**inputs, trajectory=trajectory, demos=episode.demos, **extra)
                     return predictor(**inputs, trajectory=trajectory, **extra)
@@ -212,20 +235,23 @@ class SagaReAct(dspy.ReAct):
     def extract_query(self, episode: "Episode") -> str | None:
         """The fallback when the steps ended without an answering query (`Settings.final_extract`).
 
-        `call` (default): DSPy ReAct's extract predictor, which reads the whole trajectory again under its own
+        `call`: DSPy ReAct's extract predictor, which reads the whole trajectory again under its own
         instructions. `step`: one more controller turn whose trajectory ends with FINAL_STEP; its prompt is the
         last turn's plus that line, so a local model evaluates only the line and the fresh state (~650 fewer
         evaluated tokens on such a question; the 1.5B model then often picks another tool: no query).
-        `none`: no LM call."""
-        mode = episode.settings.final_extract
+        `prefill`: that turn with its reply begun up to the query (FINAL_REPLY), so the model writes the query and
+        nothing else. `none`: no LM call. `auto`: prefill with the local model, call with a served one."""
+        mode = final_extract_mode(episode.settings, self.react.lm or dspy.settings.lm)
         if mode == "none":
             return None
         if not episode.calls.take("extract"):
             episode.notes.append("extract skipped: no LM call left for this question")
             return None
         try:
-            if mode == "step":
-                text = self._final_step_query(episode, self._call(episode, self.react, tail=FINAL_STEP, turn=False))
+            if mode in ("step", "prefill"):
+                begun = FINAL_REPLY if mode == "prefill" else ""
+                pred = self._call(episode, self.react, tail=FINAL_STEP, turn=False, begun=begun)
+                text = self._final_step_query(episode, pred)
             else:
                 text = str(getattr(self._call(episode, self.extract), "sparql", "") or "")
         except Exception as exc:  # an LM call: without an extracted query the last execution is used

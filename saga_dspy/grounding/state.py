@@ -209,9 +209,10 @@ class TypeState:
         lines = []
         if show_answer_type:
             lines.append(f"Expected answer type: {self.answer_type.render() if self.answer_type else 'unknown'}")
-        ordered = list(reversed(self.entities.values()))
-        recent = [i for i in ordered if i.source != "result"][:limit]
-        recent += [i for i in ordered if i.source == "result"][: limit - len(recent)]
+        # Entities met only in a result are not listed one by one: the variable they were bound to carries
+        # their commonest types ("Variable types" below), and a line per unlabelled result id cost the prompt
+        # ~20 tokens at every later step while telling the controller nothing it acts on.
+        recent = [i for i in reversed(self.entities.values()) if i.source != "result"][:limit]
         if recent:
             lines.append("Known entity types:")
             for info in recent:
@@ -219,8 +220,7 @@ class TypeState:
                 more = f" +{len(info.types) - 3}" if len(info.types) > 3 else ""
                 kind = " [class; superclasses]" if info.is_class and info.source == "lookup" and self._p279_only(info) else ""
                 label = f" {info.label}" if info.label else ""
-                seen = " (seen in a result)" if info.source == "result" else ""
-                lines.append(f"- {info.id}{label}: {names}{more}{kind}{seen}")
+                lines.append(f"- {info.id}{label}: {names}{more}{kind}")
         else:
             lines.append("Known entity types: (none yet)")
         typed = [(v, facts) for v, facts in self.variables.items() if facts][-variables:]

@@ -271,6 +271,30 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int, seed: int) -> _Load
     return loaded
 
 
+def continue_reply(llama: Any, messages: list[dict[str, str]], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A chat completion that continues the last message, an assistant reply begun by the caller.
+
+    The model's own chat template renders the messages before it with the generation prompt (the same
+    text `create_chat_completion` would build, so the prefix cache matches), the begun reply follows,
+    and the completion is only what the model adds (as OpenAI-compatible servers return a continued
+    message)."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    def token_text(token: int) -> str:
+        return llama.detokenize([token], special=True).decode("utf-8", "replace") if token != -1 else ""
+
+    formatter = Jinja2ChatFormatter(template=llama.metadata["tokenizer.chat_template"],
+                                    eos_token=token_text(llama.token_eos()), bos_token=token_text(llama.token_bos()))
+    rendered = formatter(messages=messages[:-1])
+    stops = rendered.stop if isinstance(rendered.stop, list) else [rendered.stop] if rendered.stop else []
+    options = {k: v for k, v in kwargs.items() if k != "response_format"}  # a begun text reply is no JSON mode
+    options["stop"] = list(dict.fromkeys([*options.get("stop", []), *stops]))
+    raw = llama.create_completion(prompt=rendered.prompt + messages[-1]["content"], **options)
+    choice = raw["choices"][0]
+    return {**raw, "choices": [{"index": 0, "message": {"role": "assistant", "content": choice.get("text") or ""},
+                                "finish_reason": choice.get("finish_reason")}]}
+
+
 class LlamaCppEngine:
     """A DSPy 3.4 engine (`complete(Request) -> Response`) over one llama-cpp-python model.
 
@@ -333,7 +357,10 @@ class LlamaCppEngine:
             if meter is not None:
                 meter.sizes.clear()
             try:
-                raw = loaded.llama.create_chat_completion(messages=messages, **kwargs)
+                if messages and messages[-1]["role"] == "assistant":
+                    raw = continue_reply(loaded.llama, messages, kwargs)
+                else:
+                    raw = loaded.llama.create_chat_completion(messages=messages, **kwargs)
             except ValueError as exc:
                 if "context window" in str(exc):
                     raise ContextLengthError(str(exc), provider="local") from exc
@@ -414,7 +441,10 @@ class LocalLlamaLM(dspy.LM):
     DSPy owns caching (keyed by the model string `LOCAL_LM_MODEL`, the messages
     and the generation settings; the weights are pinned by their SHA-256),
     history and usage tracking. `copy()` shares the engine and so the model.
+    A final assistant message is continued, not answered (`continue_reply`).
     """
+
+    continues_replies = True
 
     def __init__(
         self,

@@ -36,7 +36,7 @@ import dspy
 from tqdm import tqdm
 
 from saga_dspy.agent.answer_type import AnswerTypeInfo
-from saga_dspy.agent.demos import DEMO_STEPS, controller_example
+from saga_dspy.agent.demos import DEMO_STEPS, STATE_KEYS, controller_example, state_before
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.agent.query_form import decide_query_form
 from saga_dspy.agent.trajectory import Step
@@ -395,11 +395,10 @@ def _stop(trace: _Trace, form: str, last: Execution) -> tuple[str, str]:
 
 
 def _keep_changed_contexts(steps: list[dict[str, Any]]) -> None:
-    """A step keeps its type context / knowledge log only where they changed (step_example carries them on)."""
-    # a step keeps its type context / knowledge log only where they changed (step_example carries them on)
+    """A step keeps its type context / knowledge log only where they changed (`state_before` carries them on)."""
     previous: dict[str, Any] = {}
     for step in steps:
-        for key in ("type_context", "knowledge_log"):
+        for key in STATE_KEYS:
             if key in previous and previous[key] == step[key]:
                 del step[key]
             else:
@@ -463,18 +462,13 @@ def step_example(record: dict[str, Any], index: int, *, spinach: bool = False) -
     index %= len(raw)
     steps = [Step(str(s.get("thought") or ""), str(s["tool_name"]), dict(s.get("tool_args") or {}),
                   str(s.get("observation") or "")) for s in raw]
-    seen: dict[str, str] = {}
-    for step in raw[: index + 1]:  # the context in force at this step (stored only where it changed)
-        for key in ("type_context", "knowledge_log"):
-            if key in step:
-                seen[key] = step[key]
+    seen = state_before(record, index)  # the context in force at this step (stored only where it changed)
     shown = steps[:index][-DEMO_STEPS:]
     form = str(record.get("query_form") or "SELECT").upper()
     return controller_example(
         record["question"], shown, index - len(shown), steps[index], spinach=spinach,
         answer_type=str(record.get("answer_type") or "unknown"), form=form,
-        type_context=str(seen.get("type_context") or record.get("type_context") or "(none yet)"),
-        knowledge_log=str(seen.get("knowledge_log") or record.get("knowledge_log") or "(none yet)"))
+        type_context=seen["type_context"], knowledge_log=seen["knowledge_log"])
 
 
 STEP_CHOICES = ("execute", "last", "all")

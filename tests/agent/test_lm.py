@@ -266,6 +266,46 @@ def test_generation_is_capped_and_settings_are_passed():
     assert llama.calls[1]["stop"] == ["[[ ## completed ## ]]"]  # a small model runs on past its reply
 
 
+CHATML = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+class ContinuingLlama(ScriptedLlama):
+    """Also answers create_completion (a raw prompt), with a chat template in its metadata."""
+
+    metadata = {"tokenizer.chat_template": CHATML}
+
+    def token_eos(self):
+        return 7
+
+    def token_bos(self):
+        return -1
+
+    def detokenize(self, tokens, special=False):
+        assert tokens == [7] and special
+        return b"<|im_end|>"
+
+    def create_completion(self, prompt, **kwargs):
+        self.calls.append({"prompt": prompt, **kwargs})
+        return {"id": "cmpl-test", "choices": [{"index": 0, "text": 'SELECT ?x WHERE { ?x ?p ?o }"}', "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 20, "completion_tokens": 9, "total_tokens": 29}}
+
+
+def test_a_final_assistant_message_is_continued_not_answered():
+    llama = ContinuingLlama()
+    lm = LocalLlamaLM(llama=llama, cache=False)
+    begun = '[[ ## next_tool_args ## ]]\n{"sparql": "'
+    out = lm(messages=[{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
+                       {"role": "assistant", "content": begun}], response_format={"type": "json_object"})
+    assert out == ['SELECT ?x WHERE { ?x ?p ?o }"}']  # only what the model added
+    call = llama.calls[-1]
+    # the chat template's text for the messages before, its generation prompt, then the begun reply
+    assert call["prompt"] == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n" + begun
+    assert {"<|im_end|>", "[[ ## completed ## ]]"} <= set(call["stop"]) and "response_format" not in call
+    lm(messages=[{"role": "user", "content": "U"}])  # any other conversation is a chat completion
+    assert "messages" in llama.calls[-1]
+
+
 def test_predict_with_chat_adapter_and_usage_tracking():
     llama = ScriptedLlama()
     lm = LocalLlamaLM(llama=llama, cache=False)

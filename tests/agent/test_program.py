@@ -19,7 +19,8 @@ from dspy.utils.exceptions import ContextWindowExceededError
 
 from saga_dspy.kg.results import AskResult, SelectResult
 from saga_dspy.agent.program import SagaProgram
-from saga_dspy.agent.react import FINAL_STEP
+from saga_dspy.agent.react import FINAL_REPLY, FINAL_STEP
+from helpers.scripted_lm import ScriptedLM
 
 WD = "http://www.wikidata.org/entity/"
 RIEMANN_Q = "After whom is the Riemannian geometry named?"
@@ -293,6 +294,33 @@ def test_step_limit_then_extract(settings, endpoint, search):
     pred, lm = run(settings, endpoint, search, [answer_type("person", "Q5"), *steps], RIEMANN_Q, max_steps=3,
                    final_extract="none")
     assert len(lm.history) == 4 and pred.counters["extracts"] == 0 and pred.final_source is None
+
+
+def test_prefill_extract_begins_the_reply_in_the_controller_prompt(settings, endpoint, search):
+    plan = [("search_wikidata", {"query": "Riemannian geometry"}), ("search_wikidata", {"query": "Riemann"}),
+            ("get_wikidata_entry", {"qid": "Q761383"}), ("execute_sparql", {"sparql": RIEMANN_SPARQL})]
+    types = {RIEMANN_Q: ("person", "Q5")}
+    # an LM that continues a begun reply (the local backend) gets `auto` = prefill
+    lm = ScriptedLM({RIEMANN_Q: plan}, types, continues_replies=True)
+    pred, lm = run(settings, endpoint, search, None, RIEMANN_Q, lm=lm, max_steps=3)
+    c = pred.counters
+    assert (c["steps"], c["lm_calls"], c["lm_steps"], c["extracts"]) == (3, 5, 3, 1)
+    assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
+    last_turn, final = lm.history[3]["messages"], lm.history[4]["messages"]
+    assert final[-1] == {"role": "assistant", "content": FINAL_REPLY}  # the reply is begun up to the query
+    assert final[:-2] == last_turn[:-1]  # the controller's own system message and demos: a local model reuses them
+    assert field(final[-2]["content"], "trajectory").endswith(FINAL_STEP)
+    assert not str(lm.history[4]["outputs"][0]).lstrip().startswith("[[")  # the model only continued it
+    # an LM that answers a begun reply anew is read as that reply; one that picks another tool gives no query
+    plan[3] = ("search_wikidata", {"query": "Riemann"})
+    pred, lm = run(settings, endpoint, search, None, RIEMANN_Q, lm=ScriptedLM({RIEMANN_Q: plan}, types),
+                   max_steps=3, final_extract="prefill")
+    assert lm.history[4]["messages"][-1]["role"] == "assistant" and pred.final_source is None
+    assert any("final step chose search_wikidata" in n for n in pred.notes)
+    # a served LM (no `continues_replies`) gets `auto` = the extract predictor
+    pred, lm = run(settings, endpoint, search, None, RIEMANN_Q, lm=ScriptedLM({RIEMANN_Q: plan}, types), max_steps=3)
+    assert "The steps are over" in lm.history[4]["messages"][0]["content"]
+    assert lm.history[4]["messages"][-1]["role"] == "user"
 
 
 def test_invented_tools_end_the_loop_after_three_in_a_row(settings, endpoint, search):

@@ -27,17 +27,29 @@ def output_fields(system: str) -> list[str]:
     return re.findall(r"`(\w+)`", m.group(1)) if m else []
 
 
+def continuation(reply: str, begun: str) -> str:
+    """What a model that continues `begun` adds to it to give `reply`: the rest of `reply` after the field
+    `begun` ends in (and after the part of its value `begun` already wrote)."""
+    header = re.findall(r"\[\[ ## \w+ ## \]\]\n", begun)[-1]
+    written = begun[begun.rindex(header) + len(header):]
+    rest = reply[reply.index(header) + len(header):] if header in reply else reply
+    return rest[len(written):] if rest.startswith(written) else rest
+
+
 class _ScriptedEngine(DummyEngine):
     def _complete_messages(self, messages):
         owner = self.owner
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
-        user = messages[-1]["content"] if messages else ""
+        begun = messages[-1]["content"] if messages and messages[-1]["role"] == "assistant" else ""
+        user = messages[-2 if begun else -1]["content"] if messages else ""
         outputs = owner.respond(output_fields(system), prompt_fields(user))
         with owner.lock:
             owner.calls += 1
         if owner.delay:
             time.sleep(owner.delay)
         text = owner._format_answer_fields(outputs)
+        if begun and owner.continues_replies:  # else: a fresh reply, as a server that does not continue one
+            text = continuation(text, begun)
         return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]), finish_reason="stop",
                         usage=Usage(input_tokens=len(system + user) // 4, output_tokens=len(text) // 4,
                                     total_tokens=(len(system + user) + len(text)) // 4,
@@ -48,11 +60,13 @@ class ScriptedLM(DummyLM):
     """A DummyLM whose answer is computed from the prompt: `plans[question]` is the list of
     controller actions `(tool_name, args)`, taken in order by the number of steps already in
     the trajectory; `answer_types[question]` the (label, qid) of the answer-type step; `cached_tokens` the
-    prompt tokens each call's usage reports as reused from a prefix cache."""
+    prompt tokens each call's usage reports as reused from a prefix cache; `continues_replies`: a reply begun
+    in a final assistant message is continued (as the local backend does), else answered anew."""
 
     def __init__(self, plans: dict[str, list[tuple[str, dict]]], answer_types: dict[str, tuple[str, str]] | None = None,
-                 delay: float = 0.0, cached_tokens: int = 0):
+                 delay: float = 0.0, cached_tokens: int = 0, continues_replies: bool = False):
         super().__init__([])
+        self.continues_replies = continues_replies
         self.cached_tokens = cached_tokens  # prompt tokens each call reports as read from a cache
         self.plans = plans
         self.answer_types = answer_types or {}
