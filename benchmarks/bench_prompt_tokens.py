@@ -137,7 +137,7 @@ class PrefixCacheModel:
 
 
 def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int | None, demo_anchors: int = 0,
-            final_extract: str = "auto"):
+            final_extract: str = "auto", stable_history: bool = False):
     from saga_dspy.eval.runner import evaluate
 
     config = json.loads((run_dir / "config.json").read_text())
@@ -150,7 +150,7 @@ def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int |
         answer_types[r["question"]] = (m.group(1), m.group(2)) if m else (r.get("answer_type") or "thing", "")
     settings = Settings(dataset=config["dataset"], split=config["split"], variant=config["variant"],
                         max_steps=10, lm_cache=False, mlflow=False, demo_anchors=demo_anchors,
-                        final_extract=final_extract)
+                        final_extract=final_extract, stable_history=stable_history)
     per_question: dict[str, dict[str, int]] = {}
     recorder = Recorder()
     with tempfile.TemporaryDirectory() as out:
@@ -189,6 +189,7 @@ def main() -> int:
                         help="replay with this many demonstrations the same for every question (Settings.demo_anchors)")
     parser.add_argument("--final-extract", default="auto", choices=["auto", "call", "prefill", "step", "none"],
                         help="Settings.final_extract of the replay (auto: prefill, as with the local model)")
+    parser.add_argument("--stable-history", action="store_true", help="Settings.stable_history of the replay")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = parser.parse_args()
     args.cache_bytes = args.cache_bytes or None
@@ -198,7 +199,8 @@ def main() -> int:
     report = {}
     for run in args.runs:
         cache = PrefixCacheModel(args.cache_bytes, args.state_fixed_bytes, KV_BYTES_PER_TOKEN)  # cold, as a fresh process
-        variant, per_question = measure(run, tokens, cache, args.limit, args.demo_anchors, args.final_extract)
+        variant, per_question = measure(run, tokens, cache, args.limit, args.demo_anchors, args.final_extract,
+                                        args.stable_history)
         keys = sorted({k for q in per_question.values() for k in q})
         means = {k: round(statistics.mean(q.get(k, 0) for q in per_question.values()), 1) for k in keys}
         report[str(run)] = {"variant": variant, "questions": len(per_question), "mean": means,

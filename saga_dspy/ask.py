@@ -26,7 +26,8 @@ from saga_dspy.services import KgServices
 SETTINGS_FLAGS = (
     "kg", "endpoint", "search", "cache_dir", "query_timeout", "result_cache",
     "schema_index", "filter_mode", "schema_coverage", "coverage_seed", "observation_chars",
-    "variant", "max_steps", "check_answer", "demos", "demo_anchors", "demo_observation_chars", "final_extract", "program", "dataset",
+    "variant", "max_steps", "check_answer", "demos", "demo_anchors", "demo_observation_chars", "final_extract",
+    "stable_history", "program", "dataset",
     "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window",
     "lm_timeout", "lm_retries", "question_budget",
 )

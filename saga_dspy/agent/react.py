@@ -17,7 +17,7 @@ from saga_dspy.agent.calls import is_context_overflow
 from saga_dspy.agent.episode import Episode
 from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.parsing import FENCE, MARKER, normalize_tool_name, parse_tool_args
-from saga_dspy.agent.trajectory import Step, one_line, render_trajectory
+from saga_dspy.agent.trajectory import KEEP_FULL_STEPS, Step, one_line, render_trajectory
 from saga_dspy.tools.specs import TOOL_NAMES, TOOL_SPECS
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,8 @@ class SagaReAct(dspy.ReAct):
             budget = self._budget(episode, inputs, predictor)
             if episode.trajectory_cap is not None:
                 budget = min(budget, episode.trajectory_cap)
-            trajectory = render_trajectory(episode.steps, budget, observation_chars=episode.settings.observation_chars)
+            trajectory = render_trajectory(episode.steps, budget, observation_chars=episode.settings.observation_chars,
+                                           keep_full=None if episode.settings.stable_history else KEEP_FULL_STEPS)
             episode.last_trajectory_chars = len(trajectory)
             if tail:
                 trajectory = f"{trajectory}\n\n{tail}" if trajectory else tail

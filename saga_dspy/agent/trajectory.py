@@ -47,7 +47,7 @@ def render_trajectory(
     budget: int | None = None,
     *,
     observation_chars: int | None = 3000,
-    keep_full: int = KEEP_FULL_STEPS,
+    keep_full: int | None = KEEP_FULL_STEPS,
     first_index: int = 0,
 ) -> str:
     """The trajectory as the controller reads it, within `budget` characters.
@@ -55,6 +55,11 @@ def render_trajectory(
     The last `keep_full` steps show their observation (clipped to `observation_chars`);
     older steps show a one-line summary. Over budget, more steps are summarised, then the
     oldest steps are dropped (a note says so), then the remaining observations are clipped.
+    `keep_full=None` (stable history): every step stays whole while the budget allows; past it the
+    oldest steps are summarised KEEP_FULL_STEPS at a time (steps 1-5, then 1-10, ...), so the text of
+    an earlier step changes only when a block is summarised, not at every step (a sliding window
+    re-writes an old step at every step, and a local model's prefix cache then evaluates everything
+    after it again).
     """
     if not steps:
         return "(no steps yet)"
@@ -71,8 +76,14 @@ def render_trajectory(
         return "\n\n".join(parts)
 
     n = len(steps)
-    full_from = max(0, n - keep_full)
-    text = render(full_from, 0, observation_chars)
+    if keep_full is None:  # whole while it fits, then summarised in blocks of KEEP_FULL_STEPS steps
+        for full_from in range(0, n, KEEP_FULL_STEPS):
+            text = render(full_from, 0, observation_chars)
+            if budget is None or len(text) <= budget:
+                return text
+    else:
+        full_from = max(0, n - keep_full)
+        text = render(full_from, 0, observation_chars)
     if budget is None or len(text) <= budget:
         return text
     for full_from in range(full_from + 1, n):  # summarise more, keeping the latest step whole

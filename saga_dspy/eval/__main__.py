@@ -56,7 +56,7 @@ SETTINGS_FLAGS = (
     "lm_timeout", "lm_retries", "question_budget", "max_infra_failures",
     "program", "num_threads", "metric_mode", "out", "mlflow", "mlflow_uri", "trace", "trace_writer",
     "filter_mode", "coverage_seed", "schema_index", "observation_chars", "max_steps", "demos", "check_answer",
-    "final_extract", "demo_observation_chars", "demo_anchors",
+    "final_extract", "stable_history", "demo_observation_chars", "demo_anchors",
 )
 
 

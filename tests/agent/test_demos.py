@@ -134,3 +134,28 @@ def test_the_program_shows_the_settings_anchors():
     second, _ = program._guarded_demos(program.demo_pool(), "what is the capital of chile", "SELECT", None)
     assert [d.question for d in first[:2]] == [d.question for d in second[:2]]
     assert first[2].question != second[2].question
+
+
+def test_a_demo_shows_the_state_of_its_own_step_never_what_later_steps_found():
+    from saga_dspy.agent.demos import record_to_example
+
+    before = {"type_context": "Expected answer type: country (Q6256)\nKnown entity types: (none yet)",
+              "knowledge_log": "(nothing yet)"}
+    after_lookup = {"type_context": "Expected answer type: country (Q6256)\nKnown entity types:\n- Q794 Iran: country",
+                    "knowledge_log": "[info] type discovered: Q794 Iran is country"}
+    final = {"type_context": after_lookup["type_context"] + "\nVariable types: ?x: country (observed)",
+             "knowledge_log": after_lookup["knowledge_log"] + "\n[ok] 6 rows (Iraq): wd:Q794 wdt:P47 ?x ."}
+    steps = [  # as the gold teacher stores them: a step keeps its state only where it changed
+        {"thought": "s", "tool_name": "search_wikidata", "tool_args": {"query": "Iran"}, "observation": "o", **before},
+        {"thought": "l", "tool_name": "get_wikidata_entry", "tool_args": {"qid": "Q794"}, "observation": "o"},
+        {"thought": "e", "tool_name": "execute_sparql", "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q794 wdt:P47 ?x }"},
+         "observation": "[OK] 6 rows", **after_lookup},
+        {"thought": "done", "tool_name": "stop", "tool_args": {}, "observation": "", **final}]
+    record = {"question": "Which countries border Iran?", "sparql": "SELECT ?x WHERE { wd:Q794 wdt:P47 ?x }",
+              "steps": steps, **final}
+    lookup = record_to_example(record, output="lookup")
+    assert lookup.next_tool_name == "get_wikidata_entry"
+    assert (lookup.type_context, lookup.knowledge_log) == (before["type_context"], before["knowledge_log"])
+    execute = record_to_example(record, output="execute")
+    assert (execute.type_context, execute.knowledge_log) == (after_lookup["type_context"], after_lookup["knowledge_log"])
+    assert record_to_example(record).type_context == final["type_context"]  # the closing stop: the final state

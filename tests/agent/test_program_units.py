@@ -189,6 +189,25 @@ def test_render_trajectory_fits_the_budget():
     assert "left out to save space" in small
 
 
+def test_a_stable_history_keeps_the_text_of_earlier_steps_from_step_to_step():
+    steps = _steps(10)
+    budget = 9000  # ~16 whole steps' worth of 550 characters: all ten fit
+    window = [render_trajectory(steps[:n], budget) for n in range(6, 11)]
+    stable = [render_trajectory(steps[:n], budget, keep_full=None) for n in range(6, 11)]
+    # the paper's window of five whole steps re-writes an older step at every step: the prompt's prefix changes
+    assert not any(later.startswith(earlier) for earlier, later in zip(window, window[1:]))
+    # stable: each step's prompt starts with the previous one's, a local model's prefix cache holds it all
+    assert all(later.startswith(earlier) for earlier, later in zip(stable, stable[1:]))
+    assert "obs0 " + "x" * 500 in stable[-1]
+    # over the budget, the oldest steps are summarised five at a time, and the text stays stable within a block
+    tight = [render_trajectory(_steps(n), 4200, keep_full=None) for n in (8, 9)]
+    assert all(len(t) <= 4200 and "obs4 " + "x" * 500 not in t and "obs5 " + "x" * 500 in t for t in tight)
+    assert tight[1].startswith(tight[0])
+    for budget in (2500, 800):  # and it still fits any budget
+        text = render_trajectory(_steps(12, 2000), budget, observation_chars=3000, keep_full=None)
+        assert len(text) <= budget and "Step 12" in text
+
+
 # --- demos --------------------------------------------------------------------------------------------------
 
 

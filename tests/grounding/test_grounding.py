@@ -111,6 +111,9 @@ def test_execute_updates_type_state_and_range_evidence(make):
     assert facts[0].source == "observed" and any(f.source == "domain of P57" for f in facts)
     assert "Q42574" in ctx.state.entities  # the query's constant, with its types
     assert "?film:" in ctx.type_context()
+    # the films themselves are remembered with their types, but the context lists them only through ?film
+    films = [e for e, info in ctx.state.entities.items() if info.source == "result" and info.types]
+    assert films and not any(e in ctx.type_context() for e in films) and "?film: film" in ctx.type_context()
     # P361 (part of) has no indexed range: the types of what it returned become trace-local evidence
     assert ctx.schema.get("P361").range is None
     tools["execute_sparql"]("SELECT ?o WHERE { wd:Q209857 wdt:P361 ?o }")
