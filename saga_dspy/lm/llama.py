@@ -271,25 +271,37 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int, seed: int) -> _Load
     return loaded
 
 
+def _token_text(llama: Any, token: int) -> str:
+    return llama.detokenize([token], special=True).decode("utf-8", "replace") if token != -1 else ""
+
+
+def chat_prompt(llama: Any, messages: list[dict[str, str]]) -> str:
+    """The text llama-cpp-python's `create_chat_completion` builds for `messages` with the model's own (GGUF) chat
+    template and the generation prompt: a sandboxed Jinja render with its options and names (a real-model test
+    compares the tokens)."""
+    from jinja2.ext import loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise ValueError(message)
+
+    template = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]) \
+        .from_string(llama.metadata["tokenizer.chat_template"])
+    return template.render(messages=messages, eos_token=_token_text(llama, llama.token_eos()),
+                           bos_token=_token_text(llama, llama.token_bos()), add_generation_prompt=True,
+                           raise_exception=raise_exception, strftime_now=lambda f: time.strftime(f))
+
+
 def continue_reply(llama: Any, messages: list[dict[str, str]], kwargs: dict[str, Any]) -> dict[str, Any]:
     """A chat completion that continues the last message, an assistant reply begun by the caller.
 
-    The model's own chat template renders the messages before it with the generation prompt (the same
-    text `create_chat_completion` would build, so the prefix cache matches), the begun reply follows,
-    and the completion is only what the model adds (as OpenAI-compatible servers return a continued
-    message)."""
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-    def token_text(token: int) -> str:
-        return llama.detokenize([token], special=True).decode("utf-8", "replace") if token != -1 else ""
-
-    formatter = Jinja2ChatFormatter(template=llama.metadata["tokenizer.chat_template"],
-                                    eos_token=token_text(llama.token_eos()), bos_token=token_text(llama.token_bos()))
-    rendered = formatter(messages=messages[:-1])
-    stops = rendered.stop if isinstance(rendered.stop, list) else [rendered.stop] if rendered.stop else []
+    The messages before it are rendered as a chat completion would render them (`chat_prompt`, so the prefix
+    cache matches), the begun reply follows, and the completion is only what the model adds (as
+    OpenAI-compatible servers return a continued message)."""
     options = {k: v for k, v in kwargs.items() if k != "response_format"}  # a begun text reply is no JSON mode
-    options["stop"] = list(dict.fromkeys([*options.get("stop", []), *stops]))
-    raw = llama.create_completion(prompt=rendered.prompt + messages[-1]["content"], **options)
+    eos = _token_text(llama, llama.token_eos())  # the end of the assistant's turn
+    options["stop"] = list(dict.fromkeys([*options.get("stop", []), *([eos] if eos else [])]))
+    raw = llama.create_completion(prompt=chat_prompt(llama, messages[:-1]) + messages[-1]["content"], **options)
     choice = raw["choices"][0]
     return {**raw, "choices": [{"index": 0, "message": {"role": "assistant", "content": choice.get("text") or ""},
                                 "finish_reason": choice.get("finish_reason")}]}

@@ -532,6 +532,29 @@ def test_real_local_model_answers_a_predict():
     print(f"real local model: {seconds:.1f} s, {usage}")
 
 
+@pytest.mark.llm
+@pytest.mark.skipif(os.environ.get("SAGA_LLM_TESTS") != "1", reason="needs the real local model: SAGA_LLM_TESTS=1")
+def test_real_local_model_continues_a_begun_reply_after_the_chat_completion_prefix():
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    from saga_dspy.agent.begun_reply import BegunReplyAdapter
+    from saga_dspy.lm.llama import chat_prompt
+
+    lm = build_lm(Settings(lm="local", lm_cache=False, max_tokens=16))
+    llama = lm.llama_engine._handle().llama
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "U1"},
+                {"role": "assistant", "content": "A1"}, {"role": "user", "content": "U2"}]
+    eos = llama._model.token_get_text(llama.token_eos())
+    # the text create_chat_completion builds (llama-cpp-python's own formatter), so the prefix cache matches
+    assert chat_prompt(llama, messages) == Jinja2ChatFormatter(llama.metadata["tokenizer.chat_template"], eos,
+                                                               "")(messages=messages).prompt
+    begun = "[[ ## reasoning ## ]]\n17 + 25 = 42.\n\n[[ ## answer ## ]]\n"
+    with dspy.context(lm=lm, adapter=BegunReplyAdapter(begun)):
+        pred = dspy.Predict("question -> reasoning: str, answer: int")(question="What is 17 + 25?")
+    assert pred.answer == 42 and pred.reasoning == "17 + 25 = 42."
+    assert not lm.history[-1]["outputs"][0].lstrip().startswith("[[")  # continued, not answered anew
+
+
 def test_prefix_state_cache_keeps_one_logits_row_and_finds_the_longest_prefix():
     import numpy as np
 
