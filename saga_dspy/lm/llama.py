@@ -275,19 +275,24 @@ def _token_text(llama: Any, token: int) -> str:
     return llama.detokenize([token], special=True).decode("utf-8", "replace") if token != -1 else ""
 
 
+@functools.lru_cache(maxsize=4)
+def _compiled_template(template: str) -> Any:
+    """A chat template compiled once per process (a model has one), not at every continuation."""
+    from jinja2.ext import loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    return ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]) \
+        .from_string(template)
+
+
 def chat_prompt(llama: Any, messages: list[dict[str, str]]) -> str:
     """The text llama-cpp-python's `create_chat_completion` builds for `messages` with the model's own (GGUF) chat
     template and the generation prompt: a sandboxed Jinja render with its options and names (a real-model test
     compares the tokens)."""
-    from jinja2.ext import loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
     def raise_exception(message: str) -> None:
         raise ValueError(message)
 
-    template = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]) \
-        .from_string(llama.metadata["tokenizer.chat_template"])
-    return template.render(messages=messages, eos_token=_token_text(llama, llama.token_eos()),
+    return _compiled_template(llama.metadata["tokenizer.chat_template"]).render(messages=messages, eos_token=_token_text(llama, llama.token_eos()),
                            bos_token=_token_text(llama, llama.token_bos()), add_generation_prompt=True,
                            raise_exception=raise_exception, strftime_now=lambda f: time.strftime(f))
 
