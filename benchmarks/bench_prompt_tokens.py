@@ -136,45 +136,53 @@ class PrefixCacheModel:
             self.states.popitem(last=False)
 
 
-def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int | None, demo_anchors: int = 0,
-            final_extract: str = "auto", stable_history: bool = False):
+def replayed_calls(run_dir: Path, limit: int | None = None, ids: list[str] | None = None, **settings: object):
+    """Each recorded question of an eval run, replayed through today's program: (record, [(messages, reply)])."""
     from saga_dspy.eval.runner import evaluate
 
     config = json.loads((run_dir / "config.json").read_text())
-    records = [json.loads(line) for line in (run_dir / "predictions.jsonl").open()][:limit]
+    records = [json.loads(line) for line in (run_dir / "predictions.jsonl").open()]
+    records = [r for r in records if r["id"] in ids] if ids else records[:limit]
     plans, answer_types = {}, {}
     for r in records:
         plans[r["question"]] = [(s["tool_name"], s["tool_args"]) for s in r["trajectory"]
                                 if s["tool_name"] in TOOL_NAMES] + [("stop", {})]
         m = _TYPED.match(r.get("answer_type") or "")
         answer_types[r["question"]] = (m.group(1), m.group(2)) if m else (r.get("answer_type") or "thing", "")
-    settings = Settings(dataset=config["dataset"], split=config["split"], variant=config["variant"],
-                        max_steps=10, lm_cache=False, mlflow=False, demo_anchors=demo_anchors,
-                        final_extract=final_extract, stable_history=stable_history)
-    per_question: dict[str, dict[str, int]] = {}
+    replay = Settings(dataset=config["dataset"], split=config["split"], variant=config["variant"],
+                      max_steps=10, lm_cache=False, mlflow=False, **settings)
     recorder = Recorder()
     with tempfile.TemporaryDirectory() as out:
         for r in records:  # one question at a time, so the calls are attributed to it
             recorder.calls.clear()
-            evaluate(settings, [config["variant"]], out=Path(out) / r["id"], ids=[r["id"]],
+            evaluate(replay, [config["variant"]], out=Path(out) / r["id"], ids=[r["id"]],
                      lm=replay_lm(plans, answer_types, recorder), progress=False, stream=io.StringIO())
-            split: dict[str, int] = defaultdict(int)
-            for messages, reply in recorder.calls:
-                text, regions = chat_text(messages)
-                ids = tokens(text)
-                reused = cache.reused(ids)
-                split["prompt"] += len(ids)
-                split["evaluated"] += len(ids) - reused
-                split["calls"] += 1
-                for name, a, b in regions:  # the evaluated tokens that fall in this region
-                    lo, hi = len(tokens(text[:a])), len(tokens(text[:b]))
-                    evaluated = max(0, hi - max(lo, reused))
-                    split[f"eval:{name}"] += evaluated
-                    if name.startswith("demo:"):
-                        split["eval:demos"] += evaluated
-                cache.save(ids + tokens(reply))
-            per_question[r["id"]] = dict(split)
-    return config["variant"], per_question
+            yield r, list(recorder.calls)
+
+
+def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int | None, demo_anchors: int = 0,
+            final_extract: str = "auto", stable_history: bool = False):
+    variant = json.loads((run_dir / "config.json").read_text())["variant"]
+    per_question: dict[str, dict[str, int]] = {}
+    for r, calls in replayed_calls(run_dir, limit, demo_anchors=demo_anchors, final_extract=final_extract,
+                                   stable_history=stable_history):
+        split: dict[str, int] = defaultdict(int)
+        for messages, reply in calls:
+            text, regions = chat_text(messages)
+            ids = tokens(text)
+            reused = cache.reused(ids)
+            split["prompt"] += len(ids)
+            split["evaluated"] += len(ids) - reused
+            split["calls"] += 1
+            for name, a, b in regions:  # the evaluated tokens that fall in this region
+                lo, hi = len(tokens(text[:a])), len(tokens(text[:b]))
+                evaluated = max(0, hi - max(lo, reused))
+                split[f"eval:{name}"] += evaluated
+                if name.startswith("demo:"):
+                    split["eval:demos"] += evaluated
+            cache.save(ids + tokens(reply))
+        per_question[r["id"]] = dict(split)
+    return variant, per_question
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ SETTINGS_FLAGS = (
     "schema_index", "filter_mode", "schema_coverage", "coverage_seed", "observation_chars",
     "variant", "max_steps", "check_answer", "demos", "demo_anchors", "demo_observation_chars", "final_extract",
     "stable_history", "program", "dataset",
-    "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window",
+    "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window", "write_markers",
     "lm_timeout", "lm_retries", "question_budget",
 )
 OBSERVATION_LINES = 8

@@ -119,6 +119,8 @@ class Settings(BaseSettings):
     seed: int = Field(0, description="LM seed")
     lm_cache: bool = Field(True, description="cache LM responses on disk")
     context_window: int = Field(8192, ge=1, description="local model context window, tokens")
+    write_markers: bool = Field(True, description="local model: the engine writes a chat-format reply's field "
+                                "markers (fixed by the prompt) in a batch; the model writes the values")
     lm_timeout: float = Field(120.0, gt=0, allow_inf_nan=False, description="deadline of one LM request, seconds")
     lm_retries: int = Field(1, ge=0, le=5, description="retries of a failed LM request (transport errors, 5xx)")
     question_budget: float | None = Field(

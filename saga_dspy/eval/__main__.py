@@ -52,7 +52,7 @@ from saga_dspy.variants import VARIANT_NAMES
 # Settings fields exposed as flags (flag <-> field through config.add_settings_args).
 SETTINGS_FLAGS = (
     "dataset", "split", "limit", "endpoint", "kg", "search", "cache_dir", "query_timeout", "result_cache",
-    "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window",
+    "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window", "write_markers",
     "lm_timeout", "lm_retries", "question_budget", "max_infra_failures",
     "program", "num_threads", "metric_mode", "out", "mlflow", "mlflow_uri", "trace", "trace_writer",
     "filter_mode", "coverage_seed", "schema_index", "observation_chars", "max_steps", "demos", "check_answer",

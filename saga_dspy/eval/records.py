@@ -88,6 +88,7 @@ def lm_record(settings: Settings) -> dict[str, Any]:
         "seed": settings.seed,
         "cache": settings.lm_cache,
         "context_window": settings.context_window,
+        "write_markers": settings.write_markers,
     }
     if settings.lm.strip().lower() == "local":
         out.update(local_model=lm_module.LOCAL_LM_MODEL, sha256=lm_module.LOCAL_MODEL_SHA256)

@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import dspy
 
 from saga_dspy.config import Settings
 from saga_dspy.lm.model_files import INSTALL_HINT, LOCAL_LM_MODEL, LocalModelError, ensure_local_model
+from saga_dspy.lm.markers import OPENING, marker, next_field, reply_fields
 from saga_dspy.lm.wire import capped_max_tokens, chat_messages, chat_response, stops_with_marker
 
 log = logging.getLogger(__name__)
@@ -297,19 +299,93 @@ def chat_prompt(llama: Any, messages: list[dict[str, str]]) -> str:
                            raise_exception=raise_exception, strftime_now=lambda f: time.strftime(f))
 
 
-def continue_reply(llama: Any, messages: list[dict[str, str]], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """A chat completion that continues the last message, an assistant reply begun by the caller.
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
-    The messages before it are rendered as a chat completion would render them (`chat_prompt`, so the prefix
-    cache matches), the begun reply follows, and the completion is only what the model adds (as
-    OpenAI-compatible servers return a continued message)."""
-    options = {k: v for k, v in kwargs.items() if k != "response_format"}  # a begun text reply is no JSON mode
-    eos = _token_text(llama, llama.token_eos())  # the end of the assistant's turn
-    options["stop"] = list(dict.fromkeys([*options.get("stop", []), *([eos] if eos else [])]))
-    raw = llama.create_completion(prompt=chat_prompt(llama, messages[:-1]) + messages[-1]["content"], **options)
-    choice = raw["choices"][0]
-    return {**raw, "choices": [{"index": 0, "message": {"role": "assistant", "content": choice.get("text") or ""},
-                                "finish_reason": choice.get("finish_reason")}]}
+
+def _end_of_turn(llama: Any) -> Any:
+    """llama.cpp's end-of-generation test (every EOG token of the vocabulary: Qwen's <|im_end|> and
+    <|endoftext|>); an object that is not llama-cpp-python's (a test double) ends at its eos token."""
+    if not hasattr(llama, "_model") or importlib.util.find_spec("llama_cpp") is None:
+        eos = llama.token_eos()
+        return lambda token: token == eos
+    from llama_cpp import llama_cpp as native
+
+    vocab = llama._model.vocab
+    return lambda token: bool(native.llama_vocab_is_eog(vocab, token))
+
+
+def marked_reply(llama: Any, messages: list[dict[str, str]], kwargs: dict[str, Any],
+                 fields: list[str]) -> dict[str, Any]:
+    """A chat completion whose fixed text the engine writes: the reply a final assistant message began (the model
+    continues it, and the completion is only what follows, as OpenAI-compatible servers return a continued
+    message) and the field markers of `fields` (`lm.markers`).
+
+    The messages are rendered as `create_chat_completion` renders them (`chat_prompt`, so the prefix cache
+    matches). A fresh reply begins with the first field's marker, evaluated with the prompt; when the model
+    begins a marker (`\\n\\n[[`), the rest of the next field's marker is evaluated in one batch behind it; the
+    marker that would close the reply (`[[ ## completed`) ends it. The model writes every value; where it
+    would have written a marker itself, the text is the same. With no fields this is a plain continuation."""
+    begun = messages[-1]["content"] if messages and messages[-1]["role"] == "assistant" else ""
+    prompt_text = chat_prompt(llama, messages[:-1] if begun else messages) + begun
+    opened = marker(fields[0]) if fields and not begun else ""
+    head = llama.tokenize((prompt_text + opened).encode("utf-8"), add_bos=True, special=True)
+    if len(head) >= llama.n_ctx():
+        raise ValueError(f"Requested tokens ({len(head)}) exceed context window of {llama.n_ctx()}")
+    budget = min(int(kwargs.get("max_tokens") or 1 << 30), llama.n_ctx() - len(head))
+    eos = _token_text(llama, llama.token_eos())  # the end of the assistant's turn, as text
+    stops = [s for s in dict.fromkeys([*kwargs.get("stop", []), eos]) if s]
+    sampling = {"temp": float(kwargs.get("temperature", 0.0)), "top_k": int(kwargs.get("top_k", 40)),
+                "top_p": float(kwargs.get("top_p", 0.95)), "min_p": 0.05, "repeat_penalty": 1.0,
+                "frequency_penalty": float(kwargs.get("frequency_penalty", 0.0)),
+                "presence_penalty": float(kwargs.get("presence_penalty", 0.0))}
+    if llama.cache:  # as create_completion: a longer evaluated prefix saved earlier is restored first
+        try:
+            saved = llama.cache[head]
+            if _common_prefix(saved.input_ids.tolist(), head) > _common_prefix(llama._input_ids.tolist(), head):
+                llama.load_state(saved)
+        except KeyError:
+            pass
+    ends_turn = _end_of_turn(llama)
+    llama.set_seed(int(kwargs.get("seed", 0)))
+    added: list[int] = []  # after the head: the model's tokens and the markers written for it
+    text, finish, running = "", "length", True
+    while running and len(added) < budget:
+        running = False
+        for token in llama.generate(head + added, **sampling):
+            if ends_turn(token):
+                finish = "stop"
+                break
+            added.append(token)
+            text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
+            cut = min((text.index(s) for s in stops if s in text), default=-1)
+            if cut >= 0:
+                text, finish = text[:cut], "stop"
+                break
+            if fields and (begun + opened + text).endswith(OPENING):
+                field = next_field(fields, begun + opened + text)
+                if field is None:  # the closing marker: the reply is complete
+                    text, finish = text[: -len(OPENING)], "stop"
+                    break
+                added += llama.tokenize(marker(field)[len("[["):].encode("utf-8"), add_bos=False, special=True)
+                text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
+                running = True  # generate again: the marker is evaluated in one batch with the model's "[["
+                break
+            if len(added) >= budget:
+                break
+    if llama.cache:
+        llama.cache[head + added] = llama.save_state()
+    n_prompt = len(llama.tokenize(prompt_text.encode("utf-8"), add_bos=True, special=True)) if opened else len(head)
+    return {"id": f"cmpl-{uuid.uuid4()}", "object": "chat.completion", "created": int(time.time()),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": opened + text},
+                         "finish_reason": finish}],
+            "usage": {"prompt_tokens": n_prompt, "completion_tokens": len(head) - n_prompt + len(added),
+                      "total_tokens": len(head) + len(added)}}
 
 
 class LlamaCppEngine:
@@ -342,6 +418,7 @@ class LlamaCppEngine:
         max_tokens: int = 512,
         temperature: float = 0.0,
         seed: int = 0,
+        write_markers: bool = True,
         llama: Any = None,
     ):
         if model_path is None and llama is None:
@@ -354,6 +431,7 @@ class LlamaCppEngine:
         self.max_tokens = int(max_tokens)
         self.temperature = float(temperature)
         self.seed = int(seed)
+        self.write_markers = bool(write_markers)
         self._injected = _Loaded(llama, threading.Lock()) if llama is not None else None
 
     # -- engine protocol ----------------------------------------------------------
@@ -374,8 +452,9 @@ class LlamaCppEngine:
             if meter is not None:
                 meter.sizes.clear()
             try:
-                if messages and messages[-1]["role"] == "assistant":
-                    raw = continue_reply(loaded.llama, messages, kwargs)
+                fields = reply_fields(messages) if self.write_markers and "response_format" not in kwargs else []
+                if fields or (messages and messages[-1]["role"] == "assistant"):
+                    raw = marked_reply(loaded.llama, messages, kwargs, fields)
                 else:
                     raw = loaded.llama.create_chat_completion(messages=messages, **kwargs)
             except ValueError as exc:
@@ -404,6 +483,7 @@ class LlamaCppEngine:
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "seed": self.seed,
+            "write_markers": self.write_markers,
         }
 
     @classmethod
@@ -458,7 +538,8 @@ class LocalLlamaLM(dspy.LM):
     DSPy owns caching (keyed by the model string `LOCAL_LM_MODEL`, the messages
     and the generation settings; the weights are pinned by their SHA-256),
     history and usage tracking. `copy()` shares the engine and so the model.
-    A final assistant message is continued, not answered (`continue_reply`).
+    A final assistant message is continued, not answered, and the engine writes a chat-format reply's field
+    markers itself (`marked_reply`).
     """
 
     continues_replies = True
@@ -474,6 +555,7 @@ class LocalLlamaLM(dspy.LM):
         temperature: float = 0.0,
         max_tokens: int = 512,
         seed: int = 0,
+        write_markers: bool = True,
         cache: bool = True,
         num_retries: int = 0,
         engine: Any = None,
@@ -488,6 +570,7 @@ class LocalLlamaLM(dspy.LM):
                 max_tokens=max_tokens,
                 temperature=temperature,
                 seed=seed,
+                write_markers=write_markers,
             )
         kwargs.pop("async_engine", None)
         super().__init__(
@@ -518,6 +601,7 @@ def local_lm(settings: Settings, *, model_path: str | os.PathLike[str] | None = 
         temperature=settings.temperature,
         max_tokens=settings.max_tokens,
         seed=settings.seed,
+        write_markers=settings.write_markers,
         cache=settings.lm_cache,
     )
 

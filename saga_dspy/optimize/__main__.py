@@ -26,7 +26,7 @@ from saga_dspy.optimize import (
 
 SETTINGS_FLAGS = (
     "dataset", "split", "limit", "endpoint", "kg", "search", "cache_dir", "query_timeout", "result_cache",
-    "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window",
+    "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window", "write_markers",
     "lm_timeout", "lm_retries", "question_budget", "max_infra_failures",
     "variant", "num_threads", "metric_mode", "out", "mlflow", "mlflow_uri", "trace", "trace_writer", "filter_mode",
     "schema_coverage", "coverage_seed", "schema_index", "observation_chars", "max_steps", "check_answer",

@@ -1,0 +1,38 @@
+"""The field markers of a DSPy chat-format reply, which the prompt fixes and the engine can write itself.
+
+A ChatAdapter reply reads `[[ ## next_thought ## ]]\\n…\\n\\n[[ ## next_tool_name ## ]]\\n…\\n\\n[[ ## next_tool_args ## ]]
+\\n…\\n\\n[[ ## completed ## ]]`: 29 of a controller reply's ~70 tokens are markers whose text and order the last user
+message has already spelt out ("Respond with the corresponding output fields, starting with the field …"). The
+local model generates a token at a time (~70 ms at a question's context length on this CPU), but evaluates a
+batch of known tokens at a fraction of that, so the local engine writes the markers (`lm.llama.marked_reply`) and
+the model writes the values. Only the text is read here; nothing imports DSPy's adapters.
+"""
+
+from __future__ import annotations
+
+import re
+
+OPENING = "\n\n[["  # how the model begins the next marker: the engine writes the rest of it
+_ORDER = re.compile(r"Respond with the corresponding output fields, starting with the field (.*?), and then ending "
+                    r"with the marker for `\[\[ ## completed ## \]\]`", re.S)
+_FIELD = re.compile(r"`\[\[ ## (\w+) ## \]\]`")
+
+
+def reply_fields(messages: list[dict[str, str]]) -> list[str]:
+    """The output fields, in order, that the last user message asks for (ChatAdapter's closing instruction);
+    [] when it asks for none: such a prompt is generated as it is."""
+    for message in reversed(messages):
+        if message["role"] == "user":
+            found = _ORDER.search(str(message.get("content") or ""))
+            return _FIELD.findall(found.group(1)) if found else []
+    return []
+
+
+def marker(field: str) -> str:
+    """A field's marker line, as ChatAdapter writes it."""
+    return f"[[ ## {field} ## ]]\n"
+
+
+def next_field(fields: list[str], reply: str) -> str | None:
+    """The first field whose marker the reply does not hold yet (None: every field is written)."""
+    return next((field for field in fields if f"[[ ## {field} ## ]]" not in reply), None)
