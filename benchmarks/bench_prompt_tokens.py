@@ -161,7 +161,7 @@ def replayed_calls(run_dir: Path, limit: int | None = None, ids: list[str] | Non
 
 
 def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int | None, demo_anchors: int = 0,
-            final_extract: str = "auto", stable_history: bool = False):
+            final_extract: str = "auto", stable_history: bool = True):
     variant = json.loads((run_dir / "config.json").read_text())["variant"]
     per_question: dict[str, dict[str, int]] = {}
     for r, calls in replayed_calls(run_dir, limit, demo_anchors=demo_anchors, final_extract=final_extract,
@@ -197,7 +197,8 @@ def main() -> int:
                         help="replay with this many demonstrations the same for every question (Settings.demo_anchors)")
     parser.add_argument("--final-extract", default="auto", choices=["auto", "call", "prefill", "step", "none"],
                         help="Settings.final_extract of the replay (auto: prefill, as with the local model)")
-    parser.add_argument("--stable-history", action="store_true", help="Settings.stable_history of the replay")
+    parser.add_argument("--stable-history", action=argparse.BooleanOptionalAction, default=True,
+                        help="Settings.stable_history of the replay (default: on, as the program's default)")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = parser.parse_args()
     args.cache_bytes = args.cache_bytes or None

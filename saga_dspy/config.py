@@ -97,10 +97,10 @@ class Settings(BaseSettings):
     demo_observation_chars: int = Field(500, ge=80, description="each observation inside a demonstration's trajectory "
                                                                 "is clipped to this many characters (the demos are the "
                                                                 "larger part of a local model's evaluated prompt)")
-    stable_history: bool = Field(False, description="the trajectory keeps every step whole while it fits its budget and "
-                                                    "then summarises older steps a block of five at a time, so a local "
-                                                    "model's prefix cache keeps them (off: the paper's window, the last "
-                                                    "five steps whole, which re-writes an older step at every step)")
+    stable_history: bool = Field(True, description="the trajectory keeps every step whole while it fits its budget and "
+                                                   "then summarises older steps a block of five at a time, so a local "
+                                                   "model's prefix cache keeps them (off: the paper's window, the last "
+                                                   "five steps whole, which re-writes an older step at every step)")
     final_extract: Literal["auto", "call", "prefill", "step", "none"] = Field(
         "auto", description="when the steps end without an answering query: DSPy ReAct's extract predictor (call: "
                             "its own prompt, the trajectory read again), the controller's own prompt with the reply "

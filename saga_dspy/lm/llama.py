@@ -372,7 +372,8 @@ def marked_reply(llama: Any, messages: list[dict[str, str]], kwargs: dict[str, A
                 if field is None:  # the closing marker: the reply is complete
                     text, finish = text[: -len(OPENING)], "stop"
                     break
-                added += llama.tokenize(marker(field)[len("[["):].encode("utf-8"), add_bos=False, special=True)
+                rest = llama.tokenize(marker(field)[len("[["):].encode("utf-8"), add_bos=False, special=True)
+                added += rest[: budget - len(added)]  # the cap counts the markers written too
                 text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
                 running = True  # generate again: the marker is evaluated in one batch with the model's "[["
                 break
@@ -452,8 +453,9 @@ class LlamaCppEngine:
             if meter is not None:
                 meter.sizes.clear()
             try:
-                fields = reply_fields(messages) if self.write_markers and "response_format" not in kwargs else []
-                if fields or (messages and messages[-1]["role"] == "assistant"):
+                begun = bool(messages) and messages[-1]["role"] == "assistant"  # a text reply: no JSON mode
+                fields = reply_fields(messages) if self.write_markers and (begun or "response_format" not in kwargs) else []
+                if fields or begun:
                     raw = marked_reply(loaded.llama, messages, kwargs, fields)
                 else:
                     raw = loaded.llama.create_chat_completion(messages=messages, **kwargs)

@@ -34,5 +34,8 @@ def marker(field: str) -> str:
 
 
 def next_field(fields: list[str], reply: str) -> str | None:
-    """The first field whose marker the reply does not hold yet (None: every field is written)."""
-    return next((field for field in fields if f"[[ ## {field} ## ]]" not in reply), None)
+    """The field after the last one whose marker the reply holds (the first if it holds none; None after the
+    last field: the next marker closes the reply)."""
+    held = [i for i, field in enumerate(fields) if f"[[ ## {field} ## ]]" in reply]
+    after = held[-1] + 1 if held else 0
+    return fields[after] if after < len(fields) else None

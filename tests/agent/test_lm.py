@@ -270,10 +270,20 @@ CHATML = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ me
           "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-class ContinuingLlama(ScriptedLlama):
-    """Also answers create_completion (a raw prompt), with a chat template in its metadata."""
+class TokenLlama:
+    """llama-cpp-python's token interface with one token per character (eos: 7): `generate` writes the rest of
+    `reply` after whatever the assistant turn already holds (the engine may only have written what the model
+    would have), and records how many tokens each generation got and which characters the model made."""
 
     metadata = {"tokenizer.chat_template": CHATML}
+    cache = None
+
+    def __init__(self, reply: str, n_ctx: int = 100_000):
+        self.reply, self._n_ctx = reply, n_ctx
+        self.generations: list[dict] = []
+
+    def n_ctx(self):
+        return self._n_ctx
 
     def token_eos(self):
         return 7
@@ -281,34 +291,97 @@ class ContinuingLlama(ScriptedLlama):
     def token_bos(self):
         return -1
 
-    def detokenize(self, tokens, special=False):
-        assert tokens == [7] and special
-        return b"<|im_end|>"
+    def set_seed(self, seed):
+        self.seed = seed
 
-    def create_completion(self, prompt, **kwargs):
-        self.calls.append({"prompt": prompt, **kwargs})
-        return {"id": "cmpl-test", "choices": [{"index": 0, "text": 'SELECT ?x WHERE { ?x ?p ?o }"}', "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 20, "completion_tokens": 9, "total_tokens": 29}}
+    def tokenize(self, data, add_bos=True, special=True):
+        return [ord(c) + 1000 for c in data.decode()]
+
+    def detokenize(self, tokens, prev_tokens=None, special=False):
+        return "".join("<|im_end|>" if t == 7 else chr(t - 1000) for t in tokens).encode()
+
+    def generate(self, tokens, **sampling):
+        text = self.detokenize(tokens).decode()
+        head = "<|im_start|>assistant\n"
+        written = text[text.rindex(head) + len(head):]
+        assert self.reply.startswith(written), written  # nothing the model would not have written
+        record = {"prompt": text, "tokens": len(tokens), "model": "", "sampling": sampling}
+        self.generations.append(record)
+        for c in self.reply[len(written):]:
+            record["model"] += c
+            yield ord(c) + 1000
+        yield 7
+
+
+ASKS = ("Respond with the corresponding output fields, starting with the field `[[ ## next_thought ## ]]`, then "
+        "`[[ ## next_tool_name ## ]]`, then `[[ ## next_tool_args ## ]]`, and then ending with the marker for "
+        "`[[ ## completed ## ]]`.")
+STEP = ('[[ ## next_thought ## ]]\nLook it up.\n\n[[ ## next_tool_name ## ]]\nsearch_wikidata\n\n'
+        '[[ ## next_tool_args ## ]]\n{"query": "x"}\n\n[[ ## completed ## ]]\n')
+
+
+def test_the_engine_writes_the_field_markers_and_the_model_the_values():
+    llama = TokenLlama(STEP)
+    lm = LocalLlamaLM(llama=llama, cache=False, seed=3)
+    out = lm(messages=[{"role": "system", "content": "S"}, {"role": "user", "content": "Q\n\n" + ASKS}])
+    assert out == [STEP[: STEP.index("\n\n[[ ## completed")]]  # the reply, up to the marker that closes it
+    # three generations: the first marker went in with the prompt, the others right behind the model's "[["
+    assert [g["model"] for g in llama.generations] == ["Look it up.\n\n[[", "search_wikidata\n\n[[",
+                                                        '{"query": "x"}\n\n[[']
+    assert llama.generations[0]["prompt"].endswith("<|im_start|>assistant\n[[ ## next_thought ## ]]\n")
+    assert llama.generations[1]["prompt"].endswith("Look it up.\n\n[[ ## next_tool_name ## ]]\n")
+    assert llama.generations[0]["sampling"]["temp"] == 0.0 and llama.seed == 3
+    usage = lm.history[-1]["usage"]
+    # the reply's tokens, and the model's "\n\n[[" that began the closing marker
+    assert usage["completion_tokens"] == len(out[0]) + len("\n\n[[") and usage["prompt_tokens"] == len(
+        llama.generations[0]["prompt"]) - len("[[ ## next_thought ## ]]\n")
+
+
+def test_a_reply_is_parsed_by_chat_adapter_and_can_be_generated_whole():
+    llama = TokenLlama("[[ ## reasoning ## ]]\n17 + 25 = 42.\n\n[[ ## answer ## ]]\n42\n\n[[ ## completed ## ]]")
+    with dspy.context(lm=LocalLlamaLM(llama=llama, cache=False), adapter=dspy.ChatAdapter()):
+        pred = dspy.Predict("question -> reasoning: str, answer: int")(question="What is 17 + 25?")
+    assert (pred.reasoning, pred.answer) == ("17 + 25 = 42.", 42)
+    assert [g["model"] for g in llama.generations] == ["17 + 25 = 42.\n\n[[", "42\n\n[["]
+    # without the setting (or for a prompt that names no fields) the model writes the whole reply
+    whole = ScriptedLlama(reply="[[ ## reasoning ## ]]\nr\n\n[[ ## answer ## ]]\n42\n\n[[ ## completed ## ]]")
+    with dspy.context(lm=LocalLlamaLM(llama=whole, cache=False, write_markers=False), adapter=dspy.ChatAdapter()):
+        assert dspy.Predict("question -> reasoning: str, answer: int")(question="?").answer == 42
+    assert len(whole.calls) == 1
+
+
+def test_a_marked_reply_keeps_the_cap_and_ends_at_the_end_of_turn():
+    llama = TokenLlama(STEP)
+    lm = LocalLlamaLM(llama=llama, cache=False, max_tokens=20)
+    out = lm(messages=[{"role": "user", "content": ASKS}])[0]
+    # 20 tokens of reply after the opening marker: the model's and the marker written for it count alike
+    assert out == STEP[: len("[[ ## next_thought ## ]]\n") + 20]
+    early = TokenLlama("[[ ## next_thought ## ]]\nDone.")  # the model ends its turn before any other field
+    assert LocalLlamaLM(llama=early, cache=False)(messages=[{"role": "user", "content": ASKS}]) == [
+        "[[ ## next_thought ## ]]\nDone."]
+    with pytest.raises(dspy.ContextWindowExceededError):  # as create_chat_completion's error
+        LocalLlamaLM(llama=TokenLlama(STEP, n_ctx=30), cache=False)(messages=[{"role": "user", "content": ASKS}])
 
 
 def test_a_final_assistant_message_is_continued_not_answered():
-    llama = ContinuingLlama()
-    lm = LocalLlamaLM(llama=llama, cache=False)
     begun = '[[ ## next_tool_args ## ]]\n{"sparql": "'
-    out = lm(messages=[{"role": "system", "content": "S"}, {"role": "user", "content": "U"},
+    llama = TokenLlama(begun + 'SELECT ?x WHERE { ?x ?p ?o }"}\n\n[[ ## completed ## ]]')
+    lm = LocalLlamaLM(llama=llama, cache=False)
+    out = lm(messages=[{"role": "system", "content": "S"}, {"role": "user", "content": "U\n\n" + ASKS},
                        {"role": "assistant", "content": begun}], response_format={"type": "json_object"})
     assert out == ['SELECT ?x WHERE { ?x ?p ?o }"}']  # only what the model added
-    call = llama.calls[-1]
     # the chat template's text for the messages before, its generation prompt, then the begun reply
-    assert call["prompt"] == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n" + begun
-    assert {"<|im_end|>", "[[ ## completed ## ]]"} <= set(call["stop"]) and "response_format" not in call
-    lm(messages=[{"role": "user", "content": "U"}])  # any other conversation is a chat completion
-    assert "messages" in llama.calls[-1]
+    assert llama.generations[0]["prompt"] == ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU\n\n" + ASKS
+                                              + "<|im_end|>\n<|im_start|>assistant\n" + begun)
+    assert len(llama.generations) == 1  # the begun reply held every field: the model's "\n\n[[" ended it
+    plain = ScriptedLlama()
+    LocalLlamaLM(llama=plain, cache=False)(messages=[{"role": "user", "content": "U"}])
+    assert "messages" in plain.calls[-1]  # any other conversation is a chat completion
 
 
 def test_predict_with_chat_adapter_and_usage_tracking():
     llama = ScriptedLlama()
-    lm = LocalLlamaLM(llama=llama, cache=False)
+    lm = LocalLlamaLM(llama=llama, cache=False, write_markers=False)  # a whole reply (markers: tests above)
     with dspy.context(lm=lm, adapter=dspy.ChatAdapter(), track_usage=True):
         pred = dspy.Predict("question -> answer")(question="What is 2 + 2?")
     assert pred.answer == "4"
@@ -346,7 +419,7 @@ def test_react_runs_on_the_engine():
         """Add two numbers."""
         return a + b
 
-    lm = LocalLlamaLM(llama=ScriptedLlama(reply=reply), cache=False)
+    lm = LocalLlamaLM(llama=ScriptedLlama(reply=reply), cache=False, write_markers=False)  # whole replies
     with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
         pred = dspy.ReAct("question -> answer", tools=[add], max_iters=4)(question="2 + 3?")
     assert pred.answer == "5"
