@@ -192,3 +192,27 @@ def test_summary_table_has_a_tokens_column():
     header, _, row = summary_table({"full": metrics}).splitlines()
     assert "tokens" in header.split()
     assert "230" in row.split()
+
+
+def test_a_local_models_runtime_is_kept_with_the_metrics(endpoint, tmp_path, monkeypatch):
+    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.lm.llama import LlamaCppEngine
+
+    class Engine(LlamaCppEngine):  # the in-process engine's bookkeeping, with no model behind it
+        loads = 0
+
+        def load(self):
+            Engine.loads += 1
+
+    lm = ScriptedLM({})
+    lm.llama_engine = Engine(llama=object(), n_threads=2, write_markers=False)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # as `choose_wait_policy` sets it on a busy machine
+    results = evaluate(scripted_settings("test"), ["full"], out=tmp_path / "r", ids=["0"], lm=lm, endpoint=endpoint,
+                       progress=False)
+    runtime = {"n_threads": 2, "omp_wait_policy": "PASSIVE", "write_markers": False}
+    assert results["full"].metrics["lm_runtime"] == runtime and Engine.loads == 1  # loaded in the warm-up
+    assert json.loads((tmp_path / "r" / "metrics.json").read_text())["lm_runtime"] == runtime
+    # a served LM has no such engine: nothing is recorded
+    plain = evaluate(scripted_settings("test"), ["full"], out=tmp_path / "s", ids=["0"], lm=ScriptedLM({}),
+                     endpoint=endpoint, progress=False)
+    assert "lm_runtime" not in plain["full"].metrics

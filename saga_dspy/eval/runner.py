@@ -294,6 +294,9 @@ def run_variant(
         metrics["stopped"] = stopped
         if warmup_seconds is not None:
             metrics["warmup_seconds"] = round(warmup_seconds, 3)
+        engine = local_engine(lm)
+        if engine is not None:
+            metrics["lm_runtime"] = engine.runtime()
         # this invocation's question phase (wall clock, all threads): its questions per second are the
         # evaluation's throughput, without the run's fixed costs (tracking set-up, tables, chart)
         metrics["phase"] = {"questions": len(new), "seconds": round(time.monotonic() - phase_started, 3)}
@@ -436,6 +439,11 @@ def evaluate(
     return results
 
 
+def local_engine(lm: Any = None) -> Any:
+    """The in-process model's engine of `lm` (else of DSPy's configured LM), or None for any other LM."""
+    return getattr(lm if lm is not None else dspy.settings.lm, "llama_engine", None)
+
+
 def warm_up(program: Any, services: KgServices, lm: Any = None) -> float:
     """Open what the first question would otherwise pay for (store and its workers, search, schema,
     hierarchy, demo pool, a local model); returns the seconds it took. An unreachable endpoint is left
@@ -449,7 +457,7 @@ def warm_up(program: Any, services: KgServices, lm: Any = None) -> float:
         pool = getattr(program, "demo_pool", None)
         if callable(pool):
             pool()
-        engine = getattr(lm if lm is not None else dspy.settings.lm, "llama_engine", None)
+        engine = local_engine(lm)
         if engine is not None:
             engine.load()
     except Exception as exc:  # a dead endpoint is recorded by each question; a missing index stops the run here
