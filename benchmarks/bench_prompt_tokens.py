@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
-from saga_dspy.lm.llama import LOCAL_PREFIX_CACHE_BYTES  # noqa: E402
+from saga_dspy.lm.llama import LOCAL_PREFIX_CACHE_BYTES, common_prefix  # noqa: E402
 from saga_dspy.tools.specs import TOOL_NAMES  # noqa: E402
 
 apply_offline_env()
@@ -102,14 +102,6 @@ class Tokens:
 
     def __call__(self, text: str) -> list[int]:
         return self.llama.tokenize(text.encode(), add_bos=False, special=True)
-
-
-def common_prefix(a, b) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class PrefixCacheModel:

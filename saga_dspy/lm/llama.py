@@ -164,6 +164,16 @@ def lean_load_state(llama: Any, state: Any) -> None:
         raise RuntimeError("Failed to set llama state data")
 
 
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens two token sequences share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 class PrefixStateCache:
     """llama-cpp-python's state cache interface (longest-prefix lookup, LRU), counting each state's real size.
 
@@ -187,11 +197,7 @@ class PrefixStateCache:
     def _longest(self, key: tuple[int, ...]) -> tuple[int, ...] | None:
         best, best_len = None, 0
         for k in self.states:
-            n = 0
-            for a, b in zip(k, key):
-                if a != b:
-                    break
-                n += 1
+            n = common_prefix(k, key)
             if n > best_len:
                 best, best_len = k, n
         return best
@@ -299,15 +305,6 @@ def chat_prompt(llama: Any, messages: list[dict[str, str]]) -> str:
                            raise_exception=raise_exception, strftime_now=lambda f: time.strftime(f))
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def _end_of_turn(llama: Any) -> Any:
     """llama.cpp's end-of-generation test (every EOG token of the vocabulary: Qwen's <|im_end|> and
     <|endoftext|>); an object that is not llama-cpp-python's (a test double) ends at its eos token."""
@@ -334,7 +331,10 @@ def marked_reply(llama: Any, messages: list[dict[str, str]], kwargs: dict[str, A
     begun = messages[-1]["content"] if messages and messages[-1]["role"] == "assistant" else ""
     prompt_text = chat_prompt(llama, messages[:-1] if begun else messages) + begun
     opened = marker(fields[0]) if fields and not begun else ""
-    head = llama.tokenize((prompt_text + opened).encode("utf-8"), add_bos=True, special=True)
+    # the prompt's tokens, then the opening marker's: a marker line begins a new token after the generation
+    # prompt's newline (checked with the bundled tokenizer), so this is the tokenization of the whole text
+    prompt_ids = llama.tokenize(prompt_text.encode("utf-8"), add_bos=True, special=True)
+    head = prompt_ids + (llama.tokenize(opened.encode("utf-8"), add_bos=False, special=True) if opened else [])
     if len(head) >= llama.n_ctx():
         raise ValueError(f"Requested tokens ({len(head)}) exceed context window of {llama.n_ctx()}")
     budget = min(int(kwargs.get("max_tokens") or 1 << 30), llama.n_ctx() - len(head))
@@ -347,7 +347,7 @@ def marked_reply(llama: Any, messages: list[dict[str, str]], kwargs: dict[str, A
     if llama.cache:  # as create_completion: a longer evaluated prefix saved earlier is restored first
         try:
             saved = llama.cache[head]
-            if _common_prefix(saved.input_ids.tolist(), head) > _common_prefix(llama._input_ids.tolist(), head):
+            if common_prefix(saved.input_ids.tolist(), head) > common_prefix(llama._input_ids.tolist(), head):
                 llama.load_state(saved)
         except KeyError:
             pass
@@ -381,7 +381,7 @@ def marked_reply(llama: Any, messages: list[dict[str, str]], kwargs: dict[str, A
                 break
     if llama.cache:
         llama.cache[head + added] = llama.save_state()
-    n_prompt = len(llama.tokenize(prompt_text.encode("utf-8"), add_bos=True, special=True)) if opened else len(head)
+    n_prompt = len(prompt_ids)
     return {"id": f"cmpl-{uuid.uuid4()}", "object": "chat.completion", "created": int(time.time()),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": opened + text},
                          "finish_reason": finish}],
