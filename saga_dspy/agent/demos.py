@@ -43,6 +43,7 @@ import dspy
 from saga_dspy.agent.demo_views import for_variant
 from saga_dspy.agent.trajectory import Step, render_trajectory
 from saga_dspy.config import Settings
+from saga_dspy.grounding.state import controller_state
 from saga_dspy.signatures import QUERY_FORM_GUIDE
 from saga_dspy.variants import Variant
 
@@ -224,6 +225,7 @@ def controller_example(question: str, shown: list[Step], first_index: int, targe
     if spinach:
         inputs = {"question": question, "trajectory": trajectory}
     else:
+        type_context, knowledge_log = controller_state(type_context, knowledge_log)
         inputs = {
             "question": question,
             "answer_type": answer_type,

@@ -12,11 +12,12 @@ from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.parsing import normalize_tool_name, params_of, parse_tool_args
-from saga_dspy.agent.query_form import QUERY_FORMS, form_of, form_problem
+from saga_dspy.agent.query_form import QUERY_FORMS, form_of, form_problem, rewrite_head
 from saga_dspy.agent.tool_spans import tool_span
 from saga_dspy.agent.trajectory import Step, one_line
 from saga_dspy.config import Settings
 from saga_dspy.grounding.context import Execution, QuestionContext
+from saga_dspy.grounding.state import controller_state
 from saga_dspy.kg.errors import EndpointUnavailable
 from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
 from saga_dspy.signatures import QUERY_FORM_GUIDE
@@ -24,7 +25,7 @@ from saga_dspy.variants import Variant
 
 log = logging.getLogger(__name__)
 
-MAX_FORM_REJECTIONS = 1  # a final query of the wrong form is sent back this many times, then rewritten
+MAX_FORM_REJECTIONS = 1  # a final query of the wrong form the program cannot rewrite is sent back this many times
 MAX_NO_QUERY_REJECTIONS = 1  # stop() before any executed query is sent back this many times
 MAX_EMPTY_REJECTIONS = 1  # stop() on an empty / blocked final query is sent back this many times (not in spinach)
 NO_TYPE_STATE_TEXT = "(not kept in this configuration)"
@@ -84,8 +85,8 @@ class Episode:
         if not self.variant.agent.schema_controller:
             return {"question": self.question}
         kept = self.ctx.flags.type_state
-        type_context = _rendered(self.ctx.type_context, "type_context")
-        knowledge_log = _rendered(self.ctx.knowledge_log, "knowledge_log")
+        type_context, knowledge_log = controller_state(_rendered(self.ctx.type_context, "type_context"),
+                                                       _rendered(self.ctx.knowledge_log, "knowledge_log"))
         if not kept:
             type_context = type_context or NO_TYPE_STATE_TEXT
             knowledge_log = knowledge_log or NO_TYPE_STATE_TEXT
@@ -215,6 +216,8 @@ class Episode:
         observation = self._call_tool("execute_sparql", self.tools["execute_sparql"], {"sparql": sparql})
         self.extra_executions += 1
         self.add_step(Step(thought, "execute_sparql", {"sparql": sparql}, observation, note=note))
+        # done like the model's own: the same query from the model next is a repeat (stop takes it when it answered)
+        self.done.setdefault(_action_key("execute_sparql", {"sparql": sparql}), len(self.steps))
 
     def _stop(self, thought: str, raw_args: Any) -> bool | str:
         # A query given to stop (small models do that) is executed first, so stop marks it.
@@ -250,6 +253,13 @@ class Episode:
                 note="rejected"))
             return False
         problem = form_problem(self.imposed_form, final, self.result_of(final))
+        if (problem and self.imposed_form == "COUNT" and self.variant.agent.form_rewrite
+                and rewrite_head(final, "COUNT")):
+            # a SELECT of one variable for a count: the program counts it when the episode ends
+            # (SagaProgram._finish). Sending it back spent a call that the model answered with the same stop in
+            # all 32 recorded rejections (all of them counts). A yes/no question's SELECT is still sent back:
+            # its rewrite (ASK of the same pattern) drops what the question asks about.
+            problem = None
         if problem and self.form_rejections < MAX_FORM_REJECTIONS:
             self.form_rejections += 1
             self.add_step(Step(thought, "stop", {}, "Not accepted. " + problem, note="rejected"))

@@ -15,6 +15,7 @@ the endpoint: the tools feed it."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -240,4 +241,22 @@ class TypeState:
         return "\n".join(lines)
 
 
-__all__ = ["TypeState", "AnswerType", "EntityInfo", "TypeFact"]
+_EXPECTED_LINE = re.compile(r"^Expected answer type:.*(?:\n|$)", re.M)
+_LISTED_ENTITY = re.compile(r"^- (\S+) ", re.M)  # an entity line of the type context: "- Q8338 trumpet: …"
+_DISCOVERY = re.compile(r"^\[info\] type discovered: (\S+) ")
+
+
+def controller_state(type_context: str, knowledge_log: str) -> tuple[str, str]:
+    """The type context and knowledge log as a controller with its own `answer_type` field reads them:
+    without the expected-answer-type line (that field says it) and without the log's "[info] type discovered"
+    lines for entities the type context lists (it lists their types). Each of those lines sits after the
+    growing trajectory, so a local model evaluated it again at every step; what the controller learns is
+    unchanged. Text in, text out: the live state and the demonstrations' recorded states go through it alike."""
+    listed = set(_LISTED_ENTITY.findall(type_context or ""))
+    types = _EXPECTED_LINE.sub("", type_context or "").strip()
+    log = "\n".join(line for line in (knowledge_log or "").splitlines()
+                    if not ((m := _DISCOVERY.match(line)) and m.group(1) in listed)).strip()
+    return types, log or ("(nothing yet)" if knowledge_log else "")
+
+
+__all__ = ["TypeState", "AnswerType", "EntityInfo", "TypeFact", "controller_state"]

@@ -155,7 +155,11 @@ def test_a_demo_shows_the_state_of_its_own_step_never_what_later_steps_found():
               "steps": steps, **final}
     lookup = record_to_example(record, output="lookup")
     assert lookup.next_tool_name == "get_wikidata_entry"
-    assert (lookup.type_context, lookup.knowledge_log) == (before["type_context"], before["knowledge_log"])
+    # shown as the controller reads its live state: no answer-type line (its own field), no discovery the
+    # type context lists (grounding.state.controller_state)
+    assert (lookup.type_context, lookup.knowledge_log) == ("Known entity types: (none yet)", "(nothing yet)")
     execute = record_to_example(record, output="execute")
-    assert (execute.type_context, execute.knowledge_log) == (after_lookup["type_context"], after_lookup["knowledge_log"])
-    assert record_to_example(record).type_context == final["type_context"]  # the closing stop: the final state
+    assert (execute.type_context, execute.knowledge_log) == ("Known entity types:\n- Q794 Iran: country", "(nothing yet)")
+    stop = record_to_example(record)  # the closing stop: the final state
+    assert stop.knowledge_log == "[ok] 6 rows (Iraq): wd:Q794 wdt:P47 ?x ."
+    assert stop.type_context == final["type_context"].split("\n", 1)[1]

@@ -109,9 +109,10 @@ def test_type_context_and_log_reach_every_step(settings, endpoint, search):
     first, second, third = user_part(lm, 1), user_part(lm, 2), user_part(lm, 3)
     # step 1: nothing explored yet
     assert "Q761383" not in field(first, "type_context") and "Q761383" not in field(first, "knowledge_log")
-    # step 2: the lookup's types are in the type context, the discovery in the knowledge log
+    # step 2: the lookup's types are in the type context; the log does not repeat the discovery there
     assert "Q761383" in field(second, "type_context") and "area of mathematics" in field(second, "type_context")
-    assert "Q761383" in field(second, "knowledge_log")
+    assert "Q761383" not in field(second, "knowledge_log")
+    assert "Expected answer type" not in field(second, "type_context") and "person (Q5)" in field(second, "answer_type")
     # step 3: the executed query's outcome is logged and the result's variable typed
     assert "[ok]" in field(third, "knowledge_log")
     assert "?x" in field(third, "type_context")
@@ -219,9 +220,12 @@ def test_wrong_query_form_is_rewritten_when_the_agent_insists(settings, endpoint
 def test_count_question_head_rewritten_from_entities(settings, endpoint, search):
     question = "How many children did Queen Victoria have?"
     select = "SELECT ?c WHERE { wd:Q9439 wdt:P40 ?c }"
-    script = [step("execute_sparql", sparql=select), step("stop"), step("stop")]  # "how many": no answer-type call
+    script = [step("execute_sparql", sparql=select), step("stop")]  # "how many": no answer-type call
     pred, _ = run(settings, endpoint, search, script, question)
     assert pred.query_form == "COUNT"
+    # a SELECT of one variable the program can count is not sent back: the first stop ends the question
+    assert [s["note"] for s in pred.trajectory] == ["", ""] and pred.counters["rejected"] == 0
+    assert pred.final_source == "stop+rewritten" and pred.rewritten_from == select
     assert pred.sparql.startswith("SELECT (COUNT(DISTINCT ?c) AS ?count)")
     assert pred.answers.rows and pred.answers.rows[0]["count"].value != "0"
 
@@ -402,7 +406,7 @@ def test_context_overflow_never_kills_the_question(settings, endpoint, search):
     script = [answer_type("person", "Q5")]
     script += [step("get_wikidata_entry", qid=q) for q in ("Q17738", "Q462", "Q9439")]
     script += [step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
-    lm = OverflowingLM(script, limit=11000)
+    lm = OverflowingLM(script, limit=10500)
     pred, _ = run(settings, endpoint, search, None, RIEMANN_Q, lm=lm, context_window=32000)
     assert lm.overflows >= 1
     assert pred.counters["overflows"] >= 1
@@ -627,6 +631,12 @@ def test_a_repeated_lookup_runs_its_proposed_query(settings, endpoint, search):
     script = [answer_type("person", "Q5"), lookup, lookup, lookup, step("stop")]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
     assert [s["note"] for s in pred.trajectory[1:3]] == ["from-repeat", "repeated"]
+    # the program's execution is done like the model's: the model running it again stops with it, no stop call
+    script = [answer_type("person", "Q5"), lookup, lookup, step("execute_sparql", sparql=proposal["tool_args"]["sparql"])]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert [(s["tool_name"], s["note"]) for s in pred.trajectory] == [
+        ("get_wikidata_entry", ""), ("execute_sparql", "from-repeat"), ("stop", "")]
+    assert pred.counters["assisted"] == 2 and pred.counters["lm_calls"] == 4 and pred.final_source == "stop"
     # the ablation and the SPINACH baseline get no help
     pred, _ = run(settings, endpoint, search, script[:3] + [step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")],
                   RIEMANN_Q, variant="no-repeat-assist")
