@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
-from saga_dspy.lm.llama import LOCAL_PREFIX_CACHE_BYTES, common_prefix  # noqa: E402
+from saga_dspy.lm.llama import LOCAL_PREFIX_CACHE_BYTES, admit, common_prefix  # noqa: E402
 from saga_dspy.tools.specs import TOOL_NAMES  # noqa: E402
 
 apply_offline_env()
@@ -121,11 +121,7 @@ class PrefixCacheModel:
 
     def save(self, ids: list[int]) -> None:
         self.live = ids
-        self.states.pop(tuple(ids), None)
-        self.states[tuple(ids)] = None
-        while (self.capacity is not None and len(self.states) > 1
-               and sum(self.fixed + self.per_token * len(k) for k in self.states) > self.capacity):
-            self.states.popitem(last=False)
+        admit(self.states, tuple(ids), None, lambda key, _state: self.fixed + self.per_token * len(key), self.capacity)
 
 
 def replayed_calls(run_dir: Path, limit: int | None = None, ids: list[str] | None = None, **settings: object):

@@ -45,7 +45,8 @@ class AgentFlags:
 
     answer_type_step: bool = True  # predict the expected answer type once per question (the prior's LM step)
     query_form: bool = True  # impose the query form (ASK / COUNT / SELECT): shown to the controller, enforced at stop
-    form_rewrite: bool = True  # rewrite the head of a final query of the wrong form (ASK <-> SELECT, COUNT)
+    form_rewrite: bool = True  # rewrite the head of a final query of the wrong form (ASK <-> SELECT, COUNT); a count's
+    # one-variable SELECT is then accepted at stop, not sent back first
     auto_run: bool = True  # stop right after a lookup runs the lookup's proposed query first
     schema_controller: bool = True  # the SAGA controller reading the type context and knowledge log; else SPINACH's
     reject_empty_stop: bool = True  # stop() on an empty / blocked final query is sent back once

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import dspy
 
@@ -174,6 +174,27 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+SUPERSEDED_TAIL = 1024  # a saved state whose tokens a newer one holds all but at most this many of is dropped
+
+
+def admit(states: "OrderedDict[tuple[int, ...], Any]", key: tuple[int, ...], value: Any,
+          size: Callable[[tuple[int, ...], Any], int], capacity: int | None, tail: int = SUPERSEDED_TAIL) -> None:
+    """Save `key`'s state in a longest-prefix LRU: the states it supersedes go, then the least recently used
+    ones while the whole exceeds `capacity` bytes (None: unbounded).
+
+    A state is superseded when the new one holds all of it but its last `tail` tokens: a step of a
+    question extends the previous step's prompt and differs only in the tail after the trajectory (the type
+    context, the log, the reply), so without this every question kept ~5 near-copies (~110 MB each at 4k
+    tokens) and pushed out the states that let later questions reuse their shared demonstrations. What goes
+    is at most that tail, which only the same call made again would reuse."""
+    states.pop(key, None)
+    for old in [k for k in states if common_prefix(k, key) >= len(k) - tail]:
+        del states[old]
+    states[key] = value
+    while capacity is not None and len(states) > 1 and sum(size(k, v) for k, v in states.items()) > capacity:
+        states.popitem(last=False)
+
+
 class PrefixStateCache:
     """llama-cpp-python's state cache interface (longest-prefix lookup, LRU), counting each state's real size.
 
@@ -181,8 +202,9 @@ class PrefixStateCache:
     (n_batch x n_vocab floats: ~300 MB for Qwen2.5), so a "3 GiB" cache grew past 15 GB in one eval run;
     this one keeps one row of those logits (`slim_logits`) and counts what it keeps."""
 
-    def __init__(self, capacity_bytes: int):
+    def __init__(self, capacity_bytes: int, superseded_tail: int = SUPERSEDED_TAIL):
         self.capacity_bytes = int(capacity_bytes)
+        self.superseded_tail = int(superseded_tail)
         self.states: OrderedDict[tuple[int, ...], Any] = OrderedDict()
 
     @staticmethod
@@ -213,12 +235,9 @@ class PrefixStateCache:
         return self._longest(tuple(key)) is not None
 
     def __setitem__(self, key: Sequence[int], state: Any) -> None:
-        key = tuple(key)
         slim_logits(state)
-        self.states.pop(key, None)
-        self.states[key] = state
-        while len(self.states) > 1 and self.cache_size > self.capacity_bytes:
-            self.states.popitem(last=False)
+        admit(self.states, tuple(key), state, lambda _key, kept: self.size_of(kept), self.capacity_bytes,
+              self.superseded_tail)
 
 
 class _EvalMeter:
@@ -454,7 +473,8 @@ class LlamaCppEngine:
                 meter.sizes.clear()
             try:
                 begun = bool(messages) and messages[-1]["role"] == "assistant"  # a text reply: no JSON mode
-                fields = reply_fields(messages) if self.write_markers and (begun or "response_format" not in kwargs) else []
+                write = bool(((config.extensions or {}).get("metadata") or {}).get("write_markers", self.write_markers))
+                fields = reply_fields(messages) if write and (begun or "response_format" not in kwargs) else []
                 if fields or begun:
                     raw = marked_reply(loaded.llama, messages, kwargs, fields)
                 else:
@@ -564,12 +584,14 @@ class LocalLlamaLM(dspy.LM):
         temperature: float = 0.0,
         max_tokens: int = 512,
         seed: int = 0,
-        write_markers: bool = True,
+        write_markers: bool | None = None,
         cache: bool = True,
         num_retries: int = 0,
         engine: Any = None,
         **kwargs: Any,
     ):
+        metadata = dict(kwargs.pop("metadata", None) or {})  # a loaded state brings its own
+        write_markers = bool(metadata.get("write_markers", True) if write_markers is None else write_markers)
         if engine is None or isinstance(engine, str):
             engine = LlamaCppEngine(
                 model_path,
@@ -590,6 +612,9 @@ class LocalLlamaLM(dspy.LM):
             cache=cache,
             num_retries=num_retries,
             engine=engine,
+            # travels in every request (config.extensions, the one passthrough key lm15 admits), so DSPy's
+            # cache keys a reply by how it was made; the engine reads it from there
+            metadata={**metadata, "write_markers": write_markers},
             **kwargs,
         )
 

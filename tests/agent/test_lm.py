@@ -441,6 +441,18 @@ def test_responses_are_cached_by_dspy():
     assert len(llama.calls) == 1
 
 
+def test_a_cached_reply_is_keyed_by_whether_the_engine_wrote_its_markers():
+    """The same messages with the markers written and generated are two requests: a cached reply made one way is
+    never served for the other (the setting travels in the request, which is DSPy's cache key)."""
+    messages = [{"role": "user", "content": "Q\n\n" + ASKS}]
+    written, generated = TokenLlama(STEP), ScriptedLlama(reply=STEP)
+    first = LocalLlamaLM(llama=written, cache=True)(messages=messages)
+    again = LocalLlamaLM(llama=TokenLlama(STEP), cache=True)(messages=messages)  # same setting: served from the cache
+    whole = LocalLlamaLM(llama=generated, cache=True, write_markers=False)(messages=messages)
+    assert first == again and len(written.generations) == 3
+    assert len(generated.calls) == 1 and whole[0].startswith("[[ ## next_thought ## ]]")
+
+
 def test_state_round_trip(tmp_path):
     lm = LocalLlamaLM(model_path=tmp_path / "m.gguf", n_ctx=4096, max_tokens=64, cache=False)
     state = lm.dump_state()
@@ -448,6 +460,9 @@ def test_state_round_trip(tmp_path):
     assert isinstance(again, LocalLlamaLM)
     assert again.engine.dump_state() == lm.engine.dump_state()
     assert again.kwargs["max_tokens"] == 64
+    generated = LocalLlamaLM(model_path=tmp_path / "m.gguf", write_markers=False, cache=False)
+    back = dspy.BaseLM.load_state(generated.dump_state(), allow_custom_lm_class=True)
+    assert back.kwargs["metadata"] == {"write_markers": False} and back.engine.write_markers is False
 
 
 def test_build_lm_local_uses_settings(monkeypatch, tmp_path):
@@ -639,7 +654,7 @@ def test_prefix_state_cache_keeps_one_logits_row_and_finds_the_longest_prefix():
             self.scores = np.arange(n * 10, dtype=np.float32).reshape(n, 10)  # a whole batch of logits rows
             self.input_ids = np.zeros(n, dtype=np.intc)
 
-    cache = PrefixStateCache(capacity_bytes=700)
+    cache = PrefixStateCache(capacity_bytes=700, superseded_tail=0)
     cache[(1, 2, 3)] = State(3)  # 100 + one row (40) + 12
     cache[(1, 2, 9, 9)] = State(4)  # 100 + 40 + 16
     cache[(7, 7)] = State(2)  # 100 + 40 + 8
@@ -653,6 +668,30 @@ def test_prefix_state_cache_keeps_one_logits_row_and_finds_the_longest_prefix():
     cache[(5,)] = State(8)  # 100 + 40 + 32 = 172: over 700, the least recently used go first
     cache[(6,)] = State(8)
     assert cache.cache_size <= 700 and (1, 2, 3) not in cache.states and (1, 2, 9, 9) in cache.states
+
+
+def test_a_state_the_next_step_extends_is_dropped_and_other_questions_states_are_kept():
+    import numpy as np
+
+    from saga_dspy.lm import PrefixStateCache
+
+    class State:
+        llama_state_size, scores, input_ids = 100, np.zeros((1, 1), dtype=np.float32), np.zeros(1, dtype=np.intc)
+
+    shared = tuple(range(100))  # the instructions and a demonstration two questions share
+    first = shared + (1,) * 20  # question 1, step 1 (its tail: the type context, the log, the reply)
+    cache = PrefixStateCache(capacity_bytes=10**6, superseded_tail=8)
+    cache[first + (5,) * 6] = State()
+    cache[first + (2,) * 30] = State()  # step 2 extends step 1's prompt: step 1's state is superseded
+    assert list(cache.states) == [first + (2,) * 30]
+    cache[shared + (3,) * 40] = State()  # question 2 shares only the prefix: question 1's state stays
+    assert len(cache.states) == 2
+    assert cache[first + (2,) * 5] is cache.states[first + (2,) * 30]  # question 1's prefix: its latest state
+    whole = PrefixStateCache(capacity_bytes=10**6, superseded_tail=0)  # a state is only dropped for a longer copy
+    whole[first + (5,) * 6] = State()
+    whole[first + (2,) * 30] = State()
+    whole[first + (2,) * 31] = State()
+    assert list(whole.states) == [first + (5,) * 6, first + (2,) * 31]
 
 
 class PrefixReusingLlama(ScriptedLlama):
