@@ -182,13 +182,14 @@ def admit(states: "OrderedDict[tuple[int, ...], Any]", key: tuple[int, ...], val
     """Save `key`'s state in a longest-prefix LRU: the states it supersedes go, then the least recently used
     ones while the whole exceeds `capacity` bytes (None: unbounded).
 
-    A state is superseded when the new one holds all of it but its last `tail` tokens: a step of a
+    A state is superseded when the new one holds all of it but at most its last `tail` tokens, and at least
+    `tail` of them (a short state, an answer-type or pruning prompt, is kept beside a long one): a step of a
     question extends the previous step's prompt and differs only in the tail after the trajectory (the type
     context, the log, the reply), so without this every question kept ~5 near-copies (~110 MB each at 4k
     tokens) and pushed out the states that let later questions reuse their shared demonstrations. What goes
     is at most that tail, which only the same call made again would reuse."""
     states.pop(key, None)
-    for old in [k for k in states if common_prefix(k, key) >= len(k) - tail]:
+    for old in [k for k in states if common_prefix(k, key) >= max(len(k) - tail, tail)]:
         del states[old]
     states[key] = value
     while capacity is not None and len(states) > 1 and sum(size(k, v) for k, v in states.items()) > capacity:

@@ -686,6 +686,9 @@ def test_a_state_the_next_step_extends_is_dropped_and_other_questions_states_are
     assert list(cache.states) == [first + (2,) * 30]
     cache[shared + (3,) * 40] = State()  # question 2 shares only the prefix: question 1's state stays
     assert len(cache.states) == 2
+    cache[(9,) * 5] = State()  # a short prompt of another kind (answer type, pruning) ...
+    cache[shared + (3,) * 41] = State()  # ... is not superseded by a long one that shares none of it
+    assert (9,) * 5 in cache.states and shared + (3,) * 40 not in cache.states
     assert cache[first + (2,) * 5] is cache.states[first + (2,) * 30]  # question 1's prefix: its latest state
     whole = PrefixStateCache(capacity_bytes=10**6, superseded_tail=0)  # a state is only dropped for a longer copy
     whole[first + (5,) * 6] = State()
