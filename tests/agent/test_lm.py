@@ -350,6 +350,21 @@ def test_a_reply_is_parsed_by_chat_adapter_and_can_be_generated_whole():
     assert len(whole.calls) == 1
 
 
+def test_a_reply_caught_in_a_loop_ends_after_its_third_repeat_with_one_copy_kept():
+    start = ('[[ ## next_thought ## ]]\nRun it.\n\n[[ ## next_tool_name ## ]]\nexecute_sparql\n\n'
+             '[[ ## next_tool_args ## ]]\n{"sparql": "SELECT ?x WHERE { ')
+    loop = "?z wdt:P1 ?y ; "  # 15 one-character tokens, written over and over as a 1.5B model did
+    llama = TokenLlama(start + loop * 40 + '}"}\n\n[[ ## completed ## ]]')
+    lm = LocalLlamaLM(llama=llama, cache=False, max_tokens=2000)
+    out = lm(messages=[{"role": "user", "content": ASKS}])[0]
+    assert out == (start + loop).rstrip()  # stopped at the third copy, two of them taken back
+    assert len(llama.generations[-1]["model"]) <= len('{"sparql": "SELECT ?x WHERE { ') + 3 * len(loop)  # not 600 more
+    # repetition short of a loop (under 8 tokens thrice, or 8+ tokens twice) is the model's to write
+    looping = llama_mod.looping
+    assert looping([1, 2, 3] * 8) == 0 and looping(list(range(8)) * 2) == 0 and looping(list(range(8)) * 3) == 8
+    assert looping([1, 2, 3] * 9) == 9  # a short block nine times is a 9-token block thrice
+
+
 def test_a_marked_reply_keeps_the_cap_and_ends_at_the_end_of_turn():
     llama = TokenLlama(STEP)
     lm = LocalLlamaLM(llama=llama, cache=False, max_tokens=20)
