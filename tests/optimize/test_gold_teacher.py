@@ -126,6 +126,7 @@ def test_gold_property_not_shown_is_searched_for(teach_settings, train_items, en
 def test_records_become_controller_demos_with_the_exact_fields(teach_settings, train_items, endpoint, search):
     from saga_dspy.agent.demos import DemoPool, record_to_example
     from saga_dspy.agent.program import SagaProgram
+    from saga_dspy.grounding.state import controller_state
     from saga_dspy.optimize.gold_teacher import answer_type_example, trace_examples
 
     item = _find(train_items, r"time zone of Salt Lake City")
@@ -138,7 +139,9 @@ def test_records_become_controller_demos_with_the_exact_fields(teach_settings, t
         assert set(ex.labels().keys()) == set(fields.output_fields)
     # contexts are stored where they change and carried on to the steps in between
     assert "type_context" not in rec["steps"][1]
-    assert every[1].type_context == rec["steps"][0]["type_context"] and "Q23337" in every[2].type_context
+    # (shown as the controller reads its state: grounding.state.controller_state)
+    stored = controller_state(rec["steps"][0]["type_context"], rec["steps"][0]["knowledge_log"])
+    assert every[1].type_context == stored[0] and "Q23337" in every[2].type_context
     execute = trace_examples(rec, "execute")[0]
     assert execute.next_tool_name == "execute_sparql"
     assert json.loads(execute.next_tool_args) == {"sparql": rec["sparql"]}
