@@ -12,7 +12,7 @@ from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.parsing import normalize_tool_name, params_of, parse_tool_args
-from saga_dspy.agent.query_form import QUERY_FORMS, form_of, form_problem, rewrite_head
+from saga_dspy.agent.query_form import QUERY_FORMS, form_of, form_problem, keeps_the_question
 from saga_dspy.agent.tool_spans import tool_span
 from saga_dspy.agent.trajectory import Step, one_line
 from saga_dspy.config import Settings
@@ -253,12 +253,9 @@ class Episode:
                 note="rejected"))
             return False
         problem = form_problem(self.imposed_form, final, self.result_of(final))
-        if (problem and self.imposed_form == "COUNT" and self.variant.agent.form_rewrite
-                and rewrite_head(final, "COUNT")):
-            # a SELECT of one variable for a count: the program counts it when the episode ends
-            # (SagaProgram._finish). Sending it back spent a call that the model answered with the same stop in
-            # all 32 recorded rejections (all of them counts). A yes/no question's SELECT is still sent back:
-            # its rewrite (ASK of the same pattern) drops what the question asks about.
+        if problem and self.variant.agent.form_rewrite and keeps_the_question(final, self.imposed_form):
+            # the program rewrites it when the episode ends (SagaProgram._finish); sending it back spent a call
+            # the model answered with the same stop in all 32 recorded rejections (all of them counts)
             problem = None
         if problem and self.form_rejections < MAX_FORM_REJECTIONS:
             self.form_rejections += 1

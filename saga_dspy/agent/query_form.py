@@ -141,6 +141,13 @@ def rewrite_head(sparql: str, target: str) -> str | None:
     return None
 
 
+def keeps_the_question(sparql: str, target: str) -> bool:
+    """Whether the head rewrite to `target` answers what the query's own body asks: a count of the one variable
+    a SELECT projects does; an ASK of a SELECT's pattern does not (it drops the value the question asks about),
+    nor does a SELECT of an ASK's. The program need not send a final query back for a rewrite that keeps it."""
+    return target == "COUNT" and rewrite_head(sparql, target) is not None
+
+
 def _is_numeric_literal(binding) -> bool:
     if binding.type != "literal":
         return False
