@@ -58,12 +58,10 @@ def kg_signature(signature: type[dspy.Signature], kg: str) -> type[dspy.Signatur
 
 
 QUERY_FORM_GUIDE: dict[str, str] = {
-    "ASK": "ASK - a yes/no question: the final query must be `ASK WHERE { ... }` (true/false), not a SELECT.",
-    "COUNT": (
-        "COUNT - a 'how many' question: the final query is `SELECT (COUNT(DISTINCT ?x) AS ?count) WHERE { ... }`, "
-        "unless the graph stores the number itself as a value (population, capacity, ...): then SELECT that value."
-    ),
-    "SELECT": "SELECT - the final query is `SELECT DISTINCT ?x WHERE { ... }` projecting the answer entities or values; not ASK.",
+    "ASK": "ASK WHERE { ... } (yes/no: true or false; not SELECT)",
+    "COUNT": ("SELECT (COUNT(DISTINCT ?x) AS ?count) WHERE { ... }, or SELECT the number itself where the graph "
+              "stores it (population, capacity, ...)"),
+    "SELECT": "SELECT DISTINCT ?x WHERE { ... } (the answer entities or values; not ASK)",
     "ANY": "not fixed: use ASK WHERE for a yes/no question, SELECT otherwise.",
 }
 
@@ -87,25 +85,15 @@ Use the real ids you found, never the placeholders QID and PID."""
 
 _SCHEMA_GUIDANCE = """\
 Schema-aware property selection:
-- Entries of properties carry `[domain | range]` annotations when the schema knows them: the domain is
-  the type the subject (left side) must have, the range the type of the value (right side).
-- Prefer a property whose domain fits the known type of your subject and whose range fits the expected
-  answer type. Use the annotations to choose between properties with similar names.
-- get_wikidata_entry shows the entity's types and leaves out properties whose domain conflicts with them:
-  if the property the question needs is missing, you probably have the wrong entity, so search again.
-- `[BLOCKED]` from execute_sparql means the property cannot apply to a subject of that type: pick another
-  property or another entity. An empty result means the same: change property, direction or entity;
-  read the knowledge log and do not retry what failed."""
+- `[domain | range]` after a property: the type its subject must have | the type of its values.
+  Prefer a property whose domain fits your subject's type and whose range fits the expected answer type.
+- get_wikidata_entry leaves out the properties whose domain conflicts with the entity's types: if the
+  property the question needs is missing, you probably have the wrong entity, so search again.
+- `[BLOCKED]` or an empty result from execute_sparql: change the property, direction or entity; the
+  knowledge log says what failed, do not retry it.
+- The final query must start as the query form field says; one of another form is sent back."""
 
-_FORM_RULES = """\
-The query form field says how the final query must start (ASK for yes/no questions, COUNT for counts,
-SELECT otherwise); a final query of another form is sent back."""
-
-SAGA_CONTROLLER_INSTRUCTIONS = "\n\n".join(
-    [_BUILD_STEPS.format(kg="Wikidata"), _SCHEMA_GUIDANCE, _FORM_RULES,
-     "The type context lists the types of the entities explored so far; the knowledge log summarises what "
-     "the recent steps found and what failed. Both are refreshed at every step."]
-)
+SAGA_CONTROLLER_INSTRUCTIONS = "\n\n".join([_BUILD_STEPS.format(kg="Wikidata"), _SCHEMA_GUIDANCE])
 
 SPINACH_CONTROLLER_INSTRUCTIONS = "\n\n".join(
     [_BUILD_STEPS.format(kg="Wikidata"),

@@ -136,6 +136,23 @@ def test_the_program_shows_the_settings_anchors():
     assert first[2].question != second[2].question
 
 
+def test_each_variant_shows_its_own_number_of_demos_unless_the_settings_name_one():
+    from saga_dspy.agent.program import SagaProgram
+
+    pool = _pool(QUESTIONS)
+
+    def shown(**settings) -> int:
+        program = SagaProgram(make_settings(dataset="qald10", data_dir=REPO / "data", **settings),
+                              endpoint=object(), search=object(), demo_pool=pool)
+        demos, _ = program._guarded_demos(program.demo_pool(), "who wrote othello", "SELECT", None)
+        return len(demos or [])
+
+    # SAGA's variants: two (the grounding shows what a third would); spinach keeps three
+    assert (shown(variant="full"), shown(variant="no-type-state"), shown(variant="spinach")) == (2, 2, 3)
+    assert shown(variant="full", demos=3) == 3 and shown(variant="spinach", demos=1) == 1
+    assert shown(variant="full", demos=0) == 0
+
+
 def test_a_demo_shows_the_state_of_its_own_step_never_what_later_steps_found():
     from saga_dspy.agent.demos import record_to_example
 

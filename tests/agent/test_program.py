@@ -20,6 +20,7 @@ from dspy.utils.exceptions import ContextWindowExceededError
 from saga_dspy.kg.results import AskResult, SelectResult
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.agent.react import FINAL_REPLY, FINAL_STEP
+from saga_dspy.signatures import QUERY_FORM_GUIDE
 from helpers.scripted_lm import ScriptedLM
 
 WD = "http://www.wikidata.org/entity/"
@@ -118,7 +119,7 @@ def test_type_context_and_log_reach_every_step(settings, endpoint, search):
     assert "?x" in field(third, "type_context")
     # the fresh state comes right before the reply, after the (append-only) trajectory
     assert third.index("[[ ## trajectory ## ]]") < third.index("[[ ## type_context ## ]]")
-    assert all("SELECT - the final query" in user_part(lm, i) for i in (1, 2, 3))  # the form, every step
+    assert all(QUERY_FORM_GUIDE["SELECT"] in user_part(lm, i) for i in (1, 2, 3))  # the form, every step
 
 
 # --- SAGA's signals ---------------------------------------------------------------------------------
@@ -170,7 +171,7 @@ def test_ask_question(settings, endpoint, search):
     ]
     pred, lm = run(settings, endpoint, search, script, question)
     assert pred.query_form == "ASK" and pred.answer_type == "boolean"
-    assert "ASK - a yes/no question" in user_part(lm, 1)
+    assert field(user_part(lm, 1), "query_form") == QUERY_FORM_GUIDE["ASK"]
     assert pred.sparql == ask
     assert isinstance(pred.answers, AskResult) and pred.answers.value is True
     assert pred.final_status == "ok"
@@ -406,7 +407,7 @@ def test_context_overflow_never_kills_the_question(settings, endpoint, search):
     script = [answer_type("person", "Q5")]
     script += [step("get_wikidata_entry", qid=q) for q in ("Q17738", "Q462", "Q9439")]
     script += [step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
-    lm = OverflowingLM(script, limit=10500)
+    lm = OverflowingLM(script, limit=9800)
     pred, _ = run(settings, endpoint, search, None, RIEMANN_Q, lm=lm, context_window=32000)
     assert lm.overflows >= 1
     assert pred.counters["overflows"] >= 1
@@ -453,7 +454,7 @@ def test_each_ablation_changes_what_the_controller_sees(settings, endpoint, sear
     assert "answer_type_label" not in ps[0]
     assert pred.answer_type == "" and pred.query_form == "SELECT"
     assert field(user_part(lm, 0), "answer_type") == "unknown"
-    assert field(user_part(lm, 0), "query_form").startswith("SELECT - the final query")
+    assert field(user_part(lm, 0), "query_form") == QUERY_FORM_GUIDE["SELECT"]
     assert "★" not in pred.trajectory[0]["observation"]  # lookups are not ranked by an answer type
 
     # spinach: the SPINACH controller (no schema guidance, no type context), LM pruning per lookup
