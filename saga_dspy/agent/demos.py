@@ -319,7 +319,8 @@ class DemoPool:
 
         The most similar one shows its whole trajectory ending with stop, the next one ends at
         the query written from the evidence, the third at the lookup that follows a search (a
-        short one), and so on: the controller sees each kind of step at the cost of k demos. When fewer than k
+        short one), and so on (`demo_kind`; two demos are the whole one and the lookup): the
+        controller sees each kind of step at the cost of k demos. When fewer than k
         questions share a word with this one, the rest are the shortest solved questions of
         the same query form (`form`: ASK | COUNT | SELECT): a small model copies the ids and
         properties of an unrelated long demo, but without any demo it does not follow the tool
@@ -352,15 +353,26 @@ class DemoPool:
         return chosen + fixed, len(fixed)
 
     def _render(self, chosen: list[int], anchors: int = 0) -> list[dspy.Example]:
-        """`chosen` (most relevant first) as demos: each shows another kind of step by its rank (stop,
-        the query, the lookup after a search); its last `anchors` (the same for every question) are
-        shown first."""
+        """`chosen` (most relevant first) as demos: each shows another kind of step by its rank
+        (`demo_kind`); its last `anchors` (the same for every question) are shown first."""
         views = []
         for rank, index in enumerate(chosen):
             record = self.records[index]
-            views.append(((record.example, record.execute, record.lookup)[rank % 3] or record.example).copy())
+            kind = demo_kind(rank, len(chosen))
+            views.append((getattr(record, kind) or record.example).copy())
         split = len(views) - anchors
         return views[split:] + views[:split]
+
+
+def demo_kind(rank: int, count: int) -> str:
+    """Which step the demo of this rank (0: most relevant) among `count` shows: `example` (the whole
+    trajectory, ending with stop), `execute` (the query written from the evidence) or `lookup` (the
+    lookup after a search), in that order. Two demos are the whole one and the lookup, not the query: the
+    whole trajectory already shows a query, and a 1.5B model copies the last demo's step, so with the
+    query step last it executed straight after the search and never saw the properties (session 17)."""
+    if count == 2:
+        return ("example", "lookup")[rank]
+    return ("example", "execute", "lookup")[rank % 3]
 
 
 SHARED_POOL_VARIANT = Settings.model_fields["variant"].default  # its pool is `<dataset>.jsonl`, every variant's fallback
