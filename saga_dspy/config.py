@@ -17,7 +17,7 @@ import platformdirs
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from saga_dspy.variants import VARIANT_NAMES, variant_of
+from saga_dspy.variants import VARIANT_NAMES
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -90,9 +90,7 @@ class Settings(BaseSettings):
     variant: Variant = Field("full", description="ablation variant")
     max_steps: int = Field(15, ge=1, description="ReAct steps per question")
     check_answer: bool = Field(False, description="run the CheckAnswer step (beyond the paper)")
-    demos: int | None = Field(None, ge=0, description="controller demonstrations selected per question (0: none; "
-                                                      "unset: the variant's own number, 2 for SAGA's variants and 3 "
-                                                      "for spinach)")
+    demos: int = Field(3, description="controller demonstrations selected per question (0: none)")
     demo_anchors: int = Field(0, ge=0, description="of those demonstrations, this many are the same for every "
                                                    "question and shown first (the pool's shortest solved "
                                                    "questions), so a local model's prefix cache evaluates them once")
@@ -160,11 +158,6 @@ class Settings(BaseSettings):
     @property
     def is_embedded(self) -> bool:
         return self.endpoint.strip().lower() == "embedded"
-
-    @property
-    def controller_demos(self) -> int:
-        """Demonstrations a question: `demos`, or the variant's own number when unset."""
-        return self.demos if self.demos is not None else variant_of(self.variant).agent.demos
 
 
 SECRET_FIELDS = ("api_key",)

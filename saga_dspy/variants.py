@@ -51,8 +51,6 @@ class AgentFlags:
     schema_controller: bool = True  # the SAGA controller reading the type context and knowledge log; else SPINACH's
     reject_empty_stop: bool = True  # stop() on an empty / blocked final query is sent back once
     assist_repeats: bool = True  # a repeated action is answered with the step it circles (stop, the proposal)
-    demos: int = 2  # controller demonstrations a question when `Settings.demos` is unset: SAGA's grounding (answer
-    # type, proposals, type state) shows what a third demo would; each demo is ~600 more tokens of every prompt
 
 
 @dataclass(frozen=True)
@@ -83,7 +81,7 @@ _TABLE = (
             GroundingFlags(type_filter=False, conflict_check=False, type_state=False, answer_type_prior=False,
                            schema_annotations=False, prune_all=True, incoming_edges=False),
             AgentFlags(answer_type_step=False, query_form=False, form_rewrite=False, auto_run=False,
-                       schema_controller=False, reject_empty_stop=False, assist_repeats=False, demos=3)),
+                       schema_controller=False, reject_empty_stop=False, assist_repeats=False)),
 )
 VARIANTS: dict[str, Variant] = {v.name: v for v in _TABLE}
 VARIANT_NAMES: tuple[str, ...] = tuple(VARIANTS)

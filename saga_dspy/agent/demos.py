@@ -319,7 +319,7 @@ class DemoPool:
 
         The most similar one shows its whole trajectory ending with stop, the next one ends at
         the query written from the evidence, the third at the lookup that follows a search (a
-        short one), and so on (`demo_kind`; two demos are the query and the lookup): the
+        short one), and so on (`demo_kind`; two demos are the whole one and the lookup): the
         controller sees each kind of step at the cost of k demos. When fewer than k
         questions share a word with this one, the rest are the shortest solved questions of
         the same query form (`form`: ASK | COUNT | SELECT): a small model copies the ids and
@@ -367,12 +367,11 @@ class DemoPool:
 def demo_kind(rank: int, count: int) -> str:
     """Which step the demo of this rank (0: most relevant) among `count` shows: `example` (the whole
     trajectory, ending with stop), `execute` (the query written from the evidence) or `lookup` (the
-    lookup after a search), in that order. Two demos are the query and the lookup: a 1.5B model does the
-    step a demo's reply shows, so with the lookup missing it executed straight after the search, and with
-    the query missing it stopped straight after the lookup (session 17); stopping has its own cues (the
-    observation's "Next: stop if …", a repeated query taken as stop)."""
+    lookup after a search), in that order. Two demos are the whole one and the lookup, the best of the three
+    pairs measured (session 17, `docs/RESULTS.md`): without the lookup a 1.5B model executed straight after
+    the search. Every pair scored below three demos on the dev slice."""
     if count == 2:
-        return ("execute", "lookup")[rank]
+        return ("example", "lookup")[rank]
     return ("example", "execute", "lookup")[rank % 3]
 
 

@@ -195,7 +195,7 @@ class SagaProgram(dspy.Module):
         self.services.close()
 
     def demo_pool(self) -> DemoPool | None:
-        if self.settings.controller_demos <= 0:
+        if self.settings.demos <= 0:
             return None
         with self._pool_lock:
             if self._demo_pool is None:
@@ -321,7 +321,7 @@ class SagaProgram(dspy.Module):
         """(the controller's demos for this question, how many the test firewall dropped): the
         pool's per-question demos, else None (the compiled demos), filtered when they collide."""
         allow = demo_guard.allows if demo_guard is not None else None
-        demos, dropped = (pool.select_guarded(question, self.settings.controller_demos, form, allow,
+        demos, dropped = (pool.select_guarded(question, self.settings.demos, form, allow,
                                                  self.settings.demo_anchors)
                           if pool is not None and len(pool) else (None, 0))
         if not demos and demo_guard is not None and self.react.react.demos:

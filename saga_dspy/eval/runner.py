@@ -333,7 +333,7 @@ def run_params(settings: Settings, evalset: EvalSet, n: int) -> dict[str, Any]:
         "limit": settings.limit,
         "num_threads": settings.num_threads,
         "max_steps": settings.max_steps,
-        "demos": settings.controller_demos,
+        "demos": settings.demos,
         "demo_anchors": settings.demo_anchors,
         "filter_mode": settings.filter_mode,
         "temperature": settings.temperature,

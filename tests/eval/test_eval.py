@@ -404,15 +404,3 @@ def test_eval_set_is_a_dataset_selected_by_ids_in_order_then_limited(eval_settin
     assert evalset.items[0].gold == row["gold"] and evalset.items[0].gold_sparql == row["sparql"]
     limited = load_eval_set(eval_settings.model_copy(update={"limit": 3}), progress=False)
     assert list(limited.data["id"]) == list(full["id"])[:3] and limited.selection["limit"] == 3
-
-
-def test_a_run_records_the_number_of_demos_its_variant_was_shown(eval_settings):
-    from types import SimpleNamespace
-
-    from saga_dspy.eval.runner import run_params
-
-    evalset = SimpleNamespace(dataset="qald10", split="dev")
-    unset = eval_settings.model_copy(update={"demos": None})
-    assert run_params(unset.model_copy(update={"variant": "full"}), evalset, 1)["demos"] == 2
-    assert run_params(unset.model_copy(update={"variant": "spinach"}), evalset, 1)["demos"] == 3
-    assert run_params(unset.model_copy(update={"demos": 1}), evalset, 1)["demos"] == 1
