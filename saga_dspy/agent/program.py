@@ -241,7 +241,7 @@ class SagaProgram(dspy.Module):
                         error = f"{type(exc).__name__}: {one_line(str(exc), 500)}"
                     if box and getattr(box[0], "final", None) is None:
                         try:  # keep what the steps found
-                            self._finish(box[0], extract=False)
+                            self._finish(box[0], extract=False, candidate=False)
                         except Exception:  # best effort on a question that already failed
                             log.debug("finishing a failed question failed", exc_info=True)
                 finally:
@@ -392,7 +392,10 @@ class SagaProgram(dspy.Module):
 
     # -- the final query ------------------------------------------------------------------------
 
-    def _finish(self, episode: Episode, extract: bool = True) -> None:
+    def _finish(self, episode: Episode, extract: bool = True, candidate: bool = True) -> None:
+        """The final query: the accepted stop's, else the last non-empty execution, else the lookup's candidate
+        query run by the program (`candidate`; a query, not an LM call), else the extract call's, else the last
+        executed one; then its head rewritten to the question's form when that keeps the question."""
         source = None
         final = episode.accepted_final
         if final:
@@ -403,6 +406,11 @@ class SagaProgram(dspy.Module):
                     final, source = ex.sparql, "last-nonempty"
                     break
         acted = any(s.note not in ("unparsable", "unknown-tool", "bad-args", "repeated") for s in episode.steps)
+        if not final and acted and candidate and episode.run_candidate("The episode ended without an answer.",
+                                                                       at_end=True):
+            ran = episode.last_executed()
+            if ran and episode.status_of(ran) == "ok" and nonempty(episode.result_of(ran)):
+                final, source = ran, "candidate"
         if not final and acted and extract:
             final = self.react.extract_query(episode)
             source = "extract" if final else None

@@ -22,6 +22,8 @@ gold (subject entity, property) pairs; see `eval.gold_pairs`):
   object's side), the answers F1 of the query the lookup of the first such entity proposes.
 - the proposed query: answers F1 (eval.metrics.answer_f1) against the frozen gold result of the query the
   lookup of the question's first gold subject proposes (0 when it proposes none); over answerable questions.
+- the candidate query: the same F1 for the query the program runs when the model ends without executing
+  anything (the proposal, else the lookup's best candidate), over the subject- and object-side questions together.
 - observation size: tokens per lookup observation, median / p95. Tokens are approximated without a
   tokenizer download: word pieces (`\\w+`) × 1.3 + one per punctuation mark (close to cl100k on
   English prose with ids; offline, so tiktoken's encodings are not fetched).
@@ -283,6 +285,8 @@ class _Tally:
         self.incoming_ranks: list[int | None] = []
         self.incoming_f1s: list[float] = []
         self.incoming_proposals = 0
+        self.candidate_f1s: list[float] = []  # the program's fallback query (proposal or best candidate), both sides
+        self.candidates = 0
         self.at_total = self.at_ok = self.cls_total = self.cls_ok = 0
         self.at_confusion: Counter = Counter()
         self.examples: list[dict[str, Any]] = []
@@ -325,6 +329,7 @@ class _Tally:
                 obs, _, ctx = seen[q.incoming[0][0]]
                 if ctx is not None:
                     self.incoming_f1s.append(self._proposal_f1(ctx, rec, incoming=True))
+                    self.candidate_f1s.append(self._candidate_f1(ctx, rec))
             return
         for eid, pid in q.pairs:
             if eid not in seen:
@@ -352,6 +357,7 @@ class _Tally:
             self.misled += first not in gold_props
         if rec.get("answerable") and rec.get("gold"):
             self.f1s.append(self._proposal_f1(ctx, rec))
+            self.candidate_f1s.append(self._candidate_f1(ctx, rec))
 
     def _proposal_f1(self, ctx: QuestionContext, rec: dict[str, Any], incoming: bool = False) -> float:
         """Answers F1 of the lookup's proposed query against the frozen gold (0 without a proposal)."""
@@ -364,6 +370,17 @@ class _Tally:
         try:
             return answer_f1(self.endpoint.query(ctx.suggested_sparql), rec["gold"])
         except SparqlError:  # a failing proposal scores 0
+            return 0.0
+
+    def _candidate_f1(self, ctx: QuestionContext, rec: dict[str, Any]) -> float:
+        """Answers F1 of the query the program runs when the model ends without executing anything (the lookup's
+        proposal, else its best candidate); 0 without one."""
+        if not ctx.candidate_sparql:
+            return 0.0
+        self.candidates += 1
+        try:
+            return answer_f1(self.endpoint.query(ctx.candidate_sparql), rec["gold"])
+        except SparqlError:
             return 0.0
 
     def report(self) -> dict[str, Any]:
@@ -386,6 +403,8 @@ class _Tally:
                          "object_side_answerable_questions": len(self.incoming_f1s),
                          "proposals": self.incoming_proposals,
                          "proposal_mean_f1": round(statistics.fmean(self.incoming_f1s), 3) if self.incoming_f1s else None},
+            "candidate_query": {"answerable_questions": len(self.candidate_f1s), "candidates": self.candidates,
+                                "mean_f1": round(statistics.fmean(self.candidate_f1s), 3) if self.candidate_f1s else None},
             "observation_tokens": {"lookups": len(self.tokens),
                                    "median": int(statistics.median(self.tokens)) if self.tokens else None,
                                    "p95": _p95(self.tokens), "tokenizer": "approx: words*1.3 + punctuation"},
@@ -453,6 +472,10 @@ def print_components(report: dict[str, Any], out: TextIO | None = None) -> None:
         print(f"incoming ({inc['gold_pairs']} gold pairs): R@1 {inc['recall_at_1_pct']}% R@3 {inc['recall_at_3_pct']}%; "
               f"object-side questions: proposal mean F1 {inc['proposal_mean_f1']} over "
               f"{inc['object_side_answerable_questions']} answerable ({inc['proposals']} proposals)", file=out)
+    cq = report.get("candidate_query")
+    if cq:
+        print(f"candidate query (run when the model ends without a query): mean F1 {cq['mean_f1']} over "
+              f"{cq['answerable_questions']} answerable, both sides ({cq['candidates']} candidates)", file=out)
     print(f"lookup tokens: median {ot['median']} p95 {ot['p95']} over {ot['lookups']} lookups ({ot['tokenizer']})",
           file=out)
     print(f"answer type: {at['accuracy_pct']}% of {at['questions']}; class {at['class_accuracy_pct']}% of "

@@ -120,6 +120,7 @@ class QuestionContext:
         self.final_sparql: str | None = None
         self.final_execution: Execution | None = None
         self.suggested_sparql: str | None = None  # the query the latest lookup proposed (★ property), if any
+        self.candidate_sparql: str | None = None  # the latest lookup's proposal or best candidate (not shown)
         self.stopped = False
         # ids → labels of things the agent has seen (lookups, search hits, results): unknown-IRI hints
         self.seen: dict[str, str] = {}

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.incoming import (IncomingView, arrange_incoming, describe_incoming, fetch_incoming,
                                            incoming_block, rank_incoming)
-from saga_dspy.grounding.lookup_view import WITH_DESCRIPTION, arrange, rest_block, tail_lines
+from saga_dspy.grounding.lookup_view import WITH_DESCRIPTION, arrange, best_candidate, rest_block, tail_lines
 from saga_dspy.grounding.neighbourhood import Neighbourhood, Value, fetch_neighbourhood, type_filter
 from saga_dspy.grounding.ranking import id_order
 from saga_dspy.grounding.render import Block, class_names, clip, entity_text, fit, literal_text, render_blocks
@@ -206,6 +206,7 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
             return fit("\n".join(head), ctx.budget)
         head.append("No outgoing properties in the knowledge graph.")
         ctx.suggested_sparql = incoming.proposal or ctx.suggested_sparql
+        ctx.candidate_sparql = incoming.proposal or ctx.candidate_sparql
         tail = [f"Next: execute e.g. {incoming.proposal}"] if incoming.proposal else []
         return render_blocks(head, [block], ctx.budget, tail=tail).text
     return _render(ctx, eid, nb, selection, head, arrangement, order, fits)
@@ -371,11 +372,14 @@ def _render(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, 
         rest = rest_block(ctx, arrangement.rest)
         blocks += [rest] if rest is not None else []
         ctx.suggested_sparql = arrangement.proposal or incoming.proposal or ctx.suggested_sparql
+        if ctx.flavour.name == "wikidata":
+            ctx.candidate_sparql = best_candidate(eid, arrangement, incoming) or ctx.candidate_sparql
         return render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed) for pid in order]
     starred = [pid for pid in order if fits[pid]]
     if starred and ctx.flavour.name == "wikidata":
         ctx.suggested_sparql = f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{starred[0]} ?x }}"
+        ctx.candidate_sparql = ctx.suggested_sparql
         tail = [f"Next: execute a query with the property that leads to the answer, e.g. {ctx.suggested_sparql}"]
     else:
         tail = ["Next: execute a query with the property above that leads to the answer."]

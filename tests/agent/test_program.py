@@ -272,16 +272,24 @@ def test_tool_error_and_garbage_turn_do_not_crash(settings, endpoint, search, mo
 def test_step_limit_then_extract(settings, endpoint, search):
     steps = [step("search_wikidata", query="Riemannian geometry"), step("search_wikidata", query="Riemann"),
              step("get_wikidata_entry", qid="Q761383")]
-    # the default: DSPy ReAct's extract predictor (its own prompt, the trajectory read again)
-    script = [answer_type("person", "Q5"), *steps, {"sparql": RIEMANN_SPARQL}]  # nothing was executed
+    # the default: the lookup's query is run by the program before any extract call (a query, not an LM call)
+    script = [answer_type("person", "Q5"), *steps]  # nothing was executed
     pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3)
+    c = pred.counters
+    assert (c["steps"], c["lm_calls"], c["extracts"], c["program_executions"]) == (4, 4, 0, 1)
+    assert pred.final_source == "candidate" and answer_ids(pred) == {"Q42299"}
+    assert pred.trajectory[-1]["note"] == "from-suggestion" and len(lm.history) == 4
+    # without it (no-auto-run): DSPy ReAct's extract predictor (its own prompt, the trajectory read again)
+    script = [answer_type("person", "Q5"), *steps, {"sparql": RIEMANN_SPARQL}]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3, variant="no-auto-run")
     c = pred.counters
     assert (c["steps"], c["lm_calls"], c["lm_steps"], c["extracts"]) == (3, 5, 3, 1)
     assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
     assert "The steps are over" in lm.history[4]["messages"][0]["content"]
     # step: one more controller turn, the last turn's prompt with a line after the trajectory
     script = [answer_type("person", "Q5"), *steps, step("execute_sparql", sparql=RIEMANN_SPARQL)]
-    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3, final_extract="step")
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3, final_extract="step",
+                   variant="no-auto-run")
     c = pred.counters
     assert (c["steps"], c["lm_calls"], c["lm_steps"], c["extracts"]) == (3, 5, 3, 1)
     assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
@@ -292,12 +300,13 @@ def test_step_limit_then_extract(settings, endpoint, search):
     assert "Step 3" in trajectory and "get_wikidata_entry" in trajectory  # the last turn's step is shown before it
     # a final step that chooses another tool gives no query: the last execution (none here) stays
     script = [answer_type("person", "Q5"), *steps, step("search_wikidata", query="Riemann")]
-    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3, final_extract="step")
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3, final_extract="step",
+                  variant="no-auto-run")
     assert pred.final_source is None and pred.counters["extracts"] == 1
     assert any("final step chose search_wikidata" in n for n in pred.notes)
     # none: no LM call after the steps
     pred, lm = run(settings, endpoint, search, [answer_type("person", "Q5"), *steps], RIEMANN_Q, max_steps=3,
-                   final_extract="none")
+                   final_extract="none", variant="no-auto-run")
     assert len(lm.history) == 4 and pred.counters["extracts"] == 0 and pred.final_source is None
 
 
@@ -307,7 +316,7 @@ def test_prefill_extract_begins_the_reply_in_the_controller_prompt(settings, end
     types = {RIEMANN_Q: ("person", "Q5")}
     # an LM that continues a begun reply (the local backend) gets `auto` = prefill
     lm = ScriptedLM({RIEMANN_Q: plan}, types, continues_replies=True)
-    pred, lm = run(settings, endpoint, search, None, RIEMANN_Q, lm=lm, max_steps=3)
+    pred, lm = run(settings, endpoint, search, None, RIEMANN_Q, lm=lm, max_steps=3, variant="no-auto-run")
     c = pred.counters
     assert (c["steps"], c["lm_calls"], c["lm_steps"], c["extracts"]) == (3, 5, 3, 1)
     assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
@@ -319,11 +328,12 @@ def test_prefill_extract_begins_the_reply_in_the_controller_prompt(settings, end
     # an LM that answers a begun reply anew is read as that reply; one that picks another tool gives no query
     plan[3] = ("search_wikidata", {"query": "Riemann"})
     pred, lm = run(settings, endpoint, search, None, RIEMANN_Q, lm=ScriptedLM({RIEMANN_Q: plan}, types),
-                   max_steps=3, final_extract="prefill")
+                   max_steps=3, final_extract="prefill", variant="no-auto-run")
     assert lm.history[4]["messages"][-1]["role"] == "assistant" and pred.final_source is None
     assert any("final step chose search_wikidata" in n for n in pred.notes)
     # a served LM (no `continues_replies`) gets `auto` = the extract predictor
-    pred, lm = run(settings, endpoint, search, None, RIEMANN_Q, lm=ScriptedLM({RIEMANN_Q: plan}, types), max_steps=3)
+    pred, lm = run(settings, endpoint, search, None, RIEMANN_Q, lm=ScriptedLM({RIEMANN_Q: plan}, types), max_steps=3,
+                   variant="no-auto-run")
     assert "The steps are over" in lm.history[4]["messages"][0]["content"]
     assert lm.history[4]["messages"][-1]["role"] == "user"
 
@@ -697,6 +707,35 @@ def test_a_stop_right_after_a_lookup_runs_the_lookups_suggestion(settings, endpo
     assert names[2:] == [("execute_sparql", "from-suggestion"), ("stop", "")]
     assert pred.sparql == "SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }"
     assert pred.final_status == "ok" and pred.final_source == "stop" and pred.counters["lm_calls"] == 4
+
+
+MUNICH_Q = "Give me all companies in Munich."
+MUNICH_CANDIDATE = "SELECT DISTINCT ?x WHERE { ?x wdt:P159 wd:Q1726 }"  # the lookup proposes nothing (no word matches)
+
+
+def test_a_stop_with_nothing_executed_runs_the_lookups_best_candidate(settings, endpoint, search):
+    script = [step("get_wikidata_entry", qid="Q1726"), step("stop")]  # the answer type comes from the question's cue
+    pred, lm = run(settings, endpoint, search, script, MUNICH_Q)
+    assert "P159 wd:Q1726" not in pred.trajectory[0]["observation"]  # never shown to the model
+    assert [(s["tool_name"], s.get("note")) for s in pred.trajectory[1:]] == [("execute_sparql", "from-candidate"),
+                                                                             ("stop", "")]
+    assert pred.sparql == MUNICH_CANDIDATE and pred.final_source == "stop" and pred.final_status == "ok"
+    assert pred.counters["auto_runs"] == 1 and pred.counters["lm_calls"] == len(lm.history) == 2
+    off, _ = run(settings, endpoint, search, script + [step("stop")], MUNICH_Q, variant="no-auto-run")
+    assert off.trajectory[1]["note"] == "rejected" and not off.sparql
+
+
+def test_an_episode_that_ends_without_a_result_runs_the_candidate_before_extract(settings, endpoint, search):
+    empty = "SELECT DISTINCT ?x WHERE { ?x wdt:P112 wd:Q1726 }"
+    script = [step("get_wikidata_entry", qid="Q1726"), step("execute_sparql", sparql=empty),
+              step("search_wikidata", query="company")]
+    pred, lm = run(settings, endpoint, search, script, MUNICH_Q, max_steps=3)
+    assert pred.final_source == "candidate" and pred.sparql == MUNICH_CANDIDATE and pred.final_status == "ok"
+    assert pred.counters["extracts"] == 0 and len(lm.history) == 3  # no extract call
+    assert pred.trajectory[-1]["note"] == "from-candidate"
+    # without auto_run: the extract call, as before
+    off, lm = run(settings, endpoint, search, script + [{"sparql": empty}], MUNICH_Q, max_steps=3, variant="no-auto-run")
+    assert off.counters["extracts"] == 1 and off.final_source == "extract" and len(lm.history) == 4
 
 
 def test_a_stop_before_any_query_without_a_suggestion_is_sent_back(settings, endpoint, search):

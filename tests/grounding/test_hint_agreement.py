@@ -80,3 +80,35 @@ def test_a_relevant_incoming_property_must_beat_the_outgoing_ones(settings, endp
     view = arrange_incoming(ctx, "Q34370", "Rotterdam", _edges(), "Q5", propose=True, fit_alone=False,
                             outgoing_best=view.scores[0].relevance)  # an outgoing property as relevant: no proposal
     assert view.proposal is None
+
+
+def test_the_best_candidate_is_the_proposal_else_the_most_relevant_property():
+    from saga_dspy.grounding.incoming import IncomingView
+    from saga_dspy.grounding.lookup_view import Arrangement, best_candidate
+
+    def view(scores, proposal=None):
+        return IncomingView({}, scores=scores, shown=[s.pid for s in scores], proposal=proposal)
+
+    proposed = Arrangement([_s("P38", 1.0, True)], ["P38"], [], proposal="SELECT DISTINCT ?x WHERE { wd:Q1 wdt:P38 ?x }")
+    assert best_candidate("Q1", proposed, view([_s("P159", 2.0, True)])) == proposed.proposal
+    assert best_candidate("Q1", Arrangement([], [], []), view([], proposal="P")) == "P"
+    plain = Arrangement([_s("P421", 1.0, False), _s("P17", 0.25, False)], ["P421", "P17"], [])
+    # the most relevant outgoing property, unless an incoming one matches better or as well and fits the answer type
+    assert best_candidate("Q1", plain, view([_s("P131", 0.5, True)])) == "SELECT DISTINCT ?x WHERE { wd:Q1 wdt:P421 ?x }"
+    assert best_candidate("Q1", plain, view([_s("P131", 1.0, True)])) == "SELECT DISTINCT ?x WHERE { ?x wdt:P131 wd:Q1 }"
+    assert best_candidate("Q1", plain, view([_s("P131", 1.0, False)])) == "SELECT DISTINCT ?x WHERE { wd:Q1 wdt:P421 ?x }"
+    # no outgoing property matches the question: an incoming one whose subjects fit ("companies in Munich")
+    none = Arrangement([_s("P17", 0.0, False)], ["P17"], [])
+    assert best_candidate("Q1", none, view([_s("P20", 0.0, False), _s("P159", 0.0, True)])) == \
+        "SELECT DISTINCT ?x WHERE { ?x wdt:P159 wd:Q1 }"
+    assert best_candidate("Q1", none, view([_s("P20", 0.0, False)])) is None
+    assert best_candidate("Q1", none, None) is None
+    niche = Arrangement([PropertyScore("P373", 1.0, False, True)], ["P373"], [])  # a Commons category never leads
+    assert best_candidate("Q1", niche, None) is None
+
+
+def test_a_lookup_without_a_proposal_keeps_its_best_candidate_unshown(settings, endpoint, search, schema, hierarchy):
+    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Give me all companies in Munich.", ("company", "Q783794"))
+    out = do_lookup(ctx, "Q1726")
+    assert ctx.suggested_sparql is None and "SELECT" not in out  # nothing proposed, no query shown
+    assert ctx.candidate_sparql == "SELECT DISTINCT ?x WHERE { ?x wdt:P159 wd:Q1726 }"  # headquarters location ★
