@@ -20,6 +20,8 @@ ROWS = [
     ("incoming R@1", "incoming", "recall_at_1_pct"),
     ("incoming R@3", "incoming", "recall_at_3_pct"),
     ("object-side proposal F1", "incoming", "proposal_mean_f1"),
+    ("proposals alone F1 (both sides)", "candidate_query", "proposals_only_mean_f1"),
+    ("candidate query F1 (both sides)", "candidate_query", "mean_f1"),
     ("lookup tokens median", "observation_tokens", "median"),
     ("lookup tokens p95", "observation_tokens", "p95"),
     ("answer type acc %", "answer_type", "accuracy_pct"),

@@ -90,7 +90,8 @@ class Settings(BaseSettings):
     variant: Variant = Field("full", description="ablation variant")
     max_steps: int = Field(15, ge=1, description="ReAct steps per question")
     check_answer: bool = Field(False, description="run the CheckAnswer step (beyond the paper)")
-    demos: int = Field(3, description="controller demonstrations selected per question (0: none)")
+    demos: int = Field(2, description="controller demonstrations selected per question (0: none; 2: a whole solved "
+                                          "question and a lookup step, 3 adds the query step)")
     demo_anchors: int = Field(0, ge=0, description="of those demonstrations, this many are the same for every "
                                                    "question and shown first (the pool's shortest solved "
                                                    "questions), so a local model's prefix cache evaluates them once")

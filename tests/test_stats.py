@@ -85,6 +85,8 @@ def test_components_cli(settings, capsys):
     assert pr["gold_pairs_known_entity"] > 0 and pr["recall_at_10_in_neighbourhood_pct"] >= pr["recall_at_1_in_neighbourhood_pct"]
     assert report["observation_tokens"]["median"] > 0 and report["answer_type"]["questions"] > 0
     assert set(report["filters"]) == {"closure", "calibrated"}
+    cq = report["candidate_query"]  # the proposal or, where there is none, the best candidate: never worse
+    assert cq["candidates"] >= report["proposed_query"]["proposals"] and cq["mean_f1"] >= cq["proposals_only_mean_f1"]
     inc = report["incoming"]  # (property, object entity) gold pairs: ranked in the lookup's incoming section
     assert inc["gold_pairs"] > 0 and inc["recall_at_3_pct"] >= inc["recall_at_1_pct"] > 0
     with pytest.raises(SystemExit):

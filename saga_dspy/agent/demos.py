@@ -367,10 +367,10 @@ class DemoPool:
 def demo_kind(rank: int, count: int) -> str:
     """Which step the demo of this rank (0: most relevant) among `count` shows: `example` (the whole
     trajectory, ending with stop), `execute` (the query written from the evidence) or `lookup` (the
-    lookup after a search), in that order. Two demos are the whole one and the lookup, the best of the three
-    pairs measured (session 17, `docs/RESULTS.md`): without the lookup a 1.5B model executed straight after
-    the search. Even that pair left the model stopping without a query on 13 of 30 dev questions (3 with
-    three demos), so three stay the default."""
+    lookup after a search), in that order. Two demos (the default) are the whole one and the lookup, the best
+    of the three pairs measured (session 17, `docs/RESULTS.md`): without the lookup a 1.5B model executed
+    straight after the search. That pair left the model stopping without a query on 13 of 30 dev questions;
+    since the program runs the lookup's candidate query there (session 18), it scores above three demos."""
     if count == 2:
         return ("example", "lookup")[rank]
     return ("example", "execute", "lookup")[rank % 3]

@@ -404,7 +404,10 @@ class _Tally:
                          "proposals": self.incoming_proposals,
                          "proposal_mean_f1": round(statistics.fmean(self.incoming_f1s), 3) if self.incoming_f1s else None},
             "candidate_query": {"answerable_questions": len(self.candidate_f1s), "candidates": self.candidates,
-                                "mean_f1": round(statistics.fmean(self.candidate_f1s), 3) if self.candidate_f1s else None},
+                                "mean_f1": round(statistics.fmean(self.candidate_f1s), 3) if self.candidate_f1s else None,
+                                # the same questions with the proposals alone (0 where the lookup proposes nothing)
+                                "proposals_only_mean_f1": round(statistics.fmean(both), 3) if (
+                                    both := self.f1s + self.incoming_f1s) else None},
             "observation_tokens": {"lookups": len(self.tokens),
                                    "median": int(statistics.median(self.tokens)) if self.tokens else None,
                                    "p95": _p95(self.tokens), "tokenizer": "approx: words*1.3 + punctuation"},
@@ -475,7 +478,8 @@ def print_components(report: dict[str, Any], out: TextIO | None = None) -> None:
     cq = report.get("candidate_query")
     if cq:
         print(f"candidate query (run when the model ends without a query): mean F1 {cq['mean_f1']} over "
-              f"{cq['answerable_questions']} answerable, both sides ({cq['candidates']} candidates)", file=out)
+              f"{cq['answerable_questions']} answerable, both sides ({cq['candidates']} candidates; proposals alone "
+              f"{cq.get('proposals_only_mean_f1')})", file=out)
     print(f"lookup tokens: median {ot['median']} p95 {ot['p95']} over {ot['lookups']} lookups ({ot['tokenizer']})",
           file=out)
     print(f"answer type: {at['accuracy_pct']}% of {at['questions']}; class {at['class_accuracy_pct']}% of "
