@@ -195,19 +195,19 @@ class Episode:
         """The query the latest lookup puts forward: its proposal, else its best candidate (never shown)."""
         return self.ctx.candidate_sparql or None
 
-    def run_candidate(self, thought: str, at_end: bool = False) -> bool:
+    def run_candidate(self, thought: str, at_end: bool = False) -> str | None:
         """Nothing executed yet and the model stops: the program runs the lookup's candidate query (a full-variant
-        step, `auto_run`); True when it was run. With this 1.5B model a stop sent back for want of a query never
+        step, `auto_run`); the query when it was run. With this 1.5B model a stop sent back for want of a query never
         led to a score (64 times in sessions 15-16), and with two demonstrations it stopped so on 13 of 30.
         `at_end`: the episode ended with no non-empty result; the candidate is run unless it was already."""
         candidate = self.candidate_query()
         if (not candidate or (self.last_executed() and not at_end) or not self.variant.agent.auto_run
                 or self.status_of(candidate) is not None):
-            return False
+            return None
         self._program_execute(thought, candidate, "from-suggestion" if candidate == self.suggested_query()
                               else "from-candidate")
         self.auto_runs += 1
-        return True
+        return candidate
 
     def _assist_repeat(self, thought: str, name: str, args: dict[str, Any]) -> bool | str | None:
         """The step a small model circles when it repeats an action, taken for it (None: no help to give).

@@ -406,11 +406,10 @@ class SagaProgram(dspy.Module):
                     final, source = ex.sparql, "last-nonempty"
                     break
         acted = any(s.note not in ("unparsable", "unknown-tool", "bad-args", "repeated") for s in episode.steps)
-        if not final and acted and candidate and episode.run_candidate("The episode ended without an answer.",
-                                                                       at_end=True):
-            ran = episode.last_executed()
-            if ran and episode.status_of(ran) == "ok" and nonempty(episode.result_of(ran)):
-                final, source = ran, "candidate"
+        ran = (episode.run_candidate("The episode ended without an answer.", at_end=True)
+               if not final and acted and candidate else None)
+        if ran and episode.status_of(ran) == "ok" and nonempty(episode.result_of(ran)):
+            final, source = ran, "candidate"
         if not final and acted and extract:
             final = self.react.extract_query(episode)
             source = "extract" if final else None

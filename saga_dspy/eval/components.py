@@ -367,10 +367,7 @@ class _Tally:
             self.incoming_proposals += 1
         else:
             self.proposals += 1
-        try:
-            return answer_f1(self.endpoint.query(ctx.suggested_sparql), rec["gold"])
-        except SparqlError:  # a failing proposal scores 0
-            return 0.0
+        return self._query_f1(ctx.suggested_sparql, rec)
 
     def _candidate_f1(self, ctx: QuestionContext, rec: dict[str, Any]) -> float:
         """Answers F1 of the query the program runs when the model ends without executing anything (the lookup's
@@ -378,9 +375,12 @@ class _Tally:
         if not ctx.candidate_sparql:
             return 0.0
         self.candidates += 1
+        return self._query_f1(ctx.candidate_sparql, rec)
+
+    def _query_f1(self, sparql: str, rec: dict[str, Any]) -> float:
         try:
-            return answer_f1(self.endpoint.query(ctx.candidate_sparql), rec["gold"])
-        except SparqlError:
+            return answer_f1(self.endpoint.query(sparql), rec["gold"])
+        except SparqlError:  # a failing query scores 0
             return 0.0
 
     def report(self) -> dict[str, Any]:

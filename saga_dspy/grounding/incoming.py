@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from .context import QuestionContext
 from .ranking import DESCRIPTION, PropertyScore, rank_properties
-from .render import Block, clip
+from .render import Block, clip, one_hop_query
 
 FETCHED = 30  # incoming properties read (most used first)
 TYPE_ROWS = 400  # (property, subject type) counts read to decide which properties fit the answer type
@@ -128,7 +128,7 @@ def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: d
                                  else fit_alone and outgoing_best == 0):
         best = None
     if propose and best is not None and ctx.flavour.name == "wikidata":
-        view.proposal = f"SELECT DISTINCT ?x WHERE {{ ?x wdt:{best.pid} wd:{eid} }}"
+        view.proposal = one_hop_query(eid, best.pid, incoming=True)
     return view
 
 

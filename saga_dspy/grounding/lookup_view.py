@@ -18,7 +18,7 @@ from typing import Callable, Mapping, Sequence
 from .context import QuestionContext
 from .incoming import IncomingView
 from .ranking import DESCRIPTION, PropertyScore, rank_properties
-from .render import Block, clip
+from .render import Block, clip, one_hop_query
 from .two_hop import TwoHop, propose_two_hop
 
 TOP_FULL = 3  # properties shown with their values
@@ -75,7 +75,7 @@ def arrange(ctx: QuestionContext, eid: str, entity_label: str, pids: Sequence[st
     if not wikidata or not confident or not scores:
         return out
     if top is not None:
-        out.proposal = f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{top.pid} ?x }}"
+        out.proposal = one_hop_query(eid, top.pid)
     elif not any(s.fits and s.relevance > 0 for s in scores):
         hop = propose_two_hop(ctx, eid, scores, item_valued, fits, entity_label)
         if hop is not None:
@@ -99,9 +99,9 @@ def best_candidate(eid: str, arrangement: Arrangement, incoming: IncomingView | 
                 if (s.relevance > 0 or s.fits) and not s.niche), None)
     if inc is not None and (out is None or inc.relevance > out.relevance
                             or (inc.relevance == out.relevance and inc.fits and not out.fits)):
-        return f"SELECT DISTINCT ?x WHERE {{ ?x wdt:{inc.pid} wd:{eid} }}"
+        return one_hop_query(eid, inc.pid, incoming=True)
     if out is not None:
-        return f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{out.pid} ?x }}"
+        return one_hop_query(eid, out.pid)
     return None
 
 

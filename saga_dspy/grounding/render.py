@@ -198,9 +198,16 @@ def render_table(result: SelectResult, label_of: Callable[[str], tuple[str | Non
     return fit("\n".join(lines), budget)
 
 
+def one_hop_query(eid: str, pid: str, *, incoming: bool = False) -> str:
+    """The one-hop Wikidata query a lookup proposes: the entity's values of `pid`, or (`incoming`) the items
+    whose `pid` is the entity."""
+    pattern = f"?x wdt:{pid} wd:{eid}" if incoming else f"wd:{eid} wdt:{pid} ?x"
+    return f"SELECT DISTINCT ?x WHERE {{ {pattern} }}"
+
+
 def render_ask(result: AskResult) -> str:
     return f"ASK result: {'true' if result.value else 'false'}"
 
 
-__all__ = ["clip", "fit", "literal_text", "entity_text", "class_names", "Block", "Rendered", "render_blocks",
+__all__ = ["clip", "fit", "one_hop_query", "literal_text", "entity_text", "class_names", "Block", "Rendered", "render_blocks",
            "render_table", "render_ask", "cell_text"]

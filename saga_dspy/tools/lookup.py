@@ -13,7 +13,8 @@ from saga_dspy.grounding.incoming import (IncomingView, arrange_incoming, descri
 from saga_dspy.grounding.lookup_view import WITH_DESCRIPTION, arrange, best_candidate, rest_block, tail_lines
 from saga_dspy.grounding.neighbourhood import Neighbourhood, Value, fetch_neighbourhood, type_filter
 from saga_dspy.grounding.ranking import id_order
-from saga_dspy.grounding.render import Block, class_names, clip, entity_text, fit, literal_text, render_blocks
+from saga_dspy.grounding.render import (Block, class_names, clip, entity_text, fit, literal_text, one_hop_query,
+                                        render_blocks)
 from saga_dspy.schema.compat import Outcome
 from saga_dspy.tools.evidence import evidence_text
 from saga_dspy.tools.examples import do_examples
@@ -378,7 +379,7 @@ def _render(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, 
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed) for pid in order]
     starred = [pid for pid in order if fits[pid]]
     if starred and ctx.flavour.name == "wikidata":
-        ctx.suggested_sparql = f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{starred[0]} ?x }}"
+        ctx.suggested_sparql = one_hop_query(eid, starred[0])
         ctx.candidate_sparql = ctx.suggested_sparql
         tail = [f"Next: execute a query with the property that leads to the answer, e.g. {ctx.suggested_sparql}"]
     else:
