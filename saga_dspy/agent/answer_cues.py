@@ -79,15 +79,11 @@ def rule_answer_type(question: str, schema: SchemaIndex | None = None) -> Answer
         words = [w for w in head if w not in _NOT_HEAD]
         if not words:
             continue
-        phrases = (" ".join(words), words[0], words[-1])  # "danish movies": the last word
-        if len(head) == 3 and head[1] == "of":  # "form of government", "capital of france"
-            phrases = (" ".join(head), head[2]) if head[0] in _OF_WORDS else (" ".join(head), head[0])
-        for phrase in dict.fromkeys(phrases):
+        for phrase in _head_phrases(head, words):
             single = " ".join(stem(w) for w in phrase.split())
             if single in _PERSON_NOUNS or phrase in _PERSON_NOUNS:
                 return AnswerCue("person", HUMAN, cue=f"head noun {phrase!r}")
-            qid = (class_for(single, schema) or class_for(phrase, schema)
-                   or class_for(_CLASS_WORDS.get(single) or _CLASS_WORDS.get(phrase.removesuffix("s"), ""), schema))
+            qid = _phrase_class(phrase, schema)
             if qid:
                 return AnswerCue(schema.class_label(qid) if schema is not None else single, qid,
                                  cue=f"head noun {phrase!r}")
@@ -95,6 +91,43 @@ def rule_answer_type(question: str, schema: SchemaIndex | None = None) -> Answer
                 return AnswerCue("location", LOCATION, cue=f"head noun {phrase!r}")
         break
     return AnswerCue("entity", confident=False, cue="no cue")
+
+
+def _head_phrases(head: list[str], words: list[str]) -> list[str]:
+    """The phrases of a head that may name the class, best first: "danish movies" → itself, "danish", "movies";
+    "form of government" → itself, "government"; "capital of france" → itself, "capital"."""
+    phrases = (" ".join(words), words[0], words[-1])
+    if len(head) == 3 and head[1] == "of":
+        phrases = (" ".join(head), head[2]) if head[0] in _OF_WORDS else (" ".join(head), head[0])
+    return list(dict.fromkeys(phrases))
+
+
+def _phrase_class(phrase: str, schema: SchemaIndex | None) -> str:
+    """The class a phrase names: its stemmed form's label, the phrase's own, or an everyday synonym's."""
+    single = " ".join(stem(w) for w in phrase.split())
+    return (class_for(single, schema) or class_for(phrase, schema)
+            or class_for(_CLASS_WORDS.get(single) or _CLASS_WORDS.get(phrase.removesuffix("s"), ""), schema))
+
+
+_HOW_MANY = re.compile(rf"\bhow\s+many\s+({_WORD}(?:\s+{_WORD})?)", re.I)
+
+
+def items_class(question: str, schema: SchemaIndex | None) -> str:
+    """The class the question names its answer items by, however broad the answer type: the head noun ("films
+    produced by Hal Roach" → film, "politicians" → politician, where the answer type is human) or the counted
+    noun ("How many airlines …" → airline, where the answer type is a quantity); "" when no phrase names one.
+    An items query may be restricted to it (`grounding.incoming`): only where the data shows it narrows."""
+    q = " ".join((question or "").split())
+    if is_yes_no_question(q):
+        return ""
+    count = _HOW_MANY.search(q)
+    for m in [count] if count else _HEAD.finditer(q):
+        head = m.group(1).lower().split()
+        words = [w for w in head if w not in _NOT_HEAD]
+        if not words:
+            continue
+        return next((qid for phrase in _head_phrases(head, words) if (qid := _phrase_class(phrase, schema))), "")
+    return ""
 
 
 def class_for(name: str, schema: SchemaIndex | None) -> str:
@@ -132,4 +165,4 @@ def guard(cue: AnswerCue, lm_label: str, lm_qid: str) -> tuple[str, str]:
     return lm_label, lm_qid
 
 
-__all__ = ["AnswerCue", "rule_answer_type", "class_for", "decides", "guard"]
+__all__ = ["AnswerCue", "rule_answer_type", "items_class", "class_for", "decides", "guard"]

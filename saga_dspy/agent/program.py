@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import dspy
 
-from saga_dspy.agent.answer_cues import decides, guard, rule_answer_type
+from saga_dspy.agent.answer_cues import decides, guard, items_class, rule_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent import formatting
@@ -296,7 +296,8 @@ class SagaProgram(dspy.Module):
                 else "ANY")
 
         # 2. the grounding context and tools of this question
-        ctx = self._new_context(str(question), answer_type, calls)
+        ctx = self._new_context(str(question), answer_type, calls,
+                                items=items_class(str(question), self.services.schema) if cue is not None else "")
         tools = self._tools(ctx)
         pool = self.demo_pool()
         # per-question demos replace the predictor's own (compiled) demos for this call only
@@ -353,13 +354,14 @@ class SagaProgram(dspy.Module):
         return prune
 
     def _new_context(self, question: str, answer_type: AnswerTypeInfo | None,
-                     calls: QuestionCalls | None = None) -> QuestionContext:
-        """The grounding context of one question, on the program's shared services."""
+                     calls: QuestionCalls | None = None, items: str = "") -> QuestionContext:
+        """The grounding context of one question, on the program's shared services (`items`: the class the
+        question names its answers by, `answer_cues.items_class`)."""
         services = self.services
         return QuestionContext(
             self.settings, services.endpoint, services.search, services.schema, services.hierarchy,
             question=question, flags=self.variant_def.grounding, prune=self._prune_callable(question, calls or QuestionCalls()),
-            answer_type=(answer_type.label, answer_type.qid) if answer_type is not None and answer_type.label else None,
+            answer_type=(answer_type.label, answer_type.qid, items) if answer_type is not None and answer_type.label else None,
             kg=self.settings.kg)
 
     def _tools(self, ctx: QuestionContext) -> dict[str, Callable[..., str]]:

@@ -46,7 +46,7 @@ import time
 from collections import Counter
 from typing import Any, TextIO
 
-from saga_dspy.agent.answer_cues import rule_answer_type as cue_answer_type
+from saga_dspy.agent.answer_cues import items_class, rule_answer_type as cue_answer_type
 from saga_dspy.agent.query_form import is_yes_no_question
 from saga_dspy.config import Settings
 from saga_dspy.eval.datasets import load_benchmark
@@ -215,12 +215,12 @@ def _first_hint(ctx: QuestionContext, observation: str) -> str | None:
     return None
 
 
-def rule_answer_type(question: str, mode: str, schema: SchemaIndex | None = None) -> tuple[str, str, bool] | None:
-    """(label, qid, confident) the program can know without an LLM. `none`: only the yes/no fallback."""
+def rule_answer_type(question: str, mode: str, schema: SchemaIndex | None = None) -> tuple[str, str, bool, str] | None:
+    """(label, qid, confident, items) the program can know without an LLM. `none`: only the yes/no fallback."""
     if mode == "rules":
         cue = cue_answer_type(question, schema)
-        return cue.label, cue.qid, cue.confident
-    return ("boolean", "", True) if is_yes_no_question(question) else None
+        return cue.label, cue.qid, cue.confident, items_class(question, schema)
+    return ("boolean", "", True, "") if is_yes_no_question(question) else None
 
 
 # --- the report ----------------------------------------------------------------------------------------------------
@@ -306,7 +306,7 @@ class _Tally:
 
     def _lookup(self, eid: str, question: str, at) -> tuple[str, list[str], QuestionContext | None]:
         ctx = QuestionContext(self.settings, self.endpoint, self.search, self.schema, self.hierarchy,
-                              question=question, variant="full", answer_type=at[:2] if at and at[2] else None)
+                              question=question, variant="full", answer_type=(at[0], at[1], at[3]) if at and at[2] else None)
         obs = do_lookup(ctx, eid)
         if obs.startswith(("[NOT FOUND]", "[ERROR]")):
             return obs, [], None

@@ -81,7 +81,7 @@ class QuestionContext:
     flags:     explicit `GroundingFlags` (overrides `variant`)
     prune:     callable(question, neighbourhood_text) -> list of PIDs, the fallback pruning for
                entities without types (and for every lookup in spinach mode); None = no pruning
-    answer_type: (label, qid) of the expected answer type, if already known
+    answer_type: (label, qid) or (label, qid, items) of the expected answer type, if already known
     """
 
     def __init__(
@@ -96,7 +96,7 @@ class QuestionContext:
         variant: str | None = None,
         flags: GroundingFlags | None = None,
         prune: PruneFn | None = None,
-        answer_type: tuple[str, str] | None = None,
+        answer_type: tuple[str, ...] | None = None,
         kg: str | None = None,
     ):
         self.settings = settings
@@ -135,9 +135,10 @@ class QuestionContext:
     def variant(self) -> str:
         return self.flags.variant
 
-    def set_answer_type(self, label: str, qid: str = "") -> None:
-        """The expected answer type from the answer-type step (ranks lookups, never drops)."""
-        self.state.set_answer_type(label, qid)
+    def set_answer_type(self, label: str, qid: str = "", items: str = "") -> None:
+        """The expected answer type from the answer-type step (ranks lookups, never drops); `items`: the class
+        the question names its answers by (may restrict a proposed items query, `grounding.incoming`)."""
+        self.state.set_answer_type(label, qid, items)
 
     def set_question(self, question: str) -> None:
         self.question = question

@@ -21,6 +21,8 @@ from .render import Block, clip, one_hop_query
 FETCHED = 30  # incoming properties read (most used first)
 TYPE_ROWS = 400  # (property, subject type) counts read to decide which properties fit the answer type
 SHOWN = 4  # shown in the lookup
+# how an item is of the class the question names: its type, or (people) its occupation ("politicians")
+ITEM_CLASS_PIDS = ("P31", "P106")
 
 
 @dataclass
@@ -39,6 +41,12 @@ class IncomingView:
     shown: list[str] = field(default_factory=list)
     fitting: set[str] = field(default_factory=set)
     proposal: str | None = None
+    # pid → the pattern keeping only the items the question names (`items_restriction`), where one narrows
+    restrictions: dict[str, str] = field(default_factory=dict)
+
+    def query(self, eid: str, pid: str) -> str:
+        """The items query of one of these properties, restricted to the question's items where that narrows."""
+        return one_hop_query(eid, pid, incoming=True, restriction=self.restrictions.get(pid, ""))
 
     @property
     def relevant_shown(self) -> bool:
@@ -93,6 +101,20 @@ def subjects_fit(ctx: QuestionContext, edge: IncomingEdge, answer_qid: str) -> b
         return False
 
 
+def items_restriction(ctx: QuestionContext, eid: str, edge: IncomingEdge, items: str) -> tuple[str, int]:
+    """(pattern, items kept): how the subjects of `edge` that are of the class the question names ("films
+    produced by Hal Roach", "how many politicians graduated from Columbia") are told apart — `?x wdt:P31 wd:C`,
+    else `?x wdt:P106 wd:C` — with how many of them the data has. The pattern is "" when none is of the class,
+    or all are (nothing to narrow): an answer set is restricted only on what the data shows."""
+    for pid in ITEM_CLASS_PIDS:
+        rows = ctx.rows(f"SELECT (COUNT(DISTINCT ?x) AS ?n) WHERE {{ ?x wdt:{edge.pid} wd:{eid} . "
+                        f"?x wdt:{pid} wd:{items} }}")
+        kept = int(float(rows[0]["n"].value)) if rows and "n" in rows[0] else 0
+        if kept:
+            return (f"?x wdt:{pid} wd:{items}" if kept < edge.count else ""), kept
+    return "", 0
+
+
 def rank_incoming(ctx: QuestionContext, entity_label: str, edges: dict[str, IncomingEdge]) -> list[PropertyScore]:
     """The incoming properties by the question's words (niche ones last), ties to the most used property (not
     the lowest id); `arrange_incoming` then puts those whose subjects fit the answer type first among equals."""
@@ -104,18 +126,29 @@ def rank_incoming(ctx: QuestionContext, entity_label: str, edges: dict[str, Inco
 
 def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: dict[str, IncomingEdge],
                      answer_qid: str | None, *, propose: bool, fit_alone: bool = True,
-                     ranked: list[PropertyScore] | None = None, outgoing_best: float = 0.0) -> IncomingView:
+                     ranked: list[PropertyScore] | None = None, outgoing_best: float = 0.0,
+                     items: str = "") -> IncomingView:
     """Rank the incoming properties by the question (answer-type fit second); propose `?x wdt:P wd:E` with
     the best-ranked one whose subjects fit the expected answer class when it matches the question better
     than any outgoing property (`outgoing_best`: their top relevance) and more than one description word;
     on the type fit alone only when `fit_alone` (no outgoing property fits the answer type) and no property
     on either side matches the question's words. `ranked`: `rank_incoming` of the same edges when the
-    caller has it already."""
+    caller has it already. `items`: the class the question names its answers by (`AnswerType.items`): the
+    most relevant property's subjects fit when some are of it (type or occupation: "politicians"), and its
+    query keeps only those where others are there too (`items_restriction`)."""
     view = IncomingView(edges)
     if not edges:
         return view
-    fitting = {pid for pid, e in edges.items() if answer_qid and subjects_fit(ctx, e, answer_qid)}
+    fit_class = answer_qid or items  # a count question's answer is a number: its counted items fit
+    fitting = {pid for pid, e in edges.items() if fit_class and subjects_fit(ctx, e, fit_class)}
     ranked = ranked if ranked is not None else rank_incoming(ctx, entity_label, edges)
+    if items and ctx.flavour.name == "wikidata":
+        # the edges a proposal or the best candidate may use: the most relevant one and the first fitting one
+        for pid in dict.fromkeys(s.pid for s in (next((s for s in ranked if s.relevance > 0 and not s.niche), None),
+                                                 next((s for s in ranked if s.pid in fitting), None)) if s):
+            view.restrictions[pid], kept = items_restriction(ctx, eid, edges[pid], items)
+            if kept:
+                fitting.add(pid)
     # a stable sort: equals keep rank_incoming's most-used-first order
     view.scores = sorted((replace(s, fits=s.pid in fitting) for s in ranked),
                          key=lambda s: (s.niche, -s.relevance, not s.fits))
@@ -128,7 +161,7 @@ def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: d
                                  else fit_alone and outgoing_best == 0):
         best = None
     if propose and best is not None and ctx.flavour.name == "wikidata":
-        view.proposal = one_hop_query(eid, best.pid, incoming=True)
+        view.proposal = view.query(eid, best.pid)
     return view
 
 
@@ -157,4 +190,4 @@ def incoming_order(observation: str) -> list[str]:
 
 
 __all__ = ["FETCHED", "SHOWN", "IncomingEdge", "IncomingView", "arrange_incoming", "describe_incoming", "fetch_incoming",
-           "incoming_block", "incoming_order", "rank_incoming", "subjects_fit"]
+           "incoming_block", "incoming_order", "items_restriction", "rank_incoming", "subjects_fit"]

@@ -99,7 +99,7 @@ def best_candidate(eid: str, arrangement: Arrangement, incoming: IncomingView | 
                 if (s.relevance > 0 or s.fits) and not s.niche), None)
     if inc is not None and (out is None or inc.relevance > out.relevance
                             or (inc.relevance == out.relevance and inc.fits and not out.fits)):
-        return one_hop_query(eid, inc.pid, incoming=True)
+        return incoming.query(eid, inc.pid)
     if out is not None:
         return one_hop_query(eid, out.pid)
     return None

@@ -198,11 +198,11 @@ def render_table(result: SelectResult, label_of: Callable[[str], tuple[str | Non
     return fit("\n".join(lines), budget)
 
 
-def one_hop_query(eid: str, pid: str, *, incoming: bool = False) -> str:
+def one_hop_query(eid: str, pid: str, *, incoming: bool = False, restriction: str = "") -> str:
     """The one-hop Wikidata query a lookup proposes: the entity's values of `pid`, or (`incoming`) the items
-    whose `pid` is the entity."""
+    whose `pid` is the entity; `restriction`: a further pattern on ?x (`?x wdt:P106 wd:Q82955`)."""
     pattern = f"?x wdt:{pid} wd:{eid}" if incoming else f"wd:{eid} wdt:{pid} ?x"
-    return f"SELECT DISTINCT ?x WHERE {{ {pattern} }}"
+    return f"SELECT DISTINCT ?x WHERE {{ {pattern}{' . ' + restriction if restriction else ''} }}"
 
 
 def render_ask(result: AskResult) -> str:

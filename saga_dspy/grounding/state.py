@@ -31,6 +31,7 @@ LOG_LINE = 140
 class AnswerType:
     label: str
     qid: str = ""
+    items: str = ""  # the class the question names its answer items by ("politicians": politician), however broad qid
 
     def render(self) -> str:
         return f"{self.label} ({self.qid})" if self.qid else self.label
@@ -97,9 +98,9 @@ class TypeState:
         return info.types if info is not None else None
 
     # --- answer type -----------------------------------------------------------------------------
-    def set_answer_type(self, label: str, qid: str = "") -> None:
-        label = (label or "").strip()
-        self.answer_type = AnswerType(label, (qid or "").strip()) if label or qid else None
+    def set_answer_type(self, label: str, qid: str = "", items: str = "") -> None:
+        label, qid, items = (label or "").strip(), (qid or "").strip(), (items or "").strip()
+        self.answer_type = AnswerType(label, qid, items) if label or qid or items else None
 
     # --- variables from an executed query ---------------------------------------------------------
     def update_from_query(self, parsed: ParsedQuery | None, flavour: Flavour,

@@ -313,9 +313,10 @@ def _incoming(ctx: QuestionContext, eid: str, nb: Neighbourhood, *, propose: boo
     ranked = rank_incoming(ctx, nb.label, edges)
     if only_if_relevant and not IncomingView(edges, scores=ranked).relevant_shown:
         return IncomingView({})
-    describe_incoming(ctx, eid, edges, subject_types=bool(qid))
+    items = at.items if at else ""
+    describe_incoming(ctx, eid, edges, subject_types=bool(qid or items))
     return arrange_incoming(ctx, eid, nb.label, edges, qid, propose=propose, fit_alone=fit_alone, ranked=ranked,
-                            outgoing_best=outgoing_best)
+                            outgoing_best=outgoing_best, items=items)
 
 
 def _head_lines(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, fits: dict[str, bool], prior: bool,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from saga_dspy.agent.answer_cues import guard, rule_answer_type
+from saga_dspy.agent.answer_cues import guard, items_class, rule_answer_type
 
 
 @pytest.mark.parametrize("question,label", [
@@ -59,3 +59,15 @@ def test_a_cue_decides_when_the_lm_could_not_change_the_answer_type():
     assert guard(who, "string", "") == ("person", "Q5") and guard(who, "date", "") == ("person", "Q5")
     vague = AnswerCue("entity", confident=False, cue="no cue")
     assert not decides(vague) and guard(vague, "film", "Q11424") == ("film", "Q11424")
+
+
+def test_the_items_class_is_the_head_or_the_counted_noun_however_broad_the_answer_type(schema):
+    # the answer type is a quantity, or human: the items are politicians, airlines, films
+    assert items_class("How many politicians graduated from Columbia University?", schema) == "Q82955"
+    assert items_class("How many airlines are members of the Star Alliance?", schema) == "Q46970"
+    assert items_class("Give me all films produced by Hal Roach.", schema) == "Q11424"
+    assert items_class("What movies does Jesse Eisenberg play in?", schema) == "Q11424"
+    # no noun names the items: nothing to restrict by
+    for question in ("Who killed Caesar?", "Is Berlin the capital of Germany?", "How much is the population of Iraq?",
+                     "How often did Jane Fonda marry?"):
+        assert items_class(question, schema) == "", question

@@ -112,3 +112,27 @@ def test_a_lookup_without_a_proposal_keeps_its_best_candidate_unshown(settings, 
     out = do_lookup(ctx, "Q1726")
     assert ctx.suggested_sparql is None and "SELECT" not in out  # nothing proposed, no query shown
     assert ctx.candidate_sparql == "SELECT DISTINCT ?x WHERE { ?x wdt:P159 wd:Q1726 }"  # headquarters location ★
+
+
+def test_an_items_query_keeps_only_the_class_the_question_names_where_that_narrows(
+        settings, endpoint, search, schema, hierarchy):
+    def proposed(question, answer_type, eid, variant="full"):
+        ctx = QuestionContext(settings, endpoint, search, schema, hierarchy, question=question, variant=variant,
+                              answer_type=answer_type)
+        do_lookup(ctx, eid)
+        return ctx.suggested_sparql
+
+    # Hal Roach produced films and other things: the proposal keeps the films (an instance-of pattern)
+    films = proposed("Give me all films produced by Hal Roach.", ("film", "Q11424", "Q11424"), "Q72792")
+    assert films == "SELECT DISTINCT ?x WHERE { ?x wdt:P162 wd:Q72792 . ?x wdt:P31 wd:Q11424 }"
+    unrestricted = endpoint.query("SELECT DISTINCT ?x WHERE { ?x wdt:P162 wd:Q72792 }")
+    assert 0 < len(endpoint.query(films).rows) < len(unrestricted.rows)
+    # a count question's items are people told apart by occupation; the counted class makes the proposal
+    politicians = "How many politicians graduated from Columbia University?"
+    assert proposed(politicians, ("quantity", "", "Q82955"), "Q49088") == \
+        "SELECT DISTINCT ?x WHERE { ?x wdt:P69 wd:Q49088 . ?x wdt:P106 wd:Q82955 }"
+    assert proposed(politicians, ("quantity", ""), "Q49088") is None  # no class named: no proposal, as before
+    assert proposed(politicians, ("quantity", "", "Q82955"), "Q49088", variant="no-answer-type") is None
+    # every subject is a film already: nothing to narrow, the plain query
+    assert proposed("What movies does Jesse Eisenberg play in?", ("film", "Q11424", "Q11424"), "Q219512") == \
+        "SELECT DISTINCT ?x WHERE { ?x wdt:P161 wd:Q219512 }"
