@@ -74,12 +74,8 @@ def rule_answer_type(question: str, schema: SchemaIndex | None = None) -> Answer
         return AnswerCue("person", HUMAN, cue="who")
     if _WHERE.search(q):
         return AnswerCue("location", LOCATION, cue="where")
-    for m in _HEAD.finditer(q):
-        head = m.group(1).lower().split()
-        words = [w for w in head if w not in _NOT_HEAD]
-        if not words:
-            continue
-        for phrase in _head_phrases(head, words):
+    if (found := _first_head(_HEAD.finditer(q))) is not None:
+        for phrase in _head_phrases(*found):
             single = " ".join(stem(w) for w in phrase.split())
             if single in _PERSON_NOUNS or phrase in _PERSON_NOUNS:
                 return AnswerCue("person", HUMAN, cue=f"head noun {phrase!r}")
@@ -89,8 +85,17 @@ def rule_answer_type(question: str, schema: SchemaIndex | None = None) -> Answer
                                  cue=f"head noun {phrase!r}")
             if single in _PLACE_NOUNS:
                 return AnswerCue("location", LOCATION, cue=f"head noun {phrase!r}")
-        break
     return AnswerCue("entity", confident=False, cue="no cue")
+
+
+def _first_head(matches) -> tuple[list[str], list[str]] | None:
+    """(head words, those that may name a class) of the first head match with any such word."""
+    for m in matches:
+        head = m.group(1).lower().split()
+        words = [w for w in head if w not in _NOT_HEAD]
+        if words:
+            return head, words
+    return None
 
 
 def _head_phrases(head: list[str], words: list[str]) -> list[str]:
@@ -121,13 +126,10 @@ def items_class(question: str, schema: SchemaIndex | None) -> str:
     if is_yes_no_question(q):
         return ""
     count = _HOW_MANY.search(q)
-    for m in [count] if count else _HEAD.finditer(q):
-        head = m.group(1).lower().split()
-        words = [w for w in head if w not in _NOT_HEAD]
-        if not words:
-            continue
-        return next((qid for phrase in _head_phrases(head, words) if (qid := _phrase_class(phrase, schema))), "")
-    return ""
+    found = _first_head([count] if count else _HEAD.finditer(q))
+    if found is None:
+        return ""
+    return next((qid for phrase in _head_phrases(*found) if (qid := _phrase_class(phrase, schema))), "")
 
 
 def class_for(name: str, schema: SchemaIndex | None) -> str:

@@ -21,8 +21,7 @@ from .render import Block, clip, one_hop_query
 FETCHED = 30  # incoming properties read (most used first)
 TYPE_ROWS = 400  # (property, subject type) counts read to decide which properties fit the answer type
 SHOWN = 4  # shown in the lookup
-# how an item is of the class the question names: its type, or (people) its occupation ("politicians")
-ITEM_CLASS_PIDS = ("P31", "P106")
+OCCUPATION = "P106"  # how a person is of the class the question names ("politicians"), where the type is human
 
 
 @dataclass
@@ -105,14 +104,18 @@ def items_restriction(ctx: QuestionContext, eid: str, edge: IncomingEdge, items:
     """(pattern, items kept): how the subjects of `edge` that are of the class the question names ("films
     produced by Hal Roach", "how many politicians graduated from Columbia") are told apart — `?x wdt:P31 wd:C`,
     else `?x wdt:P106 wd:C` — with how many of them the data has. The pattern is "" when none is of the class,
-    or all are (nothing to narrow): an answer set is restricted only on what the data shows."""
-    for pid in ITEM_CLASS_PIDS:
-        rows = ctx.rows(f"SELECT (COUNT(DISTINCT ?x) AS ?n) WHERE {{ ?x wdt:{edge.pid} wd:{eid} . "
-                        f"?x wdt:{pid} wd:{items} }}")
-        kept = int(float(rows[0]["n"].value)) if rows and "n" in rows[0] else 0
-        if kept:
-            return (f"?x wdt:{pid} wd:{items}" if kept < edge.count else ""), kept
-    return "", 0
+    or all are (nothing to narrow): an answer set is restricted only on what the data shows. One query for both."""
+    order = (ctx.flavour.type_pid, OCCUPATION)
+    kept_by = {}
+    for row in ctx.rows(f"SELECT ?p (COUNT(DISTINCT ?x) AS ?n) WHERE {{ VALUES ?p {{ {' '.join(f'wdt:{p}' for p in order)} }} "
+                        f"?x wdt:{edge.pid} wd:{eid} . ?x ?p wd:{items} }} GROUP BY ?p"):
+        ref = ctx.flavour.prop_ref(row["p"].value) if "p" in row and "n" in row else None
+        if ref is not None:
+            kept_by[ref.pid] = int(float(row["n"].value))
+    pid = next((p for p in order if kept_by.get(p)), None)
+    if pid is None:
+        return "", 0
+    return (f"?x wdt:{pid} wd:{items}" if kept_by[pid] < edge.count else ""), kept_by[pid]
 
 
 def rank_incoming(ctx: QuestionContext, entity_label: str, edges: dict[str, IncomingEdge]) -> list[PropertyScore]:

@@ -100,7 +100,7 @@ class TypeState:
     # --- answer type -----------------------------------------------------------------------------
     def set_answer_type(self, label: str, qid: str = "", items: str = "") -> None:
         label, qid, items = (label or "").strip(), (qid or "").strip(), (items or "").strip()
-        self.answer_type = AnswerType(label, qid, items) if label or qid or items else None
+        self.answer_type = AnswerType(label, qid, items) if label or qid else None
 
     # --- variables from an executed query ---------------------------------------------------------
     def update_from_query(self, parsed: ParsedQuery | None, flavour: Flavour,
