@@ -26,11 +26,12 @@ sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from helpers.fault_server import start_fault_server  # noqa: E402
+
 from saga_dspy.config import Settings  # noqa: E402
 from saga_dspy.kg import endpoint as endpoint_module  # noqa: E402
 from saga_dspy.kg.endpoint import EmbeddedEndpoint, HttpEndpoint  # noqa: E402
 from saga_dspy.kg.errors import SparqlError  # noqa: E402
-from helpers.fault_server import start_fault_server  # noqa: E402
 
 CROSS_JOIN = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"
 RESULTS: dict[str, list[bool]] = {}
@@ -126,27 +127,39 @@ def main() -> int:
     embedded = EmbeddedEndpoint(settings(args.cache_dir, embedded_workers=2), store)
 
     # 1. guard bypass through the API and the CLI
-    for query in bypasses(url) + ['SELECT * WHERE { SERVICE wikibase:mwapi { bd:serviceParam wikibase:api "EntitySearch" } }']:
+    for query in bypasses(url) + [
+        'SELECT * WHERE { SERVICE wikibase:mwapi { bd:serviceParam wikibase:api "EntitySearch" } }'
+    ]:
         canary.hits = 0
         done, outcome = bounded(lambda: embedded.query(query, timeout=5), 10)
         refused = done and outcome[0] == "error" and isinstance(outcome[1], SparqlError)
         record("SERVICE bypass (API, embedded)", refused and canary.hits == 0)
     for query in bypasses(url):
         canary.hits = 0
-        out = subprocess.run([sys.executable, "-m", "saga_dspy.kg", "query", "--json", "--cache-dir",
-                              str(args.cache_dir), "-"], input=query, capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-m", "saga_dspy.kg", "query", "--json", "--cache-dir", str(args.cache_dir), "-"],
+            input=query,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         record("SERVICE bypass (CLI)", out.returncode == 2 and canary.hits == 0 and "Traceback" not in out.stderr)
 
     # 2. update smuggling against a writable server
     location = tempfile.mkdtemp(prefix="attack-writable-")
     port = free_port()
     binary = Path(sys.executable).with_name("oxigraph")
-    server = subprocess.Popen([str(binary), "serve", "--location", location, "--bind", f"127.0.0.1:{port}"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [str(binary), "serve", "--location", location, "--bind", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
 
     def post(kind: str, text: str) -> bytes:
-        return urllib.request.urlopen(f"{base}/{kind}", data=urllib.parse.urlencode({kind: text}).encode(), timeout=5).read()
+        return urllib.request.urlopen(
+            f"{base}/{kind}", data=urllib.parse.urlencode({kind: text}).encode(), timeout=5
+        ).read()
 
     for _ in range(100):
         try:
@@ -211,12 +224,14 @@ def main() -> int:
             time.sleep(0.05)
 
     threading.Thread(target=watch, daemon=True).start()
-    done, outcome = bounded(lambda: runaway.query("SELECT ?a ?d WHERE { ?a ?b ?c . ?d ?e ?f } ORDER BY ?c ?f",
-                                                  timeout=6), 12)
+    done, outcome = bounded(
+        lambda: runaway.query("SELECT ?a ?d WHERE { ?a ?b ?c . ?d ?e ?f } ORDER BY ?c ?f", timeout=6), 12
+    )
     clear = done and outcome[0] == "error" and "memory" in str(outcome[1])
     record("runaway query memory (peak <= 1.1 GB, clear error)", peak[0] <= 1100 and clear)
-    print(f"runaway worker peak RSS: {peak[0]} MB; outcome: {outcome[1] if outcome else 'still running'}",
-          file=sys.stderr)
+    print(
+        f"runaway worker peak RSS: {peak[0]} MB; outcome: {outcome[1] if outcome else 'still running'}", file=sys.stderr
+    )
     runaway.close()
 
     # 5. one failed respawn
@@ -240,10 +255,15 @@ def main() -> int:
     http = lambda mode, retries=1: HttpEndpoint(settings(args.cache_dir, http_retries=retries), f"{faulty_url}/{mode}")  # noqa: E731
     started = time.monotonic()
     done, outcome = bounded(lambda: http("trickle").query("ASK { ?s ?p ?o }", timeout=3), 12)
-    record("HTTP deadline (trickled body, 3 s timeout)", done and outcome[0] == "error" and time.monotonic() - started < 4.5)
+    record(
+        "HTTP deadline (trickled body, 3 s timeout)",
+        done and outcome[0] == "error" and time.monotonic() - started < 4.5,
+    )
     for value in ("3600", "Wed, 21 Oct 2099 07:28:00 GMT"):
         started = time.monotonic()
-        done, outcome = bounded(lambda: http(f"retry-{urllib.parse.quote(value)}", 3).query("ASK { ?s ?p ?o }", timeout=5), 8)
+        done, outcome = bounded(
+            lambda: http(f"retry-{urllib.parse.quote(value)}", 3).query("ASK { ?s ?p ?o }", timeout=5), 8
+        )
         record("Retry-After beyond the deadline", done and time.monotonic() - started < 6)
     for value in ("-5", "nan"):
         done, outcome = bounded(lambda: http(f"retry-{value}", 2).query("ASK { ?s ?p ?o }", timeout=5), 8)
@@ -268,8 +288,15 @@ def main() -> int:
         record("long entity search (750 / 1000 words)", done and outcome[0] == "ok" and time.monotonic() - started < 2)
 
     # 8. settings validation and a corrupt cache
-    for field, value in (("query_timeout", 0), ("query_timeout", -1), ("query_timeout", float("nan")),
-                         ("query_timeout", float("inf")), ("row_cap", 0), ("row_cap", -1), ("endpoint", "ftp://x")):
+    for field, value in (
+        ("query_timeout", 0),
+        ("query_timeout", -1),
+        ("query_timeout", float("nan")),
+        ("query_timeout", float("inf")),
+        ("row_cap", 0),
+        ("row_cap", -1),
+        ("endpoint", "ftp://x"),
+    ):
         try:
             Settings(**{field: value})
             record("numeric / URL settings validated", False)

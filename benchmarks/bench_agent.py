@@ -36,7 +36,7 @@ apply_offline_env()
 
 def pick_questions(settings: Settings, endpoint, n: int, ids: list[str] | None) -> list[dict]:
     from saga_dspy.eval.datasets import load_benchmark, load_records
-    from saga_dspy.kg.results import AskResult, SelectResult, parse_sparql_json
+    from saga_dspy.kg.results import SelectResult, parse_sparql_json
 
     try:
         ds = load_benchmark("qald10", "test", settings, answerable_only=True)
@@ -68,11 +68,11 @@ def pick_questions(settings: Settings, endpoint, n: int, ids: list[str] | None) 
 
 
 def run(args) -> dict:
+    from saga_dspy.agent.program import SagaProgram
+    from saga_dspy.eval.metrics import answer_f1
     from saga_dspy.kg.endpoint import open_endpoint
     from saga_dspy.kg.search import open_search
     from saga_dspy.lm import build_lm, configure_lm_cache
-    from saga_dspy.eval.metrics import answer_f1
-    from saga_dspy.agent.program import SagaProgram
 
     base = settings_from_args(args, lm_cache=False)
     configure_lm_cache(base)
@@ -102,18 +102,30 @@ def run(args) -> dict:
                 pred = program(question=q["question"])
                 wall = time.monotonic() - started
                 f1 = answer_f1(pred.answers, q["gold_result"]) if pred.answers is not None else 0.0
-                row = cost_row(q["id"], q["question"], variant, wall, pred.counters, f1=round(f1, 3),
-                               final_status=pred.final_status, sparql=pred.sparql, error=pred.error,
-                               load_average=round(os.getloadavg()[0], 2))
+                row = cost_row(
+                    q["id"],
+                    q["question"],
+                    variant,
+                    wall,
+                    pred.counters,
+                    f1=round(f1, 3),
+                    final_status=pred.final_status,
+                    sparql=pred.sparql,
+                    error=pred.error,
+                    load_average=round(os.getloadavg()[0], 2),
+                )
                 c = pred.counters
                 rows.append(row)
                 if rows_path is not None:
                     rows_path.parent.mkdir(parents=True, exist_ok=True)
                     with rows_path.open("a") as handle:
                         handle.write(json.dumps(row, default=str) + "\n")
-                print(f"[{variant}] {q['id']:>4} {wall:7.1f}s steps={c['steps']:2d} calls={c['lm_calls']:2d} "
-                      f"tok={c['prompt_tokens']}+{c['completion_tokens']} f1={f1:.2f} {pred.final_status}  "
-                      f"{q['question'][:60]}", flush=True)
+                print(
+                    f"[{variant}] {q['id']:>4} {wall:7.1f}s steps={c['steps']:2d} calls={c['lm_calls']:2d} "
+                    f"tok={c['prompt_tokens']}+{c['completion_tokens']} f1={f1:.2f} {pred.final_status}  "
+                    f"{q['question'][:60]}",
+                    flush=True,
+                )
             report["variants"][variant] = {"questions": rows, "summary": summarize(rows)}
     finally:
         endpoint.close()
@@ -123,14 +135,22 @@ def run(args) -> dict:
 def cost_row(qid, question, variant, wall, c: dict, **extra) -> dict:
     """One question's cost: wall time, steps, LM calls and tokens, and the paper design's call count."""
     return {
-        "id": qid, "question": question, "seconds": round(wall, 2), "steps": c["steps"],
+        "id": qid,
+        "question": question,
+        "seconds": round(wall, 2),
+        "steps": c["steps"],
         "seconds_per_step": round(wall / c["steps"], 2) if c["steps"] else None,
-        "lm_calls": c["lm_calls"], "prompt_tokens": c["prompt_tokens"],
-        "completion_tokens": c["completion_tokens"], "lookups": c["lookups"],
-        "executions": c["executions"], "blocked": c["blocked"], "empty": c["empty"],
+        "lm_calls": c["lm_calls"],
+        "prompt_tokens": c["prompt_tokens"],
+        "completion_tokens": c["completion_tokens"],
+        "lookups": c["lookups"],
+        "executions": c["executions"],
+        "blocked": c["blocked"],
+        "empty": c["empty"],
         # the paper: 1 answer-type call, controller + re-parse per step, a pruning call per untyped lookup
         "paper_design_calls": 1 + 2 * c["steps"] + c.get("prunes", 0),
-        "variant": variant, **extra,
+        "variant": variant,
+        **extra,
     }
 
 
@@ -146,9 +166,19 @@ def from_eval(directories: list[Path]) -> dict:
             c = p.get("counters") or {}
             if not c.get("lm_calls"):
                 continue  # a question that never reached the LM (error before the agent) has no cost
-            rows.append(cost_row(p["id"], p["question"], variant, float(c.get("seconds") or 0.0), c,
-                                 f1=round(float(p.get("f1") or 0.0), 3), final_status=p.get("final_status"),
-                                 sparql=p.get("sparql"), error=p.get("error")))
+            rows.append(
+                cost_row(
+                    p["id"],
+                    p["question"],
+                    variant,
+                    float(c.get("seconds") or 0.0),
+                    c,
+                    f1=round(float(p.get("f1") or 0.0), 3),
+                    final_status=p.get("final_status"),
+                    sparql=p.get("sparql"),
+                    error=p.get("error"),
+                )
+            )
         report["variants"][variant] = {"questions": rows, "summary": summarize(rows)}
     return report
 
@@ -180,21 +210,44 @@ def main(argv=None) -> int:
     parser.add_argument("--ids", nargs="*", help="QALD-10 test ids to run instead of the first answerable ones")
     parser.add_argument("--variants", nargs="+", default=["full", "spinach"])
     parser.add_argument("--out", type=Path, help="write the report as JSON here")
-    parser.add_argument("--from-eval", type=Path, nargs="+", metavar="RUN_DIR",
-                        help="report on finished eval runs (one directory per variant) instead of running")
-    add_settings_args(parser, ["cache_dir", "lm", "api_base", "api_key", "max_steps", "demos", "max_tokens",
-                               "context_window", "temperature", "seed", "endpoint"])
+    parser.add_argument(
+        "--from-eval",
+        type=Path,
+        nargs="+",
+        metavar="RUN_DIR",
+        help="report on finished eval runs (one directory per variant) instead of running",
+    )
+    add_settings_args(
+        parser,
+        [
+            "cache_dir",
+            "lm",
+            "api_base",
+            "api_key",
+            "max_steps",
+            "demos",
+            "max_tokens",
+            "context_window",
+            "temperature",
+            "seed",
+            "endpoint",
+        ],
+    )
     args = parser.parse_args(argv)
     report = from_eval(args.from_eval) if args.from_eval else run(args)
     print()
-    print(f"{'variant':10} {'s/question':>10} {'s/step':>7} {'steps':>6} {'LM calls':>9} {'paper calls':>11} "
-          f"{'prompt tok':>10} {'compl tok':>9} {'F1':>5}")
+    print(
+        f"{'variant':10} {'s/question':>10} {'s/step':>7} {'steps':>6} {'LM calls':>9} {'paper calls':>11} "
+        f"{'prompt tok':>10} {'compl tok':>9} {'F1':>5}"
+    )
     for variant, block in report["variants"].items():
         s = block["summary"]
-        print(f"{variant:10} {s['seconds_per_question']!s:>10} {s['seconds_per_step']!s:>7} "
-              f"{s['steps_per_question']!s:>6} {s['lm_calls_per_question']!s:>9} "
-              f"{s['paper_design_calls_per_question']!s:>11} {s['prompt_tokens_per_question']!s:>10} "
-              f"{s['completion_tokens_per_question']!s:>9} {s['f1']!s:>5}")
+        print(
+            f"{variant:10} {s['seconds_per_question']!s:>10} {s['seconds_per_step']!s:>7} "
+            f"{s['steps_per_question']!s:>6} {s['lm_calls_per_question']!s:>9} "
+            f"{s['paper_design_calls_per_question']!s:>11} {s['prompt_tokens_per_question']!s:>10} "
+            f"{s['completion_tokens_per_question']!s:>9} {s['f1']!s:>5}"
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2, default=str))

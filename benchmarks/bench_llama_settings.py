@@ -60,8 +60,15 @@ def prompt_text(n_tokens: int) -> str:
 def measure(model_path: str, extra: dict, prompt: str, runs: int = 2) -> dict:
     import llama_cpp
 
-    kwargs = {"model_path": model_path, "n_ctx": 4096, "n_threads": 2, "n_threads_batch": 2, "verbose": False,
-              "seed": 0, **extra}
+    kwargs = {
+        "model_path": model_path,
+        "n_ctx": 4096,
+        "n_threads": 2,
+        "n_threads_batch": 2,
+        "verbose": False,
+        "seed": 0,
+        **extra,
+    }
     started = time.perf_counter()
     llm = llama_cpp.Llama(**kwargs)
     load = time.perf_counter() - started
@@ -81,8 +88,12 @@ def measure(model_path: str, extra: dict, prompt: str, runs: int = 2) -> dict:
         best_prompt = min(best_prompt, t1 - t0)
         best_gen = min(best_gen, (t2 - t1) / max(1, generated))
     del llm
-    return {"load_s": round(load, 2), "prompt_tokens": len(tokens),
-            "prompt_tok_s": round(len(tokens) / best_prompt, 1), "gen_tok_s": round(1 / best_gen, 1)}
+    return {
+        "load_s": round(load, 2),
+        "prompt_tokens": len(tokens),
+        "prompt_tok_s": round(len(tokens) / best_prompt, 1),
+        "gen_tok_s": round(1 / best_gen, 1),
+    }
 
 
 def by_context(model_path: str, prompt: str, chunk: int = 1000, steps: int = 6) -> None:
@@ -94,7 +105,7 @@ def by_context(model_path: str, prompt: str, chunk: int = 1000, steps: int = 6) 
     print("\n| context tokens | prompt tok/s (next 1,000) | generated tok/s |\n|---|---|---|")
     for start in range(0, len(tokens), chunk):
         t0 = time.perf_counter()
-        llm.eval(tokens[start:start + chunk])
+        llm.eval(tokens[start : start + chunk])
         prompt_rate = chunk / (time.perf_counter() - t0)
         t1, generated = time.perf_counter(), 0
         for _ in llm.generate([], temp=0.0, reset=False):
@@ -120,8 +131,13 @@ def _alternate(runs: dict[str, tuple[dict[str, str], list[str]]], rounds: int) -
     rows: dict[str, list[dict]] = {name: [] for name in runs}
     for _ in range(rounds):
         for name, (env, extra) in runs.items():
-            out = subprocess.run([sys.executable, __file__, "--settings", "default", "--json-only", *extra], env=env,
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                [sys.executable, __file__, "--settings", "default", "--json-only", *extra],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             rows[name].append(json.loads(out.strip().splitlines()[-1])["default"])
             print(json.dumps({name: rows[name][-1]}), flush=True)
     return rows
@@ -129,8 +145,7 @@ def _alternate(runs: dict[str, tuple[dict[str, str], list[str]]], rounds: int) -
 
 def _speeds(got: list[dict]) -> str:
     """'prompt tok/s | generated tok/s' cells, one figure per round."""
-    return (" / ".join(str(r["prompt_tok_s"]) for r in got) + " | "
-            + " / ".join(str(r["gen_tok_s"]) for r in got))
+    return " / ".join(str(r["prompt_tok_s"]) for r in got) + " | " + " / ".join(str(r["gen_tok_s"]) for r in got)
 
 
 def wait_policies(rounds: int, busy: int) -> None:

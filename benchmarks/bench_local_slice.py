@@ -67,15 +67,24 @@ def main() -> int:
         for variant in args.variants:
             run_dir = args.out / variant / qid
             if not (run_dir / "predictions.jsonl").exists():
-                evaluate(base.model_copy(update={"variant": variant}), [variant], out=run_dir, ids=[qid],
-                         resume=True, progress=False, stream=io.StringIO())
+                evaluate(
+                    base.model_copy(update={"variant": variant}),
+                    [variant],
+                    out=run_dir,
+                    ids=[qid],
+                    resume=True,
+                    progress=False,
+                    stream=io.StringIO(),
+                )
             record = prediction(run_dir)
             counters = record.get("counters") or {}
             row = {k: counters.get(k) for k in FIGURES} | {"id": qid, "f1": record.get("f1") or 0.0}
             rows[variant].append(row)
-            print(f"{variant:10s} {qid:12s} {row['seconds']:7.1f} s  evaluated {row['prompt_tokens_evaluated']}"
-                  f"  reused {row['prompt_tokens_reused']}  completion {row['completion_tokens']}  f1 {row['f1']:.2f}",
-                  flush=True)
+            print(
+                f"{variant:10s} {qid:12s} {row['seconds']:7.1f} s  evaluated {row['prompt_tokens_evaluated']}"
+                f"  reused {row['prompt_tokens_reused']}  completion {row['completion_tokens']}  f1 {row['f1']:.2f}",
+                flush=True,
+            )
     report = {"questions": ids, "settings": update, "variants": {}}
     print(f"\nmean per question, {len(ids)} QALD-10 dev questions:")
     for variant, got in rows.items():
@@ -84,7 +93,9 @@ def main() -> int:
         report["variants"][variant] = {"mean": means, "per_question": got}
         print(f"  {variant:10s} " + "  ".join(f"{k} {v}" for k, v in means.items()))
     if "full" in rows and "spinach" in rows:
-        ratio = report["variants"]["full"]["mean"]["seconds"] / max(report["variants"]["spinach"]["mean"]["seconds"], 1e-9)
+        ratio = report["variants"]["full"]["mean"]["seconds"] / max(
+            report["variants"]["spinach"]["mean"]["seconds"], 1e-9
+        )
         report["full_over_spinach"] = round(ratio, 3)
         print(f"  full / spinach seconds: {ratio:.3f}")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -41,23 +41,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="qald10", help="benchmark whose gold entity constants are looked up")
     parser.add_argument("--limit", type=int, help="at most this many entities")
-    parser.add_argument("--answer-type", nargs=2, metavar=("LABEL", "QID"), help="set an expected answer type (ranking prior on)")
+    parser.add_argument(
+        "--answer-type", nargs=2, metavar=("LABEL", "QID"), help="set an expected answer type (ranking prior on)"
+    )
     parser.add_argument("--variant", default="full")
     parser.add_argument("--warmup", type=int, default=5, help="lookups run first and not measured")
     parser.add_argument("--json", action="store_true")
-    add_settings_args(parser, ["cache_dir", "data_dir", "endpoint", "schema_index", "filter_mode", "observation_chars",
-                               "embedded_workers"])
+    add_settings_args(
+        parser,
+        ["cache_dir", "data_dir", "endpoint", "schema_index", "filter_mode", "observation_chars", "embedded_workers"],
+    )
     args = parser.parse_args(argv)
     settings = settings_from_args(args, result_cache=False)
 
     from saga_dspy.eval.datasets import load_benchmark
+    from saga_dspy.eval.gold_pairs import gold_queries
     from saga_dspy.grounding.context import QuestionContext
     from saga_dspy.grounding.flavours import flavour_for
-    from saga_dspy.tools import make_tools
     from saga_dspy.kg.endpoint import open_endpoint
     from saga_dspy.kg.search import open_search
     from saga_dspy.schema import load_hierarchy, load_schema_index
-    from saga_dspy.eval.gold_pairs import gold_queries
+    from saga_dspy.tools import make_tools
 
     started = time.monotonic()
     endpoint = open_endpoint(settings)
@@ -73,8 +77,15 @@ def main(argv: list[str] | None = None) -> int:
             entities = entities[: args.limit]
 
         def lookup(eid: str):
-            ctx = QuestionContext(settings, endpoint, search, schema, hierarchy, variant=args.variant,
-                                  answer_type=tuple(args.answer_type) if args.answer_type else None)
+            ctx = QuestionContext(
+                settings,
+                endpoint,
+                search,
+                schema,
+                hierarchy,
+                variant=args.variant,
+                answer_type=tuple(args.answer_type) if args.answer_type else None,
+            )
             tool = make_tools(ctx)[1]
             t0 = time.perf_counter()
             out = tool(eid)
@@ -113,9 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=1))
     else:
-        print(f"lookup latency over {report['looked_up']} {args.dataset} entities ({args.variant}, embedded, "
-              f"{settings.embedded_workers} workers): median {report['median_ms']} ms, p95 {report['p95_ms']} ms, "
-              f"max {report['max_ms']} ms")
+        print(
+            f"lookup latency over {report['looked_up']} {args.dataset} entities ({args.variant}, embedded, "
+            f"{settings.embedded_workers} workers): median {report['median_ms']} ms, p95 {report['p95_ms']} ms, "
+            f"max {report['max_ms']} ms"
+        )
         print(f"SPARQL round trips per lookup: {report['round_trips_per_lookup']} (max {report['max_round_trips']})")
         print(f"observation size: median {report['median_observation_chars']} chars (budget {report['budget_chars']})")
     return 0

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,9 +45,16 @@ def worker(calls_file: Path, write_markers: bool, out: Path) -> None:
             text = lm(messages=messages)[0]
             seconds = time.perf_counter() - start
             usage = lm.history[-1].get("usage") or {}
-            results.append({"id": q["id"], "seconds": round(seconds, 3), "text": text,
-                            "completion_tokens": usage.get("completion_tokens"),
-                            "evaluated": sum(meter.sizes), "decode_steps": len(meter.sizes)})
+            results.append(
+                {
+                    "id": q["id"],
+                    "seconds": round(seconds, 3),
+                    "text": text,
+                    "completion_tokens": usage.get("completion_tokens"),
+                    "evaluated": sum(meter.sizes),
+                    "decode_steps": len(meter.sizes),
+                }
+            )
     out.write_text(json.dumps(results))
 
 
@@ -73,8 +79,10 @@ def main() -> int:
     from bench_prompt_tokens import replayed_calls
 
     ids = args.ids.split(",") if args.ids else None
-    questions = [{"id": r["id"], "calls": [messages for messages, _ in calls]}
-                 for r, calls in replayed_calls(args.run, args.limit, ids)]
+    questions = [
+        {"id": r["id"], "calls": [messages for messages, _ in calls]}
+        for r, calls in replayed_calls(args.run, args.limit, ids)
+    ]
     runs: dict[str, list[list[dict]]] = {name: [] for name in SETTINGS}
     with tempfile.TemporaryDirectory() as tmp:
         calls_file = Path(tmp) / "calls.json"
@@ -82,29 +90,49 @@ def main() -> int:
         for round_ in range(args.rounds):
             for name in SETTINGS:
                 out = Path(tmp) / f"{name}-{round_}.json"
-                subprocess.run([sys.executable, __file__, "--worker", str(calls_file), "--setting", name,
-                                "--worker-out", str(out)], check=True)
+                subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--worker",
+                        str(calls_file),
+                        "--setting",
+                        name,
+                        "--worker-out",
+                        str(out),
+                    ],
+                    check=True,
+                )
                 runs[name].append(json.loads(out.read_text()))
-                print(f"round {round_ + 1}, markers {name}: {sum(c['seconds'] for c in runs[name][-1]):.1f} s",
-                      flush=True)
+                print(
+                    f"round {round_ + 1}, markers {name}: {sum(c['seconds'] for c in runs[name][-1]):.1f} s", flush=True
+                )
     n = len(questions)
     reference = runs["generated"][0]
-    report = {"run": str(args.run), "questions": [q["id"] for q in questions],
-              "calls": sum(len(q["calls"]) for q in questions), "settings": {}}
+    report = {
+        "run": str(args.run),
+        "questions": [q["id"] for q in questions],
+        "calls": sum(len(q["calls"]) for q in questions),
+        "settings": {},
+    }
     print(f"\n{args.run}: {n} questions, {report['calls']} calls; per question:")
     print(f"{'markers':>9} {'s/question (rounds)':>22} {'reply tokens':>12} {'decode steps':>12} {'differ':>6}")
     for name in SETTINGS:
         per_round = [sum(c["seconds"] for c in calls) / n for calls in runs[name]]
         first = runs[name][0]
         differ = [(a, b) for a, b in zip(first, reference) if a["text"].strip() != b["text"].strip()]
-        row = {"seconds_per_question": [round(s, 2) for s in per_round],
-               "reply_tokens": sum(c["completion_tokens"] or 0 for c in first) / n,
-               "decode_steps": sum(c["decode_steps"] for c in first) / n,
-               "replies_differing": len(differ),
-               "per_call": [{k: c[k] for k in ("id", "seconds", "completion_tokens", "decode_steps")} for c in first]}
+        row = {
+            "seconds_per_question": [round(s, 2) for s in per_round],
+            "reply_tokens": sum(c["completion_tokens"] or 0 for c in first) / n,
+            "decode_steps": sum(c["decode_steps"] for c in first) / n,
+            "replies_differing": len(differ),
+            "per_call": [{k: c[k] for k in ("id", "seconds", "completion_tokens", "decode_steps")} for c in first],
+        }
         report["settings"][name] = row
-        print(f"{name:>9} {' / '.join(f'{s:.1f}' for s in per_round):>22} {row['reply_tokens']:>12.1f} "
-              f"{row['decode_steps']:>12.1f} {len(differ):>6}")
+        print(
+            f"{name:>9} {' / '.join(f'{s:.1f}' for s in per_round):>22} {row['reply_tokens']:>12.1f} "
+            f"{row['decode_steps']:>12.1f} {len(differ):>6}"
+        )
         if args.show:
             for a, b in differ:
                 print(f"--- {a['id']}\n[generated]\n{b['text']}\n[written]\n{a['text']}")

@@ -38,8 +38,18 @@ apply_offline_env()
 
 KV_BYTES_PER_TOKEN = 28 * 2 * 256 * 2  # Qwen2.5-1.5B: 28 layers x (K, V) x 2 KV heads x 128 dims x f16
 _HEADER = re.compile(r"\[\[ ## (\w+) ## \]\]")
-OUTPUT_FIELDS = {"next_thought", "next_tool_name", "next_tool_args", "completed", "sparql", "answer_type_label",
-                 "answer_type_qid", "relevant_pids", "complete", "problem"}  # their headers close the last message
+OUTPUT_FIELDS = {
+    "next_thought",
+    "next_tool_name",
+    "next_tool_args",
+    "completed",
+    "sparql",
+    "answer_type_label",
+    "answer_type_qid",
+    "relevant_pids",
+    "complete",
+    "problem",
+}  # their headers close the last message
 _TYPED = re.compile(r"^(.*?)\s*\((Q\d+)\)\s*$")
 
 
@@ -133,27 +143,50 @@ def replayed_calls(run_dir: Path, limit: int | None = None, ids: list[str] | Non
     records = [r for r in records if r["id"] in ids] if ids else records[:limit]
     plans, answer_types = {}, {}
     for r in records:
-        plans[r["question"]] = [(s["tool_name"], s["tool_args"]) for s in r["trajectory"]
-                                if s["tool_name"] in TOOL_NAMES] + [("stop", {})]
+        plans[r["question"]] = [
+            (s["tool_name"], s["tool_args"]) for s in r["trajectory"] if s["tool_name"] in TOOL_NAMES
+        ] + [("stop", {})]
         m = _TYPED.match(r.get("answer_type") or "")
         answer_types[r["question"]] = (m.group(1), m.group(2)) if m else (r.get("answer_type") or "thing", "")
-    replay = Settings(dataset=config["dataset"], split=config["split"], variant=config["variant"],
-                      max_steps=10, lm_cache=False, mlflow=False, **settings)
+    replay = Settings(
+        dataset=config["dataset"],
+        split=config["split"],
+        variant=config["variant"],
+        max_steps=10,
+        lm_cache=False,
+        mlflow=False,
+        **settings,
+    )
     recorder = Recorder()
     with tempfile.TemporaryDirectory() as out:
         for r in records:  # one question at a time, so the calls are attributed to it
             recorder.calls.clear()
-            evaluate(replay, [config["variant"]], out=Path(out) / r["id"], ids=[r["id"]],
-                     lm=replay_lm(plans, answer_types, recorder), progress=False, stream=io.StringIO())
+            evaluate(
+                replay,
+                [config["variant"]],
+                out=Path(out) / r["id"],
+                ids=[r["id"]],
+                lm=replay_lm(plans, answer_types, recorder),
+                progress=False,
+                stream=io.StringIO(),
+            )
             yield r, list(recorder.calls)
 
 
-def measure(run_dir: Path, tokens: Tokens, cache: PrefixCacheModel, limit: int | None, demo_anchors: int = 0,
-            final_extract: str = "auto", stable_history: bool = True):
+def measure(
+    run_dir: Path,
+    tokens: Tokens,
+    cache: PrefixCacheModel,
+    limit: int | None,
+    demo_anchors: int = 0,
+    final_extract: str = "auto",
+    stable_history: bool = True,
+):
     variant = json.loads((run_dir / "config.json").read_text())["variant"]
     per_question: dict[str, dict[str, int]] = {}
-    for r, calls in replayed_calls(run_dir, limit, demo_anchors=demo_anchors, final_extract=final_extract,
-                                   stable_history=stable_history):
+    for r, calls in replayed_calls(
+        run_dir, limit, demo_anchors=demo_anchors, final_extract=final_extract, stable_history=stable_history
+    ):
         split: dict[str, int] = defaultdict(int)
         for messages, reply in calls:
             text, regions = chat_text(messages)
@@ -177,16 +210,36 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="eval run directories (predictions.jsonl, config.json)")
     parser.add_argument("--limit", type=int, default=None, help="first N questions of each run")
-    parser.add_argument("--cache-bytes", type=int, default=LOCAL_PREFIX_CACHE_BYTES,
-                        help="the state cache's capacity (default: the backend's); 0 for unbounded")
-    parser.add_argument("--state-fixed-bytes", type=int, default=0,
-                        help="bytes a saved state costs besides its KV cells (llama-cpp-python's logits copy)")
-    parser.add_argument("--demo-anchors", type=int, default=0,
-                        help="replay with this many demonstrations the same for every question (Settings.demo_anchors)")
-    parser.add_argument("--final-extract", default="auto", choices=["auto", "call", "prefill", "step", "none"],
-                        help="Settings.final_extract of the replay (auto: prefill, as with the local model)")
-    parser.add_argument("--stable-history", action=argparse.BooleanOptionalAction, default=True,
-                        help="Settings.stable_history of the replay (default: on, as the program's default)")
+    parser.add_argument(
+        "--cache-bytes",
+        type=int,
+        default=LOCAL_PREFIX_CACHE_BYTES,
+        help="the state cache's capacity (default: the backend's); 0 for unbounded",
+    )
+    parser.add_argument(
+        "--state-fixed-bytes",
+        type=int,
+        default=0,
+        help="bytes a saved state costs besides its KV cells (llama-cpp-python's logits copy)",
+    )
+    parser.add_argument(
+        "--demo-anchors",
+        type=int,
+        default=0,
+        help="replay with this many demonstrations the same for every question (Settings.demo_anchors)",
+    )
+    parser.add_argument(
+        "--final-extract",
+        default="auto",
+        choices=["auto", "call", "prefill", "step", "none"],
+        help="Settings.final_extract of the replay (auto: prefill, as with the local model)",
+    )
+    parser.add_argument(
+        "--stable-history",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Settings.stable_history of the replay (default: on, as the program's default)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = parser.parse_args()
     args.cache_bytes = args.cache_bytes or None
@@ -195,13 +248,20 @@ def main() -> int:
     tokens = Tokens(local_model_path(Settings()))
     report = {}
     for run in args.runs:
-        cache = PrefixCacheModel(args.cache_bytes, args.state_fixed_bytes, KV_BYTES_PER_TOKEN)  # cold, as a fresh process
-        variant, per_question = measure(run, tokens, cache, args.limit, args.demo_anchors, args.final_extract,
-                                        args.stable_history)
+        cache = PrefixCacheModel(
+            args.cache_bytes, args.state_fixed_bytes, KV_BYTES_PER_TOKEN
+        )  # cold, as a fresh process
+        variant, per_question = measure(
+            run, tokens, cache, args.limit, args.demo_anchors, args.final_extract, args.stable_history
+        )
         keys = sorted({k for q in per_question.values() for k in q})
         means = {k: round(statistics.mean(q.get(k, 0) for q in per_question.values()), 1) for k in keys}
-        report[str(run)] = {"variant": variant, "questions": len(per_question), "mean": means,
-                            "per_question": per_question}
+        report[str(run)] = {
+            "variant": variant,
+            "questions": len(per_question),
+            "mean": means,
+            "per_question": per_question,
+        }
         print(f"\n{run} ({variant}, {len(per_question)} questions): mean per question")
         for k in keys:
             print(f"  {k:28s} {means[k]:>9.1f}")

@@ -32,9 +32,12 @@ _COLD_LOAD = (
 
 def _ms(values: list[float]) -> dict:
     values = sorted(values)
-    return {"n": len(values), "median_ms": round(statistics.median(values) * 1000, 3),
-            "p95_ms": round(values[int(0.95 * (len(values) - 1))] * 1000, 3),
-            "total_s": round(sum(values), 3)}
+    return {
+        "n": len(values),
+        "median_ms": round(statistics.median(values) * 1000, 3),
+        "p95_ms": round(values[int(0.95 * (len(values) - 1))] * 1000, 3),
+        "total_s": round(sum(values), 3),
+    }
 
 
 def main() -> int:
@@ -49,13 +52,19 @@ def main() -> int:
     from saga_dspy.schema import ClassHierarchy, SchemaIndex, entity_types
     from saga_dspy.schema.index import index_path
 
-    settings = Settings(**({"cache_dir": args.cache_dir} if args.cache_dir else {}), result_cache=False,
-                        row_cap=100_000)
+    settings = Settings(
+        **({"cache_dir": args.cache_dir} if args.cache_dir else {}), result_cache=False, row_cap=100_000
+    )
     path = index_path(settings)
     report: dict = {"file": str(path), "file_bytes": path.stat().st_size}
 
-    cold = subprocess.run([sys.executable, "-c", _COLD_LOAD.format(path=str(path))], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[1], check=True)
+    cold = subprocess.run(
+        [sys.executable, "-c", _COLD_LOAD.format(path=str(path))],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        check=True,
+    )
     load_s, import_s = (float(x) for x in cold.stdout.split())
     warm = []
     for _ in range(3):
@@ -82,9 +91,13 @@ def main() -> int:
             second.append(time.perf_counter() - started)
         known = sum(hierarchy.is_known(q) for q in classes)
         sizes = [len(hierarchy.ancestors(q)) for q in classes]
-        report["closure_index"] = {"cold": _ms(first), "cached": _ms(second), "classes": len(classes),
-                                   "known_share": round(known / max(1, len(classes)), 4),
-                                   "median_closure_size": statistics.median(sizes) if sizes else 0}
+        report["closure_index"] = {
+            "cold": _ms(first),
+            "cached": _ms(second),
+            "classes": len(classes),
+            "known_share": round(known / max(1, len(classes)), 4),
+            "median_closure_size": statistics.median(sizes) if sizes else 0,
+        }
 
         live = ClassHierarchy.from_endpoint(endpoint)
         sample = classes[:200]
@@ -92,8 +105,12 @@ def main() -> int:
         live.prefetch(sample)
         elapsed = time.perf_counter() - started
         agree = sum(live.ancestors(q) == hierarchy.ancestors(q) for q in sample)
-        report["closure_sparql"] = {"classes": len(sample), "queries": live.queries, "seconds": round(elapsed, 3),
-                                    "agree_with_index": agree}
+        report["closure_sparql"] = {
+            "classes": len(sample),
+            "queries": live.queries,
+            "seconds": round(elapsed, 3),
+            "agree_with_index": agree,
+        }
 
         entities = ["Q42", "Q64", "Q212", "Q3624078", "Q761383", "Q11835640", "Q1055", "Q142", "Q5", "Q15862"]
         times = []
@@ -108,17 +125,23 @@ def main() -> int:
         return 0
     c = report["counts"]
     print(f"index {path} ({report['file_bytes'] / 1e6:.2f} MB)")
-    print(f"  load: cold {report['load']['cold_s']} s (+{report['load']['import_s']} s imports), "
-          f"warm {report['load']['warm_best_s']} s   [target < 0.5 s]")
+    print(
+        f"  load: cold {report['load']['cold_s']} s (+{report['load']['import_s']} s imports), "
+        f"warm {report['load']['warm_best_s']} s   [target < 0.5 s]"
+    )
     print(f"  properties {c['properties']}: formal {c['formal']} / empirical {c['empirical']} / unknown {c['unknown']}")
     print(f"    domain: {c['domain']}   range: {c['range']}")
     ci = report["closure_index"]
-    print(f"closures from the index, {ci['classes']} P31 classes: cold median {ci['cold']['median_ms']} ms, "
-          f"p95 {ci['cold']['p95_ms']} ms, total {ci['cold']['total_s']} s; cached median {ci['cached']['median_ms']} ms; "
-          f"known {ci['known_share']:.1%}, median closure {ci['median_closure_size']} classes")
+    print(
+        f"closures from the index, {ci['classes']} P31 classes: cold median {ci['cold']['median_ms']} ms, "
+        f"p95 {ci['cold']['p95_ms']} ms, total {ci['cold']['total_s']} s; cached median {ci['cached']['median_ms']} ms; "
+        f"known {ci['known_share']:.1%}, median closure {ci['median_closure_size']} classes"
+    )
     cs = report["closure_sparql"]
-    print(f"closures by SPARQL (live path, embedded): {cs['classes']} classes in {cs['queries']} queries, "
-          f"{cs['seconds']} s; {cs['agree_with_index']} agree with the index")
+    print(
+        f"closures by SPARQL (live path, embedded): {cs['classes']} classes in {cs['queries']} queries, "
+        f"{cs['seconds']} s; {cs['agree_with_index']} agree with the index"
+    )
     et = report["entity_types"]
     print(f"entity_types: median {et['median_ms']} ms, p95 {et['p95_ms']} ms (one query each)")
     return 0

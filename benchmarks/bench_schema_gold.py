@@ -31,7 +31,7 @@ PROP_PREFIXES = ("http://www.wikidata.org/prop/direct/", "http://www.wikidata.or
 def _pid(iri: str) -> str | None:
     for prefix in PROP_PREFIXES:
         if iri.startswith(prefix):
-            rest = iri[len(prefix):]
+            rest = iri[len(prefix) :]
             return rest if rest.startswith("P") and rest[1:].isdigit() else None
     return None
 
@@ -77,9 +77,9 @@ def gold_pairs(sparql: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]
                         if not pid or pid in ("P31", "P279"):
                             continue
                         if isinstance(s, URIRef) and str(s).startswith(WD):
-                            subj.add((str(s)[len(WD):], pid))
+                            subj.add((str(s)[len(WD) :], pid))
                         if isinstance(o, URIRef) and str(o).startswith(WD) and iri.startswith(PROP_PREFIXES[0]):
-                            obj.add((str(o)[len(WD):], pid))
+                            obj.add((str(o)[len(WD) :], pid))
             for value in node.values():
                 walk(value)
         elif isinstance(node, (list, tuple)):
@@ -102,8 +102,14 @@ def main() -> int:
 
     from saga_dspy.eval.datasets import load_benchmark
     from saga_dspy.kg.endpoint import open_endpoint
-    from saga_dspy.schema import (Outcome, check_domain, check_range, entity_types_many, load_hierarchy,
-                                  load_schema_index)
+    from saga_dspy.schema import (
+        Outcome,
+        check_domain,
+        check_range,
+        entity_types_many,
+        load_hierarchy,
+        load_schema_index,
+    )
 
     settings = Settings(**({"cache_dir": args.cache_dir} if args.cache_dir else {}), result_cache=False)
     rows = load_benchmark(args.dataset, args.split)
@@ -124,15 +130,22 @@ def main() -> int:
         hierarchy = load_hierarchy(settings, endpoint, schema)
         types = entity_types_many(endpoint, sorted({e for e, _ in subj_pairs | obj_pairs}))
     report: dict = {"dataset": args.dataset, "split": args.split, "questions": len(rows), "unparsable": unparsable}
-    for side, pairs, check, role in (("subject", subj_pairs, check_domain, "domain"),
-                                     ("object", obj_pairs, check_range, "range")):
+    for side, pairs, check, role in (
+        ("subject", subj_pairs, check_domain, "domain"),
+        ("object", obj_pairs, check_range, "range"),
+    ):
         stats: dict = {"pairs": len(pairs)}
         with_evidence = [(e, p) for e, p in sorted(pairs) if (ps := schema.get(p)) and getattr(ps, role)]
         formal = [(e, p) for e, p in with_evidence if getattr(schema.get(p), role).is_formal]
         typed = [(e, p) for e, p in with_evidence if types[e].types]
         formal_typed = {(e, p) for e, p in formal if types[e].types}
-        stats.update({f"with_{role}": len(with_evidence), f"with_formal_{role}": len(formal),
-                      f"with_{role}_and_typed_entity": len(typed)})
+        stats.update(
+            {
+                f"with_{role}": len(with_evidence),
+                f"with_formal_{role}": len(formal),
+                f"with_{role}_and_typed_entity": len(typed),
+            }
+        )
         for mode in ("closure", "bare"):
             outcomes = collections.Counter()
             formal_decided = 0
@@ -165,14 +178,18 @@ def main() -> int:
     print(f"{args.dataset}/{args.split}: {len(rows)} questions ({unparsable} unparsable gold queries)")
     for side, role in (("subject", "domain"), ("object", "range")):
         s = report[side]
-        print(f"\n{side} pairs (check against the {role}): {s['pairs']}, with a {role} {s[f'with_{role}']} "
-              f"(formal {s[f'with_formal_{role}']}), with a {role} and a typed entity {s[f'with_{role}_and_typed_entity']}")
+        print(
+            f"\n{side} pairs (check against the {role}): {s['pairs']}, with a {role} {s[f'with_{role}']} "
+            f"(formal {s[f'with_formal_{role}']}), with a {role} and a typed entity {s[f'with_{role}_and_typed_entity']}"
+        )
         for mode in ("closure", "bare"):
             m = s[mode]
-            print(f"  {mode:7s} outcomes {m['outcomes']}; decidable {m['decidable_share_of_checks_with_evidence_and_types']:.1%} "
-                  f"of checks with evidence and types "
-                  f"({m['decidable_share_of_formal_checks_with_types']:.1%} of formal ones); CONFLICT on gold pairs: {m['conflicts_on_gold']} "
-                  f"({m['false_conflict_rate_of_all']:.1%} of all pairs)")
+            print(
+                f"  {mode:7s} outcomes {m['outcomes']}; decidable {m['decidable_share_of_checks_with_evidence_and_types']:.1%} "
+                f"of checks with evidence and types "
+                f"({m['decidable_share_of_formal_checks_with_types']:.1%} of formal ones); CONFLICT on gold pairs: {m['conflicts_on_gold']} "
+                f"({m['false_conflict_rate_of_all']:.1%} of all pairs)"
+            )
             for f in m["flagged"]:
                 print(f"      {f['entity']} {f['pid']} types={f['types']}: {f['reason']}")
     print(f"\n{report['seconds']} s")

@@ -85,13 +85,20 @@ def main(argv: list[str] | None = None) -> int:
                 times.append((time.perf_counter() - started) * 1000)
     if not times:
         times = [0.0]
-    out = {"index_version": label_index_version(index), "searches": len(texts), "mean_ms": statistics.fmean(times),
-           "median_ms": statistics.median(times), "p95_ms": percentile(times, 0.95)}
+    out = {
+        "index_version": label_index_version(index),
+        "searches": len(texts),
+        "mean_ms": statistics.fmean(times),
+        "median_ms": statistics.median(times),
+        "p95_ms": percentile(times, 0.95),
+    }
     if args.json:
         print(json.dumps(out))
     else:
-        print(f"label index v{out['index_version']}: {out['searches']} searches, mean {out['mean_ms']:.2f} ms, "
-              f"median {out['median_ms']:.2f} ms, p95 {out['p95_ms']:.2f} ms")
+        print(
+            f"label index v{out['index_version']}: {out['searches']} searches, mean {out['mean_ms']:.2f} ms, "
+            f"median {out['median_ms']:.2f} ms, p95 {out['p95_ms']:.2f} ms"
+        )
     return 0
 
 

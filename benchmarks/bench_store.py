@@ -81,7 +81,8 @@ def main() -> int:
         port = 17878
         proc = subprocess.Popen(
             [str(server_bin), "serve-read-only", "--location", str(path), "--bind", f"127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         try:
             for _ in range(100):
@@ -104,8 +105,10 @@ def main() -> int:
         print(f"first build: {report['build_s']} s (store {report['store_mb']} MB)  reopen: {report['reopen_s']} s")
         for name in ("embedded", "http"):
             r = report[name]
-            print(f"{name:9s} {r['queries']} QALD-10 gold queries: median {r['median_ms']} ms, p95 {r['p95_ms']} ms, "
-                  f"mean {r['mean_ms']} ms, errors {r['errors']}")
+            print(
+                f"{name:9s} {r['queries']} QALD-10 gold queries: median {r['median_ms']} ms, p95 {r['p95_ms']} ms, "
+                f"mean {r['mean_ms']} ms, errors {r['errors']}"
+            )
     return 0
 
 

@@ -65,8 +65,11 @@ class StubPolicy:
         if "next_tool_name" in outputs:
             done = len(re.findall(r"^Step \d+$", fields.get("trajectory", ""), re.M))
             if done == 0 and question in self.gold:
-                out = {"next_thought": "run the query", "next_tool_name": "execute_sparql",
-                       "next_tool_args": json.dumps({"sparql": self.gold[question]})}
+                out = {
+                    "next_thought": "run the query",
+                    "next_tool_name": "execute_sparql",
+                    "next_tool_args": json.dumps({"sparql": self.gold[question]}),
+                }
             else:
                 out = {"next_thought": "done", "next_tool_name": "stop", "next_tool_args": "{}"}
         elif "answer_type_label" in outputs:
@@ -118,8 +121,12 @@ def main() -> int:
     ap.add_argument("--latency", type=float, default=0.3)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 4, 8, 16])
     ap.add_argument("--no-mlflow", action="store_true")
-    ap.add_argument("--trace", choices=("all", "sample", "none"), default="all",
-                    help="DSPy traces with tracking on (default: all, the default setting)")
+    ap.add_argument(
+        "--trace",
+        choices=("all", "sample", "none"),
+        default="all",
+        help="DSPy traces with tracking on (default: all, the default setting)",
+    )
     ap.add_argument("--dataset", default="qald10")
     ap.add_argument("--split", default="test")  # the questions of the earlier figures; no answer quality is measured
     args = ap.parse_args()
@@ -142,16 +149,23 @@ def main() -> int:
     try:
         for n in args.threads:
             db = tmp / f"mlflow-{n}.db"
-            s = base.model_copy(update={"lm": "openai/stub", "api_base": url, "num_threads": n,
-                                        "mlflow": not args.no_mlflow, "mlflow_uri": f"sqlite:///{db}",
-                                        "trace": args.trace})
+            s = base.model_copy(
+                update={
+                    "lm": "openai/stub",
+                    "api_base": url,
+                    "num_threads": n,
+                    "mlflow": not args.no_mlflow,
+                    "mlflow_uri": f"sqlite:///{db}",
+                    "trace": args.trace,
+                }
+            )
             sink = open(os.devnull, "w")
-            evaluate(s, ["full"], out=tmp / f"warm-{n}", ids=ids[:1], endpoint=endpoint, progress=False,
-                     stream=sink)
+            evaluate(s, ["full"], out=tmp / f"warm-{n}", ids=ids[:1], endpoint=endpoint, progress=False, stream=sink)
             before_calls, before_bytes = calls.value, trace_bytes(db)
             started, cpu_started = time.perf_counter(), time.process_time()
-            res = evaluate(s, ["full"], out=tmp / f"run-{n}", ids=ids[1:], endpoint=endpoint, progress=False,
-                           stream=sink)
+            res = evaluate(
+                s, ["full"], out=tmp / f"run-{n}", ids=ids[1:], endpoint=endpoint, progress=False, stream=sink
+            )
             wall = time.perf_counter() - started
             cpu = time.process_time() - cpu_started
             lines = res["full"].lines
@@ -159,28 +173,40 @@ def main() -> int:
             q_seconds = sum(float((l.get("counters") or {}).get("seconds") or 0.0) for l in lines)
             lm_wait = lm_calls * args.latency
             phase = res["full"].metrics["phase"]
-            rows.append({"threads": n, "questions": len(lines), "seconds": round(wall, 2),
-                         "q_per_s": round(len(lines) / wall, 3), "phase_seconds": phase["seconds"],
-                         "phase_q_per_s": round(phase["questions"] / phase["seconds"], 3), "lm_calls": lm_calls,
-                         "cpu_ms_per_q": round(1000 * cpu / max(1, len(lines)), 1),
-                         "non_lm_share": round(max(0.0, q_seconds - lm_wait) / q_seconds, 3) if q_seconds else None,
-                         "trace_kb_per_q": round((trace_bytes(db) - before_bytes) / 1024 / max(1, len(lines)), 1),
-                         "f1": res["full"].metrics.get("f1")})
+            rows.append(
+                {
+                    "threads": n,
+                    "questions": len(lines),
+                    "seconds": round(wall, 2),
+                    "q_per_s": round(len(lines) / wall, 3),
+                    "phase_seconds": phase["seconds"],
+                    "phase_q_per_s": round(phase["questions"] / phase["seconds"], 3),
+                    "lm_calls": lm_calls,
+                    "cpu_ms_per_q": round(1000 * cpu / max(1, len(lines)), 1),
+                    "non_lm_share": round(max(0.0, q_seconds - lm_wait) / q_seconds, 3) if q_seconds else None,
+                    "trace_kb_per_q": round((trace_bytes(db) - before_bytes) / 1024 / max(1, len(lines)), 1),
+                    "f1": res["full"].metrics.get("f1"),
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     finally:
         endpoint.close()
         stub.kill()
     one = rows[0] if rows else None
-    print("\n| threads | questions | question phase s | q/s | speed-up | whole evaluate s | q/s | speed-up "
-          "| non-LM share | CPU ms/q | trace KB/q | F1 |")
+    print(
+        "\n| threads | questions | question phase s | q/s | speed-up | whole evaluate s | q/s | speed-up "
+        "| non-LM share | CPU ms/q | trace KB/q | F1 |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         phase_speed = r["phase_q_per_s"] / one["phase_q_per_s"] if one else float("nan")
         speed = r["q_per_s"] / one["q_per_s"] if one else float("nan")
         share = f"{100 * r['non_lm_share']:.1f} %" if r["non_lm_share"] is not None else "-"
-        print(f"| {r['threads']} | {r['questions']} | {r['phase_seconds']} | {r['phase_q_per_s']} | {phase_speed:.2f}x "
-              f"| {r['seconds']} | {r['q_per_s']} | {speed:.2f}x | {share} | {r['cpu_ms_per_q']} | "
-              f"{r['trace_kb_per_q']} | {r['f1']} |")
+        print(
+            f"| {r['threads']} | {r['questions']} | {r['phase_seconds']} | {r['phase_q_per_s']} | {phase_speed:.2f}x "
+            f"| {r['seconds']} | {r['q_per_s']} | {speed:.2f}x | {share} | {r['cpu_ms_per_q']} | "
+            f"{r['trace_kb_per_q']} | {r['f1']} |"
+        )
     return 0
 
 

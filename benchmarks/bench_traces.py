@@ -45,8 +45,13 @@ def trace_sizes(uri: str, experiment: str) -> list[dict]:
     for info in client.search_traces(locations=[exp.experiment_id], include_spans=False, max_results=1000):
         trace = client.get_trace(info.info.trace_id)
         spans = trace.data.spans
-        out.append({"bytes": len(trace.to_json()), "spans": len(spans),
-                    "tool_spans": sum(1 for s in spans if s.name.startswith("tool "))})
+        out.append(
+            {
+                "bytes": len(trace.to_json()),
+                "spans": len(spans),
+                "tool_spans": sum(1 for s in spans if s.name.startswith("tool ")),
+            }
+        )
     return out
 
 
@@ -62,13 +67,30 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-traces-"))
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     update = {"trace": args.trace} if args.trace else {}
-    settings = make_settings(dataset="qald10", split="test", limit=args.questions, demos=args.demos, lm="scripted",
-                             lm_cache=False, mlflow=True, mlflow_uri=uri, num_threads=args.threads, **update)
+    settings = make_settings(
+        dataset="qald10",
+        split="test",
+        limit=args.questions,
+        demos=args.demos,
+        lm="scripted",
+        lm_cache=False,
+        mlflow=True,
+        mlflow_uri=uri,
+        num_threads=args.threads,
+        **update,
+    )
     evalset = load_eval_set(settings, progress=False)
     lm = ScriptedLM(scripted_plans(evalset.items), delay=args.delay)
     started = time.monotonic()
-    results = evaluate(settings, ["full"], out=tmp / "run", lm=lm, progress=False, experiment="bench-traces",
-                       stream=open("/dev/null", "w"))
+    results = evaluate(
+        settings,
+        ["full"],
+        out=tmp / "run",
+        lm=lm,
+        progress=False,
+        experiment="bench-traces",
+        stream=open("/dev/null", "w"),
+    )
     ended = time.monotonic()
     sizes = trace_sizes(uri, "bench-traces")
     n = len(evalset)

@@ -1,6 +1,6 @@
 """Before/after table of `stats components` JSON files (results/components/<tag>-<dataset>-<split>.json).
 
-    python benchmarks/components_table.py results/components before after
+python benchmarks/components_table.py results/components before after
 """
 
 from __future__ import annotations
@@ -31,22 +31,35 @@ ROWS = [
 def main(folder: str, *tags: str) -> None:
     files = sorted(Path(folder).glob(f"{tags[0]}-*.json"))
     for f in files:
-        key = f.name[len(tags[0]) + 1:-5]
-        reports = {t: json.loads((Path(folder) / f"{t}-{key}.json").read_text()) for t in tags
-                   if (Path(folder) / f"{t}-{key}.json").exists()}
+        key = f.name[len(tags[0]) + 1 : -5]
+        reports = {
+            t: json.loads((Path(folder) / f"{t}-{key}.json").read_text())
+            for t in tags
+            if (Path(folder) / f"{t}-{key}.json").exists()
+        }
         print(f"\n### {key}\n\n| metric | " + " | ".join(reports) + " |\n|---|" + "---|" * len(reports))
         for name, group, field in ROWS:
-            print(f"| {name} | " + " | ".join(str((r.get(group) or {}).get(field, "—")) for r in reports.values()) + " |")
+            print(
+                f"| {name} | " + " | ".join(str((r.get(group) or {}).get(field, "—")) for r in reports.values()) + " |"
+            )
         modes = sorted({m for r in reports.values() for m in r.get("filters", {})})
         for mode in modes:
             cells = []
             for r in reports.values():
                 row = r.get("filters", {}).get(mode)
-                sparing = "" if row is None or row.get("wrong_entity_detection_sparing_gold_pct") is None else (
-                    f" / {row['wrong_entity_detection_sparing_gold_pct']}%")
-                cells.append("—" if row is None else
-                             f"{row['false_conflict_rate_pct']}% / {row['wrong_entity_detection_pct']}%{sparing}")
-            print(f"| filter {mode}: false confl. / wrong-entity det. (/ sparing the gold) | " + " | ".join(cells) + " |")
+                sparing = (
+                    ""
+                    if row is None or row.get("wrong_entity_detection_sparing_gold_pct") is None
+                    else (f" / {row['wrong_entity_detection_sparing_gold_pct']}%")
+                )
+                cells.append(
+                    "—"
+                    if row is None
+                    else f"{row['false_conflict_rate_pct']}% / {row['wrong_entity_detection_pct']}%{sparing}"
+                )
+            print(
+                f"| filter {mode}: false confl. / wrong-entity det. (/ sparing the gold) | " + " | ".join(cells) + " |"
+            )
 
 
 if __name__ == "__main__":

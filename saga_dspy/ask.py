@@ -13,10 +13,10 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
-from saga_dspy.cli import ArgumentParser, append_help, run_main
-from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.agent.program import SagaProgram
+from saga_dspy.cli import ArgumentParser, append_help, run_main
 from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
+from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.prefixes import WD
 from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
@@ -24,12 +24,39 @@ from saga_dspy.lm import cli_lm
 from saga_dspy.services import KgServices
 
 SETTINGS_FLAGS = (
-    "kg", "endpoint", "search", "cache_dir", "query_timeout", "result_cache",
-    "schema_index", "filter_mode", "schema_coverage", "coverage_seed", "observation_chars",
-    "variant", "max_steps", "check_answer", "demos", "demo_anchors", "demo_observation_chars", "final_extract",
-    "stable_history", "program", "dataset",
-    "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window", "write_markers",
-    "lm_timeout", "lm_retries", "question_budget",
+    "kg",
+    "endpoint",
+    "search",
+    "cache_dir",
+    "query_timeout",
+    "result_cache",
+    "schema_index",
+    "filter_mode",
+    "schema_coverage",
+    "coverage_seed",
+    "observation_chars",
+    "variant",
+    "max_steps",
+    "check_answer",
+    "demos",
+    "demo_anchors",
+    "demo_observation_chars",
+    "final_extract",
+    "stable_history",
+    "program",
+    "dataset",
+    "lm",
+    "api_base",
+    "api_key",
+    "temperature",
+    "max_tokens",
+    "seed",
+    "lm_cache",
+    "context_window",
+    "write_markers",
+    "lm_timeout",
+    "lm_retries",
+    "question_budget",
 )
 OBSERVATION_LINES = 8
 OBSERVATION_CHARS = 600
@@ -171,6 +198,7 @@ def prediction_json(pred, labels: dict[str, str]) -> dict[str, Any]:
 
 # --- labels for printing ----------------------------------------------------------------------------
 
+
 def answer_labels(endpoint: Endpoint, result: QueryResult | None, limit: int = 50) -> dict[str, str]:
     """English labels of the Wikidata entities in a result (IRI -> label); {} on any failure."""
     if not isinstance(result, SelectResult):
@@ -183,8 +211,10 @@ def answer_labels(endpoint: Endpoint, result: QueryResult | None, limit: int = 5
     if not iris:
         return {}
     values = " ".join(f"<{iri}>" for iri in iris)
-    query = (f"SELECT ?e ?l WHERE {{ VALUES ?e {{ {values} }} ?e <http://www.w3.org/2000/01/rdf-schema#label> ?l . "
-             f"FILTER(LANGMATCHES(LANG(?l), \"en\")) }}")
+    query = (
+        f"SELECT ?e ?l WHERE {{ VALUES ?e {{ {values} }} ?e <http://www.w3.org/2000/01/rdf-schema#label> ?l . "
+        f'FILTER(LANGMATCHES(LANG(?l), "en")) }}'
+    )
     try:
         labels = endpoint.query(query)
     except Exception:  # labels only decorate the printout: without them the ids are shown

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from saga_dspy.eval.errors import EvalError, Interrupted
 from saga_dspy.kg.errors import SparqlError
@@ -60,8 +60,9 @@ def one_line(exc: BaseException) -> str:
     errors = getattr(exc, "errors", None)
     if callable(errors) and type(exc).__name__ == "ValidationError":  # pydantic's
         try:
-            text = "; ".join(f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" if e.get("loc") else e["msg"]
-                             for e in errors())
+            text = "; ".join(
+                f"--{str(e['loc'][0]).replace('_', '-')}: {e['msg']}" if e.get("loc") else e["msg"] for e in errors()
+            )
         except Exception:
             text = str(exc)
     else:
@@ -89,6 +90,9 @@ def run_main(main: Callable[[list[str]], int], argv: Sequence[str] | None = None
     except Exception as exc:
         if debug:
             raise
-        print(f"error: unexpected {type(exc).__name__}: {one_line(exc)} (rerun with {DEBUG_FLAG} or "
-              f"{DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
+        print(
+            f"error: unexpected {type(exc).__name__}: {one_line(exc)} (rerun with {DEBUG_FLAG} or "
+            f"{DEBUG_ENV}=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 1

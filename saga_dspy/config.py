@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence, get_args, get_origin
-
+from typing import Any, Literal, get_args, get_origin
 from urllib.parse import urlsplit
 
 import platformdirs
@@ -68,9 +68,14 @@ class Settings(BaseSettings):
     http_retries: int = Field(3, ge=1, description="attempts on 429 / 5xx / connection errors")
     embedded_workers: int = Field(2, ge=1, description="worker processes for the embedded store")
     max_query_chars: int = Field(20_000, ge=1, description="longer SPARQL queries are refused before any parsing")
-    worker_memory_mb: int = Field(4096, ge=0, description="address-space limit of one embedded-store worker, MB (0: none)")
+    worker_memory_mb: int = Field(
+        4096, ge=0, description="address-space limit of one embedded-store worker, MB (0: none)"
+    )
     worker_cpu_seconds: float = Field(
-        120.0, ge=0, allow_inf_nan=False, description="CPU-time limit of one query in an embedded-store worker (0: none)"
+        120.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="CPU-time limit of one query in an embedded-store worker (0: none)",
     )
     user_agent: str = Field(
         "saga-dspy/0.1 (https://github.com/saga-dspy/saga-dspy; research KGQA agent)",
@@ -80,8 +85,10 @@ class Settings(BaseSettings):
     # --- schema and grounding -------------------------------------------
     schema_index: Path | None = Field(None, description="schema index JSON (default: the bundled one)")
     filter_mode: Literal["closure", "bare", "calibrated"] = Field(
-        "closure", description="domain check through P279*, the paper's bare P31 intersection, or calibrated "
-                               "(P279* without hub classes; schema/compat.py)")
+        "closure",
+        description="domain check through P279*, the paper's bare P31 intersection, or calibrated "
+        "(P279* without hub classes; schema/compat.py)",
+    )
     schema_coverage: int = Field(100, ge=0, le=100, description="share of formal constraints kept (0/25/50/75/100)")
     coverage_seed: int = Field(0, description="seed of the coverage mask")
     observation_chars: int = Field(3000, ge=1, description="character budget of one tool observation")
@@ -90,25 +97,41 @@ class Settings(BaseSettings):
     variant: Variant = Field("full", description="ablation variant")
     max_steps: int = Field(15, ge=1, description="ReAct steps per question")
     check_answer: bool = Field(False, description="run the CheckAnswer step (beyond the paper)")
-    demos: int = Field(2, description="controller demonstrations selected per question (0: none; 2: a whole solved "
-                                          "question and a lookup step, 3 adds the query step)")
-    demo_anchors: int = Field(0, ge=0, description="of those demonstrations, this many are the same for every "
-                                                   "question and shown first (the pool's shortest solved "
-                                                   "questions), so a local model's prefix cache evaluates them once")
-    demo_observation_chars: int = Field(500, ge=80, description="each observation inside a demonstration's trajectory "
-                                                                "is clipped to this many characters (the demos are the "
-                                                                "larger part of a local model's evaluated prompt)")
-    stable_history: bool = Field(True, description="the trajectory keeps every step whole while it fits its budget and "
-                                                   "then summarises older steps a block of five at a time, so a local "
-                                                   "model's prefix cache keeps them (off: the paper's window, the last "
-                                                   "five steps whole, which re-writes an older step at every step)")
+    demos: int = Field(
+        2,
+        description="controller demonstrations selected per question (0: none; 2: a whole solved "
+        "question and a lookup step, 3 adds the query step)",
+    )
+    demo_anchors: int = Field(
+        0,
+        ge=0,
+        description="of those demonstrations, this many are the same for every "
+        "question and shown first (the pool's shortest solved "
+        "questions), so a local model's prefix cache evaluates them once",
+    )
+    demo_observation_chars: int = Field(
+        500,
+        ge=80,
+        description="each observation inside a demonstration's trajectory "
+        "is clipped to this many characters (the demos are the "
+        "larger part of a local model's evaluated prompt)",
+    )
+    stable_history: bool = Field(
+        True,
+        description="the trajectory keeps every step whole while it fits its budget and "
+        "then summarises older steps a block of five at a time, so a local "
+        "model's prefix cache keeps them (off: the paper's window, the last "
+        "five steps whole, which re-writes an older step at every step)",
+    )
     final_extract: Literal["auto", "call", "prefill", "step", "none"] = Field(
-        "auto", description="when the steps end without an answering query: DSPy ReAct's extract predictor (call: "
-                            "its own prompt, the trajectory read again), the controller's own prompt with the reply "
-                            "begun up to the query (prefill: a local model evaluates only the last lines), one more "
-                            "controller turn told to write the final query (step: the model may pick another tool), "
-                            "or no LM call (none: the last executed query); auto: prefill with the local model, "
-                            "call with a served one (not every server continues a begun reply)")
+        "auto",
+        description="when the steps end without an answering query: DSPy ReAct's extract predictor (call: "
+        "its own prompt, the trajectory read again), the controller's own prompt with the reply "
+        "begun up to the query (prefill: a local model evaluates only the last lines), one more "
+        "controller turn told to write the final query (step: the model may pick another tool), "
+        "or no LM call (none: the last executed query); auto: prefill with the local model, "
+        "call with a served one (not every server continues a begun reply)",
+    )
     program: Path | None = Field(None, description="compiled program JSON to load")
 
     # --- language model ---------------------------------------------------
@@ -120,31 +143,46 @@ class Settings(BaseSettings):
     seed: int = Field(0, description="LM seed")
     lm_cache: bool = Field(True, description="cache LM responses on disk")
     context_window: int = Field(8192, ge=1, description="local model context window, tokens")
-    write_markers: bool = Field(True, description="local model: the engine writes a chat-format reply's field "
-                                "markers (fixed by the prompt) in a batch; the model writes the values")
+    write_markers: bool = Field(
+        True,
+        description="local model: the engine writes a chat-format reply's field "
+        "markers (fixed by the prompt) in a batch; the model writes the values",
+    )
     lm_timeout: float = Field(120.0, gt=0, allow_inf_nan=False, description="deadline of one LM request, seconds")
     lm_retries: int = Field(1, ge=0, le=5, description="retries of a failed LM request (transport errors, 5xx)")
     question_budget: float | None = Field(
-        600.0, gt=0, allow_inf_nan=False, description="wall-clock seconds per question; past it the agent takes no "
-                                                      "more steps and finishes with what it has")
+        600.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="wall-clock seconds per question; past it the agent takes no "
+        "more steps and finishes with what it has",
+    )
 
     # --- evaluation -------------------------------------------------------------
     dataset: str = Field("qald10", description="benchmark name")
     split: str = Field("test", description="benchmark split")
     limit: int | None = Field(None, ge=1, description="at most this many questions")
     num_threads: int = Field(1, ge=1, description="questions evaluated in parallel")
-    metric_mode: Literal["answers", "rows"] = Field("answers", description="F1 over answer sets or SPINACH's row matching")
+    metric_mode: Literal["answers", "rows"] = Field(
+        "answers", description="F1 over answer sets or SPINACH's row matching"
+    )
     out: Path | None = Field(None, description="output directory of a run")
     mlflow: bool = Field(True, description="track runs in MLflow")
     mlflow_uri: str | None = Field(None, description="MLflow tracking URI (default: sqlite under the cache dir)")
     trace: Literal["all", "sample", "none"] = Field(
-        "all", description="DSPy traces in MLflow: every question, every 10th (sample), or none")
+        "all", description="DSPy traces in MLflow: every question, every 10th (sample), or none"
+    )
     trace_writer: Literal["process", "inline"] = Field(
-        "process", description="who writes traces to the MLflow store: a child process (the evaluation's threads "
-                               "do not wait for the store) or mlflow's own export in this process")
+        "process",
+        description="who writes traces to the MLflow store: a child process (the evaluation's threads "
+        "do not wait for the store) or mlflow's own export in this process",
+    )
     max_infra_failures: int = Field(
-        5, ge=1, description="stop the run after this many questions in a row fail for the infrastructure "
-                             "(endpoint or LM unreachable / timed out)")
+        5,
+        ge=1,
+        description="stop the run after this many questions in a row fail for the infrastructure "
+        "(endpoint or LM unreachable / timed out)",
+    )
 
     @field_validator("endpoint")
     @classmethod
@@ -200,8 +238,11 @@ def add_settings_args(parser: argparse.ArgumentParser, names: Iterable[str]) -> 
     for name in names:
         info = Settings.model_fields[name]
         annotation = info.annotation
-        kwargs: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS,
-                                  "help": f"{info.description} (default: {_default_text(name)})"}
+        kwargs: dict[str, Any] = {
+            "dest": name,
+            "default": argparse.SUPPRESS,
+            "help": f"{info.description} (default: {_default_text(name)})",
+        }
         if annotation is bool:
             parser.add_argument(_flag(name), action=argparse.BooleanOptionalAction, **kwargs)
             continue

@@ -34,8 +34,14 @@ class KgServices(SharedOnCopy):
     `copy.deepcopy` returns the same object, so dspy's deepcopy / reset_copy (optimisers, a program's
     load_state) never duplicate worker processes or open files."""
 
-    def __init__(self, settings: Settings, endpoint: Endpoint | None = None, search: Search | None = None,
-                 schema: SchemaIndex | None = None, hierarchy: ClassHierarchy | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        endpoint: Endpoint | None = None,
+        search: Search | None = None,
+        schema: SchemaIndex | None = None,
+        hierarchy: ClassHierarchy | None = None,
+    ):
         self.settings = settings
         self._endpoint = endpoint
         self._search = search
@@ -44,7 +50,7 @@ class KgServices(SharedOnCopy):
         self._owns_endpoint = False
         self._lock = threading.RLock()
 
-    def __enter__(self) -> "KgServices":
+    def __enter__(self) -> KgServices:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -19,6 +19,7 @@ import dspy
 
 # --- answer type ----------------------------------------------------------------
 
+
 class AnswerType(dspy.Signature):
     """Name the type of the answer a knowledge-graph question expects, before any lookup.
 
@@ -59,8 +60,10 @@ def kg_signature(signature: type[dspy.Signature], kg: str) -> type[dspy.Signatur
 
 QUERY_FORM_GUIDE: dict[str, str] = {
     "ASK": "ASK WHERE { ... } (yes/no: true or false; not SELECT)",
-    "COUNT": ("SELECT (COUNT(DISTINCT ?x) AS ?count) WHERE { ... }, or SELECT the number itself where the graph "
-              "stores it (population, capacity, ...)"),
+    "COUNT": (
+        "SELECT (COUNT(DISTINCT ?x) AS ?count) WHERE { ... }, or SELECT the number itself where the graph "
+        "stores it (population, capacity, ...)"
+    ),
     "SELECT": "SELECT DISTINCT ?x WHERE { ... } (the answer entities or values; not ASK)",
     "ANY": "not fixed: use ASK WHERE for a yes/no question, SELECT otherwise.",
 }
@@ -96,8 +99,7 @@ Schema-aware property selection:
 SAGA_CONTROLLER_INSTRUCTIONS = "\n\n".join([_BUILD_STEPS.format(kg="Wikidata"), _SCHEMA_GUIDANCE])
 
 SPINACH_CONTROLLER_INSTRUCTIONS = "\n\n".join(
-    [_BUILD_STEPS.format(kg="Wikidata"),
-     "For a yes/no question, finish with an ASK WHERE query."]
+    [_BUILD_STEPS.format(kg="Wikidata"), "For a yes/no question, finish with an ASK WHERE query."]
 )
 
 
@@ -128,8 +130,10 @@ class PruneNeighborhood(dspy.Signature):
     lead towards the answer, and the entity's type); drop the rest."""
 
     question: str = dspy.InputField()
-    neighborhood: str = dspy.InputField(desc="the entity (label, id, description) and its properties with example values")
-    relevant_pids: list[str] = dspy.OutputField(desc="ids of the relevant properties, e.g. [\"P31\", \"P19\"]")
+    neighborhood: str = dspy.InputField(
+        desc="the entity (label, id, description) and its properties with example values"
+    )
+    relevant_pids: list[str] = dspy.OutputField(desc='ids of the relevant properties, e.g. ["P31", "P19"]')
 
 
 # --- answer check (beyond the paper) --------------------------------------------------------

@@ -28,6 +28,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from saga_dspy.cli import ArgumentParser, run_main
+
 from .config import Settings, add_settings_args, apply_offline_env, settings_from_args
 from .eval.components import component_stats, print_components
 from .eval.datasets import load_benchmark
@@ -41,7 +43,6 @@ from .kg.endpoint import Endpoint
 from .kg.search import Search
 from .schema import ClassHierarchy, EntityTypes, Outcome, SchemaIndex, check_domain, entity_types_many
 from .services import KgServices
-from saga_dspy.cli import ArgumentParser, run_main
 
 WIKIDATA_BENCHMARKS = ("qald7", "qald9plus", "qald10", "wwq", "spinach", "lcquad2")
 WRONG_CANDIDATES = 5  # search hits looked at per gold entity label
@@ -96,10 +97,19 @@ class FilterStats:
         }
 
 
-def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpoint: Endpoint | None = None,
-                    search: Search | None = None, schema: SchemaIndex | None = None,
-                    hierarchy: ClassHierarchy | None = None, limit: int | None = None, log=None,
-                    split: str = "test") -> dict[str, Any]:
+def grounding_stats(
+    settings: Settings,
+    dataset: str,
+    modes: list[str],
+    *,
+    endpoint: Endpoint | None = None,
+    search: Search | None = None,
+    schema: SchemaIndex | None = None,
+    hierarchy: ClassHierarchy | None = None,
+    limit: int | None = None,
+    log=None,
+    split: str = "test",
+) -> dict[str, Any]:
     log = log or (lambda msg: None)
     started = time.monotonic()
     with KgServices(settings, endpoint, search, schema, hierarchy) as kg:
@@ -124,8 +134,18 @@ def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpo
         for mode in modes:
             st = FilterStats(mode)
             kept_by_entity = _count_filter(st, neighbourhoods, kg.schema, kg.hierarchy, mode)
-            _count_pairs(st, pairs, neighbourhoods, kept_by_entity, candidates, cand_types, carried, kg.schema,
-                         kg.hierarchy, mode)
+            _count_pairs(
+                st,
+                pairs,
+                neighbourhoods,
+                kept_by_entity,
+                candidates,
+                cand_types,
+                carried,
+                kg.schema,
+                kg.hierarchy,
+                mode,
+            )
             results[mode] = st
         return {
             "dataset": dataset,
@@ -137,8 +157,10 @@ def grounding_stats(settings: Settings, dataset: str, modes: list[str], *, endpo
             "gold_pairs": len(pairs),
             "wrong_candidates": len(cand_ids),
             "seconds": round(time.monotonic() - started, 1),
-            "filters": {mode: {**st.row(), "removed_gold_pairs": st.removed_gold, "wrong_examples": st.wrong_examples}
-                        for mode, st in results.items()},
+            "filters": {
+                mode: {**st.row(), "removed_gold_pairs": st.removed_gold, "wrong_examples": st.wrong_examples}
+                for mode, st in results.items()
+            },
         }
 
 
@@ -154,8 +176,9 @@ def _neighbourhoods(endpoint: Endpoint, flavour: Flavour, entities: list[str], l
     return neighbourhoods
 
 
-def _wrong_candidates(search: Search | None, pairs: list[tuple[str, str]], known: set[str],
-                      labels: dict[str, str]) -> dict[str, list[str]]:
+def _wrong_candidates(
+    search: Search | None, pairs: list[tuple[str, str]], known: set[str], labels: dict[str, str]
+) -> dict[str, list[str]]:
     """Wrong candidates: the other top search hits for each gold entity's label."""
     candidates: dict[str, list[str]] = {}
     if search is not None:
@@ -171,8 +194,9 @@ def _wrong_candidates(search: Search | None, pairs: list[tuple[str, str]], known
     return candidates
 
 
-def _count_filter(st: FilterStats, neighbourhoods: dict[str, Neighbourhood], schema: SchemaIndex,
-                  hierarchy: ClassHierarchy, mode: str) -> dict[str, set[str]]:
+def _count_filter(
+    st: FilterStats, neighbourhoods: dict[str, Neighbourhood], schema: SchemaIndex, hierarchy: ClassHierarchy, mode: str
+) -> dict[str, set[str]]:
     """Edges and decisions of the type filter over every neighbourhood; returns what it kept per entity."""
     kept_by_entity: dict[str, set[str]] = {}
     for eid, nb in neighbourhoods.items():
@@ -190,10 +214,18 @@ def _count_filter(st: FilterStats, neighbourhoods: dict[str, Neighbourhood], sch
     return kept_by_entity
 
 
-def _count_pairs(st: FilterStats, pairs: list[tuple[str, str]], neighbourhoods: dict[str, Neighbourhood],
-                 kept_by_entity: dict[str, set[str]], candidates: dict[str, list[str]],
-                 cand_types: dict[str, EntityTypes], carried: dict[str, set[str]], schema: SchemaIndex,
-                 hierarchy: ClassHierarchy, mode: str) -> None:
+def _count_pairs(
+    st: FilterStats,
+    pairs: list[tuple[str, str]],
+    neighbourhoods: dict[str, Neighbourhood],
+    kept_by_entity: dict[str, set[str]],
+    candidates: dict[str, list[str]],
+    cand_types: dict[str, EntityTypes],
+    carried: dict[str, set[str]],
+    schema: SchemaIndex,
+    hierarchy: ClassHierarchy,
+    mode: str,
+) -> None:
     """Gold-pair recall and false conflicts, and wrong-entity detection on the candidates (each check knows
     whether the entity carries the property, as the lookup and the execute tool's check do)."""
     for eid, pid in pairs:
@@ -202,8 +234,9 @@ def _count_pairs(st: FilterStats, pairs: list[tuple[str, str]], neighbourhoods: 
         nb = neighbourhoods[eid]
         st.pairs_total += 1
         ps = schema.get(pid)
-        decision = check_domain(nb.types, ps.domain if ps else None, hierarchy, mode, pid=pid,
-                                carried=pid in carried.get(eid, ()))
+        decision = check_domain(
+            nb.types, ps.domain if ps else None, hierarchy, mode, pid=pid, carried=pid in carried.get(eid, ())
+        )
         if nb.types.types and ps is not None and ps.domain is not None:
             st.pairs_checkable += 1
         if decision.outcome is Outcome.CONFLICT:
@@ -214,36 +247,53 @@ def _count_pairs(st: FilterStats, pairs: list[tuple[str, str]], neighbourhoods: 
             if pid in kept_by_entity[eid]:
                 st.pairs_kept_in_nb += 1
         if decision.outcome is Outcome.CONFLICT:
-            st.removed_gold.append({
-                "entity": eid, "label": nb.label, "property": pid,
-                "property_label": ps.label if ps else "",
-                "in_neighbourhood": in_nb,
-                "types": [f"{t} {schema.class_label(t)}" for t in nb.types.types[:6]],
-                "domain": [f"{c} {schema.class_label(c)}" for c in (ps.domain.classes[:8] if ps and ps.domain else ())],
-                "domain_source": ps.domain.source if ps and ps.domain else None,
-                "reason": decision.reason,
-            })
+            st.removed_gold.append(
+                {
+                    "entity": eid,
+                    "label": nb.label,
+                    "property": pid,
+                    "property_label": ps.label if ps else "",
+                    "in_neighbourhood": in_nb,
+                    "types": [f"{t} {schema.class_label(t)}" for t in nb.types.types[:6]],
+                    "domain": [
+                        f"{c} {schema.class_label(c)}" for c in (ps.domain.classes[:8] if ps and ps.domain else ())
+                    ],
+                    "domain_source": ps.domain.source if ps and ps.domain else None,
+                    "reason": decision.reason,
+                }
+            )
         # wrong-entity detection
         for cand in candidates.get(eid, []):
             et = cand_types.get(cand) or EntityTypes((), False, "none", cand)
             st.wrong_pairs += 1
-            d = check_domain(et, ps.domain if ps else None, hierarchy, mode, pid=pid,
-                             carried=pid in carried.get(cand, ()))
+            d = check_domain(
+                et, ps.domain if ps else None, hierarchy, mode, pid=pid, carried=pid in carried.get(cand, ())
+            )
             if et.types and ps is not None and ps.domain is not None:
                 st.wrong_checkable += 1
             if d.outcome is Outcome.CONFLICT:
                 st.wrong_flagged += 1
                 st.wrong_sparing_gold += decision.outcome is not Outcome.CONFLICT
                 if len(st.wrong_examples) < 12:
-                    st.wrong_examples.append({"gold": f"{eid} {nb.label}", "candidate": cand,
-                                              "property": pid, "reason": d.reason})
+                    st.wrong_examples.append(
+                        {"gold": f"{eid} {nb.label}", "candidate": cand, "property": pid, "reason": d.reason}
+                    )
 
 
 # --- the conflict check over gold queries ----------------------------------------------------------------------
 
 
-def conflict_stats(settings: Settings, datasets: list[str], *, endpoint=None, search=None, schema=None,
-                   hierarchy=None, limit: int | None = None, log=None) -> dict[str, Any]:
+def conflict_stats(
+    settings: Settings,
+    datasets: list[str],
+    *,
+    endpoint=None,
+    search=None,
+    schema=None,
+    hierarchy=None,
+    limit: int | None = None,
+    log=None,
+) -> dict[str, Any]:
     """Run the execute tool's conflict check over every gold query (nothing is executed)."""
     log = log or (lambda msg: None)
     with KgServices(settings, endpoint, search, schema, hierarchy) as kg:
@@ -259,8 +309,14 @@ def conflict_stats(settings: Settings, datasets: list[str], *, endpoint=None, se
                 records = records[:limit]
             flagged = required = parsed_n = checked = noted = 0
             parsed_all = [(rec, parse_query(rec.get("sparql") or "", ctx.flavour)) for rec in records]
-            constants = [ctx.flavour.entity_id(t.value) for _, q in parsed_all if q for p in q.patterns
-                         for t in (p.subject, p.obj) if t.kind == "iri"]
+            constants = [
+                ctx.flavour.entity_id(t.value)
+                for _, q in parsed_all
+                if q
+                for p in q.patterns
+                for t in (p.subject, p.obj)
+                if t.kind == "iri"
+            ]
             ctx.entity_types([c for c in constants if c and ctx.flavour.entity_re.match(c)])  # batched prefetch
             for rec, parsed in parsed_all:
                 if parsed is None:
@@ -278,16 +334,27 @@ def conflict_stats(settings: Settings, datasets: list[str], *, endpoint=None, se
                 for c in conflicts:
                     key = (c.pid, c.subject if not c.declared else "?var", tuple(c.types[:3]))
                     offenders[key] += 1
-                    examples.setdefault(key, {
-                        "dataset": name, "id": rec.get("id"), "property": c.pid,
-                        "property_label": ctx.property_label(c.pid), "subject": c.subject,
-                        "types": [f"{t} {ctx.class_label(t)}" for t in c.types[:4]],
-                        "domain": [f"{d} {ctx.class_label(d)}" for d in c.domain[:6]],
-                        "declared_variable": c.declared, "required": c.required,
-                    })
+                    examples.setdefault(
+                        key,
+                        {
+                            "dataset": name,
+                            "id": rec.get("id"),
+                            "property": c.pid,
+                            "property_label": ctx.property_label(c.pid),
+                            "subject": c.subject,
+                            "types": [f"{t} {ctx.class_label(t)}" for t in c.types[:4]],
+                            "domain": [f"{d} {ctx.class_label(d)}" for d in c.domain[:6]],
+                            "declared_variable": c.declared,
+                            "required": c.required,
+                        },
+                    )
             out["datasets"][name] = {
-                "queries": len(records), "parsed": parsed_n, "patterns": checked, "flagged_queries": flagged,
-                "flagged_required": required, "declared_variable_notes": noted,
+                "queries": len(records),
+                "parsed": parsed_n,
+                "patterns": checked,
+                "flagged_queries": flagged,
+                "flagged_required": required,
+                "declared_variable_notes": noted,
                 "false_conflict_rate_pct": round(100.0 * flagged / parsed_n, 2) if parsed_n else None,
                 "seconds": round(time.monotonic() - started, 1),
             }
@@ -297,9 +364,14 @@ def conflict_stats(settings: Settings, datasets: list[str], *, endpoint=None, se
             total_req += required
             total_patterns += checked
             total_noted += noted
-        out["overall"] = {"parsed": total_q, "patterns": total_patterns, "flagged_queries": total_flagged,
-                          "flagged_required": total_req, "declared_variable_notes": total_noted,
-                          "false_conflict_rate_pct": round(100.0 * total_flagged / total_q, 2) if total_q else None}
+        out["overall"] = {
+            "parsed": total_q,
+            "patterns": total_patterns,
+            "flagged_queries": total_flagged,
+            "flagged_required": total_req,
+            "declared_variable_notes": total_noted,
+            "false_conflict_rate_pct": round(100.0 * total_flagged / total_q, 2) if total_q else None,
+        }
         ranked = offenders.most_common()
         worst = [{**examples[key], "count": n} for key, n in ranked if not examples[key]["declared_variable"]][:15]
         worst += [{**examples[key], "count": n} for key, n in ranked if examples[key]["declared_variable"]][:5]
@@ -319,24 +391,42 @@ def _fmt(value, suffix="") -> str:
 
 
 def print_grounding(report: dict[str, Any], out=sys.stdout, details: int = 10) -> None:
-    print(f"\n== {report['dataset']} ({report['questions']} questions, {report['entities_known']}/"
-          f"{report['entity_constants']} entity constants known to {report['endpoint']}, "
-          f"{report['gold_pairs']} gold (entity, property) pairs, {report['seconds']} s)", file=out)
-    head = ("filter", "raw edges", "edge red.", "gold recall (in N(e))", "gold recall (all)", "false confl. gold",
-            "wrong-entity det.", "compatible/conflict/unknown/skipped")
+    print(
+        f"\n== {report['dataset']} ({report['questions']} questions, {report['entities_known']}/"
+        f"{report['entity_constants']} entity constants known to {report['endpoint']}, "
+        f"{report['gold_pairs']} gold (entity, property) pairs, {report['seconds']} s)",
+        file=out,
+    )
+    head = (
+        "filter",
+        "raw edges",
+        "edge red.",
+        "gold recall (in N(e))",
+        "gold recall (all)",
+        "false confl. gold",
+        "wrong-entity det.",
+        "compatible/conflict/unknown/skipped",
+    )
     print(" | ".join(head), file=out)
     for mode, row in report["filters"].items():
         d = row["decisions"]
-        print(" | ".join([
-            mode, str(row["raw_edges"]), _fmt(row["edge_reduction_pct"], "%"),
-            f"{_fmt(row['gold_recall_in_neighbourhood_pct'], '%')} of {row['gold_pairs_in_neighbourhood']}",
-            f"{_fmt(row['gold_recall_all_pairs_pct'], '%')} of {row['gold_pairs']} (raw {_fmt(row['raw_recall_all_pairs_pct'], '%')})",
-            f"{row['false_conflicts_on_gold_pairs']} ({_fmt(row['false_conflict_rate_pct'], '%')})",
-            f"{_fmt(row['wrong_entity_detection_pct'], '%')} of {row['wrong_candidate_pairs']} "
-            f"({_fmt(row['wrong_entity_detection_checkable_pct'], '%')} of {row['wrong_checkable_pairs']} checkable; "
-            f"{_fmt(row['wrong_entity_detection_sparing_gold_pct'], '%')} sparing the gold)",
-            "/".join(str(d.get(k, 0)) for k in ("compatible", "conflict", "unknown", "skipped (no types)")),
-        ]), file=out)
+        print(
+            " | ".join(
+                [
+                    mode,
+                    str(row["raw_edges"]),
+                    _fmt(row["edge_reduction_pct"], "%"),
+                    f"{_fmt(row['gold_recall_in_neighbourhood_pct'], '%')} of {row['gold_pairs_in_neighbourhood']}",
+                    f"{_fmt(row['gold_recall_all_pairs_pct'], '%')} of {row['gold_pairs']} (raw {_fmt(row['raw_recall_all_pairs_pct'], '%')})",
+                    f"{row['false_conflicts_on_gold_pairs']} ({_fmt(row['false_conflict_rate_pct'], '%')})",
+                    f"{_fmt(row['wrong_entity_detection_pct'], '%')} of {row['wrong_candidate_pairs']} "
+                    f"({_fmt(row['wrong_entity_detection_checkable_pct'], '%')} of {row['wrong_checkable_pairs']} checkable; "
+                    f"{_fmt(row['wrong_entity_detection_sparing_gold_pct'], '%')} sparing the gold)",
+                    "/".join(str(d.get(k, 0)) for k in ("compatible", "conflict", "unknown", "skipped (no types)")),
+                ]
+            ),
+            file=out,
+        )
     for mode, row in report["filters"].items():
         removed = row["removed_gold_pairs"]
         if not removed:
@@ -344,36 +434,59 @@ def print_grounding(report: dict[str, Any], out=sys.stdout, details: int = 10) -
         print(f"  gold pairs flagged by {mode} ({len(removed)}):", file=out)
         for r in removed[:details]:
             where = "in N(e)" if r["in_neighbourhood"] else "not in N(e)"
-            print(f"    {r['entity']} {r['label']!r} × {r['property']} {r['property_label']!r} ({where}): types "
-                  f"[{', '.join(r['types'][:3])}] vs domain [{', '.join(r['domain'][:4])}] ({r['domain_source']})", file=out)
+            print(
+                f"    {r['entity']} {r['label']!r} × {r['property']} {r['property_label']!r} ({where}): types "
+                f"[{', '.join(r['types'][:3])}] vs domain [{', '.join(r['domain'][:4])}] ({r['domain_source']})",
+                file=out,
+            )
         if len(removed) > details:
             print(f"    … {len(removed) - details} more", file=out)
 
 
 def print_conflicts(report: dict[str, Any], out=sys.stdout) -> None:
     print(f"Conflict check over gold queries (filter {report['filter']}):", file=out)
-    print("dataset | gold queries parsed | patterns | flagged | flagged (required pattern) | false-conflict rate"
-          " | declared-variable notes", file=out)
+    print(
+        "dataset | gold queries parsed | patterns | flagged | flagged (required pattern) | false-conflict rate"
+        " | declared-variable notes",
+        file=out,
+    )
     for name, row in report["datasets"].items():
-        print(f"{name} | {row['parsed']}/{row['queries']} | {row['patterns']} | {row['flagged_queries']} | "
-              f"{row['flagged_required']} | {_fmt(row['false_conflict_rate_pct'], '%')} | {row['declared_variable_notes']}",
-              file=out)
+        print(
+            f"{name} | {row['parsed']}/{row['queries']} | {row['patterns']} | {row['flagged_queries']} | "
+            f"{row['flagged_required']} | {_fmt(row['false_conflict_rate_pct'], '%')} | {row['declared_variable_notes']}",
+            file=out,
+        )
     o = report["overall"]
-    print(f"overall | {o['parsed']} | {o['patterns']} | {o['flagged_queries']} | {o['flagged_required']} | "
-          f"{_fmt(o['false_conflict_rate_pct'], '%')} | {o['declared_variable_notes']}", file=out)
+    print(
+        f"overall | {o['parsed']} | {o['patterns']} | {o['flagged_queries']} | {o['flagged_required']} | "
+        f"{_fmt(o['false_conflict_rate_pct'], '%')} | {o['declared_variable_notes']}",
+        file=out,
+    )
     if report["worst_offenders"]:
         print("worst offenders (flags on known entities first, then declared-variable notes):", file=out)
         for w in report["worst_offenders"]:
             kind = " (declared variable type: a note, never a block)" if w["declared_variable"] else ""
-            print(f"  {w['count']}× {w['property']} {w['property_label']!r} on {w['subject']} {w['subject_label']!r}{kind} "
-                  f"[{', '.join(w['types'][:3])}] vs domain [{', '.join(w['domain'][:4])}] "
-                  f"(e.g. {w['dataset']} #{w['id']})", file=out)
+            print(
+                f"  {w['count']}× {w['property']} {w['property_label']!r} on {w['subject']} {w['subject_label']!r}{kind} "
+                f"[{', '.join(w['types'][:3])}] vs domain [{', '.join(w['domain'][:4])}] "
+                f"(e.g. {w['dataset']} #{w['id']})",
+                file=out,
+            )
 
 
 # --- CLI -------------------------------------------------------------------------------------------------------------------------
 
-COMMON = ["endpoint", "kg", "cache_dir", "data_dir", "schema_index", "schema_coverage", "coverage_seed",
-          "query_timeout", "search"]
+COMMON = [
+    "endpoint",
+    "kg",
+    "cache_dir",
+    "data_dir",
+    "schema_index",
+    "schema_coverage",
+    "coverage_seed",
+    "query_timeout",
+    "search",
+]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -381,15 +494,24 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     g = sub.add_parser("grounding", help="neighbourhood filtering statistics (paper Table 9)")
     g.add_argument("--dataset", dest="datasets", action="append", required=True, help="benchmark name (repeatable)")
-    g.add_argument("--filter", choices=["bare", "closure", "calibrated", "both", "all"], default="all",
-                   help="domain check: the paper's bare P31 intersection, ours through P279*, the calibrated one "
-                        "(hub classes do not count), both (bare and closure) or all three (default)")
+    g.add_argument(
+        "--filter",
+        choices=["bare", "closure", "calibrated", "both", "all"],
+        default="all",
+        help="domain check: the paper's bare P31 intersection, ours through P279*, the calibrated one "
+        "(hub classes do not count), both (bare and closure) or all three (default)",
+    )
     g.add_argument("--limit", type=int, help="at most this many questions per dataset")
     g.add_argument("--details", type=int, default=10, help="flagged gold pairs listed per filter")
     g.add_argument("--json", action="store_true", help="print the report as JSON")
     add_settings_args(g, COMMON)
     c = sub.add_parser("conflicts", help="the execute tool's conflict check over every gold query")
-    c.add_argument("--dataset", dest="datasets", action="append", help=f"benchmark name (default: {', '.join(WIKIDATA_BENCHMARKS)})")
+    c.add_argument(
+        "--dataset",
+        dest="datasets",
+        action="append",
+        help=f"benchmark name (default: {', '.join(WIKIDATA_BENCHMARKS)})",
+    )
     c.add_argument("--limit", type=int, help="at most this many questions per dataset")
     c.add_argument("--json", action="store_true")
     add_settings_args(c, COMMON + ["filter_mode"])
@@ -397,28 +519,70 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--dataset", dest="datasets", action="append", required=True, help="benchmark name (repeatable)")
     m.add_argument("--split", default="dev", help="dev | train | test (a split name or role; never tune on test)")
     m.add_argument("--limit", type=int, help="at most this many questions per dataset")
-    m.add_argument("--answer-type", choices=["rules", "none"], default="rules",
-                   help="answer type without an LLM: the rule-based cues, or only the yes/no fallback")
-    m.add_argument("--filters", default="bare,closure,calibrated", help="filter modes whose figures are reported ('' for none)")
+    m.add_argument(
+        "--answer-type",
+        choices=["rules", "none"],
+        default="rules",
+        help="answer type without an LLM: the rule-based cues, or only the yes/no fallback",
+    )
+    m.add_argument(
+        "--filters", default="bare,closure,calibrated", help="filter modes whose figures are reported ('' for none)"
+    )
     m.add_argument("--json", action="store_true")
     add_settings_args(m, COMMON)
     return parser
 
 
-FILTER_FIGURES = ("false_conflicts_on_gold_pairs", "false_conflict_rate_pct", "wrong_entity_detection_pct",
-                  "wrong_entity_detection_checkable_pct", "wrong_entity_detection_sparing_gold_pct",
-                  "edge_reduction_pct", "gold_recall_in_neighbourhood_pct")
+FILTER_FIGURES = (
+    "false_conflicts_on_gold_pairs",
+    "false_conflict_rate_pct",
+    "wrong_entity_detection_pct",
+    "wrong_entity_detection_checkable_pct",
+    "wrong_entity_detection_sparing_gold_pct",
+    "edge_reduction_pct",
+    "gold_recall_in_neighbourhood_pct",
+)
 
 
-def components_report(settings: Settings, dataset: str, split: str, *, endpoint: Endpoint, search: Search | None,
-                      limit: int | None, answer_type: str, filter_modes: list[str], log) -> dict[str, Any]:
+def components_report(
+    settings: Settings,
+    dataset: str,
+    split: str,
+    *,
+    endpoint: Endpoint,
+    search: Search | None,
+    limit: int | None,
+    answer_type: str,
+    filter_modes: list[str],
+    log,
+) -> dict[str, Any]:
     """`eval.components.component_stats`, with `stats grounding`'s filter figures per mode beside it."""
     with KgServices(settings, endpoint, search) as kg:
-        report = component_stats(settings, dataset, split, endpoint=kg.endpoint, search=search, schema=kg.schema,
-                                 hierarchy=kg.hierarchy, limit=limit, answer_type=answer_type, log=log)
+        report = component_stats(
+            settings,
+            dataset,
+            split,
+            endpoint=kg.endpoint,
+            search=search,
+            schema=kg.schema,
+            hierarchy=kg.hierarchy,
+            limit=limit,
+            answer_type=answer_type,
+            log=log,
+        )
         if filter_modes:
-            g = grounding_stats(settings, dataset, filter_modes, endpoint=kg.endpoint, search=search, schema=kg.schema,
-                                hierarchy=kg.hierarchy, limit=limit, split=split, log=log)
+            g = grounding_stats(
+                settings,
+                dataset,
+                filter_modes,
+                endpoint=kg.endpoint,
+                search=search,
+                schema=kg.schema,
+                hierarchy=kg.hierarchy,
+                limit=limit,
+                split=split,
+                log=log,
+            )
             report["filters"] = {mode: {k: row[k] for k in FILTER_FIGURES} for mode, row in g["filters"].items()}
     return report
 
@@ -435,9 +599,13 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:  # noqa: BLE001 - no label index for this endpoint: the statistics run without search
             search = None
         if args.command == "grounding":
-            modes = {"both": ["bare", "closure"], "all": ["bare", "closure", "calibrated"]}.get(args.filter, [args.filter])
-            reports = [grounding_stats(settings, name, modes, endpoint=endpoint, search=search, limit=args.limit, log=say)
-                       for name in args.datasets]
+            modes = {"both": ["bare", "closure"], "all": ["bare", "closure", "calibrated"]}.get(
+                args.filter, [args.filter]
+            )
+            reports = [
+                grounding_stats(settings, name, modes, endpoint=endpoint, search=search, limit=args.limit, log=say)
+                for name in args.datasets
+            ]
             if args.json:
                 print(json.dumps(reports if len(reports) > 1 else reports[0], indent=1, ensure_ascii=False))
             else:
@@ -445,17 +613,34 @@ def main(argv: list[str] | None = None) -> int:
                     print_grounding(report, details=args.details)
         elif args.command == "components":
             modes = [m for m in args.filters.split(",") if m]
-            reports = [components_report(settings, name, args.split, endpoint=endpoint, search=search, limit=args.limit,
-                                         answer_type=args.answer_type, filter_modes=modes, log=say)
-                       for name in args.datasets]
+            reports = [
+                components_report(
+                    settings,
+                    name,
+                    args.split,
+                    endpoint=endpoint,
+                    search=search,
+                    limit=args.limit,
+                    answer_type=args.answer_type,
+                    filter_modes=modes,
+                    log=say,
+                )
+                for name in args.datasets
+            ]
             if args.json:
                 print(json.dumps(reports if len(reports) > 1 else reports[0], indent=1, ensure_ascii=False))
             else:
                 for report in reports:
                     print_components(report)
         else:
-            report = conflict_stats(settings, args.datasets or list(WIKIDATA_BENCHMARKS), endpoint=endpoint,
-                                    search=search, limit=args.limit, log=say)
+            report = conflict_stats(
+                settings,
+                args.datasets or list(WIKIDATA_BENCHMARKS),
+                endpoint=endpoint,
+                search=search,
+                limit=args.limit,
+                log=say,
+            )
             if args.json:
                 print(json.dumps(report, indent=1, ensure_ascii=False))
             else:

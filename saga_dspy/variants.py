@@ -28,7 +28,7 @@ class GroundingFlags:
     incoming_edges: bool = True  # the lookup also lists the properties that point at the entity (?x wdt:P wd:E)
 
     @classmethod
-    def for_variant(cls, variant: str) -> "GroundingFlags":
+    def for_variant(cls, variant: str) -> GroundingFlags:
         return variant_of(variant).grounding
 
     @property
@@ -78,11 +78,27 @@ _TABLE = (
     Variant("no-auto-run", GroundingFlags(), AgentFlags(auto_run=False)),
     Variant("no-repeat-assist", GroundingFlags(), AgentFlags(assist_repeats=False)),
     Variant("no-incoming", GroundingFlags(incoming_edges=False), AgentFlags()),  # outgoing properties only
-    Variant("spinach",
-            GroundingFlags(type_filter=False, conflict_check=False, type_state=False, answer_type_prior=False,
-                           schema_annotations=False, prune_all=True, incoming_edges=False),
-            AgentFlags(answer_type_step=False, query_form=False, form_rewrite=False, auto_run=False,
-                       schema_controller=False, reject_empty_stop=False, assist_repeats=False)),
+    Variant(
+        "spinach",
+        GroundingFlags(
+            type_filter=False,
+            conflict_check=False,
+            type_state=False,
+            answer_type_prior=False,
+            schema_annotations=False,
+            prune_all=True,
+            incoming_edges=False,
+        ),
+        AgentFlags(
+            answer_type_step=False,
+            query_form=False,
+            form_rewrite=False,
+            auto_run=False,
+            schema_controller=False,
+            reject_empty_stop=False,
+            assist_repeats=False,
+        ),
+    ),
 )
 VARIANTS: dict[str, Variant] = {v.name: v for v in _TABLE}
 VARIANT_NAMES: tuple[str, ...] = tuple(VARIANTS)

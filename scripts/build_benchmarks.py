@@ -23,9 +23,10 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -33,7 +34,6 @@ if str(REPO) not in sys.path:
 
 from saga_dspy.eval.datasets import BENCHMARKS, RECORD_FIELDS, gold_file_name, write_jsonl_gz  # noqa: E402
 from saga_dspy.kg.results import parse_sparql_json  # noqa: E402
-
 
 # --------------------------------------------------------------------------- sources
 
@@ -98,7 +98,7 @@ def _english(question: list[dict[str, Any]]) -> str:
     return ""
 
 
-def _qald(path: Path, kg: str, split: str, stats: "Stats") -> list[dict[str, Any]]:
+def _qald(path: Path, kg: str, split: str, stats: Stats) -> list[dict[str, Any]]:
     """QALD JSON (QALD-7 task 4, QALD-10): multilingual question, query.sparql, answers."""
     out = []
     for q in _read_json(path)["questions"]:
@@ -121,7 +121,9 @@ def _qald(path: Path, kg: str, split: str, stats: "Stats") -> list[dict[str, Any
     return out
 
 
-def _plain_list(path: Path, kg: str, split: str, stats: "Stats", question_key: str = "question") -> list[dict[str, Any]]:
+def _plain_list(
+    path: Path, kg: str, split: str, stats: Stats, question_key: str = "question"
+) -> list[dict[str, Any]]:
     """A JSON list of {id, question|utterance, sparql[, results]} (SPINACH, WWQ train/dev)."""
     out = []
     for r in _read_json(path):
@@ -140,7 +142,7 @@ def _plain_list(path: Path, kg: str, split: str, stats: "Stats", question_key: s
     return out
 
 
-def _grasp(path: Path, kg: str, split: str, stats: "Stats", drop_invalid: bool = False) -> list[dict[str, Any]]:
+def _grasp(path: Path, kg: str, split: str, stats: Stats, drop_invalid: bool = False) -> list[dict[str, Any]]:
     """GRASP jsonl: id, question, sparql, paraphrases, info (results / invalid)."""
     out = []
     rows = _read_jsonl(path)
@@ -196,7 +198,7 @@ SPECS: list[BenchSpec] = [
         [],
         [
             "Questions: the English string of each QALD question; `answer_type` is QALD's `answertype`, "
-            "`aggregation` QALD's `aggregation` (the strings \"true\"/\"false\" as booleans).",
+            '`aggregation` QALD\'s `aggregation` (the strings "true"/"false" as booleans).',
             "`source_answers` are the answers stored in the QALD file (collected on Wikidata in 2017).",
             "No licence file was part of the source data (ag-sc/QALD); the upstream licence was not verified here.",
         ],
@@ -420,23 +422,28 @@ def carve_dev_splits(out: Path, manifest: dict[str, Any]) -> None:
                 "file": path.name,
                 "count": len(records),
                 "with_source_answers": sum(1 for r in records if r["source_answers"] is not None),
-                "boolean_source_answers": sum(1 for r in records if r["source_answers"] is not None
-                                              and "boolean" in r["source_answers"]),
+                "boolean_source_answers": sum(
+                    1 for r in records if r["source_answers"] is not None and "boolean" in r["source_answers"]
+                ),
                 "bytes": path.stat().st_size,
                 "sha256": _sha256(path),
                 "carved": {**counts, "seed": DEV_SEED, "role": split},
             }
-        note = (f"\n## dev split\n\n`dev.jsonl.gz`: {len(dev)} questions carved from the source train split "
-                f"(seed {DEV_SEED}, `saga_dspy.eval.splits.carve_dev`), none colliding with any test question of a "
-                f"{kg} benchmark ({counts['collide_with_test']} train questions do; "
-                f"{counts['dev_twins_of_earlier_dev']} dev questions are twins of an earlier benchmark's dev "
-                f"questions, preferred so the same questions are held out everywhere). `train.jsonl.gz` holds the "
-                f"other {len(rest)}.\n")
+        note = (
+            f"\n## dev split\n\n`dev.jsonl.gz`: {len(dev)} questions carved from the source train split "
+            f"(seed {DEV_SEED}, `saga_dspy.eval.splits.carve_dev`), none colliding with any test question of a "
+            f"{kg} benchmark ({counts['collide_with_test']} train questions do; "
+            f"{counts['dev_twins_of_earlier_dev']} dev questions are twins of an earlier benchmark's dev "
+            f"questions, preferred so the same questions are held out everywhere). `train.jsonl.gz` holds the "
+            f"other {len(rest)}.\n"
+        )
         with open(out / name / "PROVENANCE.md", "a", encoding="utf-8") as fh:
             fh.write(note)
 
 
-def _write_provenance(bench_dir: Path, spec: BenchSpec, kg: str, rows: list[str], licences: list[str], sources: Path) -> None:
+def _write_provenance(
+    bench_dir: Path, spec: BenchSpec, kg: str, rows: list[str], licences: list[str], sources: Path
+) -> None:
     lines = [f"# {spec.title} — `{spec.name}`", "", f"Knowledge graph: **{kg}**.", ""]
     if spec.splits:
         lines += [
@@ -501,10 +508,16 @@ def freeze_all(out: Path, names: list[str] | None, splits: list[str] | None) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sources", type=Path, default=os.environ.get("SAGA_BENCHMARK_SOURCES") or None,
-                        help="source data folder (with benchmarks/; default: $SAGA_BENCHMARK_SOURCES)")
+    parser.add_argument(
+        "--sources",
+        type=Path,
+        default=os.environ.get("SAGA_BENCHMARK_SOURCES") or None,
+        help="source data folder (with benchmarks/; default: $SAGA_BENCHMARK_SOURCES)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "data" / "benchmarks", help="output folder")
-    parser.add_argument("--freeze-gold", action="store_true", help="execute the gold queries on the configured endpoint")
+    parser.add_argument(
+        "--freeze-gold", action="store_true", help="execute the gold queries on the configured endpoint"
+    )
     parser.add_argument("--benchmarks", nargs="*", help="only these benchmarks (freezing)")
     parser.add_argument("--splits", nargs="*", help="only these splits (freezing)")
     args = parser.parse_args(argv)
@@ -516,7 +529,9 @@ def main(argv: list[str] | None = None) -> int:
         manifest = build(args.sources, args.out)
         for name, entry in manifest.items():
             for split, s in entry["splits"].items():
-                print(f"{name:10s} {split:6s} {s['count']:6d} / {s['source_count']:6d}  {s['bytes']:9,d} B  dropped {s['dropped'] or '-'}")
+                print(
+                    f"{name:10s} {split:6s} {s['count']:6d} / {s['source_count']:6d}  {s['bytes']:9,d} B  dropped {s['dropped'] or '-'}"
+                )
     if args.freeze_gold:
         freeze_all(args.out, args.benchmarks, args.splits)
     return 0

@@ -39,8 +39,9 @@ from saga_dspy.variants import VARIANT_NAMES  # noqa: E402
 POOLS = {"qald10": "train", "qald7": "train", "qald9plus": "train", "wwq": "train"}
 
 
-def build_pool(settings: Settings, dataset: str, split: str, endpoint, search, *, limit: int | None,
-               variant: str, progress: bool) -> tuple[list[dict], dict]:
+def build_pool(
+    settings: Settings, dataset: str, split: str, endpoint, search, *, limit: int | None, variant: str, progress: bool
+) -> tuple[list[dict], dict]:
     from saga_dspy.eval.datasets import BENCHMARKS
     from saga_dspy.eval.evalset import load_eval_set
     from saga_dspy.eval.splits import held_out_firewall
@@ -62,8 +63,15 @@ def build_pool(settings: Settings, dataset: str, split: str, endpoint, search, *
         else:
             items.append(item)
     started = time.monotonic()
-    records, skipped = gold_traces(items, settings=s, endpoint=endpoint, search=search, variant=variant,
-                                   progress=progress, extra={"dataset": dataset, "split": resolved})
+    records, skipped = gold_traces(
+        items,
+        settings=s,
+        endpoint=endpoint,
+        search=search,
+        variant=variant,
+        progress=progress,
+        extra={"dataset": dataset, "split": resolved},
+    )
     stats = {
         "split": resolved,
         "questions": (evalset.filter_report or {}).get("total"),
@@ -96,8 +104,12 @@ def main(argv=None) -> int:
     parser.add_argument("--datasets", nargs="+", default=list(POOLS), choices=list(POOLS))
     parser.add_argument("--out", type=Path, default=default_data_dir() / "demos")
     parser.add_argument("--limit", type=int, default=None, help="at most N answerable questions per dataset")
-    parser.add_argument("--variant", default=SHARED_POOL_VARIANT, choices=VARIANT_NAMES,
-                        help="the variant whose tools record the observations (its pool: <dataset>.<variant>.jsonl)")
+    parser.add_argument(
+        "--variant",
+        default=SHARED_POOL_VARIANT,
+        choices=VARIANT_NAMES,
+        help="the variant whose tools record the observations (its pool: <dataset>.<variant>.jsonl)",
+    )
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
@@ -119,8 +131,16 @@ def main(argv=None) -> int:
     search = open_search(settings, endpoint)
     try:
         for dataset in args.datasets:
-            records, stats = build_pool(settings, dataset, POOLS[dataset], endpoint, search, limit=args.limit,
-                                        variant=args.variant, progress=not args.no_progress)
+            records, stats = build_pool(
+                settings,
+                dataset,
+                POOLS[dataset],
+                endpoint,
+                search,
+                limit=args.limit,
+                variant=args.variant,
+                progress=not args.no_progress,
+            )
             name = pool_file_name(dataset, args.variant)
             path = args.out / name
             tmp = path.with_name(path.name + ".tmp")
@@ -132,19 +152,23 @@ def main(argv=None) -> int:
             stats["variant"] = args.variant  # whose tools recorded the observations
             stats["bytes"] = path.stat().st_size
             manifest["pools"][name] = stats
-            print(f"{dataset}: {stats['records']} demos of {stats['tried']} answerable train questions "
-                  f"(skipped {stats['skipped'] or 'none'}; firewall left out {stats['left_out_by_firewall_total']}: "
-                  f"{stats['left_out_by_firewall'] or 'none'}) -> {path}")
+            print(
+                f"{dataset}: {stats['records']} demos of {stats['tried']} answerable train questions "
+                f"(skipped {stats['skipped'] or 'none'}; firewall left out {stats['left_out_by_firewall_total']}: "
+                f"{stats['left_out_by_firewall'] or 'none'}) -> {path}"
+            )
     finally:
         endpoint.close()
     manifest.pop("variant", None)  # per pool now
-    manifest.update({
-        "built": _dt.datetime.now(_dt.timezone.utc).date().isoformat(),
-        "teacher": "gold (saga_dspy.optimize.gold_teacher.gold_trace: search labels, look up entities, execute the gold query, stop)",
-        "endpoint": "embedded",
-        "versions": {k: v for k, v in versions().items() if k in ("saga_dspy", "dspy", "pyoxigraph", "git")},
-        "format": "saga_dspy.agent.demos (one solved question a line: question, answer_type, query_form, steps, sparql)",
-    })
+    manifest.update(
+        {
+            "built": _dt.datetime.now(_dt.UTC).date().isoformat(),
+            "teacher": "gold (saga_dspy.optimize.gold_teacher.gold_trace: search labels, look up entities, execute the gold query, stop)",
+            "endpoint": "embedded",
+            "versions": {k: v for k, v in versions().items() if k in ("saga_dspy", "dspy", "pyoxigraph", "git")},
+            "format": "saga_dspy.agent.demos (one solved question a line: question, answer_type, query_form, steps, sparql)",
+        }
+    )
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return 0
 

@@ -85,6 +85,7 @@ NUMBER = re.compile(r"^[+-]?\d+(\.\d+)?$")
 
 # --- N-Triples terms ------------------------------------------------------------
 
+
 def iri(value: str) -> str:
     safe = quote(value, safe=":/?#[]@!$&'()*+,;=%-._~")
     return f"<{safe}>"
@@ -153,10 +154,13 @@ def literal_term(value: str) -> str:
 
 # --- readers -------------------------------------------------------------------------
 
+
 def read_tsv(path: Path, header: bool = False):
-    with gzip.open(path, "rt", encoding="utf-8", newline="") if path.suffix == ".gz" else open(
-        path, encoding="utf-8", newline=""
-    ) as handle:
+    with (
+        gzip.open(path, "rt", encoding="utf-8", newline="")
+        if path.suffix == ".gz"
+        else open(path, encoding="utf-8", newline="") as handle
+    ):
         reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
         if header:
             next(reader, None)
@@ -187,7 +191,9 @@ class Sample:
     def add(self, file: str, s: str, p: str, o: str) -> None:
         self.files.setdefault(file, {})[f"{s} <{p}> {o} .\n"] = None
 
-    def statement(self, file: str, subject: str, pid: str, value: str, qualifiers: list[tuple[str, str]], key: str) -> None:
+    def statement(
+        self, file: str, subject: str, pid: str, value: str, qualifiers: list[tuple[str, str]], key: str
+    ) -> None:
         """A truthy triple plus its full statement node, as Wikidata's RDF dump has them."""
         s = entity(subject)
         self.add(file, s, WDT + pid, value)
@@ -204,7 +210,10 @@ class Sample:
         sizes = {}
         for name, lines in sorted(self.files.items()):
             path = out / f"{name}.nt.gz"
-            with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
+            with (
+                open(path, "wb") as raw,
+                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz,
+            ):
                 gz.write("".join(lines).encode("utf-8"))
             sizes[name] = len(lines)
         return sizes

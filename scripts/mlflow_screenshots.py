@@ -44,12 +44,20 @@ from saga_dspy.eval.evalset import load_eval_set  # noqa: E402
 from saga_dspy.eval.runner import evaluate  # noqa: E402
 
 EXPERIMENT = "saga-eval-qald10-test"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def run_eval(store: Path, questions: int) -> str:
     """Two variants into a new store; returns the tracking URI."""
+
     class TwoVariantLM(ScriptedLM):
         """spinach's controller (no answer_type input) answers every other question wrongly."""
 
@@ -69,15 +77,34 @@ def run_eval(store: Path, questions: int) -> str:
             return super().respond(outputs, fields)
 
     uri = f"sqlite:///{store / 'mlflow.db'}"
-    settings = make_settings(dataset="qald10", split="test", limit=questions, lm="scripted", lm_cache=False,
-                             mlflow=True, mlflow_uri=uri, num_threads=2)
+    settings = make_settings(
+        dataset="qald10",
+        split="test",
+        limit=questions,
+        lm="scripted",
+        lm_cache=False,
+        mlflow=True,
+        mlflow_uri=uri,
+        num_threads=2,
+    )
     evalset = load_eval_set(settings, progress=False)
     plans = scripted_plans(evalset.items)
-    wrong = {item.question: [("search_wikidata", {"query": item.question.split()[-1]}),
-                             ("execute_sparql", {"sparql": "SELECT ?x WHERE { VALUES ?x { wd:Q42 } }"}), ("stop", {})]
-             for item in evalset.items[1::2]}
-    evaluate(settings, ["full", "spinach"], out=store / "run", lm=TwoVariantLM(plans, wrong), progress=False,
-             experiment=EXPERIMENT)
+    wrong = {
+        item.question: [
+            ("search_wikidata", {"query": item.question.split()[-1]}),
+            ("execute_sparql", {"sparql": "SELECT ?x WHERE { VALUES ?x { wd:Q42 } }"}),
+            ("stop", {}),
+        ]
+        for item in evalset.items[1::2]
+    }
+    evaluate(
+        settings,
+        ["full", "spinach"],
+        out=store / "run",
+        lm=TwoVariantLM(plans, wrong),
+        progress=False,
+        experiment=EXPERIMENT,
+    )
     return uri
 
 
@@ -89,11 +116,26 @@ def free_port() -> int:
 
 def start_ui(uri: str, store: Path, port: int) -> subprocess.Popen:
     mlflow_exe = Path(sys.executable).with_name("mlflow")
-    cmd = [str(mlflow_exe) if mlflow_exe.exists() else "mlflow", "ui", "--backend-store-uri", uri,
-           "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    cmd = [
+        str(mlflow_exe) if mlflow_exe.exists() else "mlflow",
+        "ui",
+        "--backend-store-uri",
+        uri,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
     log = open(store / "mlflow-ui.log", "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"})
+    proc = subprocess.Popen(
+        cmd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true"},
+    )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -125,9 +167,12 @@ def ids(uri: str) -> dict:
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
     parent = next(r for r in runs if not r.data.tags.get("mlflow.parentRunId"))
     traces = client.search_traces(locations=[exp.experiment_id], max_results=50)
-    return {"experiment": exp.experiment_id, "parent": parent.info.run_id,
-            "children": {r.data.params["variant"]: r.info.run_id for r in children},
-            "trace": traces[0].info.trace_id if traces else None}
+    return {
+        "experiment": exp.experiment_id,
+        "parent": parent.info.run_id,
+        "children": {r.data.params["variant"]: r.info.run_id for r in children},
+        "trace": traces[0].info.trace_id if traces else None,
+    }
 
 
 def close_assistant(page) -> None:
@@ -188,8 +233,10 @@ def screenshots(base: str, found: dict, out: Path, chromium: str) -> list[Path]:
             shots.append(path)
 
         # 1. the experiment as it opens (the runs table), parent expanded
-        page.goto(f"{base}/#/experiments/{exp}/runs?workflowType=machine_learning&viewStateShareKey={SHARED_VIEW}",
-                  wait_until="load")
+        page.goto(
+            f"{base}/#/experiments/{exp}/runs?workflowType=machine_learning&viewStateShareKey={SHARED_VIEW}",
+            wait_until="load",
+        )
         page.wait_for_timeout(4000)
         close_assistant(page)
         expand_parent(page)
@@ -197,8 +244,10 @@ def screenshots(base: str, found: dict, out: Path, chromium: str) -> list[Path]:
 
         # 2. the compare view of the two variants
         runs = json.dumps(list(found["children"].values()))
-        page.goto(f"{base}/#/compare-runs?runs={runs}&experiments={json.dumps([exp])}&workflowType=machine_learning",
-                  wait_until="load")
+        page.goto(
+            f"{base}/#/compare-runs?runs={runs}&experiments={json.dumps([exp])}&workflowType=machine_learning",
+            wait_until="load",
+        )
         page.wait_for_timeout(4000)
         close_assistant(page)
         pick_compare_metrics(page, ("f1", "em", "empty_rate"))

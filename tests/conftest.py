@@ -29,8 +29,9 @@ def make_settings(**overrides) -> Settings:
 
 def scripted_settings(split: str):
     """QALD-10 settings for runs driven by a scripted LM: no pool demos, no tracking, no LM cache."""
-    return make_settings(dataset="qald10", split=split, demos=0, max_steps=6, mlflow=False, lm="scripted",
-                         lm_cache=False)
+    return make_settings(
+        dataset="qald10", split=split, demos=0, max_steps=6, mlflow=False, lm="scripted", lm_cache=False
+    )
 
 
 @pytest.fixture(scope="session")
@@ -92,8 +93,16 @@ def oxigraph_server(store_path):
     """A real `oxigraph serve-read-only` over the sample store; yields its query URL."""
     port = free_port()
     proc = subprocess.Popen(
-        [oxigraph_binary(), "serve-read-only", "--location", str(store_path), "--bind", f"127.0.0.1:{port}",
-         "--timeout-s", "3"],
+        [
+            oxigraph_binary(),
+            "serve-read-only",
+            "--location",
+            str(store_path),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--timeout-s",
+            "3",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -12,9 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, TEST_CACHE, scripted_settings
-
 from helpers.scripted_lm import ScriptedLM
 
 DEAD_LM = ["--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--no-lm-cache", "--lm-retries", "0"]
@@ -23,8 +21,14 @@ DEAD_LM = ["--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--no-lm-c
 def _cli(module: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "SAGA_TEST_CACHE_DIR": str(TEST_CACHE), **(env or {})}
     full_env.pop("SAGA_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", f"saga_dspy.{module}", *args], cwd=REPO, env=full_env,
-                          capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [sys.executable, "-m", f"saga_dspy.{module}", *args],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +57,35 @@ BAD_EVAL_INPUTS = {
     "ids from a missing file": lambda d: _eval_args(d, "--ids", f"@{d / 'nope.txt'}", "--out", str(d / "o5")),
     "missing data file": lambda d: _eval_args(d, "--data-file", str(d / "nope.jsonl"), "--out", str(d / "o6")),
     "invalid UTF-8 data file": lambda d: _eval_args(d, "--data-file", str(d / "latin1.jsonl"), "--out", str(d / "o7")),
-    "cache dir is a file": lambda d: ["--cache-dir", str(d / "a-file"), "--no-mlflow", "--no-progress", *DEAD_LM,
-                                      "--out", str(d / "o8")],
-    "bogus mlflow uri": lambda d: [*_eval_args(d, "--out", str(d / "o9"))[:1], str(TEST_CACHE), "--mlflow",
-                                   "--mlflow-uri", "bogus://nowhere", "--no-progress", "--limit", "1", *DEAD_LM,
-                                   "--out", str(d / "o9")],
-    "endpoint with another scheme": lambda d: _eval_args(d, "--endpoint", "ftp://127.0.0.1/sparql", "--out", str(d / "o10")),
+    "cache dir is a file": lambda d: [
+        "--cache-dir",
+        str(d / "a-file"),
+        "--no-mlflow",
+        "--no-progress",
+        *DEAD_LM,
+        "--out",
+        str(d / "o8"),
+    ],
+    "bogus mlflow uri": lambda d: [
+        *_eval_args(d, "--out", str(d / "o9"))[:1],
+        str(TEST_CACHE),
+        "--mlflow",
+        "--mlflow-uri",
+        "bogus://nowhere",
+        "--no-progress",
+        "--limit",
+        "1",
+        *DEAD_LM,
+        "--out",
+        str(d / "o9"),
+    ],
+    "endpoint with another scheme": lambda d: _eval_args(
+        d, "--endpoint", "ftp://127.0.0.1/sparql", "--out", str(d / "o10")
+    ),
     "corrupt config.json on resume": lambda d: _eval_args(d, "--resume", "--out", str(d / "corrupt-run")),
-    "freebase benchmark on the wikidata sample": lambda d: _eval_args(d, "--dataset", "webqsp", "--out", str(d / "o11")),
+    "freebase benchmark on the wikidata sample": lambda d: _eval_args(
+        d, "--dataset", "webqsp", "--out", str(d / "o11")
+    ),
     "numeric setting out of range": lambda d: _eval_args(d, "--lm-timeout", "0", "--out", str(d / "o12")),
 }
 
@@ -87,8 +112,10 @@ def test_eval_bad_input_is_one_line_and_a_nonzero_exit(case, bad_files, store_pa
 
 OTHER_CLIS = {
     "ask: endpoint scheme": ("ask", ["--endpoint", "ftp://x/sparql", "Who?"]),
-    "optimize: unknown dataset": ("optimize", ["--dataset", "nope", "--split", "train", "--no-mlflow", *DEAD_LM,
-                                               "--cache-dir", str(TEST_CACHE)]),
+    "optimize: unknown dataset": (
+        "optimize",
+        ["--dataset", "nope", "--split", "train", "--no-mlflow", *DEAD_LM, "--cache-dir", str(TEST_CACHE)],
+    ),
     "kg: endpoint scheme": ("kg", ["query", "--endpoint", "gopher://x", "ASK {}"]),
     "schema: missing index": ("schema", ["show", "--schema-index", "/nonexistent/index.json.gz", "P31"]),
     "stats: unknown dataset": ("stats", ["grounding", "--dataset", "nope", "--cache-dir", str(TEST_CACHE)]),
@@ -116,24 +143,35 @@ def test_unexpected_errors_name_the_debug_switch(monkeypatch, capsys):
         run_main(main, ["--debug"])
 
 
-@pytest.mark.parametrize("error,status,said", [
-    ("interrupted", 130, "interrupted"), ("ctrl-c", 130, "interrupted"), ("eval", 2, "error: no gold for x"),
-])
+@pytest.mark.parametrize(
+    "error,status,said",
+    [
+        ("interrupted", 130, "interrupted"),
+        ("ctrl-c", 130, "interrupted"),
+        ("eval", 2, "error: no gold for x"),
+    ],
+)
 def test_run_errors_are_said_once_by_run_main(error, status, said, capsys):
     from saga_dspy.cli import run_main
     from saga_dspy.eval.errors import EvalError, Interrupted
 
     def main(argv):
-        raise {"interrupted": Interrupted("signal 15"), "ctrl-c": KeyboardInterrupt(),
-               "eval": EvalError("no gold for x")}[error]
+        raise {
+            "interrupted": Interrupted("signal 15"),
+            "ctrl-c": KeyboardInterrupt(),
+            "eval": EvalError("no gold for x"),
+        }[error]
 
     assert run_main(main, []) == status
     assert capsys.readouterr().err == said + "\n"
 
 
 ABBREVIATED = {  # a prefix of a real flag, which argparse would take for it by default
-    "eval": ["--lm-cach"], "optimize": ["--lm-cach"], "ask": ["--jso", "Who?"],
-    "stats": ["grounding", "--dataset", "qald10", "--lim", "1"], "kg": ["query", "--endpoin", "embedded", "ASK {}"],
+    "eval": ["--lm-cach"],
+    "optimize": ["--lm-cach"],
+    "ask": ["--jso", "Who?"],
+    "stats": ["grounding", "--dataset", "qald10", "--lim", "1"],
+    "kg": ["query", "--endpoin", "embedded", "ASK {}"],
     "schema": ["show", "--schema-ind", "x.json", "P31"],
 }
 
@@ -170,8 +208,16 @@ def test_warmup_is_kept_out_of_per_question_seconds(endpoint, tmp_path, capsys):
             return super().demo_pool()
 
     settings = scripted_settings("test")
-    results = evaluate(settings, ["full"], out=tmp_path / "w", ids=["0"], lm=ScriptedLM({}), endpoint=endpoint,
-                       progress=False, program_factory=lambda s, e, q: SlowToLoad(s, endpoint=e, search=q))
+    results = evaluate(
+        settings,
+        ["full"],
+        out=tmp_path / "w",
+        ids=["0"],
+        lm=ScriptedLM({}),
+        endpoint=endpoint,
+        progress=False,
+        program_factory=lambda s, e, q: SlowToLoad(s, endpoint=e, search=q),
+    )
     metrics = results["full"].metrics
     assert metrics["warmup_seconds"] >= 5.0
     assert results["full"].lines[0]["counters"]["seconds"] < 5.0  # the 5 s of loading are not the question's
@@ -183,10 +229,20 @@ def test_summary_table_has_a_tokens_column():
     from saga_dspy.eval.metrics import compute_metrics
     from saga_dspy.eval.report import summary_table
 
-    lines = [{"f1": 1.0, "em": True, "final_status": "ok",
-              "counters": {"prompt_tokens": 100, "completion_tokens": 20, "steps": 2}},
-             {"f1": 0.0, "em": False, "final_status": "empty",
-              "counters": {"prompt_tokens": 300, "completion_tokens": 40, "steps": 4}}]
+    lines = [
+        {
+            "f1": 1.0,
+            "em": True,
+            "final_status": "ok",
+            "counters": {"prompt_tokens": 100, "completion_tokens": 20, "steps": 2},
+        },
+        {
+            "f1": 0.0,
+            "em": False,
+            "final_status": "empty",
+            "counters": {"prompt_tokens": 300, "completion_tokens": 40, "steps": 4},
+        },
+    ]
     metrics = compute_metrics(lines)
     assert metrics["mean_tokens"] == pytest.approx(230.0)
     header, _, row = summary_table({"full": metrics}).splitlines()
@@ -207,12 +263,20 @@ def test_a_local_models_runtime_is_kept_with_the_metrics(endpoint, tmp_path, mon
     lm = ScriptedLM({})
     lm.llama_engine = Engine(llama=object(), n_threads=2, write_markers=False)
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # as `choose_wait_policy` sets it on a busy machine
-    results = evaluate(scripted_settings("test"), ["full"], out=tmp_path / "r", ids=["0"], lm=lm, endpoint=endpoint,
-                       progress=False)
+    results = evaluate(
+        scripted_settings("test"), ["full"], out=tmp_path / "r", ids=["0"], lm=lm, endpoint=endpoint, progress=False
+    )
     runtime = {"n_threads": 2, "omp_wait_policy": "PASSIVE", "write_markers": False}
     assert results["full"].metrics["lm_runtime"] == runtime and Engine.loads == 1  # loaded in the warm-up
     assert json.loads((tmp_path / "r" / "metrics.json").read_text())["lm_runtime"] == runtime
     # a served LM has no such engine: nothing is recorded
-    plain = evaluate(scripted_settings("test"), ["full"], out=tmp_path / "s", ids=["0"], lm=ScriptedLM({}),
-                     endpoint=endpoint, progress=False)
+    plain = evaluate(
+        scripted_settings("test"),
+        ["full"],
+        out=tmp_path / "s",
+        ids=["0"],
+        lm=ScriptedLM({}),
+        endpoint=endpoint,
+        progress=False,
+    )
     assert "lm_runtime" not in plain["full"].metrics

@@ -6,15 +6,18 @@ import json
 
 import pytest
 
-from saga_dspy.grounding.flavours import WIKIDATA
 from saga_dspy.eval.gold_pairs import gold_queries
+from saga_dspy.grounding.flavours import WIKIDATA
 from saga_dspy.stats import conflict_stats, grounding_stats, main
 
 
 def test_gold_pairs_are_subject_constants_with_their_properties():
     records = [
         {"id": "a", "sparql": "SELECT ?x WHERE { wd:Q11817 wdt:P607 ?x . ?x wdt:P31 wd:Q198 . ?y ^wdt:P26 wd:Q11817 }"},
-        {"id": "b", "sparql": "SELECT ?f WHERE { ?f wdt:P57 wd:Q315087 ; wdt:P161 wd:Q40523 . MINUS { wd:Q1 wdt:P2 ?f } }"},
+        {
+            "id": "b",
+            "sparql": "SELECT ?f WHERE { ?f wdt:P57 wd:Q315087 ; wdt:P161 wd:Q40523 . MINUS { wd:Q1 wdt:P2 ?f } }",
+        },
         {"id": "c", "sparql": "ASK { wd:Q1 p:P39 ?s . ?s ps:P39 wd:Q11696 }"},
         {"id": "d", "sparql": "SELECT WHERE {"},
     ]
@@ -49,7 +52,7 @@ def test_grounding_stats_closure_keeps_gold_properties(qald7):
     # detection that spares the gold entity is part of detection; bare flags many gold entities too
     for row in (bare, closure):
         assert 0 <= row["wrong_entity_detection_sparing_gold_pct"] <= row["wrong_entity_detection_pct"]
-    assert (bare["wrong_entity_detection_sparing_gold_pct"] < bare["wrong_entity_detection_pct"])
+    assert bare["wrong_entity_detection_sparing_gold_pct"] < bare["wrong_entity_detection_pct"]
 
 
 def test_candidates_carried_properties(settings, endpoint):
@@ -71,18 +74,41 @@ def test_gold_queries_raise_almost_no_false_conflicts(settings, endpoint, search
 
 
 def test_stats_cli_json(capsys, settings):
-    assert main(["conflicts", "--dataset", "qald7", "--limit", "10", "--json", "--cache-dir", str(settings.cache_dir)]) == 0
+    assert (
+        main(["conflicts", "--dataset", "qald7", "--limit", "10", "--json", "--cache-dir", str(settings.cache_dir)])
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["datasets"]["qald7"]["parsed"] == 10
 
 
 def test_components_cli(settings, capsys):
-    assert main(["components", "--dataset", "qald7", "--split", "train", "--limit", "30", "--json",
-                 "--filters", "closure,calibrated", "--cache-dir", str(settings.cache_dir)]) == 0
+    assert (
+        main(
+            [
+                "components",
+                "--dataset",
+                "qald7",
+                "--split",
+                "train",
+                "--limit",
+                "30",
+                "--json",
+                "--filters",
+                "closure,calibrated",
+                "--cache-dir",
+                str(settings.cache_dir),
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["split"] == "train" and report["questions"] == 30
     pr = report["property_ranking"]
-    assert pr["gold_pairs_known_entity"] > 0 and pr["recall_at_10_in_neighbourhood_pct"] >= pr["recall_at_1_in_neighbourhood_pct"]
+    assert (
+        pr["gold_pairs_known_entity"] > 0
+        and pr["recall_at_10_in_neighbourhood_pct"] >= pr["recall_at_1_in_neighbourhood_pct"]
+    )
     assert report["observation_tokens"]["median"] > 0 and report["answer_type"]["questions"] > 0
     assert set(report["filters"]) == {"closure", "calibrated"}
     cq = report["candidate_query"]  # the proposal or, where there is none, the best candidate: never worse

@@ -16,8 +16,18 @@ PACKAGE = Path(__file__).resolve().parents[1] / "saga_dspy"
 
 
 def test_the_table():
-    assert VARIANT_NAMES == ("full", "no-type-filter", "no-type-state", "no-answer-type", "no-query-form",
-                             "no-form-rewrite", "no-auto-run", "no-repeat-assist", "no-incoming", "spinach")
+    assert VARIANT_NAMES == (
+        "full",
+        "no-type-filter",
+        "no-type-state",
+        "no-answer-type",
+        "no-query-form",
+        "no-form-rewrite",
+        "no-auto-run",
+        "no-repeat-assist",
+        "no-incoming",
+        "spinach",
+    )
     assert [n for n in VARIANT_NAMES if variant_of(n).is_full] == ["full"]
     assert get_args(Variant) == VARIANT_NAMES  # the settings accept exactly the table's names
     assert variant_of("full").grounding == GroundingFlags() and variant_of("full").agent.answer_type_step
@@ -40,6 +50,11 @@ def test_the_table():
 def test_no_variant_name_is_compared_outside_the_table():
     names = "|".join(re.escape(n) for n in VARIANT_NAMES)
     compare = re.compile(rf"""[!=]=\s*["']({names})["']|["']({names})["']\s*[!=]=|in \(["']({names})["']""")
-    offenders = [f"{path.relative_to(PACKAGE)}:{i}" for path in PACKAGE.rglob("*.py") if path.name != "variants.py"
-                 for i, line in enumerate(path.read_text().splitlines(), 1) if compare.search(line)]
+    offenders = [
+        f"{path.relative_to(PACKAGE)}:{i}"
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "variants.py"
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if compare.search(line)
+    ]
     assert offenders == []

@@ -23,10 +23,14 @@ HUMAN, LOCATION = "Q5", "Q2221906"  # human; geographic location
 _QUANTITY = re.compile(
     r"\bhow\s+(many|much|tall|high|long|big|old|large|deep|far|heavy|wide|fast|often)\b|\bnumber\s+of\b|"
     r"\bcount\s+(the|all)\b|\b(population|height|elevation|area|length|budget|revenue|net worth|salary|"
-    r"altitude|depth|weight|speed|age|gdp|temperature|distance|score|capacity|duration|runtime)\s+of\b", re.I)
+    r"altitude|depth|weight|speed|age|gdp|temperature|distance|score|capacity|duration|runtime)\s+of\b",
+    re.I,
+)
 _DATE = re.compile(
     r"^\s*(when|since when)\b|\b(what|which|in what|in which)\s+(year|date|day|month|century|decade|time)\b|"
-    r"\bbirth\s*days?\b|\bbirth\s*dates?\b|\bdate\s+of\b|\b(year|day)\s+of\b|\bwhat\s+time\b", re.I)
+    r"\bbirth\s*days?\b|\bbirth\s*dates?\b|\bdate\s+of\b|\b(year|day)\s+of\b|\bwhat\s+time\b",
+    re.I,
+)
 _WHO = re.compile(r"^\s*(who|whom|whose)\b|\b(who|whom)\s+(is|was|are|were|did|does|has|had)\b", re.I)
 _WHERE = re.compile(r"^\s*(where|from where)\b|\bwhere\s+(is|was|are|were|did|does)\b", re.I)
 _WORD = r"(?:[a-z](?:\.[a-z])+\.?|[a-z][a-z-]*)"  # a word, or a dotted abbreviation ("U.S.")
@@ -34,19 +38,60 @@ _HEAD = re.compile(
     r"\b(?:which|what|(?:give\s+me\s+|show\s+me\s+)?(?:a\s+)?list\s+of(?:\s+all)?|list(?:\s+all)?|"
     r"give\s+me(?:\s+all)?|show\s+me(?:\s+all)?|name(?:\s+all)?|all)\s+"
     rf"(?:(?:the|of the|are the|is the|was the|were the)\s+)?({_WORD}(?:\s+of\s+{_WORD}|\s+{_WORD})?)",
-    re.I)
+    re.I,
+)
 # "what form of government": the class is the whole phrase, else the noun after "of"
 _OF_WORDS = frozenset({"form", "forms", "kind", "kinds", "type", "types", "sort", "sorts", "name", "names"})
-_PERSON_NOUNS = frozenset({"person", "people", "actor", "actress", "author", "writer", "president", "politician",
-                           "player", "singer", "musician", "scientist", "artist", "king", "queen", "director",
-                           "wife", "husband", "child", "son", "daughter", "founder", "member", "leader", "mayor",
-                           "chancellor", "prime", "governor", "painter", "poet", "composer", "astronaut"})
+_PERSON_NOUNS = frozenset(
+    {
+        "person",
+        "people",
+        "actor",
+        "actress",
+        "author",
+        "writer",
+        "president",
+        "politician",
+        "player",
+        "singer",
+        "musician",
+        "scientist",
+        "artist",
+        "king",
+        "queen",
+        "director",
+        "wife",
+        "husband",
+        "child",
+        "son",
+        "daughter",
+        "founder",
+        "member",
+        "leader",
+        "mayor",
+        "chancellor",
+        "prime",
+        "governor",
+        "painter",
+        "poet",
+        "composer",
+        "astronaut",
+    }
+)
 _PLACE_NOUNS = frozenset({"place", "location", "country", "city", "town", "state", "region", "continent", "where"})
 # everyday nouns whose Wikidata class is labelled otherwise
-_CLASS_WORDS = {"movie": "film", "boardgame": "board game", "tv show": "television series", "show": "television series",
-                "song": "musical work", "firm": "business", "band": "musical group"}
-_NOT_HEAD = frozenset({"is", "was", "are", "were", "the", "a", "an", "of", "do", "does", "did", "kind", "type",
-                       "sort", "has", "have"})
+_CLASS_WORDS = {
+    "movie": "film",
+    "boardgame": "board game",
+    "tv show": "television series",
+    "show": "television series",
+    "song": "musical work",
+    "firm": "business",
+    "band": "musical group",
+}
+_NOT_HEAD = frozenset(
+    {"is", "was", "are", "were", "the", "a", "an", "of", "do", "does", "did", "kind", "type", "sort", "has", "have"}
+)
 
 
 @dataclass(frozen=True)
@@ -81,8 +126,9 @@ def rule_answer_type(question: str, schema: SchemaIndex | None = None) -> Answer
                 return AnswerCue("person", HUMAN, cue=f"head noun {phrase!r}")
             qid = _phrase_class(phrase, schema)
             if qid:
-                return AnswerCue(schema.class_label(qid) if schema is not None else single, qid,
-                                 cue=f"head noun {phrase!r}")
+                return AnswerCue(
+                    schema.class_label(qid) if schema is not None else single, qid, cue=f"head noun {phrase!r}"
+                )
             if single in _PLACE_NOUNS:
                 return AnswerCue("location", LOCATION, cue=f"head noun {phrase!r}")
     return AnswerCue("entity", confident=False, cue="no cue")
@@ -110,8 +156,11 @@ def _head_phrases(head: list[str], words: list[str]) -> list[str]:
 def _phrase_class(phrase: str, schema: SchemaIndex | None) -> str:
     """The class a phrase names: its stemmed form's label, the phrase's own, or an everyday synonym's."""
     single = " ".join(stem(w) for w in phrase.split())
-    return (class_for(single, schema) or class_for(phrase, schema)
-            or class_for(_CLASS_WORDS.get(single) or _CLASS_WORDS.get(phrase.removesuffix("s"), ""), schema))
+    return (
+        class_for(single, schema)
+        or class_for(phrase, schema)
+        or class_for(_CLASS_WORDS.get(single) or _CLASS_WORDS.get(phrase.removesuffix("s"), ""), schema)
+    )
 
 
 _HOW_MANY = re.compile(rf"\bhow\s+many\s+({_WORD}(?:\s+{_WORD})?)", re.I)
@@ -147,7 +196,6 @@ def _label_table(schema: SchemaIndex) -> dict[str, str]:
         if low not in table or id_order(qid) < id_order(table[low]):
             table[low] = qid
     return table
-
 
 
 def decides(cue: AnswerCue) -> bool:

@@ -8,35 +8,121 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, field_validator
 
-
 SCALAR_TYPES = ("boolean", "quantity", "date", "string")
 _SCALAR_SYNONYMS: dict[str, str] = {}
-for _word in ("boolean", "bool", "yes/no", "yes or no", "yes-no", "yesno", "true/false", "true or false",
-              "truth value", "binary", "ask"):
+for _word in (
+    "boolean",
+    "bool",
+    "yes/no",
+    "yes or no",
+    "yes-no",
+    "yesno",
+    "true/false",
+    "true or false",
+    "truth value",
+    "binary",
+    "ask",
+):
     _SCALAR_SYNONYMS[_word] = "boolean"
-for _word in ("quantity", "number", "numeric", "numerical", "count", "integer", "int", "float", "decimal",
-              "amount", "numeric value", "number of", "measure", "measurement", "percentage", "age",
-              "population", "height", "length", "area", "price"):
+for _word in (
+    "quantity",
+    "number",
+    "numeric",
+    "numerical",
+    "count",
+    "integer",
+    "int",
+    "float",
+    "decimal",
+    "amount",
+    "numeric value",
+    "number of",
+    "measure",
+    "measurement",
+    "percentage",
+    "age",
+    "population",
+    "height",
+    "length",
+    "area",
+    "price",
+):
     _SCALAR_SYNONYMS[_word] = "quantity"
-for _word in ("date", "time", "datetime", "date time", "year", "day", "month", "point in time", "time point",
-              "birth date", "date of birth", "death date", "timestamp", "century", "decade"):
+for _word in (
+    "date",
+    "time",
+    "datetime",
+    "date time",
+    "year",
+    "day",
+    "month",
+    "point in time",
+    "time point",
+    "birth date",
+    "date of birth",
+    "death date",
+    "timestamp",
+    "century",
+    "decade",
+):
     _SCALAR_SYNONYMS[_word] = "date"
-for _word in ("string", "text", "literal", "name", "label", "word", "code", "identifier", "id",
-              "phrase", "motto", "slogan"):
+for _word in (
+    "string",
+    "text",
+    "literal",
+    "name",
+    "label",
+    "word",
+    "code",
+    "identifier",
+    "id",
+    "phrase",
+    "motto",
+    "slogan",
+):
     _SCALAR_SYNONYMS[_word] = "string"
 
 
 # Well-known classes: their QIDs win over whatever the LM wrote (small models get them wrong).
 COMMON_TYPE_QIDS: dict[str, str] = {
-    "person": "Q5", "human": "Q5", "people": "Q5", "man": "Q5", "woman": "Q5",
-    "country": "Q6256", "city": "Q515", "film": "Q11424", "movie": "Q11424",
-    "organization": "Q43229", "organisation": "Q43229", "company": "Q783794", "award": "Q618779",
-    "language": "Q34770", "university": "Q3918", "sports team": "Q12973014", "book": "Q571",
-    "river": "Q4022", "mountain": "Q8502", "lake": "Q23397", "album": "Q482994", "song": "Q7366",
-    "band": "Q215380", "musical group": "Q215380", "political party": "Q7278", "television series": "Q5398426",
-    "tv series": "Q5398426", "island": "Q23442", "continent": "Q5107", "planet": "Q634",
-    "literary work": "Q7725634", "novel": "Q8261", "painting": "Q3305213", "building": "Q41176",
-    "programming language": "Q9143", "video game": "Q7889", "occupation": "Q12737077", "religion": "Q9174",
+    "person": "Q5",
+    "human": "Q5",
+    "people": "Q5",
+    "man": "Q5",
+    "woman": "Q5",
+    "country": "Q6256",
+    "city": "Q515",
+    "film": "Q11424",
+    "movie": "Q11424",
+    "organization": "Q43229",
+    "organisation": "Q43229",
+    "company": "Q783794",
+    "award": "Q618779",
+    "language": "Q34770",
+    "university": "Q3918",
+    "sports team": "Q12973014",
+    "book": "Q571",
+    "river": "Q4022",
+    "mountain": "Q8502",
+    "lake": "Q23397",
+    "album": "Q482994",
+    "song": "Q7366",
+    "band": "Q215380",
+    "musical group": "Q215380",
+    "political party": "Q7278",
+    "television series": "Q5398426",
+    "tv series": "Q5398426",
+    "island": "Q23442",
+    "continent": "Q5107",
+    "planet": "Q634",
+    "literary work": "Q7725634",
+    "novel": "Q8261",
+    "painting": "Q3305213",
+    "building": "Q41176",
+    "programming language": "Q9143",
+    "video game": "Q7889",
+    "occupation": "Q12737077",
+    "religion": "Q9174",
 }
 
 
@@ -102,7 +188,7 @@ class AnswerTypeInfo(BaseModel):
         return text if (_WIKIDATA_QID.match(text) or _FREEBASE_TYPE.match(text)) else normalize_answer_qid(text)
 
     @classmethod
-    def from_raw(cls, label: Any, qid: Any, kg: str = "wikidata") -> "AnswerTypeInfo":
+    def from_raw(cls, label: Any, qid: Any, kg: str = "wikidata") -> AnswerTypeInfo:
         norm_label = normalize_answer_label(label)
         norm_qid = "" if norm_label in SCALAR_TYPES else normalize_answer_qid(qid, kg)
         if kg == "wikidata" and norm_label in COMMON_TYPE_QIDS:
@@ -139,5 +225,7 @@ def answer_type_demos(kg: str = "wikidata") -> list[dspy.Example]:
         ("How many moons does Mars have?", "quantity", ""),
         ("When did the Berlin Wall fall?", "date", ""),
     ]
-    return [dspy.Example(question=q, answer_type_label=label, answer_type_qid=qid).with_inputs("question")
-            for q, label, qid in rows]
+    return [
+        dspy.Example(question=q, answer_type_label=label, answer_type_qid=qid).with_inputs("question")
+        for q, label, qid in rows
+    ]

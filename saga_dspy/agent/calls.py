@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter
-from typing import Iterator
+from collections.abc import Iterator
 
 import dspy
 from dspy.adapters.chat_adapter import ChatAdapter
@@ -77,20 +77,26 @@ class QuestionCalls(BaseCallback):
     def one_call(self) -> Iterator[None]:
         """Around a predictor call: without a spare call for it, the adapter's JSON retry of an unreadable reply is off."""
         adapter = dspy.settings.adapter
-        if self.left() >= 2 or not (adapter is None or (isinstance(adapter, ChatAdapter)
-                                                        and not isinstance(adapter, JSONAdapter))):
+        if self.left() >= 2 or not (
+            adapter is None or (isinstance(adapter, ChatAdapter) and not isinstance(adapter, JSONAdapter))
+        ):
             yield
             return
-        single = ChatAdapter(callbacks=list(getattr(adapter, "callbacks", None) or []),
-                             use_json_adapter_fallback=False)
+        single = ChatAdapter(callbacks=list(getattr(adapter, "callbacks", None) or []), use_json_adapter_fallback=False)
         with dspy.context(adapter=single):
             yield
 
     def counters(self) -> dict[str, int]:
         """A prediction's LM counters: all calls, controller turns, and the spare calls by kind."""
         taken = self.taken
-        return {"lm_calls": self.calls, "lm_steps": self.turns, "answer_type_calls": taken["answer_type"],
-                "prunes": taken["prune"], "extracts": taken["extract"], "checks": taken["check"]}
+        return {
+            "lm_calls": self.calls,
+            "lm_steps": self.turns,
+            "answer_type_calls": taken["answer_type"],
+            "prunes": taken["prune"],
+            "extracts": taken["extract"],
+            "checks": taken["check"],
+        }
 
 
 __all__ = ["CALL_KINDS", "SPARE_CALLS", "QuestionCalls", "is_context_overflow"]

@@ -29,7 +29,9 @@ _COMPACT_RANGE = re.compile(r" \[range: [^\]\n]*(?:\]|…|$)", re.M)
 _SEARCH_SCHEMA = re.compile(r" \[domain: [^\n]*")  # '[domain: … | range: …]', last on its line (maybe clipped)
 _SEARCH_TYPES = re.compile(r" \[(?:class; subclass of [^\]\n]*|no types|[^\]\n]*)\]$", re.M)
 _EXPECTED_LINE = re.compile(r"^Expected answer type:.*$\n?", re.M)
-_INCOMING = re.compile(r"^Incoming:.*$\n?(?:^  ← .*$\n?)*", re.M)  # the section (or its compact line, or its clipped header)
+_INCOMING = re.compile(
+    r"^Incoming:.*$\n?(?:^  ← .*$\n?)*", re.M
+)  # the section (or its compact line, or its clipped header)
 _NEXT_INCOMING = re.compile(r"^Next: (?:the items asked for point at this entity; )?execute e\.g\. .*$", re.M)
 
 

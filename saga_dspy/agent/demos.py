@@ -34,9 +34,10 @@ import logging
 import math
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Protocol
 
 import dspy
 
@@ -56,7 +57,9 @@ STOPWORDS = frozenset(
     his her he she they them me give list all name tell show please""".split()
 )
 _WORD = re.compile(r"[\w]+", re.UNICODE)
-DEMO_OBSERVATION_CHARS: int = Settings.model_fields["demo_observation_chars"].default  # a demo observation is clipped to this
+DEMO_OBSERVATION_CHARS: int = Settings.model_fields[
+    "demo_observation_chars"
+].default  # a demo observation is clipped to this
 OUTPUT_TOOLS = {"execute": "execute_sparql", "lookup": "get_wikidata_entry"}  # demo outputs besides stop
 PROTOCOL = frozenset({"search_wikidata", "get_wikidata_entry", "execute_sparql"})  # what a filler demo must show
 DEMO_STEPS = 8  # at most this many steps of a demo trajectory are shown (the last ones)
@@ -170,15 +173,29 @@ def _steps_of(record: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
             except ValueError:
                 args = {}
         name = "stop" if raw["tool_name"] == "finish" else str(raw["tool_name"])
-        steps.append((Step(str(raw.get("thought") or ""), name, dict(args) if isinstance(args, dict) else {},
-                           str(raw.get("observation") or "")), raw))
+        steps.append(
+            (
+                Step(
+                    str(raw.get("thought") or ""),
+                    name,
+                    dict(args) if isinstance(args, dict) else {},
+                    str(raw.get("observation") or ""),
+                ),
+                raw,
+            )
+        )
     if steps and steps[-1][0].tool_name != "stop":
         steps.append((Step("The last query returns the answer, so it is the final query.", "stop", {}, ""), {}))
     return steps
 
 
-def record_to_example(record: dict[str, Any], *, spinach: bool = False, output: str = "stop",
-                      observation_chars: int = DEMO_OBSERVATION_CHARS) -> dspy.Example | None:
+def record_to_example(
+    record: dict[str, Any],
+    *,
+    spinach: bool = False,
+    output: str = "stop",
+    observation_chars: int = DEMO_OBSERVATION_CHARS,
+) -> dspy.Example | None:
     """One pool record as a demonstration of the controller's step predictor (None if unusable).
 
     `output="stop"`: the whole trajectory as input and the final stop as output (a whole solved
@@ -208,20 +225,41 @@ def record_to_example(record: dict[str, Any], *, spinach: bool = False, output: 
     type_context = raw.get("type_context") or record.get("type_context") or "(none yet)"
     knowledge_log = raw.get("knowledge_log") or record.get("knowledge_log") or "(none yet)"
     shown_form = str(record.get("shown_form") or form).upper()  # a variant's view may hold the controller to no form
-    return controller_example(question, shown, at - len(shown), target, spinach=spinach, answer_type=str(answer_type),
-                              form=shown_form, type_context=str(type_context), knowledge_log=str(knowledge_log),
-                              observation_chars=observation_chars)
+    return controller_example(
+        question,
+        shown,
+        at - len(shown),
+        target,
+        spinach=spinach,
+        answer_type=str(answer_type),
+        form=shown_form,
+        type_context=str(type_context),
+        knowledge_log=str(knowledge_log),
+        observation_chars=observation_chars,
+    )
 
 
-def controller_example(question: str, shown: list[Step], first_index: int, target: Step, *, spinach: bool,
-                       answer_type: str, form: str, type_context: str, knowledge_log: str,
-                       observation_chars: int = DEMO_OBSERVATION_CHARS) -> dspy.Example:
+def controller_example(
+    question: str,
+    shown: list[Step],
+    first_index: int,
+    target: Step,
+    *,
+    spinach: bool,
+    answer_type: str,
+    form: str,
+    type_context: str,
+    knowledge_log: str,
+    observation_chars: int = DEMO_OBSERVATION_CHARS,
+) -> dspy.Example:
     """The one builder of a controller demonstration: the steps shown before as the trajectory, the target
     step as the output (used for the agent's pools and for the gold teacher's compiled demos)."""
-    trajectory = render_trajectory(shown, budget=None, observation_chars=observation_chars,
-                                   first_index=first_index)
-    outputs = {"next_thought": target.thought, "next_tool_name": target.tool_name,
-               "next_tool_args": json.dumps(target.tool_args, ensure_ascii=False)}
+    trajectory = render_trajectory(shown, budget=None, observation_chars=observation_chars, first_index=first_index)
+    outputs = {
+        "next_thought": target.thought,
+        "next_tool_name": target.tool_name,
+        "next_tool_args": json.dumps(target.tool_args, ensure_ascii=False),
+    }
     if spinach:
         inputs = {"question": question, "trajectory": trajectory}
     else:
@@ -240,8 +278,14 @@ def controller_example(question: str, shown: list[Step], first_index: int, targe
 class DemoPool:
     """Solved questions to pick controller demonstrations from, by BM25 similarity of the question."""
 
-    def __init__(self, records: Iterable[dict[str, Any]] = (), *, spinach: bool = False,
-                 variant: Variant | None = None, observation_chars: int = DEMO_OBSERVATION_CHARS):
+    def __init__(
+        self,
+        records: Iterable[dict[str, Any]] = (),
+        *,
+        spinach: bool = False,
+        variant: Variant | None = None,
+        observation_chars: int = DEMO_OBSERVATION_CHARS,
+    ):
         """`variant`: render each record as that variant's tools show it (agent.demo_views); `spinach`
         (or a variant without the schema controller) renders the SPINACH controller's inputs;
         `observation_chars`: each observation of a demo trajectory is clipped to this."""
@@ -255,7 +299,9 @@ class DemoPool:
                     self.dropped += 1
                     continue
             try:
-                render = functools.partial(record_to_example, record, spinach=spinach, observation_chars=observation_chars)
+                render = functools.partial(
+                    record_to_example, record, spinach=spinach, observation_chars=observation_chars
+                )
                 example = render()
                 execute = render(output="execute") if example is not None else None
                 lookup = render(output="lookup") if example is not None else None
@@ -265,15 +311,31 @@ class DemoPool:
             if example is not None:
                 form = str(record.get("query_form") or _form_of(str(record.get("sparql") or ""))).upper()
                 tools = {str(st.get("tool_name")) for st in record.get("steps") or [] if isinstance(st, dict)}
-                self.records.append(DemoRecord(str(record["question"]), example, record.get("id"), execute,
-                                               form, len(record.get("steps") or []),
-                                               len(str(record.get("sparql") or "")),
-                                               PROTOCOL <= tools, lookup, str(record.get("sparql") or "")))
+                self.records.append(
+                    DemoRecord(
+                        str(record["question"]),
+                        example,
+                        record.get("id"),
+                        execute,
+                        form,
+                        len(record.get("steps") or []),
+                        len(str(record.get("sparql") or "")),
+                        PROTOCOL <= tools,
+                        lookup,
+                        str(record.get("sparql") or ""),
+                    )
+                )
         self._index = BM25([tokenize(r.question) for r in self.records])
 
     @classmethod
-    def from_file(cls, path: str | Path, *, spinach: bool = False, variant: Variant | None = None,
-                  observation_chars: int = DEMO_OBSERVATION_CHARS) -> "DemoPool":
+    def from_file(
+        cls,
+        path: str | Path,
+        *,
+        spinach: bool = False,
+        variant: Variant | None = None,
+        observation_chars: int = DEMO_OBSERVATION_CHARS,
+    ) -> DemoPool:
         records = []
         with open(path, encoding="utf-8") as handle:
             for number, line in enumerate(handle, 1):
@@ -291,20 +353,25 @@ class DemoPool:
 
     def _fillers(self, own: str, n: int, form: str | None, exclude: set[int], allow: Allow | None = None) -> list[int]:
         """The n shortest records that show the whole protocol, of the form where possible."""
+
         def rank(i: int) -> tuple:
             r = self.records[i]
             return (form is not None and r.form != form.upper(), not r.complete, r.steps, r.query_chars, i)
 
-        usable = [i for i in range(len(self.records))
-                  if i not in exclude and _norm_question(self.records[i].question) != own and self._allowed(i, allow)]
+        usable = [
+            i
+            for i in range(len(self.records))
+            if i not in exclude and _norm_question(self.records[i].question) != own and self._allowed(i, allow)
+        ]
         return sorted(usable, key=rank)[:n]
 
     def _allowed(self, index: int, allow: Allow | None) -> bool:
         record = self.records[index]
         return allow is None or allow(record.question, record.sparql)
 
-    def select_guarded(self, question: str, k: int, form: str | None = None,
-                       allow: Allow | None = None, anchors: int = 0) -> tuple[list[dspy.Example], int]:
+    def select_guarded(
+        self, question: str, k: int, form: str | None = None, allow: Allow | None = None, anchors: int = 0
+    ) -> tuple[list[dspy.Example], int]:
         """`select` with a firewall: `allow(demo_question, demo_sparql)` says whether a record may be
         shown to this question. Returns (demos, how many records the unguarded choice would have
         shown that `allow` refused); the refused ones are replaced by the next best."""
@@ -331,8 +398,9 @@ class DemoPool:
         model's prefix cache then evaluates the anchors once per run instead of once per question."""
         return self._render(*self._choose(question, k, form, anchors=anchors))
 
-    def _choose(self, question: str, k: int, form: str | None, allow: Allow | None = None,
-                anchors: int = 0) -> tuple[list[int], int]:
+    def _choose(
+        self, question: str, k: int, form: str | None, allow: Allow | None = None, anchors: int = 0
+    ) -> tuple[list[int], int]:
         """The indices `select` shows, most relevant first (those `allow` refuses passed over): the
         per-question picks, then the anchors; and how many anchors end the list."""
         if k <= 0 or not self.records:
@@ -342,9 +410,12 @@ class DemoPool:
         want = k - len(fixed)
         chosen: list[int] = []
         depth = k + 3 if allow is None else len(self.records)
-        for index, _score in (self._index.top(tokenize(question), depth) if want else ()):
-            if (index not in fixed and _norm_question(self.records[index].question) != own
-                    and self._allowed(index, allow)):
+        for index, _score in self._index.top(tokenize(question), depth) if want else ():
+            if (
+                index not in fixed
+                and _norm_question(self.records[index].question) != own
+                and self._allowed(index, allow)
+            ):
                 chosen.append(index)
             if len(chosen) == want:
                 break
@@ -376,7 +447,9 @@ def demo_kind(rank: int, count: int) -> str:
     return ("example", "execute", "lookup")[rank % 3]
 
 
-SHARED_POOL_VARIANT = Settings.model_fields["variant"].default  # its pool is `<dataset>.jsonl`, every variant's fallback
+SHARED_POOL_VARIANT = Settings.model_fields[
+    "variant"
+].default  # its pool is `<dataset>.jsonl`, every variant's fallback
 
 
 def pool_file_name(dataset: str, variant: str = SHARED_POOL_VARIANT) -> str:
@@ -392,8 +465,13 @@ def default_pool_path(settings: Settings) -> Path:
     return own if own.is_file() else base / pool_file_name(settings.dataset)
 
 
-def load_demo_pool(settings: Settings, pool: "DemoPool | str | Path | Iterable[dict] | None" = None, *,
-                   spinach: bool = False, variant: Variant | None = None) -> DemoPool:
+def load_demo_pool(
+    settings: Settings,
+    pool: DemoPool | str | Path | Iterable[dict] | None = None,
+    *,
+    spinach: bool = False,
+    variant: Variant | None = None,
+) -> DemoPool:
     """The pool given (object, file, or records), else the dataset's pool for this variant.
 
     For a variant: its own pool file when one exists (recorded by its tools, used as it is), else the
@@ -410,8 +488,9 @@ def load_demo_pool(settings: Settings, pool: "DemoPool | str | Path | Iterable[d
         own = base / pool_file_name(settings.dataset, variant.name)
         if own.is_file():
             log.info("demo pool: %s (recorded by the %s variant's tools)", own, variant.name)
-            return DemoPool.from_file(own, spinach=spinach or not variant.agent.schema_controller,
-                                      observation_chars=clip)
+            return DemoPool.from_file(
+                own, spinach=spinach or not variant.agent.schema_controller, observation_chars=clip
+            )
     path = base / pool_file_name(settings.dataset)
     if path.is_file():
         return DemoPool.from_file(path, spinach=spinach, variant=variant, observation_chars=clip)
@@ -419,5 +498,13 @@ def load_demo_pool(settings: Settings, pool: "DemoPool | str | Path | Iterable[d
     return DemoPool([], spinach=spinach)
 
 
-__all__ = ["BM25", "DemoGuard", "DemoPool", "default_pool_path", "load_demo_pool", "pool_file_name", "record_to_example",
-           "tokenize"]
+__all__ = [
+    "BM25",
+    "DemoGuard",
+    "DemoPool",
+    "default_pool_path",
+    "load_demo_pool",
+    "pool_file_name",
+    "record_to_example",
+    "tokenize",
+]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.calls import QuestionCalls
@@ -62,8 +63,12 @@ class Episode:
     budget_scale: float = 1.0
     trajectory_cap: int | None = None  # after an overflow: at most half the trajectory that did not fit
     last_trajectory_chars: int = 0
-    prompt_sizes: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(predictor) -> (fixed chars, inputs' chars)
-    extra_executions: int = 0  # queries the program ran itself: stop's argument, the lookup's proposal (at stop or a repeat)
+    prompt_sizes: dict[int, tuple[int, int]] = field(
+        default_factory=dict
+    )  # id(predictor) -> (fixed chars, inputs' chars)
+    extra_executions: int = (
+        0  # queries the program ran itself: stop's argument, the lookup's proposal (at stop or a repeat)
+    )
     auto_runs: int = 0  # of which the lookup's proposed query (the auto-run)
     done: dict[tuple[str, str], int] = field(default_factory=dict)  # action -> the step that ran it
     repeats: int = 0  # identical actions in a row
@@ -85,8 +90,9 @@ class Episode:
         if not self.variant.agent.schema_controller:
             return {"question": self.question}
         kept = self.ctx.flags.type_state
-        type_context, knowledge_log = controller_state(_rendered(self.ctx.type_context, "type_context"),
-                                                       _rendered(self.ctx.knowledge_log, "knowledge_log"))
+        type_context, knowledge_log = controller_state(
+            _rendered(self.ctx.type_context, "type_context"), _rendered(self.ctx.knowledge_log, "knowledge_log")
+        )
         if not kept:
             type_context = type_context or NO_TYPE_STATE_TEXT
             knowledge_log = knowledge_log or NO_TYPE_STATE_TEXT
@@ -125,9 +131,15 @@ class Episode:
         name = normalize_tool_name(raw_name, self.tools)
         if name is None:
             self.invalid += 1
-            self.add_step(Step(thought, str(raw_name), _as_dict(raw_args),
-                               f"There is no tool {str(raw_name)!r}. Use one of: {', '.join(self.tools)}.",
-                               note="unknown-tool"))
+            self.add_step(
+                Step(
+                    thought,
+                    str(raw_name),
+                    _as_dict(raw_args),
+                    f"There is no tool {str(raw_name)!r}. Use one of: {', '.join(self.tools)}.",
+                    note="unknown-tool",
+                )
+            )
             return "invalid"
         func = self.tools[name]
         params = params_of(func)
@@ -135,8 +147,15 @@ class Episode:
         missing = [p for p in params if p not in args] if name != "stop" else []
         if missing:
             self.invalid += 1
-            self.add_step(Step(thought, name, args, f"{name} needs the argument {missing[0]!r}, e.g. "
-                               f'{{"{missing[0]}": "..."}}.', note="bad-args"))
+            self.add_step(
+                Step(
+                    thought,
+                    name,
+                    args,
+                    f'{name} needs the argument {missing[0]!r}, e.g. {{"{missing[0]}": "..."}}.',
+                    note="bad-args",
+                )
+            )
             return "invalid"
         self.invalid = 0  # a valid action, a stop included, ends the streak
         if name == "stop":
@@ -147,11 +166,19 @@ class Episode:
             if assisted is not None:
                 return assisted
             self.repeats += 1
-            self.add_step(Step(thought, name, args, (
-                f"[REPEATED] You already called {name} with these arguments at step {self.done[key]}; the result "
-                "is the same (see above). Do something else: use what you found, e.g. write the SPARQL query "
-                "with the ids you have and execute it, or stop if the last query answered the question."),
-                note="repeated"))
+            self.add_step(
+                Step(
+                    thought,
+                    name,
+                    args,
+                    (
+                        f"[REPEATED] You already called {name} with these arguments at step {self.done[key]}; the result "
+                        "is the same (see above). Do something else: use what you found, e.g. write the SPARQL query "
+                        "with the ids you have and execute it, or stop if the last query answered the question."
+                    ),
+                    note="repeated",
+                )
+            )
             return "repeat"
         self.repeats = 0
         self.add_step(Step(thought, name, args, self._call_tool(name, func, args)))
@@ -183,8 +210,10 @@ class Episode:
             return False
         if not self.budget_exceeded:
             self.budget_exceeded = True
-            self.notes.append(f"question budget of {self.settings.question_budget:g} s spent after "
-                              f"{len(self.steps)} steps: finished with what it had")
+            self.notes.append(
+                f"question budget of {self.settings.question_budget:g} s spent after "
+                f"{len(self.steps)} steps: finished with what it had"
+            )
         return True
 
     def suggested_query(self) -> str | None:
@@ -201,11 +230,16 @@ class Episode:
         led to a score (64 times in sessions 15-16), and with two demonstrations it stopped so on 13 of 30.
         `at_end`: the episode ended with no non-empty result; the candidate is run unless it was already."""
         candidate = self.candidate_query()
-        if (not candidate or (self.last_executed() and not at_end) or not self.variant.agent.auto_run
-                or self.status_of(candidate) is not None):
+        if (
+            not candidate
+            or (self.last_executed() and not at_end)
+            or not self.variant.agent.auto_run
+            or self.status_of(candidate) is not None
+        ):
             return None
-        self._program_execute(thought, candidate, "from-suggestion" if candidate == self.suggested_query()
-                              else "from-candidate")
+        self._program_execute(
+            thought, candidate, "from-suggestion" if candidate == self.suggested_query() else "from-candidate"
+        )
         self.auto_runs += 1
         return candidate
 
@@ -240,8 +274,11 @@ class Episode:
     def _stop(self, thought: str, raw_args: Any) -> bool | str:
         # A query given to stop (small models do that) is executed first, so stop marks it.
         given = parse_tool_args(raw_args, ["sparql"]).get("sparql")
-        if (isinstance(given, str) and form_of(given) in QUERY_FORMS
-                and given.strip() != (self.last_executed() or "").strip()):
+        if (
+            isinstance(given, str)
+            and form_of(given) in QUERY_FORMS
+            and given.strip() != (self.last_executed() or "").strip()
+        ):
             self._program_execute(thought, given, "from-stop")
         if not self.no_query_rejections:
             # Stop with nothing executed (often right after a lookup): a small model takes the lookup's query as done.
@@ -253,20 +290,38 @@ class Episode:
                 self.no_query_rejections += 1
                 suggestion = self.suggested_query()
                 example = f' For example: execute_sparql({{"sparql": "{suggestion}"}}).' if suggestion else ""
-                self.add_step(Step(thought, "stop", {}, "No query has been executed yet, so there is no final query. "
-                                   "Execute the query that answers the question with execute_sparql, then stop."
-                                   + example, note="rejected"))
+                self.add_step(
+                    Step(
+                        thought,
+                        "stop",
+                        {},
+                        "No query has been executed yet, so there is no final query. "
+                        "Execute the query that answers the question with execute_sparql, then stop." + example,
+                        note="rejected",
+                    )
+                )
                 return False
             self.add_step(Step(thought, "stop", {}, observation))
             return True
         status = self.status_of(final)
-        if (status in ("empty", "blocked") and self.variant.agent.reject_empty_stop
-                and self.empty_rejections < MAX_EMPTY_REJECTIONS):
+        if (
+            status in ("empty", "blocked")
+            and self.variant.agent.reject_empty_stop
+            and self.empty_rejections < MAX_EMPTY_REJECTIONS
+        ):
             self.empty_rejections += 1
-            self.add_step(Step(thought, "stop", {}, (
-                f"Not accepted: the final query returns no result ({status}). The question has an answer in the "
-                "graph: change the property, its direction or the entity, execute the query again, then stop."),
-                note="rejected"))
+            self.add_step(
+                Step(
+                    thought,
+                    "stop",
+                    {},
+                    (
+                        f"Not accepted: the final query returns no result ({status}). The question has an answer in the "
+                        "graph: change the property, its direction or the entity, execute the query again, then stop."
+                    ),
+                    note="rejected",
+                )
+            )
             return False
         problem = form_problem(self.imposed_form, final, self.result_of(final))
         if problem and self.variant.agent.form_rewrite and keeps_the_question(final, self.imposed_form):

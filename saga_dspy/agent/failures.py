@@ -11,8 +11,15 @@ from saga_dspy.kg.errors import EndpointUnavailable
 INFRASTRUCTURE = "infrastructure"  # the `error_kind` of a question the infrastructure failed
 PROGRAM = "program"  # any other error the program raised
 
-_INFRASTRUCTURE_TYPES = (EndpointUnavailable, LMTransportError, LMTimeoutError, LMServerError, LMRateLimitError,
-                         ConnectionError, TimeoutError)
+_INFRASTRUCTURE_TYPES = (
+    EndpointUnavailable,
+    LMTransportError,
+    LMTimeoutError,
+    LMServerError,
+    LMRateLimitError,
+    ConnectionError,
+    TimeoutError,
+)
 
 
 class InfrastructureError(RuntimeError):

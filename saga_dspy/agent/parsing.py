@@ -6,20 +6,39 @@ import ast
 import inspect
 import json
 import re
-from typing import Any, Callable, Iterable
-
+from collections.abc import Callable, Iterable
+from typing import Any
 
 _TOOL_ALIASES = {
-    "finish": "stop", "done": "stop", "final": "stop", "final_answer": "stop", "answer": "stop", "end": "stop",
-    "search": "search_wikidata", "search_entity": "search_wikidata", "wikidata_search": "search_wikidata",
-    "search_freebase": "search_wikidata", "entity_search": "search_wikidata",
-    "lookup": "get_wikidata_entry", "get_entry": "get_wikidata_entry", "get_wikidata_entity": "get_wikidata_entry",
-    "wikidata_entry": "get_wikidata_entry", "get_entity": "get_wikidata_entry", "get_freebase_entry": "get_wikidata_entry",
-    "examples": "get_property_examples", "property_examples": "get_property_examples",
+    "finish": "stop",
+    "done": "stop",
+    "final": "stop",
+    "final_answer": "stop",
+    "answer": "stop",
+    "end": "stop",
+    "search": "search_wikidata",
+    "search_entity": "search_wikidata",
+    "wikidata_search": "search_wikidata",
+    "search_freebase": "search_wikidata",
+    "entity_search": "search_wikidata",
+    "lookup": "get_wikidata_entry",
+    "get_entry": "get_wikidata_entry",
+    "get_wikidata_entity": "get_wikidata_entry",
+    "wikidata_entry": "get_wikidata_entry",
+    "get_entity": "get_wikidata_entry",
+    "get_freebase_entry": "get_wikidata_entry",
+    "examples": "get_property_examples",
+    "property_examples": "get_property_examples",
     "get_examples": "get_property_examples",
-    "execute": "execute_sparql", "run_sparql": "execute_sparql", "sparql": "execute_sparql",
-    "query": "execute_sparql", "execute_query": "execute_sparql", "run_query": "execute_sparql",
-    "write_sparql": "execute_sparql", "write_query": "execute_sparql", "sparql_query": "execute_sparql",
+    "execute": "execute_sparql",
+    "run_sparql": "execute_sparql",
+    "sparql": "execute_sparql",
+    "query": "execute_sparql",
+    "execute_query": "execute_sparql",
+    "run_query": "execute_sparql",
+    "write_sparql": "execute_sparql",
+    "write_query": "execute_sparql",
+    "sparql_query": "execute_sparql",
 }
 
 
@@ -79,8 +98,11 @@ def parse_tool_args(raw: Any, params: list[str]) -> dict[str, Any]:
 
 def params_of(func: Callable) -> list[str]:
     try:
-        return [p.name for p in inspect.signature(func).parameters.values()
-                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        return [
+            p.name
+            for p in inspect.signature(func).parameters.values()
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
     except (TypeError, ValueError):
         return []
 

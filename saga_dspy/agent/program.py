@@ -17,14 +17,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import dspy
 
+from saga_dspy.agent import formatting
 from saga_dspy.agent.answer_cues import decides, guard, items_class, rule_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.calls import QuestionCalls
-from saga_dspy.agent import formatting
 from saga_dspy.agent.demos import DemoGuard, DemoPool, load_demo_pool
 from saga_dspy.agent.episode import Episode, nonempty
 from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, InfrastructureError, is_infrastructure_error
@@ -55,12 +56,36 @@ from saga_dspy.variants import variant_of
 log = logging.getLogger(__name__)
 
 ANSWER_TYPE_MAX_TOKENS = 64  # a type name and a QID
-PRUNE_MAX_TOKENS = 160  # a list of property ids; a small model otherwise rambles to the cap (measured: 512 tokens, 70 s)
+PRUNE_MAX_TOKENS = (
+    160  # a list of property ids; a small model otherwise rambles to the cap (measured: 512 tokens, 70 s)
+)
 RESULT_SAMPLE_ROWS = 5
-COUNTER_NAMES = ("steps", "lm_steps", "lookups", "searches", "examples", "executions", "auto_runs",
-                 "program_executions", "assisted", "blocked", "empty", "prunes", "extracts", "answer_type_calls", "checks",
-                 "unparsable", "rejected", "repeated", "overflows", "lm_calls", "prompt_tokens", "completion_tokens",
-                 "prompt_tokens_evaluated", "prompt_tokens_reused")  # a prediction's counters besides `seconds`
+COUNTER_NAMES = (
+    "steps",
+    "lm_steps",
+    "lookups",
+    "searches",
+    "examples",
+    "executions",
+    "auto_runs",
+    "program_executions",
+    "assisted",
+    "blocked",
+    "empty",
+    "prunes",
+    "extracts",
+    "answer_type_calls",
+    "checks",
+    "unparsable",
+    "rejected",
+    "repeated",
+    "overflows",
+    "lm_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "prompt_tokens_evaluated",
+    "prompt_tokens_reused",
+)  # a prediction's counters besides `seconds`
 
 
 # --- LM bookkeeping ---------------------------------------------------------------------------
@@ -79,8 +104,12 @@ def _token_totals(usage_by_lm: dict[str, dict[str, Any]]) -> tuple[int, int, int
 
 def _token_counters(usage_by_lm: dict[str, dict[str, Any]]) -> dict[str, int]:
     prompt, completion, reused = _token_totals(usage_by_lm)
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "prompt_tokens_evaluated": max(0, prompt - reused), "prompt_tokens_reused": reused}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "prompt_tokens_evaluated": max(0, prompt - reused),
+        "prompt_tokens_reused": reused,
+    }
 
 
 # --- the LM ------------------------------------------------------------------------------------
@@ -137,9 +166,15 @@ class SagaProgram(dspy.Module):
         lm: an LM for this program (default: dspy's configured LM, else `build_lm(settings)`).
     """
 
-    def __init__(self, settings: Settings | None = None, endpoint: Endpoint | None = None,
-                 search: Search | None = None, *,
-                 demo_pool=None, lm: dspy.BaseLM | None = None):
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        endpoint: Endpoint | None = None,
+        search: Search | None = None,
+        *,
+        demo_pool=None,
+        lm: dspy.BaseLM | None = None,
+    ):
         super().__init__()
         formatting.install()
         settings = settings or Settings()
@@ -168,16 +203,23 @@ class SagaProgram(dspy.Module):
         try:
             dspy.Module.load(self, path, **kwargs)
         except KeyError as exc:
-            raise ValueError(f"{path} is not a saved SagaProgram (the program.json that optimize writes): "
-                             f"it has no entry {exc}") from None
+            raise ValueError(
+                f"{path} is not a saved SagaProgram (the program.json that optimize writes): it has no entry {exc}"
+            ) from None
 
     def _load_into(self, path, **kwargs):
         self._load_state(path, **kwargs)
         return self
 
     @classmethod
-    def _load_new(cls, path, settings: Settings | None = None, endpoint: Endpoint | None = None,
-                  search: Search | None = None, **kwargs):
+    def _load_new(
+        cls,
+        path,
+        settings: Settings | None = None,
+        endpoint: Endpoint | None = None,
+        search: Search | None = None,
+        **kwargs,
+    ):
         load_kwargs = {k: kwargs.pop(k) for k in ("allow_pickle", "allow_unsafe_lm_state") if k in kwargs}
         program = cls(settings, endpoint, search, **kwargs)
         program._load_state(path, **load_kwargs)
@@ -208,8 +250,13 @@ class SagaProgram(dspy.Module):
 
     # -- the question ------------------------------------------------------------------------
 
-    def forward(self, question: str, prior_turns: list[str] | str | None = None,
-                on_event: Callable[..., None] | None = None, demo_guard: DemoGuard | None = None) -> dspy.Prediction:
+    def forward(
+        self,
+        question: str,
+        prior_turns: list[str] | str | None = None,
+        on_event: Callable[..., None] | None = None,
+        demo_guard: DemoGuard | None = None,
+    ) -> dspy.Prediction:
         """`demo_guard` (evaluation's test firewall for this question): demos it refuses are never shown."""
         started = time.monotonic()
         deadline = started + self.settings.question_budget if self.settings.question_budget else None
@@ -258,8 +305,16 @@ class SagaProgram(dspy.Module):
             return pred
         return self._prediction(episode, counter, usage_totals, started, error, error_kind)
 
-    def _run(self, question: str, prior_turns, on_event, box: list, calls: QuestionCalls,
-             demo_guard: DemoGuard | None = None, deadline: float | None = None) -> Episode:
+    def _run(
+        self,
+        question: str,
+        prior_turns,
+        on_event,
+        box: list,
+        calls: QuestionCalls,
+        demo_guard: DemoGuard | None = None,
+        deadline: float | None = None,
+    ) -> Episode:
         settings = self.settings
         text = str(question or "").strip()
         if prior_turns:
@@ -277,8 +332,9 @@ class SagaProgram(dspy.Module):
             try:
                 with calls.one_call():
                     raw = self.answer_type(question=str(question), config={"max_tokens": ANSWER_TYPE_MAX_TOKENS})
-                answer_type = AnswerTypeInfo.from_raw(getattr(raw, "answer_type_label", ""),
-                                                      getattr(raw, "answer_type_qid", ""), settings.kg)
+                answer_type = AnswerTypeInfo.from_raw(
+                    getattr(raw, "answer_type_label", ""), getattr(raw, "answer_type_qid", ""), settings.kg
+                )
             except Exception as exc:  # an LM call: the question goes on with the yes/no heuristic
                 if is_infrastructure_error(exc):
                     raise InfrastructureError(f"LM: {type(exc).__name__}: {one_line(str(exc), 300)}") from exc
@@ -292,21 +348,41 @@ class SagaProgram(dspy.Module):
                     answer_type = AnswerTypeInfo.from_raw(label, qid, settings.kg)
         agent_flags = self.variant_def.agent
         # the form is decided where it is imposed or used to rewrite the final query; 'ANY' leaves it open
-        form = (decide_query_form(answer_type, str(question)) if agent_flags.query_form or agent_flags.form_rewrite
-                else "ANY")
+        form = (
+            decide_query_form(answer_type, str(question))
+            if agent_flags.query_form or agent_flags.form_rewrite
+            else "ANY"
+        )
 
         # 2. the grounding context and tools of this question
-        ctx = self._new_context(str(question), answer_type, calls,
-                                items=items_class(str(question), self.services.schema) if cue is not None else "")
+        ctx = self._new_context(
+            str(question),
+            answer_type,
+            calls,
+            items=items_class(str(question), self.services.schema) if cue is not None else "",
+        )
         tools = self._tools(ctx)
         pool = self.demo_pool()
         # per-question demos replace the predictor's own (compiled) demos for this call only
         demos, dropped = self._guarded_demos(pool, str(question), form, demo_guard)
 
-        episode = Episode(settings, text, ctx, tools, self.variant_def, answer_type, form,
-                          demos=demos, on_event=on_event, check=self._check if settings.check_answer else None,
-                          max_steps=settings.max_steps, notes=notes, calls=calls, demos_dropped=dropped,
-                          deadline=deadline)
+        episode = Episode(
+            settings,
+            text,
+            ctx,
+            tools,
+            self.variant_def,
+            answer_type,
+            form,
+            demos=demos,
+            on_event=on_event,
+            check=self._check if settings.check_answer else None,
+            max_steps=settings.max_steps,
+            notes=notes,
+            calls=calls,
+            demos_dropped=dropped,
+            deadline=deadline,
+        )
         box.append(episode)
         episode.emit("start", question=text, answer_type=answer_type, form=form, demos=len(demos or []))
 
@@ -317,14 +393,17 @@ class SagaProgram(dspy.Module):
         self._finish(episode, extract=not episode.budget_exceeded)
         return episode
 
-    def _guarded_demos(self, pool: DemoPool | None, question: str, form: str,
-                       demo_guard: DemoGuard | None) -> tuple[list | None, int]:
+    def _guarded_demos(
+        self, pool: DemoPool | None, question: str, form: str, demo_guard: DemoGuard | None
+    ) -> tuple[list | None, int]:
         """(the controller's demos for this question, how many the test firewall dropped): the
         pool's per-question demos, else None (the compiled demos), filtered when they collide."""
         allow = demo_guard.allows if demo_guard is not None else None
-        demos, dropped = (pool.select_guarded(question, self.settings.demos, form, allow,
-                                                 self.settings.demo_anchors)
-                          if pool is not None and len(pool) else (None, 0))
+        demos, dropped = (
+            pool.select_guarded(question, self.settings.demos, form, allow, self.settings.demo_anchors)
+            if pool is not None and len(pool)
+            else (None, 0)
+        )
         if not demos and demo_guard is not None and self.react.react.demos:
             kept, dropped_fixed = demo_guard.filter_demos(self.react.react.demos)
             return (kept if dropped_fixed else None), dropped + dropped_fixed
@@ -339,13 +418,18 @@ class SagaProgram(dspy.Module):
         kg = self.settings.kg
 
         def prune(prune_question: str | None = None, neighborhood: str = "", *args, **kwargs) -> list[str]:
-            text = neighborhood or kwargs.get("neighbourhood") or kwargs.get("neighborhood") or (args[0] if args else "")
+            text = (
+                neighborhood or kwargs.get("neighbourhood") or kwargs.get("neighborhood") or (args[0] if args else "")
+            )
             if not calls.take("prune"):
                 raise PruneSkipped("no LM call left for this question")
             try:
                 with calls.one_call():
-                    out = self.prune(question=str(prune_question or question), neighborhood=str(text),
-                                     config={"max_tokens": PRUNE_MAX_TOKENS})
+                    out = self.prune(
+                        question=str(prune_question or question),
+                        neighborhood=str(text),
+                        config={"max_tokens": PRUNE_MAX_TOKENS},
+                    )
             except Exception as exc:  # an LM call: the lookup keeps the whole neighbourhood
                 log.info("pruning failed (%s): keeping the neighbourhood", exc)
                 return []
@@ -353,16 +437,26 @@ class SagaProgram(dspy.Module):
 
         return prune
 
-    def _new_context(self, question: str, answer_type: AnswerTypeInfo | None,
-                     calls: QuestionCalls | None = None, items: str = "") -> QuestionContext:
+    def _new_context(
+        self, question: str, answer_type: AnswerTypeInfo | None, calls: QuestionCalls | None = None, items: str = ""
+    ) -> QuestionContext:
         """The grounding context of one question, on the program's shared services (`items`: the class the
         question names its answers by, `answer_cues.items_class`)."""
         services = self.services
         return QuestionContext(
-            self.settings, services.endpoint, services.search, services.schema, services.hierarchy,
-            question=question, flags=self.variant_def.grounding, prune=self._prune_callable(question, calls or QuestionCalls()),
-            answer_type=(answer_type.label, answer_type.qid, items) if answer_type is not None and answer_type.label else None,
-            kg=self.settings.kg)
+            self.settings,
+            services.endpoint,
+            services.search,
+            services.schema,
+            services.hierarchy,
+            question=question,
+            flags=self.variant_def.grounding,
+            prune=self._prune_callable(question, calls or QuestionCalls()),
+            answer_type=(answer_type.label, answer_type.qid, items)
+            if answer_type is not None and answer_type.label
+            else None,
+            kg=self.settings.kg,
+        )
 
     def _tools(self, ctx: QuestionContext) -> dict[str, Callable[..., str]]:
         return {tool.__name__: tool for tool in make_tools(ctx)}
@@ -377,10 +471,13 @@ class SagaProgram(dspy.Module):
             return None
         try:
             with episode.calls.one_call():
-                out = self.check(question=episode.question,
-                                 answer_type=episode.answer_type.render() if episode.answer_type else "unknown",
-                                 query_form=QUERY_FORM_GUIDE[episode.imposed_form], sparql=final,
-                                 result_sample=result_sample(result))
+                out = self.check(
+                    question=episode.question,
+                    answer_type=episode.answer_type.render() if episode.answer_type else "unknown",
+                    query_form=QUERY_FORM_GUIDE[episode.imposed_form],
+                    sparql=final,
+                    result_sample=result_sample(result),
+                )
         except Exception as exc:  # an LM call: no verdict means the final query is accepted
             episode.notes.append(f"check failed: {type(exc).__name__}")
             return None
@@ -408,8 +505,11 @@ class SagaProgram(dspy.Module):
                     final, source = ex.sparql, "last-nonempty"
                     break
         acted = any(s.note not in ("unparsable", "unknown-tool", "bad-args", "repeated") for s in episode.steps)
-        ran = (episode.run_candidate("The episode ended without an answer.", at_end=True)
-               if not final and acted and candidate else None)
+        ran = (
+            episode.run_candidate("The episode ended without an answer.", at_end=True)
+            if not final and acted and candidate
+            else None
+        )
         if ran and episode.status_of(ran) == "ok" and nonempty(episode.result_of(ran)):
             final, source = ran, "candidate"
         if not final and acted and extract:
@@ -425,8 +525,10 @@ class SagaProgram(dspy.Module):
             return
         problem = form_problem(episode.form, final, episode.result_of(final))
         if problem and not self.variant_def.agent.form_rewrite:
-            episode.notes.append(f"the final query has the wrong form ({form_of(final)} for {episode.form}); "
-                                 "not rewritten in this variant")
+            episode.notes.append(
+                f"the final query has the wrong form ({form_of(final)} for {episode.form}); "
+                "not rewritten in this variant"
+            )
         elif problem:
             target = "COUNT" if episode.form == "COUNT" else episode.form
             rewritten = rewrite_head(final, target)
@@ -437,8 +539,15 @@ class SagaProgram(dspy.Module):
             else:
                 episode.notes.append(f"the final query has the wrong form ({form_of(final)} for {episode.form})")
 
-    def _prediction(self, episode: Episode, counter: QuestionCalls, usage_totals, started: float,
-                    error: str | None, error_kind: str | None = None) -> dspy.Prediction:
+    def _prediction(
+        self,
+        episode: Episode,
+        counter: QuestionCalls,
+        usage_totals,
+        started: float,
+        error: str | None,
+        error_kind: str | None = None,
+    ) -> dspy.Prediction:
         final = episode.final
         answers = None
         status = "none"
@@ -514,10 +623,21 @@ class SagaProgram(dspy.Module):
 
     def _empty(self, question: str, error: str, started: float) -> dspy.Prediction:
         return dspy.Prediction(
-            question=question, sparql="", answers=None, answer_type="", answer_type_label="",
-            answer_type_qid="", query_form="", trajectory=[], final_status="error" if error else "none",
+            question=question,
+            sparql="",
+            answers=None,
+            answer_type="",
+            answer_type_label="",
+            answer_type_qid="",
+            query_form="",
+            trajectory=[],
+            final_status="error" if error else "none",
             final_error=None,
-            final_source=None, rewritten_from=None, variant=self.variant, notes=[], error=error,
+            final_source=None,
+            rewritten_from=None,
+            variant=self.variant,
+            notes=[],
+            error=error,
             counters={**dict.fromkeys(COUNTER_NAMES, 0), "seconds": round(time.monotonic() - started, 3)},
         )
 

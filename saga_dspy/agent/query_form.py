@@ -9,11 +9,13 @@ from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.kg.query_text import matching_brace, query_form, tokenize
 from saga_dspy.kg.results import SelectResult
 
-
 QueryForm = Literal["ASK", "COUNT", "SELECT", "ANY"]
 # "how often did / was …" counts events (marriages, wins); "how often are the games held" asks a frequency
-_HOW_MANY = re.compile(r"\bhow\s+(many|much)\b|\bhow\s+often\s+(did|was|were|has|have|had)\b|\bnumber\s+of\b|"
-                       r"\bcount\s+(the|all)\b", re.IGNORECASE)
+_HOW_MANY = re.compile(
+    r"\bhow\s+(many|much)\b|\bhow\s+often\s+(did|was|were|has|have|had)\b|\bnumber\s+of\b|"
+    r"\bcount\s+(the|all)\b",
+    re.IGNORECASE,
+)
 
 
 _YES_NO = re.compile(
@@ -70,7 +72,7 @@ def _select_head(tokens) -> list:
     if start is None:
         return []
     out = []
-    for tok in tokens[start + 1:]:
+    for tok in tokens[start + 1 :]:
         if (tok.kind == "name" and tok.upper in ("WHERE", "FROM")) or tok.text == "{":
             break
         out.append(tok)
@@ -112,7 +114,12 @@ def rewrite_head(sparql: str, target: str) -> str | None:
     if spans is None:
         return None
     head_start, open_at, close_at = spans
-    prologue, head, body, tail = sparql[:head_start], sparql[head_start:open_at], sparql[open_at:close_at], sparql[close_at:]
+    prologue, head, body, tail = (
+        sparql[:head_start],
+        sparql[head_start:open_at],
+        sparql[open_at:close_at],
+        sparql[close_at:],
+    )
     head_tokens = tokenize(head)
     tail_words = {t.upper for t in tokenize(tail) if t.kind == "name"}
     if {"GROUP", "HAVING"} & tail_words:
@@ -151,8 +158,13 @@ def keeps_the_question(sparql: str, target: str) -> bool:
 def _is_numeric_literal(binding) -> bool:
     if binding.type != "literal":
         return False
-    if binding.datatype and binding.datatype.startswith("http://www.w3.org/2001/XMLSchema#") and any(
-        binding.datatype.endswith(t) for t in ("integer", "decimal", "double", "float", "int", "long", "nonNegativeInteger")
+    if (
+        binding.datatype
+        and binding.datatype.startswith("http://www.w3.org/2001/XMLSchema#")
+        and any(
+            binding.datatype.endswith(t)
+            for t in ("integer", "decimal", "double", "float", "int", "long", "nonNegativeInteger")
+        )
     ):
         return True
     return bool(re.fullmatch(r"[+-]?\d+(\.\d+)?([eE][+-]?\d+)?", binding.value.strip()))
@@ -164,17 +176,23 @@ def form_problem(required: str, sparql: str, result: Any = None) -> str | None:
     if required == "ANY" or actual is None:
         return None
     if required == "ASK" and actual != "ASK":
-        return ("This is a yes/no question, so the final query must be an ASK query (`ASK WHERE { ... }`, "
-                f"answering true or false), but it is a {actual} query. Write the ASK query, execute it, then stop.")
+        return (
+            "This is a yes/no question, so the final query must be an ASK query (`ASK WHERE { ... }`, "
+            f"answering true or false), but it is a {actual} query. Write the ASK query, execute it, then stop."
+        )
     if required in ("SELECT", "COUNT") and actual == "ASK":
         what = "how many there are" if required == "COUNT" else "the answer entities or values"
-        return (f"The question asks for {what}, not yes/no, so the final query must be a SELECT query, "
-                "but it is an ASK query. Write the SELECT query, execute it, then stop.")
+        return (
+            f"The question asks for {what}, not yes/no, so the final query must be a SELECT query, "
+            "but it is an ASK query. Write the SELECT query, execute it, then stop."
+        )
     if required == "COUNT" and actual == "SELECT" and isinstance(result, SelectResult) and result.rows:
         values = result.values()
         # numbers the graph stores (an employee count, one per date) are the answer; counting them is not
         if not (values and all(_is_numeric_literal(b) for b in values)):
-            return ("The question asks how many, so the final query should count the answers: "
-                    "`SELECT (COUNT(DISTINCT ?x) AS ?count) WHERE { ... }` (or select the number the graph "
-                    "stores). Write it, execute it, then stop.")
+            return (
+                "The question asks how many, so the final query should count the answers: "
+                "`SELECT (COUNT(DISTINCT ?x) AS ?count) WHERE { ... }` (or select the number the graph "
+                "stores). Write it, execute it, then stop."
+            )
     return None

@@ -29,10 +29,14 @@ MAX_CONSECUTIVE_FAILURES = 3  # unreadable LM turns (or invalid actions) in a ro
 MAX_REPEATS = 2  # identical actions in a row before the loop gives up (then the extract call)
 REPEAT_TEMPERATURE = 0.7  # the sampling temperature of the step after a repeated action
 CHECK_EXTRA_STEPS = 3  # CheckAnswer's bounded second chance
-FINAL_STEP = ("The steps are over. Write the final SPARQL query that answers the question from what the steps found: "
-              "next_tool_name execute_sparql, next_tool_args {\"sparql\": \"...\"}.")  # the step-mode extract's line
-FINAL_REPLY = ("[[ ## next_thought ## ]]\nThe steps are over: I write the final query from what they found.\n\n"
-               "[[ ## next_tool_name ## ]]\nexecute_sparql\n\n[[ ## next_tool_args ## ]]\n{\"sparql\": \"")  # prefill's begun reply
+FINAL_STEP = (
+    "The steps are over. Write the final SPARQL query that answers the question from what the steps found: "
+    'next_tool_name execute_sparql, next_tool_args {"sparql": "..."}.'
+)  # the step-mode extract's line
+FINAL_REPLY = (
+    "[[ ## next_thought ## ]]\nThe steps are over: I write the final query from what they found.\n\n"
+    '[[ ## next_tool_name ## ]]\nexecute_sparql\n\n[[ ## next_tool_args ## ]]\n{"sparql": "'
+)  # prefill's begun reply
 
 
 def _plain_format(adapter) -> Any:
@@ -90,21 +94,27 @@ class SagaReAct(dspy.ReAct):
         ]
         for i, (name, arg, desc) in enumerate(TOOL_SPECS.values(), start=1):
             instr.append(f"({i}) {name}({arg or ''}): {desc}")
-        instr.append('`next_tool_args` is a JSON object with the tool\'s argument, e.g. {"query": "Riemannian geometry"}, '
-                     '{"qid": "Q42"}, {"sparql": "SELECT ?x WHERE { wd:Q42 wdt:P19 ?x }"}; {} for stop.')
+        instr.append(
+            '`next_tool_args` is a JSON object with the tool\'s argument, e.g. {"query": "Riemannian geometry"}, '
+            '{"qid": "Q42"}, {"sparql": "SELECT ?x WHERE { wd:Q42 wdt:P19 ?x }"}; {} for stop.'
+        )
         # The fields that change at every step come after the trajectory: the prompt's prefix stays the
         # same from step to step (a local model reuses its evaluated prefix) and the freshest state is
         # read last, right before the reply.
         static = {k: v for k, v in signature.input_fields.items() if k not in DYNAMIC_INPUTS}
         react_signature = dspy.Signature(static, "\n".join(instr)).append(
-            "trajectory", dspy.InputField(desc="your earlier steps"), type_=str)
+            "trajectory", dspy.InputField(desc="your earlier steps"), type_=str
+        )
         for name in DYNAMIC_INPUTS:
             if name in signature.input_fields:
                 field_info = signature.input_fields[name]
                 react_signature = react_signature.append(name, field_info, type_=field_info.annotation)
         react_signature = (
-            react_signature
-            .append("next_thought", dspy.OutputField(desc="in one or two short sentences: what you learnt and what to do next"), type_=str)
+            react_signature.append(
+                "next_thought",
+                dspy.OutputField(desc="in one or two short sentences: what you learnt and what to do next"),
+                type_=str,
+            )
             .append("next_tool_name", dspy.OutputField(desc="one of: " + ", ".join(TOOL_NAMES)), type_=str)
             .append("next_tool_args", dspy.OutputField(desc="JSON object of the tool's arguments"), type_=str)
         )
@@ -115,14 +125,15 @@ class SagaReAct(dspy.ReAct):
         ).insert(len(static), "trajectory", dspy.InputField(desc="your earlier steps"), type_=str)
         for offset, name in enumerate(n for n in DYNAMIC_INPUTS if n in signature.input_fields):
             field_info = signature.input_fields[name]
-            fallback_signature = fallback_signature.insert(len(static) + 1 + offset, name, field_info,
-                                                           type_=field_info.annotation)
+            fallback_signature = fallback_signature.insert(
+                len(static) + 1 + offset, name, field_info, type_=field_info.annotation
+            )
         self.react = dspy.Predict(react_signature)
         self.extract = dspy.Predict(fallback_signature)
 
     # -- one step --------------------------------------------------------------------
 
-    def _budget(self, episode: "Episode", inputs: dict[str, Any], predictor: dspy.Predict) -> int:
+    def _budget(self, episode: Episode, inputs: dict[str, Any], predictor: dspy.Predict) -> int:
         """Characters left for the trajectory in this call's prompt.
 
         The prompt is formatted only to be measured, once per question and predictor: the adapter's
@@ -145,8 +156,16 @@ class SagaReAct(dspy.ReAct):
         total = int((settings.context_window - settings.max_tokens) * CHARS_PER_TOKEN * episode.budget_scale)
         return max(MIN_TRAJECTORY_CHARS, total - fixed)
 
-    def _call(self, episode: "Episode", predictor: dspy.Predict, *, tail: str = "", turn: bool = True,
-              begun: str = "", **extra):
+    def _call(
+        self,
+        episode: Episode,
+        predictor: dspy.Predict,
+        *,
+        tail: str = "",
+        turn: bool = True,
+        begun: str = "",
+        **extra,
+    ):
         """One predictor call with the episode's current inputs; shrinks the trajectory on overflow.
         `tail`: a line after the trajectory (the step and prefill extracts); `turn`: a controller turn (counted as
         one); `begun`: the reply's beginning, which the model continues (`BegunReplyAdapter`)."""
@@ -159,8 +178,12 @@ class SagaReAct(dspy.ReAct):
             budget = self._budget(episode, inputs, predictor)
             if episode.trajectory_cap is not None:
                 budget = min(budget, episode.trajectory_cap)
-            trajectory = render_trajectory(episode.steps, budget, observation_chars=episode.settings.observation_chars,
-                                           keep_full=None if episode.settings.stable_history else KEEP_FULL_STEPS)
+            trajectory = render_trajectory(
+                episode.steps,
+                budget,
+                observation_chars=episode.settings.observation_chars,
+                keep_full=None if episode.settings.stable_history else KEEP_FULL_STEPS,
+            )
             episode.last_trajectory_chars = len(trajectory)
             if tail:
                 trajectory = f"{trajectory}\n\n{tail}" if trajectory else tail
@@ -183,7 +206,7 @@ class SagaReAct(dspy.ReAct):
                 log.warning("context window exceeded; shrinking the trajectory (scale %.2f)", episode.budget_scale)
         raise ContextWindowExceededError(message=f"the prompt does not fit even after shrinking: {last}")
 
-    def forward(self, episode: "Episode"):  # type: ignore[override]
+    def forward(self, episode: Episode):  # type: ignore[override]
         failures = 0
         limit = episode.max_steps
         index = 0
@@ -197,12 +220,17 @@ class SagaReAct(dspy.ReAct):
             except (AdapterParseError, ValueError) as exc:
                 failures += 1
                 episode.notes.append(f"unreadable reply at step {index}: {one_line(str(exc), 160)}")
-                episode.add_step(Step(
-                    "(the reply could not be read)", "none", {},
-                    "Your last reply could not be read. Answer with the three fields next_thought, next_tool_name "
-                    "(one of " + ", ".join(TOOL_NAMES) + ") and next_tool_args (a JSON object), each after its "
-                    "[[ ## field ## ]] header.",
-                    note="unparsable"))
+                episode.add_step(
+                    Step(
+                        "(the reply could not be read)",
+                        "none",
+                        {},
+                        "Your last reply could not be read. Answer with the three fields next_thought, next_tool_name "
+                        "(one of " + ", ".join(TOOL_NAMES) + ") and next_tool_args (a JSON object), each after its "
+                        "[[ ## field ## ]] header.",
+                        note="unparsable",
+                    )
+                )
                 if failures >= MAX_CONSECUTIVE_FAILURES:
                     episode.notes.append("stopped after repeated unreadable replies")
                     break
@@ -233,7 +261,7 @@ class SagaReAct(dspy.ReAct):
                 break
         return dspy.Prediction(trajectory=[s.to_dict() for s in episode.steps])
 
-    def extract_query(self, episode: "Episode") -> str | None:
+    def extract_query(self, episode: Episode) -> str | None:
         """The fallback when the steps ended without an answering query (`Settings.final_extract`).
 
         `call`: DSPy ReAct's extract predictor, which reads the whole trajectory again under its own
@@ -262,7 +290,7 @@ class SagaReAct(dspy.ReAct):
         return FENCE.sub("", text).strip() or None
 
     @staticmethod
-    def _final_step_query(episode: "Episode", pred) -> str:
+    def _final_step_query(episode: Episode, pred) -> str:
         """The query of the final step's reply: an execute_sparql action's argument, else nothing."""
         name = normalize_tool_name(getattr(pred, "next_tool_name", ""), TOOL_NAMES)
         if name != "execute_sparql":

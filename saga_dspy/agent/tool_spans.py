@@ -17,7 +17,8 @@ import contextlib
 import sys
 import threading
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 OBSERVATION_CHARS = 1500  # of a tool's observation kept in its span
 FULL_TOOL_SPANS = 6  # tool spans of a trace that keep that much; later ones keep TERSE_OBSERVATION_CHARS
@@ -33,7 +34,7 @@ def clip(text: str, limit: int) -> str:
     marker = f" …[{len(text) - limit} chars left out]… "
     keep = max(0, limit - len(marker))
     head = keep * 2 // 3
-    return text[:head] + marker + text[len(text) - (keep - head):] if keep else text[:limit]
+    return text[:head] + marker + text[len(text) - (keep - head) :] if keep else text[:limit]
 
 
 def small_value(value: Any, limit: int = 2000, items: int = ITEMS, depth: int = 0) -> Any:

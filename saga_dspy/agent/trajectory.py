@@ -6,7 +6,6 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-
 KEEP_FULL_STEPS = 5  # the most recent steps keep their whole observation (the paper's action history)
 SUMMARY_CHARS = 160  # an older step's observation shrinks to one line of this length
 

@@ -34,14 +34,14 @@ import argparse
 import json
 import logging
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 import dspy
 
 from saga_dspy.cli import ArgumentParser, append_help, one_line, run_main
-from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.answerability import describe_subset
+from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.eval.evalset import parse_ids
 from saga_dspy.eval.gold import freeze
 from saga_dspy.eval.rescore import RESCORED, rescore
@@ -51,12 +51,47 @@ from saga_dspy.variants import VARIANT_NAMES
 
 # Settings fields exposed as flags (flag <-> field through config.add_settings_args).
 SETTINGS_FLAGS = (
-    "dataset", "split", "limit", "endpoint", "kg", "search", "cache_dir", "query_timeout", "result_cache",
-    "lm", "api_base", "api_key", "temperature", "max_tokens", "seed", "lm_cache", "context_window", "write_markers",
-    "lm_timeout", "lm_retries", "question_budget", "max_infra_failures",
-    "program", "num_threads", "metric_mode", "out", "mlflow", "mlflow_uri", "trace", "trace_writer",
-    "filter_mode", "coverage_seed", "schema_index", "observation_chars", "max_steps", "demos", "check_answer",
-    "final_extract", "stable_history", "demo_observation_chars", "demo_anchors",
+    "dataset",
+    "split",
+    "limit",
+    "endpoint",
+    "kg",
+    "search",
+    "cache_dir",
+    "query_timeout",
+    "result_cache",
+    "lm",
+    "api_base",
+    "api_key",
+    "temperature",
+    "max_tokens",
+    "seed",
+    "lm_cache",
+    "context_window",
+    "write_markers",
+    "lm_timeout",
+    "lm_retries",
+    "question_budget",
+    "max_infra_failures",
+    "program",
+    "num_threads",
+    "metric_mode",
+    "out",
+    "mlflow",
+    "mlflow_uri",
+    "trace",
+    "trace_writer",
+    "filter_mode",
+    "coverage_seed",
+    "schema_index",
+    "observation_chars",
+    "max_steps",
+    "demos",
+    "check_answer",
+    "final_extract",
+    "stable_history",
+    "demo_observation_chars",
+    "demo_anchors",
 )
 
 
@@ -65,21 +100,37 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m saga_dspy.eval",
         description="Evaluate the SAGA agent on a benchmark split (sub-commands: freeze-gold, rescore).",
         epilog="Run `python -m saga_dspy.eval freeze-gold -h` for freezing gold answers on a live endpoint, "
-               "`python -m saga_dspy.eval rescore -h` for recomputing a run's metrics from its predictions.",
+        "`python -m saga_dspy.eval rescore -h` for recomputing a run's metrics from its predictions.",
     )
     add_settings_args(parser, SETTINGS_FLAGS)
     append_help(parser, "dataset", catalogue_text())
-    parser.add_argument("--variant", dest="variants", action="append", choices=VARIANT_NAMES,
-                        help="ablation variant; repeat to run several and compare them side by side (default: full)")
-    parser.add_argument("--schema-coverage", dest="schema_coverage", type=int, choices=COVERAGES,
-                        default=argparse.SUPPRESS, help="share of formal schema constraints kept (paper Table 6)")
+    parser.add_argument(
+        "--variant",
+        dest="variants",
+        action="append",
+        choices=VARIANT_NAMES,
+        help="ablation variant; repeat to run several and compare them side by side (default: full)",
+    )
+    parser.add_argument(
+        "--schema-coverage",
+        dest="schema_coverage",
+        type=int,
+        choices=COVERAGES,
+        default=argparse.SUPPRESS,
+        help="share of formal schema constraints kept (paper Table 6)",
+    )
     parser.add_argument("--ids", action="append", help="question ids, comma-separated (repeatable), or @FILE")
     parser.add_argument("--data-file", help="benchmark file in our schema (.jsonl/.json[.gz]) instead of a bundled one")
     parser.add_argument("--gold-file", help="frozen gold file (default: bundled for embedded, else freeze-gold's)")
-    parser.add_argument("--all-questions", action="store_true",
-                        help="also evaluate questions whose frozen gold is empty, degenerate or failed (they score 0)")
+    parser.add_argument(
+        "--all-questions",
+        action="store_true",
+        help="also evaluate questions whose frozen gold is empty, degenerate or failed (they score 0)",
+    )
     parser.add_argument("--resume", action="store_true", help="continue the run in --out (default: the latest run)")
-    parser.add_argument("--retry-failed", action="store_true", help="with --resume: re-run questions that ended with an error")
+    parser.add_argument(
+        "--retry-failed", action="store_true", help="with --resume: re-run questions that ended with an error"
+    )
     parser.add_argument("--overwrite", action="store_true", help="start again in an --out that has predictions")
     parser.add_argument("--experiment", help="MLflow experiment name (default: saga-eval-<dataset>-<split>)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -91,12 +142,16 @@ def build_freeze_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="python -m saga_dspy.eval freeze-gold",
         description="Execute every gold query of a split on an endpoint and freeze the results "
-                    "(runs on that endpoint then read gold from this file, never from the endpoint).",
+        "(runs on that endpoint then read gold from this file, never from the endpoint).",
     )
-    add_settings_args(parser, ("dataset", "split", "endpoint", "kg", "cache_dir", "query_timeout", "result_cache",
-                               "row_cap", "user_agent"))
+    add_settings_args(
+        parser,
+        ("dataset", "split", "endpoint", "kg", "cache_dir", "query_timeout", "result_cache", "row_cap", "user_agent"),
+    )
     parser.add_argument("--data-file", help="benchmark file in our schema instead of a bundled one")
-    parser.add_argument("--gold-out", help="output file (default: <cache_dir>/gold/<dataset>/gold-<endpoint>-<split>.jsonl.gz)")
+    parser.add_argument(
+        "--gold-out", help="output file (default: <cache_dir>/gold/<dataset>/gold-<endpoint>-<split>.jsonl.gz)"
+    )
     parser.add_argument("--no-progress", action="store_true")
     return parser
 
@@ -105,8 +160,14 @@ def freeze_main(argv: Sequence[str]) -> int:
     args = build_freeze_parser().parse_args(argv)
     settings = settings_from_args(args)
     try:
-        summary = freeze(settings, settings.dataset, settings.split, out=args.gold_out, data_file=args.data_file,
-                         progress=not args.no_progress)
+        summary = freeze(
+            settings,
+            settings.dataset,
+            settings.split,
+            out=args.gold_out,
+            data_file=args.data_file,
+            progress=not args.no_progress,
+        )
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -116,8 +177,10 @@ def freeze_main(argv: Sequence[str]) -> int:
 
 
 def build_rescore_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m saga_dspy.eval rescore",
-                                     description="Recompute a run's metrics from its predictions.jsonl (no LM).")
+    parser = argparse.ArgumentParser(
+        prog="python -m saga_dspy.eval rescore",
+        description="Recompute a run's metrics from its predictions.jsonl (no LM).",
+    )
     parser.add_argument("run_dir", help="a run directory (predictions.jsonl, config.json)")
     parser.add_argument("--metric-mode", choices=("answers", "rows"), help="default: the run's own")
     parser.add_argument("--out", help=f"where to write the metrics (default: RUN_DIR/{RESCORED})")
@@ -146,13 +209,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return rescore_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     if args.retry_failed:
         args.resume = True
     if getattr(args, "program", None) and "demos" not in vars(args) and program_has_controller_demos(args.program):
-        print(f"note: {args.program} carries compiled controller demos; per-question pool demos are off "
-              f"(--demos 0) so those are used (pass --demos N to override)", file=sys.stderr)
+        print(
+            f"note: {args.program} carries compiled controller demos; per-question pool demos are off "
+            f"(--demos 0) so those are used (pass --demos N to override)",
+            file=sys.stderr,
+        )
         args.demos = 0
     try:
         settings = settings_from_args(args)
@@ -163,9 +230,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     dspy.configure(lm=lm)
     results = evaluate(
-        settings, args.variants or [settings.variant], ids=parse_ids(args.ids), data_file=args.data_file,
-        gold_file=args.gold_file, answerable_only=not args.all_questions, resume=args.resume,
-        retry_failed=args.retry_failed, overwrite=args.overwrite, lm=lm, progress=not args.no_progress,
+        settings,
+        args.variants or [settings.variant],
+        ids=parse_ids(args.ids),
+        data_file=args.data_file,
+        gold_file=args.gold_file,
+        answerable_only=not args.all_questions,
+        resume=args.resume,
+        retry_failed=args.retry_failed,
+        overwrite=args.overwrite,
+        lm=lm,
+        progress=not args.no_progress,
         experiment=args.experiment,
     )  # EvalError / Interrupted: one line and exit 2 / 130 (cli.run_main)
     if any(r.interrupted for r in results.values()):

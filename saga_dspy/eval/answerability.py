@@ -51,8 +51,9 @@ def is_degenerate(result: dict[str, Any], sparql: str | None) -> bool:
     return has_aggregate(sparql) and all(_nothing(row.get(v)) for v in names)
 
 
-def unanswerable_reason(result: dict[str, Any] | None, sparql: str | None,
-                        source_f1: float | None = None) -> str | None:
+def unanswerable_reason(
+    result: dict[str, Any] | None, sparql: str | None, source_f1: float | None = None
+) -> str | None:
     """Why a frozen gold result is not worth scoring (one of `REASONS`), or None when it is.
 
     `source_f1` is the answer F1 of the result against the dataset's stored answers (None: the
@@ -74,19 +75,29 @@ def subset_record(filter_report: dict[str, Any] | None, n_scored: int) -> dict[s
     """What a run's metrics are over: the answerable subset (n, left out by reason) or all
     questions (where an unanswerable gold scores 0)."""
     if not filter_report:
-        return {"answerable_only": False, "scored": n_scored,
-                "rule": "all questions; a question whose gold is not answerable scores 0"}
-    return {"answerable_only": True, "scored": n_scored, "answerable": filter_report.get("kept"),
-            "total": filter_report.get("total"), "left_out": filter_report.get("left_out"),
-            "left_out_by_reason": filter_report.get("reasons") or {}}
+        return {
+            "answerable_only": False,
+            "scored": n_scored,
+            "rule": "all questions; a question whose gold is not answerable scores 0",
+        }
+    return {
+        "answerable_only": True,
+        "scored": n_scored,
+        "answerable": filter_report.get("kept"),
+        "total": filter_report.get("total"),
+        "left_out": filter_report.get("left_out"),
+        "left_out_by_reason": filter_report.get("reasons") or {},
+    }
 
 
 def describe_subset(subset: dict[str, Any]) -> str:
     if not subset.get("answerable_only"):
         return f"scored: all {subset['scored']} questions (unanswerable gold scores 0)"
     reasons = ", ".join(f"{k} {v}" for k, v in subset["left_out_by_reason"].items()) or "none"
-    return (f"scored: {subset['scored']} questions of the answerable subset ({subset['answerable']} of "
-            f"{subset['total']} answerable; left out {subset['left_out']}: {reasons})")
+    return (
+        f"scored: {subset['scored']} questions of the answerable subset ({subset['answerable']} of "
+        f"{subset['total']} answerable; left out {subset['left_out']}: {reasons})"
+    )
 
 
 __all__ = ["REASONS", "describe_subset", "has_aggregate", "is_degenerate", "subset_record", "unanswerable_reason"]

@@ -46,7 +46,8 @@ import time
 from collections import Counter
 from typing import Any, TextIO
 
-from saga_dspy.agent.answer_cues import items_class, rule_answer_type as cue_answer_type
+from saga_dspy.agent.answer_cues import items_class
+from saga_dspy.agent.answer_cues import rule_answer_type as cue_answer_type
 from saga_dspy.agent.query_form import is_yes_no_question
 from saga_dspy.config import Settings
 from saga_dspy.eval.datasets import load_benchmark
@@ -101,7 +102,7 @@ def entity_names(endpoint: Endpoint, ids: list[str], batch: int = 200) -> dict[s
     """id → [label, aliases…] (English) from the endpoint."""
     out: dict[str, list[str]] = {}
     for start in range(0, len(ids), batch):
-        chunk = ids[start:start + batch]
+        chunk = ids[start : start + batch]
         values = " ".join(f"wd:{i}" for i in chunk)
         result = endpoint.query(_LABELS_QUERY.format(values=values))
         if not isinstance(result, SelectResult):
@@ -123,7 +124,7 @@ def mention_of(question: str, names: list[str]) -> str:
     name_sets = [set(_WORD.findall(n.lower())) for n in names if n]
     for n in range(1, min(MAX_NGRAM, len(words)) + 1):
         for i in range(len(words) - n + 1):
-            gram = set(lower[i:i + n])
+            gram = set(lower[i : i + n])
             for ns in name_sets:
                 if not ns:
                     continue
@@ -132,7 +133,7 @@ def mention_of(question: str, names: list[str]) -> str:
                     continue
                 score = 2 * common / (len(gram) + len(ns))
                 if score > best_score + 1e-9:
-                    best, best_score = " ".join(words[i:i + n]), score
+                    best, best_score = " ".join(words[i : i + n]), score
     return best
 
 
@@ -226,10 +227,19 @@ def rule_answer_type(question: str, mode: str, schema: SchemaIndex | None = None
 # --- the report ----------------------------------------------------------------------------------------------------
 
 
-def component_stats(settings: Settings, dataset: str, split: str, *, endpoint: Endpoint | None = None,
-                    search: Search | None = None, schema: SchemaIndex | None = None,
-                    hierarchy: ClassHierarchy | None = None, limit: int | None = None, answer_type: str = "rules",
-                    log=None) -> dict[str, Any]:
+def component_stats(
+    settings: Settings,
+    dataset: str,
+    split: str,
+    *,
+    endpoint: Endpoint | None = None,
+    search: Search | None = None,
+    schema: SchemaIndex | None = None,
+    hierarchy: ClassHierarchy | None = None,
+    limit: int | None = None,
+    answer_type: str = "rules",
+    log=None,
+) -> dict[str, Any]:
     """The component figures of one split (the module docstring says what each one is)."""
     log = log or (lambda msg: None)
     started = time.monotonic()
@@ -260,7 +270,10 @@ def component_stats(settings: Settings, dataset: str, split: str, *, endpoint: E
             if n and n % 100 == 0:
                 log(f"  {n}/{len(queries)} questions")
     return {
-        "dataset": dataset, "split": resolved, "questions": len(records), "unparsable_gold": unparsable,
+        "dataset": dataset,
+        "split": resolved,
+        "questions": len(records),
+        "unparsable_gold": unparsable,
         "answer_type_source": answer_type,
         "entity_linking": linking,
         **tally.report(),
@@ -272,8 +285,15 @@ class _Tally:
     """The running figures of `component_stats` over a split's questions: answer type, the lookups of the
     gold subjects (rank of each gold property, the observation's size), the first hint and the proposal."""
 
-    def __init__(self, settings: Settings, endpoint: Endpoint, search: Search | None, schema: SchemaIndex,
-                 hierarchy: ClassHierarchy, flavour):
+    def __init__(
+        self,
+        settings: Settings,
+        endpoint: Endpoint,
+        search: Search | None,
+        schema: SchemaIndex,
+        hierarchy: ClassHierarchy,
+        flavour,
+    ):
         self.settings, self.endpoint, self.search = settings, endpoint, search
         self.schema, self.hierarchy, self.flavour = schema, hierarchy, flavour
         self.ranks: list[int | None] = []
@@ -305,8 +325,16 @@ class _Tally:
             self.cls_ok += _class_fits(self.endpoint, self.hierarchy, at[1], gold_entities)
 
     def _lookup(self, eid: str, question: str, at) -> tuple[str, list[str], QuestionContext | None]:
-        ctx = QuestionContext(self.settings, self.endpoint, self.search, self.schema, self.hierarchy,
-                              question=question, variant="full", answer_type=(at[0], at[1], at[3]) if at and at[2] else None)
+        ctx = QuestionContext(
+            self.settings,
+            self.endpoint,
+            self.search,
+            self.schema,
+            self.hierarchy,
+            question=question,
+            variant="full",
+            answer_type=(at[0], at[1], at[3]) if at and at[2] else None,
+        )
         obs = do_lookup(ctx, eid)
         if obs.startswith(("[NOT FOUND]", "[ERROR]")):
             return obs, [], None
@@ -342,8 +370,16 @@ class _Tally:
             if pid in self.edges.get(eid, ()):
                 self.ranks_in_nb.append(rank)
             if (rank is None or rank > 3) and len(self.examples) < 15:
-                self.examples.append({"id": q.qid, "question": question, "entity": eid, "property": pid,
-                                      "rank": rank, "first": order[:3]})
+                self.examples.append(
+                    {
+                        "id": q.qid,
+                        "question": question,
+                        "entity": eid,
+                        "property": pid,
+                        "rank": rank,
+                        "first": order[:3],
+                    }
+                )
         obs, order, ctx = seen.get(q.pairs[0][0], ("", [], None))
         if ctx is not None:
             self._first_subject(ctx, obs, {p for _, p in q.pairs + q.incoming}, rec)
@@ -389,37 +425,56 @@ class _Tally:
 
         return {
             "property_ranking": {
-                "gold_pairs_known_entity": len(self.ranks), "gold_pairs_in_neighbourhood": len(self.ranks_in_nb),
+                "gold_pairs_known_entity": len(self.ranks),
+                "gold_pairs_in_neighbourhood": len(self.ranks_in_nb),
                 **{f"recall_at_{k}_in_neighbourhood_pct": recall(self.ranks_in_nb, k) for k in (1, 3, 10)},
                 **{f"recall_at_{k}_all_pairs_pct": recall(self.ranks, k) for k in (1, 3, 10)},
-                "questions": self.questions_with_pairs, "questions_hinted": self.hinted,
+                "questions": self.questions_with_pairs,
+                "questions_hinted": self.hinted,
                 "non_gold_starred_or_proposed_first": self.misled,
                 "non_gold_first_pct": _pct(self.misled, self.questions_with_pairs),
             },
-            "proposed_query": {"answerable_questions": len(self.f1s), "proposals": self.proposals,
-                               "mean_f1": round(statistics.fmean(self.f1s), 3) if self.f1s else None},
-            "incoming": {"gold_pairs": len(self.incoming_ranks),
-                         **{f"recall_at_{k}_pct": recall(self.incoming_ranks, k) for k in (1, 3)},
-                         "object_side_answerable_questions": len(self.incoming_f1s),
-                         "proposals": self.incoming_proposals,
-                         "proposal_mean_f1": round(statistics.fmean(self.incoming_f1s), 3) if self.incoming_f1s else None},
-            "candidate_query": {"answerable_questions": len(self.candidate_f1s), "candidates": self.candidates,
-                                "mean_f1": round(statistics.fmean(self.candidate_f1s), 3) if self.candidate_f1s else None,
-                                # the same questions with the proposals alone (0 where the lookup proposes nothing)
-                                "proposals_only_mean_f1": round(statistics.fmean(both), 3) if (
-                                    both := self.f1s + self.incoming_f1s) else None},
-            "observation_tokens": {"lookups": len(self.tokens),
-                                   "median": int(statistics.median(self.tokens)) if self.tokens else None,
-                                   "p95": _p95(self.tokens), "tokenizer": "approx: words*1.3 + punctuation"},
-            "answer_type": {"questions": self.at_total, "accuracy_pct": _pct(self.at_ok, self.at_total),
-                            "class_checked": self.cls_total, "class_accuracy_pct": _pct(self.cls_ok, self.cls_total),
-                            "confusion": dict(self.at_confusion.most_common())},
+            "proposed_query": {
+                "answerable_questions": len(self.f1s),
+                "proposals": self.proposals,
+                "mean_f1": round(statistics.fmean(self.f1s), 3) if self.f1s else None,
+            },
+            "incoming": {
+                "gold_pairs": len(self.incoming_ranks),
+                **{f"recall_at_{k}_pct": recall(self.incoming_ranks, k) for k in (1, 3)},
+                "object_side_answerable_questions": len(self.incoming_f1s),
+                "proposals": self.incoming_proposals,
+                "proposal_mean_f1": round(statistics.fmean(self.incoming_f1s), 3) if self.incoming_f1s else None,
+            },
+            "candidate_query": {
+                "answerable_questions": len(self.candidate_f1s),
+                "candidates": self.candidates,
+                "mean_f1": round(statistics.fmean(self.candidate_f1s), 3) if self.candidate_f1s else None,
+                # the same questions with the proposals alone (0 where the lookup proposes nothing)
+                "proposals_only_mean_f1": round(statistics.fmean(both), 3)
+                if (both := self.f1s + self.incoming_f1s)
+                else None,
+            },
+            "observation_tokens": {
+                "lookups": len(self.tokens),
+                "median": int(statistics.median(self.tokens)) if self.tokens else None,
+                "p95": _p95(self.tokens),
+                "tokenizer": "approx: words*1.3 + punctuation",
+            },
+            "answer_type": {
+                "questions": self.at_total,
+                "accuracy_pct": _pct(self.at_ok, self.at_total),
+                "class_checked": self.cls_total,
+                "class_accuracy_pct": _pct(self.cls_ok, self.cls_total),
+                "confusion": dict(self.at_confusion.most_common()),
+            },
             "worst_ranked_examples": self.examples,
         }
 
 
-def entity_linking(queries: list[GoldQuery], by_id: dict[str, dict], names: dict[str, list[str]],
-                   search: Search | None) -> dict[str, Any]:
+def entity_linking(
+    queries: list[GoldQuery], by_id: dict[str, dict], names: dict[str, list[str]], search: Search | None
+) -> dict[str, Any]:
     """Recall@1 / @8 of the search tool for each named gold entity, searched by its mention in the question."""
     total = at1 = at8 = whole = 0
     for q in queries:
@@ -437,8 +492,12 @@ def entity_linking(queries: list[GoldQuery], by_id: dict[str, dict], names: dict
             ids = [h.id for h in hits]
             at1 += ids[:1] == [eid]
             at8 += eid in ids[:SEARCH_HITS]
-    return {"entities": total, "recall_at_1_pct": _pct(at1, total), "recall_at_8_pct": _pct(at8, total),
-            "mention_is_whole_question": whole}
+    return {
+        "entities": total,
+        "recall_at_1_pct": _pct(at1, total),
+        "recall_at_8_pct": _pct(at8, total),
+        "mention_is_whole_question": whole,
+    }
 
 
 def _class_fits(endpoint: Endpoint, hierarchy: ClassHierarchy, qid: str, entities: list[str]) -> bool:
@@ -456,36 +515,65 @@ def _class_fits(endpoint: Endpoint, hierarchy: ClassHierarchy, qid: str, entitie
 
 def print_components(report: dict[str, Any], out: TextIO | None = None) -> None:
     out = out or sys.stdout
-    el, pr, pq, ot, at = (report[k] for k in ("entity_linking", "property_ranking", "proposed_query",
-                                               "observation_tokens", "answer_type"))
-    print(f"\n== {report['dataset']}/{report['split']} ({report['questions']} questions, answer type: "
-          f"{report['answer_type_source']}, {report['seconds']} s)", file=out)
-    print(f"entity linking: R@1 {el['recall_at_1_pct']}% R@8 {el['recall_at_8_pct']}% of {el['entities']} entities",
-          file=out)
-    print(f"property ranking (in N(e), {pr['gold_pairs_in_neighbourhood']} pairs): R@1 "
-          f"{pr['recall_at_1_in_neighbourhood_pct']}% R@3 {pr['recall_at_3_in_neighbourhood_pct']}% R@10 "
-          f"{pr['recall_at_10_in_neighbourhood_pct']}%; all {pr['gold_pairs_known_entity']} pairs: R@3 "
-          f"{pr['recall_at_3_all_pairs_pct']}%", file=out)
-    print(f"non-gold starred/proposed first: {pr['non_gold_starred_or_proposed_first']} of {pr['questions']} "
-          f"questions ({pr['non_gold_first_pct']}%), hinted {pr['questions_hinted']}", file=out)
-    print(f"proposed query: mean F1 {pq['mean_f1']} over {pq['answerable_questions']} answerable "
-          f"({pq['proposals']} proposals)", file=out)
+    el, pr, pq, ot, at = (
+        report[k] for k in ("entity_linking", "property_ranking", "proposed_query", "observation_tokens", "answer_type")
+    )
+    print(
+        f"\n== {report['dataset']}/{report['split']} ({report['questions']} questions, answer type: "
+        f"{report['answer_type_source']}, {report['seconds']} s)",
+        file=out,
+    )
+    print(
+        f"entity linking: R@1 {el['recall_at_1_pct']}% R@8 {el['recall_at_8_pct']}% of {el['entities']} entities",
+        file=out,
+    )
+    print(
+        f"property ranking (in N(e), {pr['gold_pairs_in_neighbourhood']} pairs): R@1 "
+        f"{pr['recall_at_1_in_neighbourhood_pct']}% R@3 {pr['recall_at_3_in_neighbourhood_pct']}% R@10 "
+        f"{pr['recall_at_10_in_neighbourhood_pct']}%; all {pr['gold_pairs_known_entity']} pairs: R@3 "
+        f"{pr['recall_at_3_all_pairs_pct']}%",
+        file=out,
+    )
+    print(
+        f"non-gold starred/proposed first: {pr['non_gold_starred_or_proposed_first']} of {pr['questions']} "
+        f"questions ({pr['non_gold_first_pct']}%), hinted {pr['questions_hinted']}",
+        file=out,
+    )
+    print(
+        f"proposed query: mean F1 {pq['mean_f1']} over {pq['answerable_questions']} answerable "
+        f"({pq['proposals']} proposals)",
+        file=out,
+    )
     inc = report.get("incoming")
     if inc:
-        print(f"incoming ({inc['gold_pairs']} gold pairs): R@1 {inc['recall_at_1_pct']}% R@3 {inc['recall_at_3_pct']}%; "
-              f"object-side questions: proposal mean F1 {inc['proposal_mean_f1']} over "
-              f"{inc['object_side_answerable_questions']} answerable ({inc['proposals']} proposals)", file=out)
+        print(
+            f"incoming ({inc['gold_pairs']} gold pairs): R@1 {inc['recall_at_1_pct']}% R@3 {inc['recall_at_3_pct']}%; "
+            f"object-side questions: proposal mean F1 {inc['proposal_mean_f1']} over "
+            f"{inc['object_side_answerable_questions']} answerable ({inc['proposals']} proposals)",
+            file=out,
+        )
     cq = report.get("candidate_query")
     if cq:
-        print(f"candidate query (run when the model ends without a query): mean F1 {cq['mean_f1']} over "
-              f"{cq['answerable_questions']} answerable, both sides ({cq['candidates']} candidates; proposals alone "
-              f"{cq.get('proposals_only_mean_f1')})", file=out)
-    print(f"lookup tokens: median {ot['median']} p95 {ot['p95']} over {ot['lookups']} lookups ({ot['tokenizer']})",
-          file=out)
-    print(f"answer type: {at['accuracy_pct']}% of {at['questions']}; class {at['class_accuracy_pct']}% of "
-          f"{at['class_checked']}", file=out)
+        print(
+            f"candidate query (run when the model ends without a query): mean F1 {cq['mean_f1']} over "
+            f"{cq['answerable_questions']} answerable, both sides ({cq['candidates']} candidates; proposals alone "
+            f"{cq.get('proposals_only_mean_f1')})",
+            file=out,
+        )
+    print(
+        f"lookup tokens: median {ot['median']} p95 {ot['p95']} over {ot['lookups']} lookups ({ot['tokenizer']})",
+        file=out,
+    )
+    print(
+        f"answer type: {at['accuracy_pct']}% of {at['questions']}; class {at['class_accuracy_pct']}% of "
+        f"{at['class_checked']}",
+        file=out,
+    )
     for mode, row in (report.get("filters") or {}).items():
-        print(f"filter {mode}: false conflicts {row['false_conflicts_on_gold_pairs']} "
-              f"({row['false_conflict_rate_pct']}%), wrong-entity detection {row['wrong_entity_detection_pct']}% "
-              f"({row['wrong_entity_detection_checkable_pct']}% checkable, "
-              f"{row.get('wrong_entity_detection_sparing_gold_pct')}% sparing the gold)", file=out)
+        print(
+            f"filter {mode}: false conflicts {row['false_conflicts_on_gold_pairs']} "
+            f"({row['false_conflict_rate_pct']}%), wrong-entity detection {row['wrong_entity_detection_pct']}% "
+            f"({row['wrong_entity_detection_checkable_pct']}% checkable, "
+            f"{row.get('wrong_entity_detection_sparing_gold_pct')}% sparing the gold)",
+            file=out,
+        )

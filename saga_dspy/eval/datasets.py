@@ -20,9 +20,10 @@ import logging
 import re
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from saga_dspy.config import Settings, default_data_dir
 from saga_dspy.eval.answerability import unanswerable_reason
@@ -54,19 +55,43 @@ class BenchmarkInfo:
         """A split name, or a role ('test', 'dev', 'train') mapped to this benchmark's split."""
         if split in self.splits:
             return split
-        role = {"test": self.test, "dev": self.dev, "validation": self.dev, "val": self.dev, "train": self.train}.get(split)
+        role = {"test": self.test, "dev": self.dev, "validation": self.dev, "val": self.dev, "train": self.train}.get(
+            split
+        )
         if role:
             return role
-        raise ValueError(f"benchmark {self.name!r} has no split {split!r} (splits: {', '.join(self.splits) or 'none bundled'})")
+        raise ValueError(
+            f"benchmark {self.name!r} has no split {split!r} (splits: {', '.join(self.splits) or 'none bundled'})"
+        )
 
 
 BENCHMARKS: dict[str, BenchmarkInfo] = {
     b.name: b
     for b in (
-        BenchmarkInfo("qald7", "QALD-7 task 4 (Wikidata)", "wikidata", ("train", "dev", "test"), test="test", dev="dev", train="train"),  # dev: eval.splits
-        BenchmarkInfo("qald9plus", "QALD-9-plus (Wikidata)", "wikidata", ("train", "dev", "test"), test="test", dev="dev", train="train"),  # dev: eval.splits
-        BenchmarkInfo("qald10", "QALD-10", "wikidata", ("train", "dev", "test"), test="test", dev="dev", train="train"),  # dev: eval.splits
-        BenchmarkInfo("wwq", "WikiWebQuestions", "wikidata", ("train", "dev", "test"), test="test", dev="dev", train="train"),
+        BenchmarkInfo(
+            "qald7",
+            "QALD-7 task 4 (Wikidata)",
+            "wikidata",
+            ("train", "dev", "test"),
+            test="test",
+            dev="dev",
+            train="train",
+        ),  # dev: eval.splits
+        BenchmarkInfo(
+            "qald9plus",
+            "QALD-9-plus (Wikidata)",
+            "wikidata",
+            ("train", "dev", "test"),
+            test="test",
+            dev="dev",
+            train="train",
+        ),  # dev: eval.splits
+        BenchmarkInfo(
+            "qald10", "QALD-10", "wikidata", ("train", "dev", "test"), test="test", dev="dev", train="train"
+        ),  # dev: eval.splits
+        BenchmarkInfo(
+            "wwq", "WikiWebQuestions", "wikidata", ("train", "dev", "test"), test="test", dev="dev", train="train"
+        ),
         BenchmarkInfo("spinach", "SPINACH", "wikidata", ("dev", "test"), test="test", dev="dev", metric_mode="rows"),
         BenchmarkInfo("lcquad2", "LC-QuAD 2.0", "wikidata", ("test",), test="test"),
         BenchmarkInfo("webqsp", "WebQuestionsSP", "freebase", ("train", "test"), test="test", train="train"),
@@ -78,8 +103,11 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
 
 def catalogue_text() -> str:
     """The benchmark names and graphs, for --help."""
-    return "one of: " + ", ".join(f"{b.name} ({b.kg})" for b in BENCHMARKS.values() if b.bundled) + \
-        "; the embedded endpoint holds a Wikidata sample"
+    return (
+        "one of: "
+        + ", ".join(f"{b.name} ({b.kg})" for b in BENCHMARKS.values() if b.bundled)
+        + "; the embedded endpoint holds a Wikidata sample"
+    )
 
 
 def benchmark_info(name: str) -> BenchmarkInfo:
@@ -92,7 +120,7 @@ def benchmark_info(name: str) -> BenchmarkInfo:
 # --------------------------------------------------------------------------- files
 
 
-def benchmarks_dir(settings: "Settings | None" = None) -> Path:
+def benchmarks_dir(settings: Settings | None = None) -> Path:
     if settings is None:
         return default_data_dir() / "benchmarks"
     return Path(settings.data_dir) / "benchmarks"
@@ -207,7 +235,7 @@ def _normalise(rec: Any, i: int, kg: str, split: str) -> dict[str, Any]:
 def load_records(
     name: str,
     split: str,
-    settings: "Settings | None" = None,
+    settings: Settings | None = None,
     data_file: str | Path | None = None,
 ) -> list[dict[str, Any]]:
     """Plain-dict records (our schema, SPARQL-JSON as text) of a bundled benchmark, a user
@@ -218,9 +246,9 @@ def load_records(
 def load_questions(
     name: str,
     split: str,
-    settings: "Settings | None" = None,
+    settings: Settings | None = None,
     data_file: str | Path | None = None,
-) -> "datasets.Dataset":
+) -> datasets.Dataset:
     """The questions (columns `RECORD_FIELDS` + `GOLD_FIELDS`, gold as the records carry it) as a
     Dataset: bundled splits through `load_dataset("json")` (already in our schema, Arrow-cached
     under `<cache_dir>/datasets`), hub ids through `load_dataset`; user files are read by hand
@@ -239,7 +267,9 @@ def load_questions(
         return Dataset.from_list([_normalise(r, i, kg, split) for i, r in enumerate(raw)], features=_features())
     if info is not None:
         if not info.bundled:
-            raise ValueError(f"benchmark {name!r} is not bundled ({info.title}); pass data_file= (our schema) or a hub id")
+            raise ValueError(
+                f"benchmark {name!r} is not bundled ({info.title}); pass data_file= (our schema) or a hub id"
+            )
         split = info.resolve_split(split)
         path = benchmarks_dir(settings) / name / f"{split}.jsonl.gz"
         if not path.exists():
@@ -260,7 +290,7 @@ def quiet_progress() -> None:
     datasets.disable_progress_bars()
 
 
-def _load_json(path: Path, settings: "Settings | None") -> "datasets.Dataset":
+def _load_json(path: Path, settings: Settings | None) -> datasets.Dataset:
     """A bundled split through the json builder. `source_answers` (SPARQL-JSON of any shape) is
     read as `Json` and kept as its text: a string feature would make pyarrow unify the shapes
     into one struct and add null keys. In memory, so later map/filter write no cache files."""
@@ -269,8 +299,9 @@ def _load_json(path: Path, settings: "Settings | None") -> "datasets.Dataset":
     cache = str(Path(settings.cache_dir) / "datasets") if settings is not None else None
     features = datasets.Features({k: v for k, v in _features().items() if k in RECORD_FIELDS})
     features["source_answers"] = datasets.Json(decode=False)
-    ds = datasets.load_dataset("json", data_files=str(path), split="train", features=features,
-                               cache_dir=cache, keep_in_memory=True)
+    ds = datasets.load_dataset(
+        "json", data_files=str(path), split="train", features=features, cache_dir=cache, keep_in_memory=True
+    )
     return ds.cast_column("source_answers", datasets.Value("string"))
 
 
@@ -279,7 +310,7 @@ def _fresh_fingerprint() -> str:
     return uuid.uuid4().hex
 
 
-def _with_gold_columns(ds: "datasets.Dataset", gold: dict[str, dict[str, Any]] | None = None) -> "datasets.Dataset":
+def _with_gold_columns(ds: datasets.Dataset, gold: dict[str, dict[str, Any]] | None = None) -> datasets.Dataset:
     """`ds` with the `GOLD_FIELDS` columns, filled from frozen `gold` by id where it has the id."""
     gold = gold or {}
 
@@ -288,23 +319,30 @@ def _with_gold_columns(ds: "datasets.Dataset", gold: dict[str, dict[str, Any]] |
         if g is None:
             return {k: row.get(k) for k in GOLD_FIELDS}
         err = g.get("error")
-        return {"gold": _json_text(g.get("result")), "answerable": bool(g.get("answerable")),
-                "gold_error": err.get("kind") if isinstance(err, dict) else err}
+        return {
+            "gold": _json_text(g.get("result")),
+            "answerable": bool(g.get("answerable")),
+            "gold_error": err.get("kind") if isinstance(err, dict) else err,
+        }
 
     # the closure holds the whole frozen gold: datasets would pickle and hash it (~0.2 s a split) only to name a
     # cache file; the result is kept in memory, so there is no cache file to name
     return ds.map(join, features=_features(), keep_in_memory=True, new_fingerprint=_fresh_fingerprint())
 
 
-def _hub_questions(hub_id: str, split: str, kg: str) -> "datasets.Dataset":
+def _hub_questions(hub_id: str, split: str, kg: str) -> datasets.Dataset:
     import datasets
 
     try:
         ds = datasets.load_dataset(hub_id, split=split)
     except Exception as exc:  # offline misses, unknown ids, bad splits
         raise ValueError(f"could not load hub dataset {hub_id!r} split {split!r}: {exc}") from exc
-    return ds.map(lambda r, i: _normalise(r, i, kg, split), with_indices=True, remove_columns=ds.column_names,
-                  features=_features())
+    return ds.map(
+        lambda r, i: _normalise(r, i, kg, split),
+        with_indices=True,
+        remove_columns=ds.column_names,
+        features=_features(),
+    )
 
 
 # --------------------------------------------------------------------------- gold
@@ -315,7 +353,7 @@ def read_gold(path: str | Path) -> dict[str, dict[str, Any]]:
     return {str(r["id"]): r for r in read_records(path)}
 
 
-def bundled_gold_path(name: str, split: str, settings: "Settings | None" = None) -> Path | None:
+def bundled_gold_path(name: str, split: str, settings: Settings | None = None) -> Path | None:
     """The gold bundled for a benchmark split on the embedded sample, when it exists (None elsewhere)."""
     info = BENCHMARKS.get(name)
     if info is None or not info.bundled or (settings is not None and not settings.is_embedded):
@@ -328,7 +366,7 @@ def bundled_gold_path(name: str, split: str, settings: "Settings | None" = None)
     return path if path.exists() else None
 
 
-def _features() -> "datasets.Features":
+def _features() -> datasets.Features:
     from datasets import Features, Value
 
     return Features(
@@ -362,12 +400,12 @@ def _reason(rec: dict[str, Any]) -> str | None:
 def load_benchmark(
     name: str,
     split: str,
-    settings: "Settings | None" = None,
+    settings: Settings | None = None,
     data_file: str | Path | None = None,
     *,
     gold_file: str | Path | None = None,
     answerable_only: bool = False,
-) -> "datasets.Dataset":
+) -> datasets.Dataset:
     """A benchmark split as a `datasets.Dataset`, offline.
 
     `name` is a bundled benchmark (`BENCHMARKS`), or, with `data_file`, any name for a user
@@ -395,8 +433,9 @@ def load_benchmark(
         )
     whys = [_reason(row) for row in ds]
     reasons = Counter(w for w in whys if w is not None)
-    ds = ds.filter(lambda _row, i: whys[i] is None, with_indices=True, keep_in_memory=True,
-                   new_fingerprint=_fresh_fingerprint())
+    ds = ds.filter(
+        lambda _row, i: whys[i] is None, with_indices=True, keep_in_memory=True, new_fingerprint=_fresh_fingerprint()
+    )
     report = {
         "benchmark": name,
         "split": resolved,
@@ -408,14 +447,18 @@ def load_benchmark(
     }
     log.info(
         "%s/%s: kept %d of %d answerable questions; left out %d (%s)",
-        name, resolved, report["kept"], report["total"], report["left_out"],
+        name,
+        resolved,
+        report["kept"],
+        report["total"],
+        report["left_out"],
         ", ".join(f"{k} {v}" for k, v in report["reasons"].items()) or "none",
     )
     ds.info.description = json.dumps({"answerable_filter": report})
     return ds
 
 
-def filter_report(ds: "datasets.Dataset") -> dict[str, Any] | None:
+def filter_report(ds: datasets.Dataset) -> dict[str, Any] | None:
     """The answerable-filter report of a Dataset from `load_benchmark(..., answerable_only=True)`."""
     try:
         return json.loads(ds.info.description or "{}").get("answerable_filter")

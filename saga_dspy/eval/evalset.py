@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from saga_dspy.config import Settings
 from saga_dspy.eval.datasets import filter_report, load_benchmark, load_records
@@ -35,13 +36,18 @@ class EvalItem:
     def is_boolean(self) -> bool:
         return bool(self.gold) and '"boolean"' in self.gold and '"results"' not in self.gold
 
-
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "EvalItem":
+    def from_row(cls, row: dict[str, Any]) -> EvalItem:
         """The item of a `load_benchmark` row."""
-        return cls(id=row["id"], question=row["question"], gold=row.get("gold"), gold_sparql=row.get("sparql"),
-                   answer_type=row.get("answer_type"), source_answers=row.get("source_answers"),
-                   answerable=row.get("answerable"))
+        return cls(
+            id=row["id"],
+            question=row["question"],
+            gold=row.get("gold"),
+            gold_sparql=row.get("sparql"),
+            answer_type=row.get("answer_type"),
+            source_answers=row.get("source_answers"),
+            answerable=row.get("answerable"),
+        )
 
 
 @dataclass
@@ -49,7 +55,7 @@ class EvalSet:
     """The questions as a `datasets.Dataset` (`load_benchmark`'s columns, in evaluation order);
     `items` makes the `EvalItem`s from its rows when asked."""
 
-    data: "datasets.Dataset"
+    data: datasets.Dataset
     dataset: str
     split: str
     gold_file: str | None
@@ -69,16 +75,24 @@ class EvalSet:
         """`dataset/split`: how runs, charts and the tracked dataset input name this set."""
         return f"{self.dataset}/{self.split}"
 
-    def select_ids(self, wanted: Sequence[str], **selection: Any) -> "EvalSet":
+    def select_ids(self, wanted: Sequence[str], **selection: Any) -> EvalSet:
         """The questions with these ids, in this order (each must be in the set)."""
         index = {qid: i for i, qid in enumerate(self.data["id"])}
-        return replace(self, data=self.data.select([index[qid] for qid in wanted]),
-                       selection={**self.selection, **selection})
+        return replace(
+            self, data=self.data.select([index[qid] for qid in wanted]), selection={**self.selection, **selection}
+        )
 
     def rows(self) -> list[dict[str, Any]]:
         """The questions as plain rows (what the tracked runs log as their MLflow dataset input)."""
-        return [{"id": item.id, "question": item.question, "gold_sparql": item.gold_sparql or "",
-                 "is_boolean": item.is_boolean} for item in self.items]
+        return [
+            {
+                "id": item.id,
+                "question": item.question,
+                "gold_sparql": item.gold_sparql or "",
+                "is_boolean": item.is_boolean,
+            }
+            for item in self.items
+        ]
 
 
 def parse_ids(values: Sequence[str] | None) -> list[str] | None:
@@ -118,8 +132,11 @@ def load_eval_set(
     if not answerable_only:
         missing = list(ds["gold"]).count(None)
         if missing:
-            log.warning("%d questions have no frozen gold result (gold error or not frozen); they score 0 when "
-                        "predicted non-empty", missing)
+            log.warning(
+                "%d questions have no frozen gold result (gold error or not frozen); they score 0 when "
+                "predicted non-empty",
+                missing,
+            )
     gold_summary = None
     summary_path = Path(str(path).replace(".jsonl.gz", ".summary.json")) if path else None
     if summary_path is not None and summary_path.exists():
@@ -127,8 +144,15 @@ def load_eval_set(
             gold_summary = json.loads(summary_path.read_text(encoding="utf-8"))
         except ValueError:
             gold_summary = None
-    evalset = EvalSet(ds, dataset, resolved, str(path) if path else None, report, gold_summary,
-                      {"answerable_only": answerable_only, "after_filter": len(ds)})
+    evalset = EvalSet(
+        ds,
+        dataset,
+        resolved,
+        str(path) if path else None,
+        report,
+        gold_summary,
+        {"answerable_only": answerable_only, "after_filter": len(ds)},
+    )
     if ids:
         present = set(ds["id"])
         unknown = [i for i in ids if i not in present]
@@ -138,13 +162,16 @@ def load_eval_set(
             left_out = [i for i in unknown if i in all_ids]
             if not_in_split:
                 raise EvalError(f"ids not in {dataset}/{resolved}: {', '.join(not_in_split[:20])}")
-            log.warning("ids left out by the answerable filter (pass --all-questions to keep them): %s",
-                        ", ".join(left_out[:20]))
+            log.warning(
+                "ids left out by the answerable filter (pass --all-questions to keep them): %s",
+                ", ".join(left_out[:20]),
+            )
         evalset = evalset.select_ids([i for i in ids if i in present], ids=list(ids))
     if settings.limit is not None:
         n = min(len(evalset), max(0, settings.limit))
-        evalset = replace(evalset, data=evalset.data.select(range(n)),
-                          selection={**evalset.selection, "limit": settings.limit})
+        evalset = replace(
+            evalset, data=evalset.data.select(range(n)), selection={**evalset.selection, "limit": settings.limit}
+        )
     return evalset
 
 
@@ -153,6 +180,8 @@ def describe_filter(evalset: EvalSet) -> str:
     if not report:
         return f"{evalset.name}: all questions kept (no answerable filter)"
     reasons = ", ".join(f"{k}: {v}" for k, v in report.get("reasons", {}).items()) or "none"
-    return (f"{evalset.name}: {report['kept']} of {report['total']} questions answerable on "
-            f"this endpoint; left out {report['left_out']} (gold result {reasons}); evaluating "
-            f"{len(evalset)}")
+    return (
+        f"{evalset.name}: {report['kept']} of {report['total']} questions answerable on "
+        f"this endpoint; left out {report['left_out']} (gold result {reasons}); evaluating "
+        f"{len(evalset)}"
+    )

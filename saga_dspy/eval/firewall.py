@@ -23,8 +23,9 @@ import inspect
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from saga_dspy.kg.prefixes import FREEBASE_PREFIXES, WIKIDATA_PREFIXES
 
@@ -145,9 +146,14 @@ class Entry:
     sparql: str
 
     @classmethod
-    def of(cls, question: str | None, sparql: str | None = None, *, id: Any = None, source: str = "") -> "Entry":
-        return cls(None if id is None else str(id), source, normalise_text(question), content_words(question),
-                   normalise_sparql(sparql))
+    def of(cls, question: str | None, sparql: str | None = None, *, id: Any = None, source: str = "") -> Entry:
+        return cls(
+            None if id is None else str(id),
+            source,
+            normalise_text(question),
+            content_words(question),
+            normalise_sparql(sparql),
+        )
 
 
 @dataclass(frozen=True)
@@ -180,7 +186,7 @@ class Firewall:
             self.add(entry)
 
     @classmethod
-    def of_records(cls, records: Iterable[dict[str, Any]], source: str = "") -> "Firewall":
+    def of_records(cls, records: Iterable[dict[str, Any]], source: str = "") -> Firewall:
         """From benchmark records (`question`, `sparql`, `id`)."""
         return cls(Entry.of(r.get("question"), r.get("sparql"), id=r.get("id"), source=source) for r in records)
 
@@ -194,7 +200,7 @@ class Firewall:
         for w in entry.words:
             self._by_word.setdefault(w, []).append(n)
 
-    def extend(self, other: "Firewall") -> "Firewall":
+    def extend(self, other: Firewall) -> Firewall:
         for entry in other.entries:
             self.add(entry)
         return self
@@ -291,6 +297,16 @@ def guard_kwargs(program: Any, question: str, gold_sparql: str | None) -> dict[s
 
 
 __all__ = [
-    "Collision", "Entry", "Firewall", "JACCARD", "QuestionGuard", "collision_reason", "content_words",
-    "demo_queries", "guard_kwargs", "jaccard", "normalise_sparql", "normalise_text",
+    "Collision",
+    "Entry",
+    "Firewall",
+    "JACCARD",
+    "QuestionGuard",
+    "collision_reason",
+    "content_words",
+    "demo_queries",
+    "guard_kwargs",
+    "jaccard",
+    "normalise_sparql",
+    "normalise_text",
 ]

@@ -6,14 +6,15 @@ import datetime as _dt
 import json
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from tqdm import tqdm
 
 from saga_dspy.config import Settings
-from saga_dspy.eval.datasets import BENCHMARKS, bundled_gold_path, gold_file_name, load_records, write_jsonl_gz
 from saga_dspy.eval.answerability import unanswerable_reason
+from saga_dspy.eval.datasets import BENCHMARKS, bundled_gold_path, gold_file_name, load_records, write_jsonl_gz
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.metrics import answer_f1
 from saga_dspy.kg.endpoint import Endpoint
@@ -62,11 +63,16 @@ def find_gold(
     cached = cached_gold_path(settings, dataset, resolved)
     if cached.exists():
         return cached
-    command = (f"python -m saga_dspy.eval freeze-gold --dataset {dataset} --split {split} "
-               f"--endpoint {settings.endpoint}" + (f" --data-file {data_file}" if data_file else ""))
+    command = (
+        f"python -m saga_dspy.eval freeze-gold --dataset {dataset} --split {split} "
+        f"--endpoint {settings.endpoint}" + (f" --data-file {data_file}" if data_file else "")
+    )
     if settings.is_embedded and freeze_if_missing:
-        print(f"No frozen gold for {dataset}/{resolved} on the embedded sample; freezing it now into {cached} "
-              f"(once; same as `{command}`).", file=sys.stderr)
+        print(
+            f"No frozen gold for {dataset}/{resolved} on the embedded sample; freezing it now into {cached} "
+            f"(once; same as `{command}`).",
+            file=sys.stderr,
+        )
         freeze(settings, dataset, split, out=cached, data_file=data_file, progress=progress)
         return cached
     raise EvalError(
@@ -90,8 +96,9 @@ def freeze(
     resolved = resolve_split(dataset, split)
     path = Path(out) if out is not None else cached_gold_path(settings, dataset, resolved)
     with KgServices(settings, endpoint) as services:
-        summary = freeze_gold(dataset, split, services.endpoint, path, settings=settings, data_file=data_file,
-                              progress=progress)
+        summary = freeze_gold(
+            dataset, split, services.endpoint, path, settings=settings, data_file=data_file, progress=progress
+        )
     summary["file"] = str(path)
     return summary
 
@@ -111,7 +118,7 @@ def freeze_gold(
     endpoint: Any,
     out_path: str | Path,
     *,
-    settings: "Settings | None" = None,
+    settings: Settings | None = None,
     data_file: str | Path | None = None,
     timeout: float | None = None,
     date: str | None = None,
@@ -130,7 +137,7 @@ def freeze_gold(
     records = load_records(name, split, settings, data_file)
     if timeout is None and settings is not None:
         timeout = settings.query_timeout
-    date = date or _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+    date = date or _dt.datetime.now(_dt.UTC).date().isoformat()
     endpoint_name = str(endpoint.name)
     iterator: Iterable[dict[str, Any]] = records
     if progress:
@@ -198,8 +205,9 @@ def freeze_gold(
     return summary
 
 
-def _run_gold_query(endpoint: Endpoint, rec: dict[str, Any], timeout: float | None
-                    ) -> tuple[dict | None, dict | None, int | None, bool]:
+def _run_gold_query(
+    endpoint: Endpoint, rec: dict[str, Any], timeout: float | None
+) -> tuple[dict | None, dict | None, int | None, bool]:
     """(SPARQL-JSON result, error {kind, message}, rows, capped) of one record's gold query."""
     result_json = None
     error = None

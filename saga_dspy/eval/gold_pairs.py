@@ -3,8 +3,8 @@ what the LLM-free statistics (`stats grounding`, `stats components`) measure the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from saga_dspy.grounding.flavours import CLAIM, DIRECT, Flavour
 from saga_dspy.grounding.patterns import NEGATED, parse_query

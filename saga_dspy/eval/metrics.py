@@ -11,11 +11,11 @@ import json
 import math
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from saga_dspy.kg.results import XSD, AskResult, Binding, QueryResult, SelectResult, parse_sparql_json
-
 
 MetricMode = Literal["answers", "rows"]
 
@@ -49,7 +49,7 @@ METRIC_RULES: dict[str, Any] = {
     "iris": "IRIs compare by their full IRI string; blank nodes by their label.",
     "numbers": (
         "Literals of the XSD numeric types compare by exact decimal value across types "
-        "(1 = 1.0 = \"1\"^^xsd:decimal = \"1.0E0\"^^xsd:double); an untyped or xsd:string literal that is a "
+        '(1 = 1.0 = "1"^^xsd:decimal = "1.0E0"^^xsd:double); an untyped or xsd:string literal that is a '
         "plain number compares as that number."
     ),
     "dates": (
@@ -82,9 +82,22 @@ METRIC_RULES: dict[str, Any] = {
 _NUMERIC = {
     XSD + t
     for t in (
-        "integer", "decimal", "float", "double", "int", "long", "short", "byte",
-        "nonNegativeInteger", "positiveInteger", "negativeInteger", "nonPositiveInteger",
-        "unsignedLong", "unsignedInt", "unsignedShort", "unsignedByte",
+        "integer",
+        "decimal",
+        "float",
+        "double",
+        "int",
+        "long",
+        "short",
+        "byte",
+        "nonNegativeInteger",
+        "positiveInteger",
+        "negativeInteger",
+        "nonPositiveInteger",
+        "unsignedLong",
+        "unsignedInt",
+        "unsignedShort",
+        "unsignedByte",
     )
 }
 _DATE_TYPES = {XSD + t for t in ("dateTime", "date", "gYearMonth", "gYear", "dateTimeStamp")}
@@ -212,11 +225,7 @@ def _row_keys(result: SelectResult, keep_lang: bool) -> list[list[Key]]:
         cells = [(v, row[v]) for v in variables if v in row]
         has_iri = any(b.is_iri for _, b in cells)
         rows.append(
-            [
-                _term_key(b, keep_lang)
-                for v, b in cells
-                if not (has_iri and b.type == "literal" and _is_label_var(v))
-            ]
+            [_term_key(b, keep_lang) for v, b in cells if not (has_iri and b.type == "literal" and _is_label_var(v))]
         )
     return rows
 
@@ -344,10 +353,24 @@ def exact_match(predicted: Any, gold: Any, mode: MetricMode = "answers", keep_la
 
 # --------------------------------------------------------------------------- aggregates
 
-COUNTERS = ("steps", "lookups", "searches", "executions", "lm_calls", "prompt_tokens", "completion_tokens", "seconds",
-            # issue 15: what each question really cost, counted by the program (agent.calls)
-            "lm_steps", "auto_runs", "prunes", "extracts", "answer_type_calls",
-            "prompt_tokens_evaluated", "prompt_tokens_reused")
+COUNTERS = (
+    "steps",
+    "lookups",
+    "searches",
+    "executions",
+    "lm_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "seconds",
+    # issue 15: what each question really cost, counted by the program (agent.calls)
+    "lm_steps",
+    "auto_runs",
+    "prunes",
+    "extracts",
+    "answer_type_calls",
+    "prompt_tokens_evaluated",
+    "prompt_tokens_reused",
+)
 FINAL_STATUSES = ("ok", "empty", "blocked", "error")
 
 

@@ -7,9 +7,10 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem
@@ -69,8 +70,15 @@ def score_answers(answers: Any, gold: Any, mode: str, answerable: bool | None = 
     return (0.0 if answerable is False else f1), None
 
 
-def score_prediction(item: EvalItem, pred: Any, mode: str, *, error: str | None = None,
-                     error_kind: str | None = None, seconds: float | None = None) -> dict[str, Any]:
+def score_prediction(
+    item: EvalItem,
+    pred: Any,
+    mode: str,
+    *,
+    error: str | None = None,
+    error_kind: str | None = None,
+    seconds: float | None = None,
+) -> dict[str, Any]:
     """One predictions.jsonl line: the question, gold, prediction, scores, counters and trajectory."""
     get = (lambda k, d=None: getattr(pred, k, d)) if pred is not None else (lambda k, d=None: d)
     answers = get("answers")
@@ -107,7 +115,7 @@ def score_prediction(item: EvalItem, pred: Any, mode: str, *, error: str | None 
         "demos_dropped": get("demos_dropped"),  # demos the test firewall refused (None: not guarded)
         "notes": _jsonable(get("notes") or []),
         "trajectory": _jsonable(get("trajectory") or []),
-        "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
     return line
 

@@ -14,9 +14,8 @@ from typing import Any
 from saga_dspy import lm as lm_module
 from saga_dspy.config import PACKAGE_DIR, SECRET_FIELDS, Settings, redact_argv
 from saga_dspy.eval.evalset import EvalSet
-from saga_dspy.eval.rundir import open_private
 from saga_dspy.eval.metrics import METRIC_RULES
-
+from saga_dspy.eval.rundir import open_private
 
 CONFIG = "config.json"
 
@@ -26,9 +25,25 @@ METRICS = "metrics.json"
 
 # Settings that must agree between a run and its resumption.
 FINGERPRINT_FIELDS = (
-    "dataset", "split", "endpoint", "kg", "lm", "api_base", "temperature", "max_tokens", "seed", "variant",
-    "schema_coverage", "coverage_seed", "filter_mode", "metric_mode", "max_steps", "demos", "check_answer",
-    "observation_chars", "context_window",
+    "dataset",
+    "split",
+    "endpoint",
+    "kg",
+    "lm",
+    "api_base",
+    "temperature",
+    "max_tokens",
+    "seed",
+    "variant",
+    "schema_coverage",
+    "coverage_seed",
+    "filter_mode",
+    "metric_mode",
+    "max_steps",
+    "demos",
+    "check_answer",
+    "observation_chars",
+    "context_window",
 )
 
 
@@ -46,10 +61,15 @@ def _git_state() -> dict[str, Any] | None:
     if not (root / ".git").exists():
         return None
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": commit or None, "dirty": bool(dirty)}
@@ -96,8 +116,13 @@ def lm_record(settings: Settings) -> dict[str, Any]:
 
 
 def endpoint_record(settings: Settings, endpoint: Any = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"endpoint": settings.endpoint, "kg": settings.kg, "search": settings.search,
-                           "query_timeout": settings.query_timeout, "row_cap": settings.row_cap}
+    out: dict[str, Any] = {
+        "endpoint": settings.endpoint,
+        "kg": settings.kg,
+        "search": settings.search,
+        "query_timeout": settings.query_timeout,
+        "row_cap": settings.row_cap,
+    }
     if endpoint is not None:
         out["name"] = getattr(endpoint, "name", None)
         store = getattr(endpoint, "store_path", None)
@@ -140,11 +165,12 @@ def fingerprint(settings: Settings) -> dict[str, Any]:
     return out
 
 
-def run_config(settings: Settings, evalset: EvalSet, program: Any, endpoint: Any, *, extra: dict | None = None
-               ) -> dict[str, Any]:
+def run_config(
+    settings: Settings, evalset: EvalSet, program: Any, endpoint: Any, *, extra: dict | None = None
+) -> dict[str, Any]:
     cfg = {
         "kind": "eval",
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": [sys.executable, "-m", "saga_dspy.eval", *redact_argv(sys.argv[1:])] if sys.argv else None,
         "dataset": evalset.dataset,
         "split": evalset.split,

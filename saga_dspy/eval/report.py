@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 TABLE_COLUMNS = (
     ("n", "n", "{:d}"),
     ("F1", "f1", "pct"),

@@ -51,8 +51,9 @@ def _execute_missing(lines: list[dict[str, Any]], settings: Any) -> int:
     return len(missing)
 
 
-def rescore(run_dir: str | Path, metric_mode: str | None = None, *, settings: Any = None,
-            out: str | Path | None = None) -> dict[str, Any]:
+def rescore(
+    run_dir: str | Path, metric_mode: str | None = None, *, settings: Any = None, out: str | Path | None = None
+) -> dict[str, Any]:
     """Recompute the run's metrics from its predictions; writes and returns them."""
     run_dir = Path(run_dir)
     pred_path = run_dir / PREDICTIONS

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO
 
 import filelock
 
@@ -30,8 +31,10 @@ def locked_run_dir(path: Path) -> Iterator[Path]:
     try:
         lock.acquire()
     except filelock.Timeout:
-        raise EvalError(f"{path} is in use by another run (it holds {path / LOCK_NAME}); wait for it to finish "
-                        f"or pass another --out") from None
+        raise EvalError(
+            f"{path} is in use by another run (it holds {path / LOCK_NAME}); wait for it to finish "
+            f"or pass another --out"
+        ) from None
     except OSError as exc:
         raise EvalError(f"cannot lock the run directory {path}: {exc.strerror or exc}") from None
     try:

@@ -11,9 +11,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import dspy
 from tqdm import tqdm
@@ -58,8 +59,17 @@ class VariantResult:
 
 
 def _progress_bar(total: int, initial: int, desc: str, enabled: bool):
-    return tqdm(total=total, initial=initial, desc=desc, unit="q", disable=not enabled, dynamic_ncols=True,
-                mininterval=0.5, smoothing=0.3, file=sys.stderr)
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=desc,
+        unit="q",
+        disable=not enabled,
+        dynamic_ncols=True,
+        mininterval=0.5,
+        smoothing=0.3,
+        file=sys.stderr,
+    )
 
 
 def run_questions(
@@ -107,9 +117,14 @@ def run_questions(
                 pred = program(question=item.question, **guard)
         except Exception as exc:  # the program should never raise; record it if it does
             log.warning("question %s raised %s", item.id, exc, exc_info=True)
-            return score_prediction(item, None, mode, error=f"{type(exc).__name__}: {exc}",
-                                    error_kind=INFRASTRUCTURE if is_infrastructure_error(exc) else PROGRAM,
-                                    seconds=time.monotonic() - started)
+            return score_prediction(
+                item,
+                None,
+                mode,
+                error=f"{type(exc).__name__}: {exc}",
+                error_kind=INFRASTRUCTURE if is_infrastructure_error(exc) else PROGRAM,
+                seconds=time.monotonic() - started,
+            )
         return score_prediction(item, pred, mode, seconds=time.monotonic() - started)
 
     def worker() -> None:
@@ -130,8 +145,10 @@ def run_questions(
                     bar.set_postfix_str(f"F1={f1_sum[0] / n_done[0]:.3f}")
                     infra_in_a_row[0] = infra_in_a_row[0] + 1 if line.get("error_kind") == INFRASTRUCTURE else 0
                     if max_infra_failures and infra_in_a_row[0] >= max_infra_failures and not stopped:
-                        stopped.append(f"stopped after {infra_in_a_row[0]} questions in a row failed for the "
-                                       f"infrastructure (last: {line.get('error')})")
+                        stopped.append(
+                            f"stopped after {infra_in_a_row[0]} questions in a row failed for the "
+                            f"infrastructure (last: {line.get('error')})"
+                        )
                         stop.set()
                 if on_line is not None:
                     on_line(line)
@@ -139,8 +156,10 @@ def run_questions(
             errors.append(exc)
             stop.set()
 
-    threads = [threading.Thread(target=worker, name=f"saga-eval-{i}", daemon=True)
-               for i in range(max(1, min(num_threads, len(items))) if items else 0)]
+    threads = [
+        threading.Thread(target=worker, name=f"saga-eval-{i}", daemon=True)
+        for i in range(max(1, min(num_threads, len(items))) if items else 0)
+    ]
     if not threads:
         bar.close()
         return new_lines, False, None
@@ -179,8 +198,10 @@ def prepare_out_dir(
     cfg_path = out_dir / CONFIG
     if not resume:
         if pred_path.exists() and pred_path.stat().st_size > 0 and not overwrite:
-            raise EvalError(f"{pred_path} already exists: pass --resume to continue that run, --overwrite to "
-                            f"start it again, or another --out")
+            raise EvalError(
+                f"{pred_path} already exists: pass --resume to continue that run, --overwrite to "
+                f"start it again, or another --out"
+            )
         for name in (PREDICTIONS, METRICS):
             (out_dir / name).unlink(missing_ok=True)
         return []
@@ -198,8 +219,10 @@ def prepare_out_dir(
     if retry_failed:
         keep = [line for line in latest.values() if not line.get("error")]
         if len(keep) != len(latest):
-            print(f"--retry-failed: re-running {len(latest) - len(keep)} questions that ended with an error",
-                  file=sys.stderr)
+            print(
+                f"--retry-failed: re-running {len(latest) - len(keep)} questions that ended with an error",
+                file=sys.stderr,
+            )
             PredictionsFile.rewrite(pred_path, keep)
         return keep
     return list(latest.values())
@@ -210,11 +233,14 @@ def read_config(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise EvalError(f"--resume: {path} cannot be read ({exc}); the run's settings cannot be checked: "
-                        f"restore the file, or start again with --overwrite or another --out") from None
+        raise EvalError(
+            f"--resume: {path} cannot be read ({exc}); the run's settings cannot be checked: "
+            f"restore the file, or start again with --overwrite or another --out"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("fingerprint", {}), dict):
-        raise EvalError(f"--resume: {path} is not a run configuration; restore it, or start again with "
-                        f"--overwrite or another --out")
+        raise EvalError(
+            f"--resume: {path} is not a run configuration; restore it, or start again with --overwrite or another --out"
+        )
     return data
 
 
@@ -266,22 +292,41 @@ def run_variant(
     if resume and cfg_path.exists():
         previous = read_config(cfg_path)
         cfg["created"] = previous.get("created", cfg["created"])
-        cfg["resumed"] = [*previous.get("resumed", []), _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")]
+        cfg["resumed"] = [
+            *previous.get("resumed", []),
+            _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        ]
     write_json(cfg_path, cfg)
     if resume:
         print(f"[{settings.variant}] resuming {out_dir}: {len(done)} done, {len(todo)} to run", file=sys.stderr)
 
     predictions = PredictionsFile(out_dir / PREDICTIONS)
     params = run_params(settings, evalset, len(evalset))
-    run_ctx = tracker.run(run_name(settings.variant, evalset.dataset, evalset.split, settings.lm), params=params,
-                          nested=nested, tags={"kind": "eval", "out_dir": str(out_dir)}) if tracker else _null_context()
+    run_ctx = (
+        tracker.run(
+            run_name(settings.variant, evalset.dataset, evalset.split, settings.lm),
+            params=params,
+            nested=nested,
+            tags={"kind": "eval", "out_dir": str(out_dir)},
+        )
+        if tracker
+        else _null_context()
+    )
     interrupted = False
     with run_ctx as run_id:
         phase_started = time.monotonic()
         try:
             new, interrupted, stopped = run_questions(
-                program, todo, predictions, mode=settings.metric_mode, num_threads=settings.num_threads, lm=lm,
-                progress=progress, desc=desc or settings.variant, done_lines=done, total=len(evalset),
+                program,
+                todo,
+                predictions,
+                mode=settings.metric_mode,
+                num_threads=settings.num_threads,
+                lm=lm,
+                progress=progress,
+                desc=desc or settings.variant,
+                done_lines=done,
+                total=len(evalset),
                 max_infra_failures=settings.max_infra_failures,
             )
         finally:
@@ -302,13 +347,16 @@ def run_variant(
         metrics["phase"] = {"questions": len(new), "seconds": round(time.monotonic() - phase_started, 3)}
         write_json(out_dir / METRICS, metrics)
         if tracker:  # metrics, the evaluation set as dataset input, the per-question table; traces in the store
-            tracker.log_eval_result(metrics, lines, settings.variant, eval_set=evalset.rows(), eval_set_name=evalset.name)
+            tracker.log_eval_result(
+                metrics, lines, settings.variant, eval_set=evalset.rows(), eval_set_name=evalset.name
+            )
             tracker.flush()
             tracker.log_artifacts([out_dir / PREDICTIONS, out_dir / CONFIG, out_dir / METRICS])
             if settings.program:
                 tracker.log_artifact(settings.program, artifact_path="program")
-    return VariantResult(settings.variant, out_dir, metrics, lines, interrupted, ran=len(new), run_id=run_id,
-                         stopped=stopped)
+    return VariantResult(
+        settings.variant, out_dir, metrics, lines, interrupted, ran=len(new), run_id=run_id, stopped=stopped
+    )
 
 
 class _null_context:
@@ -377,8 +425,10 @@ def program_variant_warning(program: str | Path | None, variant: str) -> str | N
         return None
     compiled_for = meta.get("variant") if meta.get("kind") == "optimize" else None
     if compiled_for and compiled_for != variant:
-        return (f"warning: {program} was compiled for variant {compiled_for!r}; loading it into {variant!r} "
-                f"replaces that controller's instructions and demos")
+        return (
+            f"warning: {program} was compiled for variant {compiled_for!r}; loading it into {variant!r} "
+            f"replaces that controller's instructions and demos"
+        )
     return None
 
 
@@ -417,13 +467,16 @@ def evaluate(
     stream = stream or sys.stdout
     variants = checked_variants(settings, variants)
     resume = resume or retry_failed
-    out_dir = Path(out) if out is not None else (Path(settings.out) if settings.out else default_out_dir(settings, resume))
+    out_dir = (
+        Path(out) if out is not None else (Path(settings.out) if settings.out else default_out_dir(settings, resume))
+    )
     check_graph(settings, settings.dataset, data_file)
     check_program_file(settings.program)
     if data_file is not None and not Path(data_file).is_file():
         raise EvalError(f"--data-file {data_file}: no such file")
-    evalset = load_eval_set(settings, ids=ids, data_file=data_file, gold_file=gold_file,
-                            answerable_only=answerable_only, progress=progress)
+    evalset = load_eval_set(
+        settings, ids=ids, data_file=data_file, gold_file=gold_file, answerable_only=answerable_only, progress=progress
+    )
     print(describe_filter(evalset), file=stream)
     if not len(evalset):
         raise EvalError("no questions to evaluate (check --ids / --limit / the answerable filter)")
@@ -431,8 +484,19 @@ def evaluate(
     with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
         try:
             results = _run_variants(
-                settings, variants, evalset, out_dir, services, tracker, program_factory or make_program,
-                lm=lm, resume=resume, retry_failed=retry_failed, overwrite=overwrite, progress=progress)
+                settings,
+                variants,
+                evalset,
+                out_dir,
+                services,
+                tracker,
+                program_factory or make_program,
+                lm=lm,
+                resume=resume,
+                retry_failed=retry_failed,
+                overwrite=overwrite,
+                progress=progress,
+            )
         finally:
             tracker.close()
     print_outcome(settings, evalset, results, out_dir, stream)
@@ -475,10 +539,15 @@ def check_graph(settings: Settings, dataset: str, data_file: str | Path | None =
         return
     graph = "wikidata" if settings.is_embedded else settings.kg  # the bundled sample is Wikidata's
     if info.kg != graph:
-        where = "the bundled Wikidata sample (--endpoint embedded)" if settings.is_embedded else \
-            f"a {graph} endpoint (--kg {graph})"
-        raise EvalError(f"{dataset} is a {info.kg} benchmark; its gold queries find nothing on {where}: "
-                        f"pass --kg {info.kg} --endpoint URL of a {info.kg} SPARQL endpoint, or a {graph} dataset")
+        where = (
+            "the bundled Wikidata sample (--endpoint embedded)"
+            if settings.is_embedded
+            else f"a {graph} endpoint (--kg {graph})"
+        )
+        raise EvalError(
+            f"{dataset} is a {info.kg} benchmark; its gold queries find nothing on {where}: "
+            f"pass --kg {info.kg} --endpoint URL of a {info.kg} SPARQL endpoint, or a {graph} dataset"
+        )
 
 
 def checked_variants(settings: Settings, variants: Sequence[str]) -> list[str]:
@@ -505,19 +574,43 @@ def sigterm_as_interrupt() -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
-def _run_variants(settings: Settings, variants: list[str], evalset: EvalSet, out_dir: Path, services: KgServices,
-                  tracker: Tracker, factory: ProgramFactory, *, lm: dspy.BaseLM | None, resume: bool,
-                  retry_failed: bool, overwrite: bool, progress: bool) -> dict[str, VariantResult]:
+def _run_variants(
+    settings: Settings,
+    variants: list[str],
+    evalset: EvalSet,
+    out_dir: Path,
+    services: KgServices,
+    tracker: Tracker,
+    factory: ProgramFactory,
+    *,
+    lm: dspy.BaseLM | None,
+    resume: bool,
+    retry_failed: bool,
+    overwrite: bool,
+    progress: bool,
+) -> dict[str, VariantResult]:
     """Each variant into its run directory (one sub-directory each when there are several), then the comparison."""
     results: dict[str, VariantResult] = {}
     several = len(variants) > 1
-    parent = tracker.run(run_name(" vs ".join(variants), evalset.dataset, evalset.split, settings.lm),
-                         params={"dataset": evalset.dataset, "split": evalset.split,
-                                 "variant": " vs ".join(variants), "filter_mode": settings.filter_mode,
-                                 "lm": settings.lm,
-                                 "endpoint": settings.endpoint, "schema_coverage": settings.schema_coverage,
-                                 "program": settings.program, "n_questions": len(evalset)},
-                         tags={"kind": "eval-invocation", "out_dir": str(out_dir)}) if several else _null_context()
+    parent = (
+        tracker.run(
+            run_name(" vs ".join(variants), evalset.dataset, evalset.split, settings.lm),
+            params={
+                "dataset": evalset.dataset,
+                "split": evalset.split,
+                "variant": " vs ".join(variants),
+                "filter_mode": settings.filter_mode,
+                "lm": settings.lm,
+                "endpoint": settings.endpoint,
+                "schema_coverage": settings.schema_coverage,
+                "program": settings.program,
+                "n_questions": len(evalset),
+            },
+            tags={"kind": "eval-invocation", "out_dir": str(out_dir)},
+        )
+        if several
+        else _null_context()
+    )
     with parent:
         for variant in variants:
             vs = settings.model_copy(update={"variant": variant})
@@ -528,10 +621,21 @@ def _run_variants(settings: Settings, variants: list[str], evalset: EvalSet, out
             vdir = out_dir / variant if several else out_dir
             try:
                 warmup = warm_up(program, services, lm)
-                result = run_variant(vs, evalset, vdir, program=program, endpoint=services.endpoint, lm=lm,
-                                     resume=resume, retry_failed=retry_failed, overwrite=overwrite,
-                                     progress=progress, tracker=tracker if tracker.enabled else None,
-                                     nested=several, warmup_seconds=warmup)
+                result = run_variant(
+                    vs,
+                    evalset,
+                    vdir,
+                    program=program,
+                    endpoint=services.endpoint,
+                    lm=lm,
+                    resume=resume,
+                    retry_failed=retry_failed,
+                    overwrite=overwrite,
+                    progress=progress,
+                    tracker=tracker if tracker.enabled else None,
+                    nested=several,
+                    warmup_seconds=warmup,
+                )
             finally:
                 program.close()  # given the endpoint, the program owns nothing shared
             results[variant] = result
@@ -541,13 +645,15 @@ def _run_variants(settings: Settings, variants: list[str], evalset: EvalSet, out
     return results
 
 
-def _write_comparison(evalset: EvalSet, results: dict[str, VariantResult], out_dir: Path, tracker: Tracker,
-                      several: bool, first: str) -> None:
+def _write_comparison(
+    evalset: EvalSet, results: dict[str, VariantResult], out_dir: Path, tracker: Tracker, several: bool, first: str
+) -> None:
     """comparison.png / .json / .md in the run directory, and in the tracked run(s)."""
     table = {v: r.metrics for v, r in results.items()}
     what = " vs ".join(results) if len(results) > 1 else next(iter(results), "")
-    chart = comparison_chart(table, out_dir / "comparison.png",
-                             title=f"{what}: {evalset.name} ({len(evalset)} questions)")
+    chart = comparison_chart(
+        table, out_dir / "comparison.png", title=f"{what}: {evalset.name} ({len(evalset)} questions)"
+    )
     write_json(out_dir / "comparison.json", table)
     (out_dir / "comparison.md").write_text(markdown_table(table) + "\n", encoding="utf-8")
     if tracker.enabled:
@@ -559,23 +665,33 @@ def _write_comparison(evalset: EvalSet, results: dict[str, VariantResult], out_d
             tracker.log_artifact_to(results[first].run_id, chart)
 
 
-def print_outcome(settings: Settings, evalset: EvalSet, results: dict[str, VariantResult], out_dir: Path,
-                  stream) -> None:
+def print_outcome(
+    settings: Settings, evalset: EvalSet, results: dict[str, VariantResult], out_dir: Path, stream
+) -> None:
     """The summary table, the run directory, and how to continue an interrupted run."""
-    title = (f"{evalset.name} on {settings.endpoint}, LM {settings.lm}, "
-             f"coverage {settings.schema_coverage}%, metric {settings.metric_mode} (percent)")
+    title = (
+        f"{evalset.name} on {settings.endpoint}, LM {settings.lm}, "
+        f"coverage {settings.schema_coverage}%, metric {settings.metric_mode} (percent)"
+    )
     print("\n" + summary_table({v: r.metrics for v, r in results.items()}, title), file=stream)
     print(describe_subset(subset_record(evalset.filter_report, len(evalset))), file=stream)
-    warmups = {v: r.metrics.get("warmup_seconds") for v, r in results.items()
-               if r.metrics.get("warmup_seconds") is not None}
+    warmups = {
+        v: r.metrics.get("warmup_seconds") for v, r in results.items() if r.metrics.get("warmup_seconds") is not None
+    }
     if warmups:
         print("warm-up (loading, not in s/q): " + ", ".join(f"{v} {s:.1f} s" for v, s in warmups.items()), file=stream)
     print(f"\nrun directory: {out_dir}", file=stream)
     for variant, r in results.items():
         if r.stopped:
-            print(f"error: [{variant}] {r.stopped}; fix it, then continue with "
-                  f"`python -m saga_dspy.eval ... --retry-failed --out {out_dir}`", file=sys.stderr)
+            print(
+                f"error: [{variant}] {r.stopped}; fix it, then continue with "
+                f"`python -m saga_dspy.eval ... --retry-failed --out {out_dir}`",
+                file=sys.stderr,
+            )
     if any(r.interrupted for r in results.values()):
         done = sum(len(r.lines) for r in results.values())
-        print(f"interrupted: {done} finished questions are saved; continue with "
-              f"`python -m saga_dspy.eval ... --resume --out {out_dir}`", file=stream)
+        print(
+            f"interrupted: {done} finished questions are saved; continue with "
+            f"`python -m saga_dspy.eval ... --resume --out {out_dir}`",
+            file=stream,
+        )

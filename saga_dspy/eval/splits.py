@@ -14,7 +14,8 @@ the same questions are held out everywhere and the demo pools lose as few as pos
 from __future__ import annotations
 
 import random
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from saga_dspy.config import Settings
 from saga_dspy.eval.datasets import BENCHMARKS, load_records
@@ -47,9 +48,14 @@ def carve_dev(
     picked = {id(clean[i]) for i in order[:n]}
     dev = [r for r in train if id(r) in picked]
     rest = [r for r in train if id(r) not in picked]
-    counts = {"train": len(train), "collide_with_test": len(train) - len(clean), "dev": len(dev),
-              "dev_twins_of_earlier_dev": sum(1 for r in dev if prefer is not None and len(prefer)
-                                              and prefer.collides(r.get("question"), r.get("sparql")))}
+    counts = {
+        "train": len(train),
+        "collide_with_test": len(train) - len(clean),
+        "dev": len(dev),
+        "dev_twins_of_earlier_dev": sum(
+            1 for r in dev if prefer is not None and len(prefer) and prefer.collides(r.get("question"), r.get("sparql"))
+        ),
+    }
     return dev, rest, counts
 
 
@@ -66,14 +72,16 @@ def held_out_splits(kg: str, roles: Iterable[str] = ("test", "dev")) -> list[tup
     return out
 
 
-def held_out_firewall(settings: Settings | None = None, kg: str = "wikidata",
-                      roles: Iterable[str] = ("test", "dev")) -> Firewall:
+def held_out_firewall(
+    settings: Settings | None = None, kg: str = "wikidata", roles: Iterable[str] = ("test", "dev")
+) -> Firewall:
     """The firewall over every bundled test (and dev) question of `kg` that exists on disk."""
     return benchmark_firewall(dict.fromkeys(name for name, _ in held_out_splits(kg, roles)), settings, roles)
 
 
-def benchmark_firewall(names: Iterable[str], settings: Settings | None = None,
-                       roles: Iterable[str] = ("test", "dev")) -> Firewall:
+def benchmark_firewall(
+    names: Iterable[str], settings: Settings | None = None, roles: Iterable[str] = ("test", "dev")
+) -> Firewall:
     """The firewall over the test (and dev) splits of the named benchmarks (unknown names and
     missing files are skipped: a user file has no bundled held-out split)."""
     firewall = Firewall()

@@ -32,7 +32,7 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,12 @@ class TraceWriter:
         env = {**os.environ, "MLFLOW_ENABLE_ASYNC_TRACE_LOGGING": "false"}  # the child writes as it reads
         try:
             self._child: subprocess.Popen | None = subprocess.Popen(
-                command or [sys.executable, "-m", __name__], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, env=env, start_new_session=True)
+                command or [sys.executable, "-m", __name__],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+            )
         except OSError as exc:
             log.warning("trace writer process could not start (%s): traces are written in this process", exc)
             self._child, self._local = None, True
@@ -150,8 +154,9 @@ class TraceWriter:
         with self._cond:
             self._local = True
             pending, self._unconfirmed = self._unconfirmed, []
-        log.warning("%s: its %d unconfirmed trace messages and all later ones are written in this process",
-                    why, len(pending))
+        log.warning(
+            "%s: its %d unconfirmed trace messages and all later ones are written in this process", why, len(pending)
+        )
         for _, message in pending:
             self._handle_locally(message)
         self._confirm(self._flushes_sent)  # the flushes the child took and never answered
@@ -253,8 +258,9 @@ def install(tracking_uri: str) -> TraceWriter:
     original = getattr(provider, "_saga_original_processor_factory", provider._get_mlflow_span_processor)
 
     def processor_factory(tracking_uri: str):
-        return MlflowV3SpanProcessor(span_exporter=exporter, export_metrics=provider.should_export_otlp_metrics(),
-                                     use_batch_processor=False)
+        return MlflowV3SpanProcessor(
+            span_exporter=exporter, export_metrics=provider.should_export_otlp_metrics(), use_batch_processor=False
+        )
 
     provider._saga_original_processor_factory = original
     provider._get_mlflow_span_processor = processor_factory

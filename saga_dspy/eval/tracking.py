@@ -42,8 +42,9 @@ import math
 import os
 import queue
 import re
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import dspy
 import pandas as pd
@@ -63,15 +64,39 @@ MLFLOW_OFFLINE_ENV = {
 PARAM_KEYS = ("dataset", "split", "variant", "filter_mode", "lm", "endpoint", "schema_coverage", "program")
 
 # The metrics that compare variants: logged per variant under `<variant>/` on the parent run.
-KEY_METRICS = ("f1", "em", "empty_rate", "boolean_f1", "factoid_f1", "mean_steps", "mean_lm_calls", "mean_tokens",
-               "mean_seconds")
+KEY_METRICS = (
+    "f1",
+    "em",
+    "empty_rate",
+    "boolean_f1",
+    "factoid_f1",
+    "mean_steps",
+    "mean_lm_calls",
+    "mean_tokens",
+    "mean_seconds",
+)
 TABLE_FILE = "per_question.json"
 EXPERIMENT_KIND = "custom_model_development"  # the UI opens such an experiment on its runs table
 SHARED_VIEW = "saga"  # `?viewStateShareKey=saga` opens the runs table with the comparison columns
-VIEW_COLUMNS = ("params.`variant`", "metrics.`f1`", "metrics.`em`", "metrics.`empty_rate`", "metrics.`boolean_f1`",
-                "metrics.`factoid_f1`", "metrics.`mean_steps`", "metrics.`mean_lm_calls`", "metrics.`mean_tokens`",
-                "metrics.`mean_seconds`", "params.`dataset`", "params.`split`", "params.`lm`", "params.`filter_mode`",
-                "params.`endpoint`", "params.`schema_coverage`", "params.`program`")
+VIEW_COLUMNS = (
+    "params.`variant`",
+    "metrics.`f1`",
+    "metrics.`em`",
+    "metrics.`empty_rate`",
+    "metrics.`boolean_f1`",
+    "metrics.`factoid_f1`",
+    "metrics.`mean_steps`",
+    "metrics.`mean_lm_calls`",
+    "metrics.`mean_tokens`",
+    "metrics.`mean_seconds`",
+    "params.`dataset`",
+    "params.`split`",
+    "params.`lm`",
+    "params.`filter_mode`",
+    "params.`endpoint`",
+    "params.`schema_coverage`",
+    "params.`program`",
+)
 EXPERIMENT_NOTE = """Runs of saga-dspy (one per variant; an invocation with several variants nests them under a
 parent run named `A vs B · dataset/split · LM` that carries `<variant>/f1`-style metrics and the comparison chart).
 
@@ -91,7 +116,7 @@ def apply_mlflow_env() -> None:
         os.environ.setdefault(key, value)
 
 
-def default_tracking_uri(settings: "Settings") -> str:
+def default_tracking_uri(settings: Settings) -> str:
     """`settings.mlflow_uri`, else `MLFLOW_TRACKING_URI`, else sqlite under the cache dir."""
     if settings.mlflow_uri:
         return settings.mlflow_uri
@@ -151,19 +176,21 @@ def question_rows(lines: Sequence[Mapping[str, Any]], variant: str) -> list[dict
     rows = []
     for line in lines:
         counters = line.get("counters") or {}
-        rows.append({
-            "id": str(line.get("id")),
-            "variant": variant,
-            "question": str(line.get("question") or ""),
-            "gold": _answer_text(line.get("gold")),
-            "prediction": _answer_text(line.get("answers")),
-            "f1": float(line.get("f1") or 0.0),
-            "em": bool(line.get("em")),
-            "status": str(line.get("final_status")),
-            "steps": counters.get("steps"),
-            "sparql": str(line.get("sparql") or ""),
-            "error": str(line.get("error") or ""),
-        })
+        rows.append(
+            {
+                "id": str(line.get("id")),
+                "variant": variant,
+                "question": str(line.get("question") or ""),
+                "gold": _answer_text(line.get("gold")),
+                "prediction": _answer_text(line.get("answers")),
+                "f1": float(line.get("f1") or 0.0),
+                "em": bool(line.get("em")),
+                "status": str(line.get("final_status")),
+                "steps": counters.get("steps"),
+                "sparql": str(line.get("sparql") or ""),
+                "error": str(line.get("error") or ""),
+            }
+        )
     return rows
 
 
@@ -195,7 +222,7 @@ class Tracker:
 
     def __init__(
         self,
-        settings: "Settings",
+        settings: Settings,
         experiment: str,
         *,
         enabled: bool | None = None,
@@ -250,10 +277,12 @@ class Tracker:
             for key, value in (("mlflow.experimentKind", EXPERIMENT_KIND), ("mlflow.note.content", EXPERIMENT_NOTE)):
                 if key not in tags:
                     self._mlflow.MlflowClient().set_experiment_tag(self.experiment_id, key, value)
-            view = json.dumps({"selectedColumns": list(VIEW_COLUMNS), "columnOrder": list(VIEW_COLUMNS),
-                               "runsHiddenMode": "SHOW_ALL"})
-            self._mlflow.MlflowClient().set_experiment_tag(self.experiment_id, f"mlflow.sharedViewState.{SHARED_VIEW}",
-                                                           view)
+            view = json.dumps(
+                {"selectedColumns": list(VIEW_COLUMNS), "columnOrder": list(VIEW_COLUMNS), "runsHiddenMode": "SHOW_ALL"}
+            )
+            self._mlflow.MlflowClient().set_experiment_tag(
+                self.experiment_id, f"mlflow.sharedViewState.{SHARED_VIEW}", view
+            )
         except Exception as exc:  # a convenience for the UI
             log.debug("could not tag the experiment: %s", exc)
 
@@ -298,7 +327,9 @@ class Tracker:
             yield None
             return
         mlflow = self._mlflow
-        with mlflow.start_run(run_name=name, experiment_id=self.experiment_id, nested=nested, tags=dict(tags or {})) as run:
+        with mlflow.start_run(
+            run_name=name, experiment_id=self.experiment_id, nested=nested, tags=dict(tags or {})
+        ) as run:
             if params:
                 mlflow.log_params(clean_params(params))
             yield run.info.run_id
@@ -343,8 +374,14 @@ class Tracker:
         if self.enabled and rows:
             self._mlflow.log_table(pd.DataFrame(list(rows)), artifact_file=artifact_file)
 
-    def log_eval_result(self, metrics: Mapping[str, Any], lines: Sequence[Mapping[str, Any]], variant: str,
-                        eval_set: Sequence[Mapping[str, Any]] = (), eval_set_name: str = "") -> None:
+    def log_eval_result(
+        self,
+        metrics: Mapping[str, Any],
+        lines: Sequence[Mapping[str, Any]],
+        variant: str,
+        eval_set: Sequence[Mapping[str, Any]] = (),
+        eval_set_name: str = "",
+    ) -> None:
         """One variant's metrics, evaluation set and per-question table on the active run."""
         if not self.enabled:
             return
@@ -429,8 +466,15 @@ class _NoTask:
         pass
 
 
-_EXPORT_QUEUE_PARTS = ("_flush_lock", "_lock", "_is_active", "_stop_event", "_consumer_thread", "_queue",
-                       "_worker_threadpool")
+_EXPORT_QUEUE_PARTS = (
+    "_flush_lock",
+    "_lock",
+    "_is_active",
+    "_stop_event",
+    "_consumer_thread",
+    "_queue",
+    "_worker_threadpool",
+)
 
 
 def _terminate_trace_export(export_queue: Any) -> bool:
@@ -492,8 +536,13 @@ def comparison_chart(results: Mapping[str, Mapping[str, Any]], path: str | Path,
         xs = [i + (k - (len(CHART_METRICS) - 1) / 2) * width for i in range(len(names))]
         bars = ax.bar(xs, values, width, label=label)
         for bar, value in zip(bars, values):
-            ax.annotate(f"{value:.1f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                        ha="center", va="bottom", fontsize=7)
+            ax.annotate(
+                f"{value:.1f}",
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+            )
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names, rotation=15 if len(names) > 3 else 0, fontsize=8)
     ax.set_ylabel("%")

@@ -31,16 +31,20 @@ class Conflict:
     required: bool
     declared: bool  # the subject is a variable typed by an explicit pattern (not a known entity)
 
-    def describe(self, ctx: "QuestionContext") -> str:
+    def describe(self, ctx: QuestionContext) -> str:
         who = f"{self.subject} ({self.label})" if self.label else self.subject
         kind = "declared types" if self.declared else "types"
-        return (f"{who} cannot be the subject of {ctx.property_label(self.pid)} ({self.pid}): its {kind} "
-                f"{{{class_names(self.types, ctx.class_label, 3)}}} are not (subclasses of) the property's domain "
-                f"{{{class_names(self.domain, ctx.class_label, 4)}}}")
+        return (
+            f"{who} cannot be the subject of {ctx.property_label(self.pid)} ({self.pid}): its {kind} "
+            f"{{{class_names(self.types, ctx.class_label, 3)}}} are not (subclasses of) the property's domain "
+            f"{{{class_names(self.domain, ctx.class_label, 4)}}}"
+        )
 
-    def short(self, ctx: "QuestionContext") -> str:
-        return (f"{self.pid} on {self.subject} ({class_names(self.types, ctx.class_label, 2)}) "
-                f"vs domain {class_names(self.domain, ctx.class_label, 2)}")
+    def short(self, ctx: QuestionContext) -> str:
+        return (
+            f"{self.pid} on {self.subject} ({class_names(self.types, ctx.class_label, 2)}) "
+            f"vs domain {class_names(self.domain, ctx.class_label, 2)}"
+        )
 
 
 def _domain_steps(p: Pattern, flavour) -> list[tuple[Term, str]]:
@@ -72,7 +76,7 @@ def declared_types(parsed: ParsedQuery, flavour) -> dict[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def find_conflicts(ctx: "QuestionContext", parsed: ParsedQuery | None) -> list[Conflict]:
+def find_conflicts(ctx: QuestionContext, parsed: ParsedQuery | None) -> list[Conflict]:
     """Every (non-negated) pattern whose subject demonstrably conflicts with its property's domain."""
     if parsed is None:
         return []
@@ -117,13 +121,24 @@ def find_conflicts(ctx: "QuestionContext", parsed: ParsedQuery | None) -> list[C
         if decision.keep:
             continue
         label = ctx.labels([eid]).get(eid, "") if eid else ""
-        out.append(Conflict(p, term, render_term(term, flavour), label,
-                            tuple(et.types), pid, tuple(ps.domain.classes), decision.reason,
-                            p.context == REQUIRED, is_declared))
+        out.append(
+            Conflict(
+                p,
+                term,
+                render_term(term, flavour),
+                label,
+                tuple(et.types),
+                pid,
+                tuple(ps.domain.classes),
+                decision.reason,
+                p.context == REQUIRED,
+                is_declared,
+            )
+        )
     return out
 
 
-def _carries(ctx: "QuestionContext", eid: str, pid: str) -> bool:
+def _carries(ctx: QuestionContext, eid: str, pid: str) -> bool:
     """Whether the entity has a statement with this property (asked only for an inferred conflict; a failed
     probe counts as no)."""
     flavour = ctx.flavour
@@ -162,7 +177,7 @@ def _probe_candidates(parsed: ParsedQuery, flavour) -> list[Pattern]:
     return out
 
 
-def reversed_direction_hints(ctx: "QuestionContext", parsed: ParsedQuery | None) -> list[str]:
+def reversed_direction_hints(ctx: QuestionContext, parsed: ParsedQuery | None) -> list[str]:
     """For a single-pattern SELECT or the patterns of an ASK that came back empty/false: does the
     pattern match nothing while its reverse (object and subject swapped) does? Bounded probes."""
     if parsed is None:
@@ -192,8 +207,10 @@ def reversed_direction_hints(ctx: "QuestionContext", parsed: ParsedQuery | None)
         text = render_pattern(p, ctx.flavour)
         reversed_text = f"{render_term(p.obj, ctx.flavour)} {p.path_text} {render_term(p.subject, ctx.flavour)}"
         if isinstance(rev, AskResult) and rev.value:
-            hints.append(f"Direction: `{text}` matches nothing, but the reversed `{reversed_text}` does: "
-                         f"subject and object may be swapped.")
+            hints.append(
+                f"Direction: `{text}` matches nothing, but the reversed `{reversed_text}` does: "
+                f"subject and object may be swapped."
+            )
         elif not whole:
             hints.append(f"`{text}` matches nothing on its own (nor reversed).")
     return hints
@@ -208,7 +225,7 @@ def _words(local: str) -> str:
     return " ".join(w for w in _SPLIT.split(local) if w).lower()
 
 
-def _seen_matches(ctx: "QuestionContext", words: str, want: str | None) -> list[str]:
+def _seen_matches(ctx: QuestionContext, words: str, want: str | None) -> list[str]:
     out = []
     wset = set(words.split())
     for eid, label in reversed(list(ctx.seen.items())):
@@ -222,7 +239,9 @@ def _seen_matches(ctx: "QuestionContext", words: str, want: str | None) -> list[
     return out
 
 
-def unknown_iri_hints(ctx: "QuestionContext", sparql: str, parsed: ParsedQuery | None, *, check_existence: bool) -> list[str]:
+def unknown_iri_hints(
+    ctx: QuestionContext, sparql: str, parsed: ParsedQuery | None, *, check_existence: bool
+) -> list[str]:
     """Name identifiers that are not well-formed ids, or (when `check_existence`) that the KG does not know,
     and suggest ids from this question's context or the search index."""
     flavour = ctx.flavour
@@ -257,7 +276,7 @@ def unknown_iri_hints(ctx: "QuestionContext", sparql: str, parsed: ParsedQuery |
             iri = tok.text[1:-1]
             if not iri.startswith(flavour.entity_ns):
                 continue
-            local = iri[len(flavour.entity_ns):]
+            local = iri[len(flavour.entity_ns) :]
             if "/" in local or not local:
                 continue
             if not re.match(r"^[QP][1-9]\d*$", local):
@@ -281,13 +300,15 @@ def unknown_iri_hints(ctx: "QuestionContext", sparql: str, parsed: ParsedQuery |
         except SparqlError:
             missing = []
         if missing:
-            recent = [f"{e} {clip(l, 30)}" for e, l in reversed(list(ctx.seen.items())) if flavour.entity_re.match(e)][:4]
+            recent = [f"{e} {clip(l, 30)}" for e, l in reversed(list(ctx.seen.items())) if flavour.entity_re.match(e)][
+                :4
+            ]
             seen = f" Entities seen in this question: {', '.join(recent)}." if recent else ""
             hints.append(f"Not in the knowledge graph: {', '.join(entities[i] for i in missing[:6])}.{seen}")
     return hints
 
 
-def _suggest(ctx: "QuestionContext", token: str, kind: str, local: str) -> str:
+def _suggest(ctx: QuestionContext, token: str, kind: str, local: str) -> str:
     flavour = ctx.flavour
     if flavour.name == "wikidata" and re.fullmatch(r"[QqPp]\d+", local):
         other = "an item" if local.upper().startswith("Q") else "a property"
@@ -305,7 +326,9 @@ def _suggest(ctx: "QuestionContext", token: str, kind: str, local: str) -> str:
                     ctx.remember(hit.id, hit.label)
         except Exception:  # noqa: BLE001 - a failing search must not break the observation
             pass
-    example = "wd:Q42 for items, wdt:P19 for properties" if flavour.name == "wikidata" else "ns:m.0abc / ns:type.property"
+    example = (
+        "wd:Q42 for items, wdt:P19 for properties" if flavour.name == "wikidata" else "ns:m.0abc / ns:type.property"
+    )
     text = f"{token} is not an identifier (write ids, e.g. {example})."
     if picks:
         text += " Did you mean: " + "; ".join(picks[:4]) + "?"

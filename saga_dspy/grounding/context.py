@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from ..config import Settings
 from ..kg.errors import SparqlError
 from ..kg.results import QueryResult, SelectResult
 from ..schema import EntityTypes, entity_types_many, load_hierarchy, load_schema_index
+from ..variants import VARIANT_FLAGS, GroundingFlags  # noqa: F401  (VARIANT_FLAGS: re-exported)
 from .flavours import Flavour, flavour_for
 from .state import TypeState
-from ..variants import VARIANT_FLAGS, GroundingFlags  # noqa: F401  (VARIANT_FLAGS: re-exported)
 
 PruneFn = Callable[[str, str], Sequence[str]]
 
@@ -44,8 +45,18 @@ class Execution:
         return self.status in ("ok", "empty", "blocked") and self.error is None
 
 
-COUNTER_KEYS = ("searches", "lookups", "examples", "executions", "blocked", "empty", "errors", "stops",
-                "prune_calls", "sparql_queries")
+COUNTER_KEYS = (
+    "searches",
+    "lookups",
+    "examples",
+    "executions",
+    "blocked",
+    "empty",
+    "errors",
+    "stops",
+    "prune_calls",
+    "sparql_queries",
+)
 
 
 class _CountingEndpoint:
@@ -219,8 +230,9 @@ class QuestionContext:
         self.cache_types(eid, et)
         if not self.flags.type_state or et is None:
             return False
-        new = self.state.record_entity(eid, et.types, label, is_class=et.is_class, source=source,
-                                       has_p31=et.source != "p279")
+        new = self.state.record_entity(
+            eid, et.types, label, is_class=et.is_class, source=source, has_p31=et.source != "p279"
+        )
         if new and et.types and source == "lookup":
             names = ", ".join(self.class_label(t) for t in et.types[:3])
             kind = " (a class; these are its superclasses)" if et.source == "p279" else ""
@@ -229,12 +241,14 @@ class QuestionContext:
 
     # --- bookkeeping ------------------------------------------------------------------------------------------------
     def record_call(self, tool: str, argument: str, started: float, queries_before: int) -> None:
-        self.trace.append({
-            "tool": tool,
-            "argument": str(argument if argument is not None else "")[:200],
-            "seconds": round(time.monotonic() - started, 4),
-            "queries": self.counters["sparql_queries"] - queries_before,
-        })
+        self.trace.append(
+            {
+                "tool": tool,
+                "argument": str(argument if argument is not None else "")[:200],
+                "seconds": round(time.monotonic() - started, 4),
+                "queries": self.counters["sparql_queries"] - queries_before,
+            }
+        )
 
     def last_successful(self) -> Execution | None:
         """The last execution that ran without error and had a non-empty result, else the last one without error."""
@@ -252,8 +266,10 @@ class QuestionContext:
             "variant": self.variant,
             "counters": dict(self.counters),
             "final_sparql": self.final_sparql,
-            "executions": [{"sparql": e.sparql, "status": e.status, "rows": e.rows, "error": e.error,
-                            "conflicts": e.conflicts} for e in self.executions],
+            "executions": [
+                {"sparql": e.sparql, "status": e.status, "rows": e.rows, "error": e.error, "conflicts": e.conflicts}
+                for e in self.executions
+            ],
         }
 
 

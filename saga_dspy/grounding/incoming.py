@@ -67,8 +67,9 @@ def fetch_incoming(ctx: QuestionContext, eid: str, limit: int = FETCHED) -> dict
     return edges
 
 
-def describe_incoming(ctx: QuestionContext, eid: str, edges: dict[str, IncomingEdge], *, subject_types: bool = False
-                      ) -> dict[str, IncomingEdge]:
+def describe_incoming(
+    ctx: QuestionContext, eid: str, edges: dict[str, IncomingEdge], *, subject_types: bool = False
+) -> dict[str, IncomingEdge]:
     """The examples' labels and, when `subject_types`, the subjects' P31 types (what a shown section needs)."""
     if not edges:
         return edges
@@ -93,7 +94,9 @@ def subjects_fit(ctx: QuestionContext, edge: IncomingEdge, answer_qid: str) -> b
     formal domain, is the class or below it)?"""
     h = ctx.hierarchy
     ps = ctx.schema.get(edge.pid)
-    candidates = list(edge.subject_types) + (list(ps.domain.classes) if ps and ps.domain and ps.domain.is_formal else [])
+    candidates = list(edge.subject_types) + (
+        list(ps.domain.classes) if ps and ps.domain and ps.domain.is_formal else []
+    )
     try:
         return any(answer_qid in h.ancestors(t) for t in candidates)
     except Exception:  # noqa: BLE001 - ranking is best effort
@@ -107,8 +110,10 @@ def items_restriction(ctx: QuestionContext, eid: str, edge: IncomingEdge, items:
     or all are (nothing to narrow): an answer set is restricted only on what the data shows. One query for both."""
     order = (ctx.flavour.type_pid, OCCUPATION)
     kept_by = {}
-    for row in ctx.rows(f"SELECT ?p (COUNT(DISTINCT ?x) AS ?n) WHERE {{ VALUES ?p {{ {' '.join(f'wdt:{p}' for p in order)} }} "
-                        f"?x wdt:{edge.pid} wd:{eid} . ?x ?p wd:{items} }} GROUP BY ?p"):
+    for row in ctx.rows(
+        f"SELECT ?p (COUNT(DISTINCT ?x) AS ?n) WHERE {{ VALUES ?p {{ {' '.join(f'wdt:{p}' for p in order)} }} "
+        f"?x wdt:{edge.pid} wd:{eid} . ?x ?p wd:{items} }} GROUP BY ?p"
+    ):
         ref = ctx.flavour.prop_ref(row["p"].value) if "p" in row and "n" in row else None
         if ref is not None:
             kept_by[ref.pid] = int(float(row["n"].value))
@@ -121,16 +126,26 @@ def items_restriction(ctx: QuestionContext, eid: str, edge: IncomingEdge, items:
 def rank_incoming(ctx: QuestionContext, entity_label: str, edges: dict[str, IncomingEdge]) -> list[PropertyScore]:
     """The incoming properties by the question's words (niche ones last), ties to the most used property (not
     the lowest id); `arrange_incoming` then puts those whose subjects fit the answer type first among equals."""
-    scores = rank_properties(ctx.question, list(edges), ctx.schema, entity_label=entity_label,
-                             label_of=ctx.property_label, header=())
+    scores = rank_properties(
+        ctx.question, list(edges), ctx.schema, entity_label=entity_label, label_of=ctx.property_label, header=()
+    )
     used = {pid: i for i, pid in enumerate(edges)}
     return sorted(scores, key=lambda s: (s.niche, -s.relevance, used[s.pid]))
 
 
-def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: dict[str, IncomingEdge],
-                     answer_qid: str | None, *, propose: bool, fit_alone: bool = True,
-                     ranked: list[PropertyScore] | None = None, outgoing_best: float = 0.0,
-                     items: str = "") -> IncomingView:
+def arrange_incoming(
+    ctx: QuestionContext,
+    eid: str,
+    entity_label: str,
+    edges: dict[str, IncomingEdge],
+    answer_qid: str | None,
+    *,
+    propose: bool,
+    fit_alone: bool = True,
+    ranked: list[PropertyScore] | None = None,
+    outgoing_best: float = 0.0,
+    items: str = "",
+) -> IncomingView:
     """Rank the incoming properties by the question (answer-type fit second); propose `?x wdt:P wd:E` with
     the best-ranked one whose subjects fit the expected answer class when it matches the question better
     than any outgoing property (`outgoing_best`: their top relevance) and more than one description word;
@@ -147,28 +162,38 @@ def arrange_incoming(ctx: QuestionContext, eid: str, entity_label: str, edges: d
     ranked = ranked if ranked is not None else rank_incoming(ctx, entity_label, edges)
     if items and ctx.flavour.name == "wikidata":
         # the edges a proposal or the best candidate may use: the most relevant one and the first fitting one
-        for pid in dict.fromkeys(s.pid for s in (next((s for s in ranked if s.relevance > 0 and not s.niche), None),
-                                                 next((s for s in ranked if s.pid in fitting), None)) if s):
+        for pid in dict.fromkeys(
+            s.pid
+            for s in (
+                next((s for s in ranked if s.relevance > 0 and not s.niche), None),
+                next((s for s in ranked if s.pid in fitting), None),
+            )
+            if s
+        ):
             view.restrictions[pid], kept = items_restriction(ctx, eid, edges[pid], items)
             if kept:
                 fitting.add(pid)
     # a stable sort: equals keep rank_incoming's most-used-first order
-    view.scores = sorted((replace(s, fits=s.pid in fitting) for s in ranked),
-                         key=lambda s: (s.niche, -s.relevance, not s.fits))
+    view.scores = sorted(
+        (replace(s, fits=s.pid in fitting) for s in ranked), key=lambda s: (s.niche, -s.relevance, not s.fits)
+    )
     view.shown = [s.pid for s in view.scores[:SHOWN]]
     # ★: the subjects fit the expected answer type, whether or not the words match ("companies in Munich":
     # headquarters location); requiring a word match as on the outgoing side lost such a dev question
     view.fitting = fitting & set(view.shown)
     best = next((s for s in view.scores if s.pid in fitting), None)
-    if best is not None and not (best.relevance > max(outgoing_best, DESCRIPTION) if best.relevance > 0
-                                 else fit_alone and outgoing_best == 0):
+    if best is not None and not (
+        best.relevance > max(outgoing_best, DESCRIPTION) if best.relevance > 0 else fit_alone and outgoing_best == 0
+    ):
         best = None
     if propose and best is not None and ctx.flavour.name == "wikidata":
         view.proposal = view.query(eid, best.pid)
     return view
 
 
-def incoming_block(ctx: QuestionContext, eid: str, view: IncomingView, *, only_if_relevant: bool = False) -> Block | None:
+def incoming_block(
+    ctx: QuestionContext, eid: str, view: IncomingView, *, only_if_relevant: bool = False
+) -> Block | None:
     """The section: one line per shown property, ★ where its subjects fit the expected answer type.
     `only_if_relevant` (the outgoing side already proposes a query): shown only when an incoming property
     matches the question's words, so a lookup does not grow for nothing."""
@@ -179,18 +204,38 @@ def incoming_block(ctx: QuestionContext, eid: str, view: IncomingView, *, only_i
         e = view.edges[pid]
         star = " ★" if pid in view.fitting else ""
         example = f", e.g. {clip(e.example_label, 30)} ({e.example})" if e.example and e.example_label else ""
-        lines.append(f"  ← {clip(ctx.property_label(pid), 32)} ({pid}){star}: {e.count} item"
-                     f"{'s' if e.count != 1 else ''}{example}")
-    compact = "Incoming: " + ", ".join(f"{clip(ctx.property_label(p), 30)} ({p}) ← {view.edges[p].count}"
-                                       for p in view.shown)
+        lines.append(
+            f"  ← {clip(ctx.property_label(pid), 32)} ({pid}){star}: {e.count} item"
+            f"{'s' if e.count != 1 else ''}{example}"
+        )
+    compact = "Incoming: " + ", ".join(
+        f"{clip(ctx.property_label(p), 30)} ({p}) ← {view.edges[p].count}" for p in view.shown
+    )
     return Block("\n".join(lines), compact, "incoming properties")
 
 
 def incoming_order(observation: str) -> list[str]:
     """The incoming properties of a lookup observation, in the order it shows them."""
-    return [m.group(1) for line in observation.splitlines() if line.startswith("  ← ")
-            for m in [re.search(r"\(([PQ]\d+)\)", line)] if m]
+    return [
+        m.group(1)
+        for line in observation.splitlines()
+        if line.startswith("  ← ")
+        for m in [re.search(r"\(([PQ]\d+)\)", line)]
+        if m
+    ]
 
 
-__all__ = ["FETCHED", "SHOWN", "IncomingEdge", "IncomingView", "arrange_incoming", "describe_incoming", "fetch_incoming",
-           "incoming_block", "incoming_order", "items_restriction", "rank_incoming", "subjects_fit"]
+__all__ = [
+    "FETCHED",
+    "SHOWN",
+    "IncomingEdge",
+    "IncomingView",
+    "arrange_incoming",
+    "describe_incoming",
+    "fetch_incoming",
+    "incoming_block",
+    "incoming_order",
+    "items_restriction",
+    "rank_incoming",
+    "subjects_fit",
+]

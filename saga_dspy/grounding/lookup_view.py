@@ -12,8 +12,8 @@ word); otherwise the observation names the best two or three candidates."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
 
 from .context import QuestionContext
 from .incoming import IncomingView
@@ -59,15 +59,31 @@ def agreed(scores: Sequence[PropertyScore]) -> PropertyScore | None:
     return top
 
 
-def arrange(ctx: QuestionContext, eid: str, entity_label: str, pids: Sequence[str], fits: Callable[[str], bool],
-            item_valued: Callable[[str], bool], *, confident: bool, wikidata: bool,
-            values: Mapping[str, Sequence[str]] | None = None) -> Arrangement:
+def arrange(
+    ctx: QuestionContext,
+    eid: str,
+    entity_label: str,
+    pids: Sequence[str],
+    fits: Callable[[str], bool],
+    item_valued: Callable[[str], bool],
+    *,
+    confident: bool,
+    wikidata: bool,
+    values: Mapping[str, Sequence[str]] | None = None,
+) -> Arrangement:
     fit_map = {pid: bool(confident and fits(pid)) for pid in pids}
-    scores = rank_properties(ctx.question, pids, ctx.schema, entity_label=entity_label, fits=fit_map,
-                             label_of=ctx.property_label, header=(ctx.flavour.type_pid, ctx.flavour.subclass_pid),
-                             values=values)
+    scores = rank_properties(
+        ctx.question,
+        pids,
+        ctx.schema,
+        entity_label=entity_label,
+        fits=fit_map,
+        label_of=ctx.property_label,
+        header=(ctx.flavour.type_pid, ctx.flavour.subclass_pid),
+        values=values,
+    )
     full = [s.pid for s in scores[:TOP_FULL]]
-    full += [s.pid for s in scores[TOP_FULL:TOP_FULL + STRONG_EXTRA] if s.relevance >= STRONG and not s.niche]
+    full += [s.pid for s in scores[TOP_FULL : TOP_FULL + STRONG_EXTRA] if s.relevance >= STRONG and not s.niche]
     rest = [s.pid for s in scores if s.pid not in full]
     top = agreed(scores)
     starred = {top.pid} if top is not None and top.pid in full else set()
@@ -95,10 +111,17 @@ def best_candidate(eid: str, arrangement: Arrangement, incoming: IncomingView | 
     if incoming is not None and incoming.proposal:
         return incoming.proposal
     out = next((s for s in arrangement.scores if s.relevance > 0 and not s.niche), None)
-    inc = next((s for s in (incoming.scores[:len(incoming.shown)] if incoming else [])
-                if (s.relevance > 0 or s.fits) and not s.niche), None)
-    if inc is not None and (out is None or inc.relevance > out.relevance
-                            or (inc.relevance == out.relevance and inc.fits and not out.fits)):
+    inc = next(
+        (
+            s
+            for s in (incoming.scores[: len(incoming.shown)] if incoming else [])
+            if (s.relevance > 0 or s.fits) and not s.niche
+        ),
+        None,
+    )
+    if inc is not None and (
+        out is None or inc.relevance > out.relevance or (inc.relevance == out.relevance and inc.fits and not out.fits)
+    ):
         return incoming.query(eid, inc.pid)
     if out is not None:
         return one_hop_query(eid, out.pid)
@@ -126,9 +149,11 @@ def tail_lines(ctx: QuestionContext, arrangement: Arrangement, incoming_proposal
         return [f"Next: the items asked for point at this entity; execute e.g. {incoming_proposal}"]
     if arrangement.two_hop is not None:
         hop = arrangement.two_hop
-        return [f"Two hops: no property of this entity gives the expected answer type, but "
-                f"{ctx.property_label(hop.first)} ({hop.first}) → {ctx.property_label(hop.second)} ({hop.second}) does "
-                f"(path {hop.path()}). Next: execute {arrangement.proposal}"]
+        return [
+            f"Two hops: no property of this entity gives the expected answer type, but "
+            f"{ctx.property_label(hop.first)} ({hop.first}) → {ctx.property_label(hop.second)} ({hop.second}) does "
+            f"(path {hop.path()}). Next: execute {arrangement.proposal}"
+        ]
     if arrangement.proposal:
         return [f"Next: execute a query with the property that leads to the answer, e.g. {arrangement.proposal}"]
     best = [s for s in arrangement.scores if s.relevance > 0][:CANDIDATES]

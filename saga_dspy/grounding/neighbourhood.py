@@ -25,7 +25,7 @@ class Neighbourhood:
     id: str
     label: str = ""
     description: str = ""
-    edges: "OrderedDict[str, list[Value]]" = field(default_factory=OrderedDict)  # pid → values
+    edges: OrderedDict[str, list[Value]] = field(default_factory=OrderedDict)  # pid → values
     types: Any = None  # schema.EntityTypes
     capped: bool = False
     queries: int = 0
@@ -60,8 +60,9 @@ def _entity_types_from_edges(eid: str, edges: dict[str, list[Value]], flavour: F
     return EntityTypes((), False, "none", eid)
 
 
-def fetch_neighbourhood(endpoint, flavour: Flavour, eid: str, *, qualifiers: bool = True,
-                        value_types: bool = False) -> Neighbourhood:
+def fetch_neighbourhood(
+    endpoint, flavour: Flavour, eid: str, *, qualifiers: bool = True, value_types: bool = False
+) -> Neighbourhood:
     """N(e) with labels, in at most three queries. SparqlErrors of the first query are returned in `.error`."""
     nb = Neighbourhood(eid)
     label_p, desc_p = flavour.label_predicates()
@@ -168,7 +169,7 @@ def carried_properties(endpoint, flavour: Flavour, ids: list[str], batch: int = 
         return result.rows
 
     for start in range(0, len(ids), batch):
-        for row in rows(ids[start:start + batch]):
+        for row in rows(ids[start : start + batch]):
             eid = by_iri.get(row["e"].value) if "e" in row else None
             ref = flavour.prop_ref(row["p"].value) if "p" in row else None
             if eid and ref is not None and ref.role == DIRECT:

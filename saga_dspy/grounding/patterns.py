@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..kg.errors import SparqlError
 from ..kg.prefixes import missing_prefixes
 from ..kg.sparql_parse import canonical_text, close_spaced_operators, query_algebra
-from .flavours import DIRECT, CLAIM, STATEMENT, Flavour
+from .flavours import CLAIM, DIRECT, STATEMENT, Flavour
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ class ParsedQuery:
 
 # --- path ends -----------------------------------------------------------------------------
 
+
 def _ends(path) -> tuple[tuple[Step, ...] | None, tuple[Step, ...] | None, bool]:
     """(steps touching the path's subject, steps touching its object, alternative?)."""
     from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, SequencePath
@@ -122,17 +123,30 @@ def _type_kind(path, flavour: Flavour) -> str | None:
         args = list(path.args)
         refs = [flavour.prop_ref(str(a)) if isinstance(a, URIRef) else None for a in args]
         # p:P31 / ps:P31
-        if len(args) == 2 and refs[0] and refs[1] and refs[0].pid == refs[1].pid == flavour.type_pid \
-                and refs[0].role == CLAIM and refs[1].role == STATEMENT:
+        if (
+            len(args) == 2
+            and refs[0]
+            and refs[1]
+            and refs[0].pid == refs[1].pid == flavour.type_pid
+            and refs[0].role == CLAIM
+            and refs[1].role == STATEMENT
+        ):
             return "exact"
-        if len(args) == 2 and isinstance(args[0], URIRef) and flavour.is_type_property(str(args[0])) \
-                and isinstance(args[1], MulPath) and isinstance(args[1].path, URIRef) \
-                and flavour.is_subclass_property(str(args[1].path)) and args[1].mod in ("*", "+"):
+        if (
+            len(args) == 2
+            and isinstance(args[0], URIRef)
+            and flavour.is_type_property(str(args[0]))
+            and isinstance(args[1], MulPath)
+            and isinstance(args[1].path, URIRef)
+            and flavour.is_subclass_property(str(args[1].path))
+            and args[1].mod in ("*", "+")
+        ):
             return "closure"
     return None
 
 
 # --- the walk ---------------------------------------------------------------------------------
+
 
 def _term(node) -> Term | None:
     from rdflib.term import BNode, Literal, URIRef, Variable
@@ -260,8 +274,9 @@ def _parse_cached(sparql: str, flavour: Flavour) -> ParsedQuery | None:
             log.debug("rdflib could not parse the query: %s", exc)
             return None
     algebra = query.algebra
-    form = {"SelectQuery": "SELECT", "AskQuery": "ASK", "ConstructQuery": "CONSTRUCT",
-            "DescribeQuery": "DESCRIBE"}.get(algebra.name, algebra.name)
+    form = {"SelectQuery": "SELECT", "AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}.get(
+        algebra.name, algebra.name
+    )
     parsed = ParsedQuery(form)
     pv = algebra.get("PV") or []
     parsed.projected = [str(v) for v in pv if isinstance(v, Variable)]
@@ -306,5 +321,20 @@ def render_pattern(p: Pattern, flavour: Flavour) -> str:
     return f"{render_term(p.subject, flavour)} {p.path_text} {render_term(p.obj, flavour)}"
 
 
-__all__ = ["Term", "Step", "Pattern", "ParsedQuery", "parse_query", "render_pattern", "render_term",
-           "REQUIRED", "OPTIONAL", "UNION", "NEGATED", "FILTERED", "DIRECT", "CLAIM", "STATEMENT"]
+__all__ = [
+    "Term",
+    "Step",
+    "Pattern",
+    "ParsedQuery",
+    "parse_query",
+    "render_pattern",
+    "render_term",
+    "REQUIRED",
+    "OPTIONAL",
+    "UNION",
+    "NEGATED",
+    "FILTERED",
+    "DIRECT",
+    "CLAIM",
+    "STATEMENT",
+]

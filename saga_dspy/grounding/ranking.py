@@ -14,57 +14,146 @@ names them. Lexical only: no model, no network.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable, Mapping
 
 from saga_dspy.schema.index import id_order  # one Wikidata id order (numeric, other ids after)
 
 _WORD = re.compile(r"[a-z0-9]+")
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a an the of in on at to for from by with about as into onto over under than then and or nor but not no
 is are was were be been being am do does did done has have had having will would shall should can could may might must
 what which who whom whose when where why how that this these those there here it its it's he she they them his her their
 i me my we our you your give list show tell name all any some each every many much one ones also
 please find me get whats whos wheres
-""".split())
+""".split()
+)
 # verb and adjective forms whose property label is a noun (linguistic, not tuned per question)
 WORD_FORMS: Mapping[str, tuple[str, ...]] = {
-    "born": ("birth",), "bear": ("birth",), "die": ("death",), "died": ("death",), "dead": ("death",),
-    "kill": ("killed", "death"), "marry": ("spouse",), "married": ("spouse",), "wife": ("spouse",),
-    "husband": ("spouse",), "wrote": ("author",), "write": ("author",), "written": ("author",),
-    "writer": ("author",), "directed": ("director",), "direct": ("director",), "star": ("cast",),
-    "starred": ("cast",), "actor": ("cast",), "actress": ("cast",), "play": ("cast", "performer"),
-    "found": ("founded", "inception", "founder"), "founded": ("inception", "founder"), "live": ("residence",),
-    "lived": ("residence",), "speak": ("language",), "spoken": ("language",), "bury": ("burial",),
-    "buried": ("burial",), "located": ("location",), "flow": ("mouth", "watercourse"), "pass": ("crosses",),
-    "tall": ("height",), "high": ("height", "elevation"), "old": ("age", "birth", "inception"),
-    "big": ("area",), "large": ("area",), "long": ("length",), "deep": ("depth",), "won": ("award",),
-    "win": ("award",), "child": ("child",), "kid": ("child",), "son": ("child",), "daughter": ("child",),
-    "father": ("father",), "mother": ("mother",), "parent": ("father", "mother"), "capital": ("capital",),
-    "population": ("population",), "inhabitants": ("population",), "people": ("population",),
-    "currency": ("currency",), "money": ("currency",), "creator": ("creator", "author"), "created": ("creator",),
-    "invent": ("inventor",), "invented": ("inventor",), "discover": ("discoverer",), "discovered": ("discoverer",),
-    "designed": ("architect", "designer"), "built": ("architect", "inception"), "study": ("educated",),
-    "studied": ("educated",), "attend": ("educated",), "graduate": ("educated",), "team": ("team",),
-    "birthplace": ("birth",), "birthday": ("birth",), "hometown": ("birth", "residence"),
-    "job": ("occupation",), "profession": ("occupation",), "career": ("occupation",),
-    "famous": ("occupation", "notable"), "known": ("occupation", "notable"),
-    "senator": ("position",), "secretary": ("position",), "elected": ("position",), "office": ("position",),
-    "beside": ("border",), "near": ("border",), "neighbor": ("border",), "neighbour": ("border",),
-    "neighboring": ("border",), "neighbouring": ("border",), "adjacent": ("border",), "around": ("border",),
-    "political": ("government",), "regime": ("government",),
+    "born": ("birth",),
+    "bear": ("birth",),
+    "die": ("death",),
+    "died": ("death",),
+    "dead": ("death",),
+    "kill": ("killed", "death"),
+    "marry": ("spouse",),
+    "married": ("spouse",),
+    "wife": ("spouse",),
+    "husband": ("spouse",),
+    "wrote": ("author",),
+    "write": ("author",),
+    "written": ("author",),
+    "writer": ("author",),
+    "directed": ("director",),
+    "direct": ("director",),
+    "star": ("cast",),
+    "starred": ("cast",),
+    "actor": ("cast",),
+    "actress": ("cast",),
+    "play": ("cast", "performer"),
+    "found": ("founded", "inception", "founder"),
+    "founded": ("inception", "founder"),
+    "live": ("residence",),
+    "lived": ("residence",),
+    "speak": ("language",),
+    "spoken": ("language",),
+    "bury": ("burial",),
+    "buried": ("burial",),
+    "located": ("location",),
+    "flow": ("mouth", "watercourse"),
+    "pass": ("crosses",),
+    "tall": ("height",),
+    "high": ("height", "elevation"),
+    "old": ("age", "birth", "inception"),
+    "big": ("area",),
+    "large": ("area",),
+    "long": ("length",),
+    "deep": ("depth",),
+    "won": ("award",),
+    "win": ("award",),
+    "child": ("child",),
+    "kid": ("child",),
+    "son": ("child",),
+    "daughter": ("child",),
+    "father": ("father",),
+    "mother": ("mother",),
+    "parent": ("father", "mother"),
+    "capital": ("capital",),
+    "population": ("population",),
+    "inhabitants": ("population",),
+    "people": ("population",),
+    "currency": ("currency",),
+    "money": ("currency",),
+    "creator": ("creator", "author"),
+    "created": ("creator",),
+    "invent": ("inventor",),
+    "invented": ("inventor",),
+    "discover": ("discoverer",),
+    "discovered": ("discoverer",),
+    "designed": ("architect", "designer"),
+    "built": ("architect", "inception"),
+    "study": ("educated",),
+    "studied": ("educated",),
+    "attend": ("educated",),
+    "graduate": ("educated",),
+    "team": ("team",),
+    "birthplace": ("birth",),
+    "birthday": ("birth",),
+    "hometown": ("birth", "residence"),
+    "job": ("occupation",),
+    "profession": ("occupation",),
+    "career": ("occupation",),
+    "famous": ("occupation", "notable"),
+    "known": ("occupation", "notable"),
+    "senator": ("position",),
+    "secretary": ("position",),
+    "elected": ("position",),
+    "office": ("position",),
+    "beside": ("border",),
+    "near": ("border",),
+    "neighbor": ("border",),
+    "neighbour": ("border",),
+    "neighboring": ("border",),
+    "neighbouring": ("border",),
+    "adjacent": ("border",),
+    "around": ("border",),
+    "political": ("government",),
+    "regime": ("government",),
 }
 IRREGULAR_PLURALS: Mapping[str, str] = {"children": "child", "men": "man", "women": "woman", "wives": "wife"}
 KINSHIP_PREFIXES = ("great", "grand")  # grandchildren, greatgrandson; "great-grandfather" splits: grandfather
-NICHE_DATATYPES = frozenset({"ExternalId", "CommonsMedia", "Url", "GeoShape", "TabularData", "Math",
-                             "MusicalNotation", "type.key", "type.id"})
-NICHE_WORDS = frozenset({"commons", "id", "identifier", "image", "logo", "icon", "video", "audio", "url",
-                         "website", "signature", "category", "username", "handle", "hashtag", "map", "locator"})
+NICHE_DATATYPES = frozenset(
+    {"ExternalId", "CommonsMedia", "Url", "GeoShape", "TabularData", "Math", "MusicalNotation", "type.key", "type.id"}
+)
+NICHE_WORDS = frozenset(
+    {
+        "commons",
+        "id",
+        "identifier",
+        "image",
+        "logo",
+        "icon",
+        "video",
+        "audio",
+        "url",
+        "website",
+        "signature",
+        "category",
+        "username",
+        "handle",
+        "hashtag",
+        "map",
+        "locator",
+    }
+)
 PREFIX = 5
 LABEL, ALIAS, DESCRIPTION = 1.0, 0.9, 0.25
 OWN_BESIDE_FORM = 0.5
-VALUE = 0.6  # a question word naming one of the entity's values for the property ("a democrat": member of political party)
+VALUE = (
+    0.6  # a question word naming one of the entity's values for the property ("a democrat": member of political party)
+)
 PARTIAL = 0.6
 
 
@@ -100,8 +189,10 @@ def word_groups(text: str, drop: Iterable[str] = ()) -> list[tuple[str, ...]]:
             continue
         words.append((word, s))
         own.add(s)
-    return [tuple(dict.fromkeys((s, *(f for f in (*word_forms(word), *word_forms(s)) if f not in own))))
-            for word, s in words]
+    return [
+        tuple(dict.fromkeys((s, *(f for f in (*word_forms(word), *word_forms(s)) if f not in own))))
+        for word, s in words
+    ]
 
 
 def word_forms(word: str) -> tuple[str, ...]:
@@ -112,7 +203,7 @@ def word_forms(word: str) -> tuple[str, ...]:
         return WORD_FORMS[word]
     for prefix in KINSHIP_PREFIXES:
         if word.startswith(prefix) and len(word) > len(prefix) + 2:
-            return (word[len(prefix):], *word_forms(word[len(prefix):]), *word_forms(stem(word[len(prefix):])))
+            return (word[len(prefix) :], *word_forms(word[len(prefix) :]), *word_forms(stem(word[len(prefix) :])))
     for suffix, repl in (("ied", "y"), ("ed", ""), ("ed", "e"), ("iest", "y"), ("ier", "y"), ("est", ""), ("er", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 2:
             base = word[: -len(suffix)] + repl
@@ -159,8 +250,13 @@ class PropertyScore:
     niche: bool  # identifier / media / Commons property not asked for
 
 
-def relevance(words: Iterable[str | tuple[str, ...]], label: str, aliases: Iterable[str] = (),
-              description: str = "", values: Iterable[str] = ()) -> float:
+def relevance(
+    words: Iterable[str | tuple[str, ...]],
+    label: str,
+    aliases: Iterable[str] = (),
+    description: str = "",
+    values: Iterable[str] = (),
+) -> float:
     """Sum over the question's words (a stem, or a `word_groups` group scored by its best form) of the best
     field match (label 1.0, aliases 0.9, a value's label 0.6, description 0.25)."""
     fields = [(LABEL, _field_stems(label or ""))]
@@ -171,8 +267,12 @@ def relevance(words: Iterable[str | tuple[str, ...]], label: str, aliases: Itera
 
     def best(form: str, besides: str | None = None) -> tuple[float, str | None]:
         """The best field match of a form (weighted), and the field word it met; `besides`: not that word."""
-        found = [(weight * m, token) for weight, stems in fields for m, token in [_matched(form, stems)]
-                 if m and token != besides]
+        found = [
+            (weight * m, token)
+            for weight, stems in fields
+            for m, token in [_matched(form, stems)]
+            if m and token != besides
+        ]
         return max(found, default=(0.0, None))
 
     total = 0.0
@@ -192,10 +292,17 @@ def is_niche(label: str, datatype: str | None) -> bool:
     return bool(set(_WORD.findall((label or "").lower())) & NICHE_WORDS)
 
 
-def rank_properties(question: str, pids: Iterable[str], schema, *, entity_label: str = "",
-                    fits: Mapping[str, bool] | None = None, label_of=None,
-                    header: Iterable[str] = ("P31",),
-                    values: Mapping[str, Iterable[str]] | None = None) -> list[PropertyScore]:
+def rank_properties(
+    question: str,
+    pids: Iterable[str],
+    schema,
+    *,
+    entity_label: str = "",
+    fits: Mapping[str, bool] | None = None,
+    label_of=None,
+    header: Iterable[str] = ("P31",),
+    values: Mapping[str, Iterable[str]] | None = None,
+) -> list[PropertyScore]:
     """The properties ordered by relevance to the question, then answer-type fit, niche last, then id.
     `header` properties (the types, already in the lookup's header) come after the others of equal relevance;
     `values`: the labels of the entity's values for each property (a yes/no question names its object)."""
@@ -215,4 +322,13 @@ def rank_properties(question: str, pids: Iterable[str], schema, *, entity_label:
     return out
 
 
-__all__ = ["PropertyScore", "content_stems", "word_groups", "id_order", "rank_properties", "relevance", "stem", "is_niche"]
+__all__ = [
+    "PropertyScore",
+    "content_stems",
+    "word_groups",
+    "id_order",
+    "rank_properties",
+    "relevance",
+    "stem",
+    "is_niche",
+]

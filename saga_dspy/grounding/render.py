@@ -4,8 +4,8 @@ characters and says what it left out."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from ..kg.results import XSD, AskResult, Binding, SelectResult
 
@@ -83,8 +83,9 @@ class Rendered:
     cut_notes: list[str] = field(default_factory=list)
 
 
-def render_blocks(head: Sequence[str], blocks: Sequence[Block], budget: int, *, tail: Sequence[str] = (),
-                  what: str = "properties") -> Rendered:
+def render_blocks(
+    head: Sequence[str], blocks: Sequence[Block], budget: int, *, tail: Sequence[str] = (), what: str = "properties"
+) -> Rendered:
     """Head lines, then the blocks in order within the budget.
 
     When every block fits in its compact form, all are shown and the first ones (in rank
@@ -173,8 +174,9 @@ def cell_text(b: Binding | None, label_of: Callable[[str], tuple[str | None, str
     return literal_text(b, limit)
 
 
-def render_table(result: SelectResult, label_of: Callable[[str], tuple[str | None, str]], budget: int,
-                 *, head: str = "") -> str:
+def render_table(
+    result: SelectResult, label_of: Callable[[str], tuple[str | None, str]], budget: int, *, head: str = ""
+) -> str:
     variables = list(result.variables)
     n = len(result.rows)
     total = f"{n}{'+' if result.capped else ''} row{'s' if n != 1 else ''}"
@@ -192,7 +194,9 @@ def render_table(result: SelectResult, label_of: Callable[[str], tuple[str | Non
         used += len(line) + 1
         shown += 1
     if shown < n:
-        lines.append(f"[cut: {n - shown} more row{'s' if n - shown != 1 else ''} not shown; {shown} of {n}{'+' if result.capped else ''} shown]")
+        lines.append(
+            f"[cut: {n - shown} more row{'s' if n - shown != 1 else ''} not shown; {shown} of {n}{'+' if result.capped else ''} shown]"
+        )
     elif result.capped:
         lines.append(f"[the endpoint returned more rows than the {n} kept]")
     return fit("\n".join(lines), budget)
@@ -209,5 +213,17 @@ def render_ask(result: AskResult) -> str:
     return f"ASK result: {'true' if result.value else 'false'}"
 
 
-__all__ = ["clip", "fit", "one_hop_query", "literal_text", "entity_text", "class_names", "Block", "Rendered", "render_blocks",
-           "render_table", "render_ask", "cell_text"]
+__all__ = [
+    "clip",
+    "fit",
+    "one_hop_query",
+    "literal_text",
+    "entity_text",
+    "class_names",
+    "Block",
+    "Rendered",
+    "render_blocks",
+    "render_table",
+    "render_ask",
+    "cell_text",
+]

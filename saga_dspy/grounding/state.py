@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
 from .flavours import CLAIM, DIRECT, STATEMENT, Flavour
 from .patterns import NEGATED, ParsedQuery, Term
@@ -64,15 +64,23 @@ def _rank(fact: TypeFact) -> int:
 class TypeState:
     """Θ: what is known about the types of entities and variables in this question."""
 
-    entities: "OrderedDict[str, EntityInfo]" = field(default_factory=OrderedDict)
-    variables: "OrderedDict[str, list[TypeFact]]" = field(default_factory=OrderedDict)
+    entities: OrderedDict[str, EntityInfo] = field(default_factory=OrderedDict)
+    variables: OrderedDict[str, list[TypeFact]] = field(default_factory=OrderedDict)
     answer_type: AnswerType | None = None
     range_evidence: dict[str, Counter] = field(default_factory=dict)
     log: deque = field(default_factory=lambda: deque(maxlen=LOG_SIZE))
 
     # --- entities --------------------------------------------------------------------------------
-    def record_entity(self, eid: str, types: Iterable[str], label: str = "", *, is_class: bool = False,
-                      source: str = "lookup", has_p31: bool = True) -> bool:
+    def record_entity(
+        self,
+        eid: str,
+        types: Iterable[str],
+        label: str = "",
+        *,
+        is_class: bool = False,
+        source: str = "lookup",
+        has_p31: bool = True,
+    ) -> bool:
         """Remember an entity's types; True when something new was learnt (new entity or new types)."""
         types = tuple(dict.fromkeys(types))
         old = self.entities.get(eid)
@@ -90,7 +98,7 @@ class TypeState:
         return True
 
     @staticmethod
-    def _p279_only(info: "EntityInfo") -> bool:
+    def _p279_only(info: EntityInfo) -> bool:
         return info.is_class and not info.has_p31
 
     def types_of(self, eid: str) -> tuple[str, ...] | None:
@@ -103,16 +111,20 @@ class TypeState:
         self.answer_type = AnswerType(label, qid, items) if label or qid else None
 
     # --- variables from an executed query ---------------------------------------------------------
-    def update_from_query(self, parsed: ParsedQuery | None, flavour: Flavour,
-                          domain_of: Callable[[str], tuple[str, ...]],
-                          range_of: Callable[[str], tuple[str, ...]]) -> dict[str, list[TypeFact]]:
+    def update_from_query(
+        self,
+        parsed: ParsedQuery | None,
+        flavour: Flavour,
+        domain_of: Callable[[str], tuple[str, ...]],
+        range_of: Callable[[str], tuple[str, ...]],
+    ) -> dict[str, list[TypeFact]]:
         """Type the variables of a parsed query; an unparsable query (None) changes nothing.
 
         Returns the facts found for this query (variable → facts); variables the query
         mentions replace their older facts, as agents reuse names with new meanings."""
         if parsed is None:
             return {}
-        found: "OrderedDict[str, list[TypeFact]]" = OrderedDict()
+        found: OrderedDict[str, list[TypeFact]] = OrderedDict()
 
         def add(term: Term, fact: TypeFact) -> None:
             if term.kind != "var" or not fact.cls:
@@ -206,8 +218,9 @@ class TypeState:
         return "\n".join(self.log) if self.log else "(nothing yet)"
 
     # --- rendering --------------------------------------------------------------------------------------
-    def render_types(self, class_label: Callable[[str], str], *, limit: int = 5, show_answer_type: bool = True,
-                     variables: int = 4) -> str:
+    def render_types(
+        self, class_label: Callable[[str], str], *, limit: int = 5, show_answer_type: bool = True, variables: int = 4
+    ) -> str:
         lines = []
         if show_answer_type:
             lines.append(f"Expected answer type: {self.answer_type.render() if self.answer_type else 'unknown'}")
@@ -220,7 +233,11 @@ class TypeState:
             for info in recent:
                 names = ", ".join(f"{class_label(t)} ({t})" for t in info.types[:3]) or "no types"
                 more = f" +{len(info.types) - 3}" if len(info.types) > 3 else ""
-                kind = " [class; superclasses]" if info.is_class and info.source == "lookup" and self._p279_only(info) else ""
+                kind = (
+                    " [class; superclasses]"
+                    if info.is_class and info.source == "lookup" and self._p279_only(info)
+                    else ""
+                )
                 label = f" {info.label}" if info.label else ""
                 lines.append(f"- {info.id}{label}: {names}{more}{kind}")
         else:
@@ -236,8 +253,10 @@ class TypeState:
                 parts.append(f"?{var}: {names}{more} ({best})")
             lines.append("Variable types: " + "; ".join(parts))
         if self.range_evidence:
-            parts = [f"{pid} → {', '.join(class_label(c) for c in self.observed_range(pid, 2))}"
-                     for pid in list(self.range_evidence)[-3:]]
+            parts = [
+                f"{pid} → {', '.join(class_label(c) for c in self.observed_range(pid, 2))}"
+                for pid in list(self.range_evidence)[-3:]
+            ]
             lines.append("Observed ranges (this question): " + "; ".join(parts))
         return "\n".join(lines)
 
@@ -255,8 +274,11 @@ def controller_state(type_context: str, knowledge_log: str) -> tuple[str, str]:
     unchanged. Text in, text out: the live state and the demonstrations' recorded states go through it alike."""
     listed = set(_LISTED_ENTITY.findall(type_context or ""))
     types = _EXPECTED_LINE.sub("", type_context or "").strip()
-    log = "\n".join(line for line in (knowledge_log or "").splitlines()
-                    if not ((m := _DISCOVERY.match(line)) and m.group(1) in listed)).strip()
+    log = "\n".join(
+        line
+        for line in (knowledge_log or "").splitlines()
+        if not ((m := _DISCOVERY.match(line)) and m.group(1) in listed)
+    ).strip()
     return types, log or ("(nothing yet)" if knowledge_log else "")
 
 

@@ -4,8 +4,8 @@ human → date of birth), propose the path `wd:E wdt:P1/wdt:P2 ?x` — checked o
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from .context import QuestionContext
 from .ranking import DESCRIPTION, PropertyScore, id_order, relevance, word_groups
@@ -25,8 +25,9 @@ class TwoHop:
         return f"wdt:{self.first}/wdt:{self.second}"
 
 
-def second_hop_candidates(question: str, schema, fits: Callable[[str], bool], *, entity_label: str = "",
-                          exclude: Sequence[str] = ()) -> list[tuple[float, str]]:
+def second_hop_candidates(
+    question: str, schema, fits: Callable[[str], bool], *, entity_label: str = "", exclude: Sequence[str] = ()
+) -> list[tuple[float, str]]:
     """Schema properties whose label or aliases match the question and whose range fits the answer type."""
     words = word_groups(question, drop=entity_label.lower().split())
     if not words:
@@ -45,15 +46,22 @@ def second_hop_candidates(question: str, schema, fits: Callable[[str], bool], *,
     return out[:SECOND_HOPS]
 
 
-def propose_two_hop(ctx: QuestionContext, eid: str, scores: Sequence[PropertyScore], item_valued: Callable[[str], bool],
-                    fits: Callable[[str], bool], entity_label: str = "") -> TwoHop | None:
+def propose_two_hop(
+    ctx: QuestionContext,
+    eid: str,
+    scores: Sequence[PropertyScore],
+    item_valued: Callable[[str], bool],
+    fits: Callable[[str], bool],
+    entity_label: str = "",
+) -> TwoHop | None:
     """The best path (first hop matching more than a description word, second hop relevant and fitting) with a
     non-empty answer."""
     firsts = [s for s in scores if s.relevance > DESCRIPTION and not s.niche and item_valued(s.pid)][:FIRST_HOPS]
     if not firsts:
         return None
-    seconds = second_hop_candidates(ctx.question, ctx.schema, fits, entity_label=entity_label,
-                                    exclude=[s.pid for s in firsts])
+    seconds = second_hop_candidates(
+        ctx.question, ctx.schema, fits, entity_label=entity_label, exclude=[s.pid for s in firsts]
+    )
     pairs = sorted(((f.relevance + r, f.pid, p) for f in firsts for r, p in seconds), key=lambda t: -t[0])
     for _, p1, p2 in pairs[:CHECKS]:
         sparql = f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{p1}/wdt:{p2} ?x }}"

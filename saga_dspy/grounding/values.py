@@ -12,7 +12,7 @@ class Value:
     binding: Binding
     id: str | None  # entity id when the value is an entity of this KG
     label: str = ""
-    qualifiers: list[tuple[str, "Value"]] = field(default_factory=list)  # (pid, value); CVT hops on Freebase
+    qualifiers: list[tuple[str, Value]] = field(default_factory=list)  # (pid, value); CVT hops on Freebase
     types: tuple[str, ...] = ()
 
     def key(self) -> str:

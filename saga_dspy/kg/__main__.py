@@ -10,13 +10,14 @@ import sys
 import time
 from pathlib import Path
 
+from saga_dspy.cli import ArgumentParser, run_main
+
 from ..config import add_settings_args, apply_offline_env, settings_from_args
 from .endpoint import open_endpoint
 from .errors import SparqlError
 from .results import AskResult, SelectResult
 from .search import open_search
 from .store import ensure_store
-from saga_dspy.cli import ArgumentParser, run_main
 
 COMMON = ["cache_dir", "data_dir"]
 
@@ -114,8 +115,16 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"SPARQL endpoint: http://127.0.0.1:{args.port}/query", file=sys.stderr)
         return subprocess.call(
-            [binary, "serve-read-only", "--location", str(path), "--bind", f"127.0.0.1:{args.port}",
-             "--timeout-s", str(args.timeout)]
+            [
+                binary,
+                "serve-read-only",
+                "--location",
+                str(path),
+                "--bind",
+                f"127.0.0.1:{args.port}",
+                "--timeout-s",
+                str(args.timeout),
+            ]
         )
     return 1
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 from .sparql_parse import IRIREF
 

@@ -13,12 +13,11 @@ import json
 import math
 import os
 import pickle
+import queue
 import select
 import signal
-import socket
 import subprocess
 import sys
-import queue
 import threading
 import time
 import urllib.parse
@@ -43,6 +42,7 @@ from .store import ensure_store
 
 WDQS_HOSTS = {"query.wikidata.org"}
 RESULT_TYPES = {"SELECT": SelectResult, "CONSTRUCT": SelectResult, "DESCRIBE": SelectResult, "ASK": AskResult}
+
 
 class Endpoint(ABC):
     """A SPARQL endpoint: `query(sparql) -> SelectResult | AskResult` or a SparqlError."""
@@ -79,11 +79,15 @@ class Endpoint(ABC):
             text = rewrite_label_service(parsed, self.prefixes)
         body = expand_dotted_names(text, self.prefixes)
         text = self._finish(body)
-        declared_before = (body == parsed.text and text.endswith(body)
-                           and self._declarations_only(text[: len(text) - len(body)]))
+        declared_before = (
+            body == parsed.text and text.endswith(body) and self._declarations_only(text[: len(text) - len(body)])
+        )
         if text != parsed.text and not declared_before:
-            final = check_read_only(self._parse(text), frozenset() if not self.native_label_service
-                                    else self.service_allowlist, self.prefixes)
+            final = check_read_only(
+                self._parse(text),
+                frozenset() if not self.native_label_service else self.service_allowlist,
+                self.prefixes,
+            )
             if final.form != parsed.form:
                 raise QueryRefused("refused: rewriting the query changed its form")
         hand_off(parsed)
@@ -144,13 +148,21 @@ class Endpoint(ABC):
 
 # --- embedded: the bundled store in killable worker processes ---------------------------
 
+
 class _Worker:
     """One `oxigraph_worker` child process with its pipes."""
 
     def __init__(self, store_path: Path, memory_mb: int, cpu_seconds: float):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "saga_dspy.kg.oxigraph_worker", str(store_path), str(os.getpid()),
-             str(memory_mb), str(cpu_seconds)],
+            [
+                sys.executable,
+                "-m",
+                "saga_dspy.kg.oxigraph_worker",
+                str(store_path),
+                str(os.getpid()),
+                str(memory_mb),
+                str(cpu_seconds),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             # glibc reserves 64 MB of address space per malloc arena (up to 8 per core): under the worker's
@@ -278,8 +290,10 @@ class EmbeddedEndpoint(Endpoint):
         status = worker.exit_status()
         memory, cpu = self.settings.worker_memory_mb, self.settings.worker_cpu_seconds
         if status in (-signal.SIGABRT, -signal.SIGSEGV, -signal.SIGBUS) and memory:
-            return (f"the query ran out of memory: the embedded store worker is limited to {memory} MB "
-                    "(worker_memory_mb) and was stopped; narrow the query")
+            return (
+                f"the query ran out of memory: the embedded store worker is limited to {memory} MB "
+                "(worker_memory_mb) and was stopped; narrow the query"
+            )
         if status == -signal.SIGXCPU:
             return f"the query used more than {cpu:g} s of CPU (worker_cpu_seconds) and was stopped; narrow the query"
         how = f"signal {signal.Signals(-status).name}" if status and status < 0 else f"exit status {status}"
@@ -312,15 +326,15 @@ def _decode(message: tuple, settings: Settings) -> QueryResult:
         return AskResult(message[1])
     if kind == "select":
         _, variables, rows, capped = message
-        typed = [
-            {var: Binding(*term) for var, term in zip(variables, row) if term is not None} for row in rows
-        ]
+        typed = [{var: Binding(*term) for var, term in zip(variables, row) if term is not None} for row in rows]
         return SelectResult(variables, typed, capped)
     if kind == "syntax":
         raise QuerySyntaxError(f"syntax error: {message[1]}")
     if kind == "memory":
-        raise EndpointUnavailable(f"the query ran out of memory: the embedded store worker is limited to "
-                                  f"{settings.worker_memory_mb} MB (worker_memory_mb); narrow the query")
+        raise EndpointUnavailable(
+            f"the query ran out of memory: the embedded store worker is limited to "
+            f"{settings.worker_memory_mb} MB (worker_memory_mb); narrow the query"
+        )
     raise SparqlError(message[1])
 
 
@@ -376,14 +390,19 @@ class HttpEndpoint(Endpoint):
         if status == 429 or status >= 500:
             if status == 500 and ("timeout" in message.lower() or "timed out" in message.lower()):
                 raise QueryTimeout(message)
-            raise _Retryable(f"HTTP {status}" + (f": {message[:200]}" if message else ""),
-                             retry_after_seconds(headers.get("Retry-After")))
+            raise _Retryable(
+                f"HTTP {status}" + (f": {message[:200]}" if message else ""),
+                retry_after_seconds(headers.get("Retry-After")),
+            )
         raise EndpointUnavailable(f"{self.url}: HTTP {status}" + (f": {message[:200]}" if message else ""))
 
     def _post(self, sparql: str, deadline: float) -> tuple[int, str, bytes, http.client.HTTPMessage]:
         body = urllib.parse.urlencode({"query": sparql}).encode()
-        headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": ACCEPT,
-                   "User-Agent": self.settings.user_agent}
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Accept": ACCEPT,
+            "User-Agent": self.settings.user_agent,
+        }
         timeout = deadline - time.monotonic()
         started = time.monotonic()
         if timeout <= 0:
@@ -406,7 +425,7 @@ class HttpEndpoint(Endpoint):
             if response.length:  # the server closed before Content-Length bytes came
                 raise http.client.IncompleteRead(b"".join(chunks), response.length)
             return response.status, response.getheader("Content-Type", ""), b"".join(chunks), response.headers
-        except (TimeoutError, socket.timeout, _Deadline):
+        except (TimeoutError, _Deadline):
             raise QueryTimeout(f"query timed out after {time.monotonic() - started:.1f}s") from None
         except http.client.IncompleteRead as exc:
             raise MalformedResponse(f"{self.url}: the response was cut off after {len(exc.partial)} bytes") from None
@@ -460,7 +479,8 @@ def open_connection(url: str, timeout: float, headers: dict[str, str]) -> tuple[
         return conn, path
     headers.update(auth)
     return http.client.HTTPConnection(via.hostname, proxy_port, timeout=timeout), urllib.parse.urlunsplit(
-        (target.scheme, target.netloc, target.path or "/", target.query, ""))
+        (target.scheme, target.netloc, target.path or "/", target.query, "")
+    )
 
 
 def _arm(conn: http.client.HTTPConnection, deadline: float) -> None:
@@ -500,7 +520,10 @@ def _triples(url: str, body: bytes) -> SelectResult:
     except (SyntaxError, ValueError) as exc:
         raise MalformedResponse(f"{url}: the response is not valid N-Triples ({exc})") from None
     rows = [
-        {v: Binding(*term_tuple(t)) for v, t in zip(("subject", "predicate", "object"), (q.subject, q.predicate, q.object))}
+        {
+            v: Binding(*term_tuple(t))
+            for v, t in zip(("subject", "predicate", "object"), (q.subject, q.predicate, q.object))
+        }
         for q in triples
     ]
     return SelectResult(["subject", "predicate", "object"], rows)

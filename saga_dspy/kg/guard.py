@@ -6,8 +6,8 @@ found by walking the tree, and only the allowlisted ones pass."""
 from __future__ import annotations
 
 from .errors import QueryRefused
-from .sparql_parse import SparqlParse, parse_sparql
 from .prefixes import WIKIDATA_PREFIXES
+from .sparql_parse import SparqlParse, parse_sparql
 
 LABEL_SERVICE = "http://wikiba.se/ontology#label"
 MWAPI_SERVICE = "http://wikiba.se/ontology#mwapi"
@@ -15,15 +15,20 @@ SERVICE_ALLOWLIST = frozenset({LABEL_SERVICE, MWAPI_SERVICE})
 EMULATED_SERVICES = frozenset({LABEL_SERVICE})
 
 
-def check_read_only(query: str | SparqlParse, allowlist: frozenset[str] | set[str] = SERVICE_ALLOWLIST,
-                    prefixes: dict[str, str] = WIKIDATA_PREFIXES) -> SparqlParse:
+def check_read_only(
+    query: str | SparqlParse,
+    allowlist: frozenset[str] | set[str] = SERVICE_ALLOWLIST,
+    prefixes: dict[str, str] = WIKIDATA_PREFIXES,
+) -> SparqlParse:
     """The parsed query; QueryRefused for an update or a SERVICE outside the allowlist,
     QuerySyntaxError for a text that is not a query."""
     parsed = query if isinstance(query, SparqlParse) else parse_sparql(query, prefixes)
     names = ", ".join(f"<{iri}>" for iri in sorted(allowlist)) or "none"
     for service in parsed.services:
         if service.iri is None:
-            raise QueryRefused(f"refused: SERVICE {service.target}: only named services may be called (allowed: {names})")
+            raise QueryRefused(
+                f"refused: SERVICE {service.target}: only named services may be called (allowed: {names})"
+            )
         if service.iri not in allowlist:
             if service.iri == MWAPI_SERVICE:
                 raise QueryRefused("refused: SERVICE wikibase:mwapi is only available on query.wikidata.org")

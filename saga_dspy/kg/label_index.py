@@ -20,7 +20,7 @@ _DATATYPE_QUERY = "SELECT ?e ?t WHERE { ?e <http://wikiba.se/ontology#propertyTy
 
 
 def _local_id(iri: str) -> str | None:
-    return iri[len(WD):] if iri.startswith(WD) else None
+    return iri[len(WD) :] if iri.startswith(WD) else None
 
 
 LABEL_INDEX_VERSION = 2  # 2: the alias table (an index for the exact alias match); a store with another is re-indexed
@@ -61,7 +61,7 @@ def build_label_index(store, path: Path) -> None:
     for quad in store.quads_for_pattern(None, None, None):
         subject = quad.subject
         if hasattr(subject, "value") and subject.value.startswith(WD):
-            qid = subject.value[len(WD):]
+            qid = subject.value[len(WD) :]
             if qid in entries:
                 popularity[qid] = popularity.get(qid, 0) + 1
     path.unlink(missing_ok=True)
@@ -104,7 +104,9 @@ def build_label_index(store, path: Path) -> None:
         rows,
     )
     db.executemany("INSERT INTO alias(alias_lc, entity) VALUES (?,?)", alias_rows)
-    db.execute("INSERT INTO entity_fts(rowid,label,aliases,description) SELECT rowid,label,aliases,description FROM entity")
+    db.execute(
+        "INSERT INTO entity_fts(rowid,label,aliases,description) SELECT rowid,label,aliases,description FROM entity"
+    )
     db.execute(f"PRAGMA user_version = {LABEL_INDEX_VERSION}")
     db.commit()
     db.close()

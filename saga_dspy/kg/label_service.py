@@ -10,8 +10,8 @@ would bind it. The endpoint parses and checks the rewritten text again before se
 from __future__ import annotations
 
 from .guard import LABEL_SERVICE, check_read_only
-from .sparql_parse import Service, SparqlParse, resolve_iri, simple_triples, term_text
 from .prefixes import WIKIDATA_PREFIXES
+from .sparql_parse import Service, SparqlParse, resolve_iri, simple_triples, term_text
 
 SUFFIX_PREDICATES = {
     "AltLabel": "<http://www.w3.org/2004/02/skos/core#altLabel>",
@@ -62,4 +62,3 @@ def rewrite_label_service(query: str | SparqlParse, prefixes: dict[str, str] = W
         if service.iri == LABEL_SERVICE:
             text = text.replace(service.source, _replacement(service, parsed.variables, known))
     return text
-

@@ -71,8 +71,9 @@ def main() -> None:
     die_with_parent(parent_pid)
     limit_memory(memory_mb)
     if not deny_network():
-        print("oxigraph worker: no seccomp filter on this platform; SERVICE is refused by the guard only",
-              file=sys.stderr)
+        print(
+            "oxigraph worker: no seccomp filter on this platform; SERVICE is refused by the guard only", file=sys.stderr
+        )
     store = pyoxigraph.Store.read_only(store_path)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     pickle.dump(("ready",), stdout)

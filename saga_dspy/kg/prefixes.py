@@ -73,6 +73,6 @@ def expand_dotted_names(query: str, prefixes: dict[str, str]) -> str:
             continue
         prefix, local = tok.text.split(":", 1)
         if prefix in known:
-            out.append(query[last:tok.start] + f"<{known[prefix]}{local}>")
+            out.append(query[last : tok.start] + f"<{known[prefix]}{local}>")
             last = tok.end
     return "".join(out) + query[last:] if out else query

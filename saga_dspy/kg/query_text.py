@@ -54,7 +54,12 @@ def declared_prefixes(tokens: Sequence[Token]) -> dict[str, str]:
     """PREFIX declarations of the prologue: name (without colon) -> IRI."""
     out: dict[str, str] = {}
     for i, tok in enumerate(tokens[:-2]):
-        if tok.kind == "name" and tok.upper == "PREFIX" and tokens[i + 1].kind == "pname" and tokens[i + 2].kind == "iri":
+        if (
+            tok.kind == "name"
+            and tok.upper == "PREFIX"
+            and tokens[i + 1].kind == "pname"
+            and tokens[i + 2].kind == "iri"
+        ):
             out[tokens[i + 1].text.rstrip(":")] = tokens[i + 2].text[1:-1]
     return out
 

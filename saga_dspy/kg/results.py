@@ -37,7 +37,7 @@ class Binding:
         return out
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "Binding":
+    def from_json(cls, obj: dict[str, Any]) -> Binding:
         if not isinstance(obj, dict) or "value" not in obj:
             raise ValueError(f"not a SPARQL-JSON term: {obj!r}")
         kind = obj.get("type", "literal")

@@ -81,9 +81,11 @@ class LocalSearch:
             return []
         # A bare identifier ("Q42", "P19") is looked up directly.
         if re.fullmatch(r"[QqPp][1-9]\d*", text):
-            row = self._db().execute(
-                "SELECT id,label,description,kind,datatype,popularity FROM entity WHERE id=?", (text.upper(),)
-            ).fetchone()
+            row = (
+                self._db()
+                .execute("SELECT id,label,description,kind,datatype,popularity FROM entity WHERE id=?", (text.upper(),))
+                .fetchone()
+            )
             return [self._hit(row, 1e9)] if row else []
         lc = text.lower()
         kind_sql, kind_args = ("AND e.kind=?", [kind]) if kind else ("", [])
@@ -95,12 +97,16 @@ class LocalSearch:
         for qid, (row, _) in named.items():
             candidates.setdefault(qid, row)
         for match in (" ".join(f'"{w}"' for w in words), " OR ".join(f'"{w}"' for w in words)):
-            fts = self._db().execute(
-                f"SELECT e.id,e.label,e.description,e.kind,e.datatype,e.popularity,"
-                f" bm25(entity_fts, 10.0, 5.0, 1.0) FROM entity_fts JOIN entity e ON e.rowid=entity_fts.rowid "
-                f"WHERE entity_fts MATCH ? {kind_sql} ORDER BY bm25(entity_fts, 10.0, 5.0, 1.0) LIMIT ?",
-                [match, *kind_args, max(50, limit * 5)],
-            ).fetchall()
+            fts = (
+                self._db()
+                .execute(
+                    f"SELECT e.id,e.label,e.description,e.kind,e.datatype,e.popularity,"
+                    f" bm25(entity_fts, 10.0, 5.0, 1.0) FROM entity_fts JOIN entity e ON e.rowid=entity_fts.rowid "
+                    f"WHERE entity_fts MATCH ? {kind_sql} ORDER BY bm25(entity_fts, 10.0, 5.0, 1.0) LIMIT ?",
+                    [match, *kind_args, max(50, limit * 5)],
+                )
+                .fetchall()
+            )
             for row in fts:
                 candidates.setdefault(row[0], row)
             if len(candidates) >= limit:
@@ -125,18 +131,22 @@ class LocalSearch:
         phrases: dict[str, int] = {}
         for n in range(min(len(words) - 1, MAX_PHRASE_WORDS), 0, -1):
             for i in range(len(words) - n + 1):
-                phrase = " ".join(words[i:i + n])
-                content = sum(1 for w in words[i:i + n] if len(w) > 2 and w not in _STOPWORDS)
+                phrase = " ".join(words[i : i + n])
+                content = sum(1 for w in words[i : i + n] if len(w) > 2 and w not in _STOPWORDS)
                 if content:  # "the mayor" names no more than "mayor"; "the" alone names nothing
                     phrases.setdefault(phrase, content)
         if not phrases:
             return {}
         marks = ",".join("?" * len(phrases))
-        rows = self._db().execute(
-            f"SELECT e.id,e.label,e.description,e.kind,e.datatype,e.popularity, 0.0 FROM entity e "
-            f"WHERE e.label_lc IN ({marks}) {kind_sql} ORDER BY e.popularity DESC LIMIT 200",
-            [*phrases, *kind_args],
-        ).fetchall()
+        rows = (
+            self._db()
+            .execute(
+                f"SELECT e.id,e.label,e.description,e.kind,e.datatype,e.popularity, 0.0 FROM entity e "
+                f"WHERE e.label_lc IN ({marks}) {kind_sql} ORDER BY e.popularity DESC LIMIT 200",
+                [*phrases, *kind_args],
+            )
+            .fetchall()
+        )
         named: dict[str, tuple[tuple, int]] = {}
         for row in rows:  # the best-known entity of each phrase only: homonyms must not crowd out
             phrase = row[1].lower()  # the hits that match the whole query ("Star Wars Episode IV")
@@ -149,17 +159,25 @@ class LocalSearch:
         """Entities whose label or one of whose aliases is the query, the best known first (both through an index)."""
         columns = "e.id,e.label,e.description,e.kind,e.datatype,e.popularity, 0.0, e.rowid"
         if self._has_alias_table():
-            return self._db().execute(
-                f"SELECT {columns} FROM entity e WHERE e.label_lc=? {kind_sql} UNION "
-                f"SELECT {columns} FROM alias a JOIN entity e ON e.rowid=a.entity WHERE a.alias_lc=? {kind_sql} "
-                f"ORDER BY 6 DESC, 8 LIMIT 200",
-                [lc, *kind_args, lc, *kind_args],
-            ).fetchall()
-        return self._db().execute(  # an index built before the alias table: a scan of every row
-            f"SELECT {columns} FROM entity e WHERE (e.label_lc=? OR instr(e.aliases_lc, ?) > 0) {kind_sql} "
-            f"ORDER BY e.popularity DESC, e.rowid LIMIT 200",
-            [lc, f"\n{lc}\n", *kind_args],
-        ).fetchall()
+            return (
+                self._db()
+                .execute(
+                    f"SELECT {columns} FROM entity e WHERE e.label_lc=? {kind_sql} UNION "
+                    f"SELECT {columns} FROM alias a JOIN entity e ON e.rowid=a.entity WHERE a.alias_lc=? {kind_sql} "
+                    f"ORDER BY 6 DESC, 8 LIMIT 200",
+                    [lc, *kind_args, lc, *kind_args],
+                )
+                .fetchall()
+            )
+        return (
+            self._db()
+            .execute(  # an index built before the alias table: a scan of every row
+                f"SELECT {columns} FROM entity e WHERE (e.label_lc=? OR instr(e.aliases_lc, ?) > 0) {kind_sql} "
+                f"ORDER BY e.popularity DESC, e.rowid LIMIT 200",
+                [lc, f"\n{lc}\n", *kind_args],
+            )
+            .fetchall()
+        )
 
     def _has_alias_table(self) -> bool:
         known = getattr(self, "_alias_table", None)
@@ -179,18 +197,28 @@ class LocalSearch:
 
 # --- live Wikidata -----------------------------------------------------------------------
 
+
 class WikidataApiSearch:
     """Wikidata's `wbsearchentities` API (items and properties), for the live graph."""
 
-    def __init__(self, api_url: str = "https://www.wikidata.org/w/api.php", user_agent: str = "saga-dspy", timeout: float = 10.0):
+    def __init__(
+        self, api_url: str = "https://www.wikidata.org/w/api.php", user_agent: str = "saga-dspy", timeout: float = 10.0
+    ):
         self.api_url = api_url
         self.user_agent = user_agent
         self.timeout = timeout
 
     def _call(self, text: str, limit: int, entity_type: str) -> list[dict]:
         params = urllib.parse.urlencode(
-            {"action": "wbsearchentities", "search": text, "language": "en", "uselang": "en",
-             "type": entity_type, "limit": min(limit, 50), "format": "json"}
+            {
+                "action": "wbsearchentities",
+                "search": text,
+                "language": "en",
+                "uselang": "en",
+                "type": entity_type,
+                "limit": min(limit, 50),
+                "format": "json",
+            }
         )
         request = urllib.request.Request(f"{self.api_url}?{params}", headers={"User-Agent": self.user_agent})
         try:
@@ -201,11 +229,17 @@ class WikidataApiSearch:
 
     def search(self, text: str, limit: int = 10, kind: str | None = None) -> list[SearchHit]:
         hits: list[SearchHit] = []
-        for entity_type in (["item", "property"] if kind is None else [kind]):
+        for entity_type in ["item", "property"] if kind is None else [kind]:
             for rank, obj in enumerate(self._call(text, limit, entity_type)):
                 hits.append(
-                    SearchHit(obj["id"], obj.get("label", obj["id"]), obj.get("description", ""),
-                              entity_type, obj.get("datatype"), float(-rank))
+                    SearchHit(
+                        obj["id"],
+                        obj.get("label", obj["id"]),
+                        obj.get("description", ""),
+                        entity_type,
+                        obj.get("datatype"),
+                        float(-rank),
+                    )
                 )
         if kind is None:  # interleave: items first by rank, properties after equal ranks
             hits.sort(key=lambda h: (-h.score, h.kind != "item"))

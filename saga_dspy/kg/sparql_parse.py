@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from pyparsing import ParseException
 from rdflib.plugins.sparql.algebra import translateQuery
@@ -38,12 +39,22 @@ _LEFTOVER_ESCAPE = re.compile(r"\\[uU]")
 # its fifteen declarations. A declaration binds a name and can do nothing else; whatever does not match
 # exactly (a comment, BASE, a non-ASCII name) is left to the grammar with the rest of the query.
 IRIREF = r'<[^<>"{}|^`\\\x00-\x20]*>'  # SPARQL 1.1's IRIREF: '<' ([^<>"{}|^`\]-[#x00-#x20])* '>'
-_DECLARATION = re.compile(r'\s*PREFIX\s+((?:[A-Za-z](?:[\w.-]*[\w-])?)?):\s*<(' + IRIREF[1:-1] + ')>',
-                          re.IGNORECASE | re.ASCII)
+_DECLARATION = re.compile(
+    r"\s*PREFIX\s+((?:[A-Za-z](?:[\w.-]*[\w-])?)?):\s*<(" + IRIREF[1:-1] + ")>", re.IGNORECASE | re.ASCII
+)
 _FORMS = {"SelectQuery": "SELECT", "AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
 _UPDATE_NAMES = {
-    "InsertData": "INSERT", "DeleteData": "DELETE", "DeleteWhere": "DELETE", "Modify": "DELETE/INSERT",
-    "Load": "LOAD", "Clear": "CLEAR", "Drop": "DROP", "Create": "CREATE", "Add": "ADD", "Move": "MOVE", "Copy": "COPY",
+    "InsertData": "INSERT",
+    "DeleteData": "DELETE",
+    "DeleteWhere": "DELETE",
+    "Modify": "DELETE/INSERT",
+    "Load": "LOAD",
+    "Clear": "CLEAR",
+    "Drop": "DROP",
+    "Create": "CREATE",
+    "Add": "ADD",
+    "Move": "MOVE",
+    "Copy": "COPY",
 }
 
 
@@ -83,7 +94,9 @@ def canonical_text(query: str, max_chars: int = DEFAULT_MAX_QUERY_CHARS) -> str:
     except (ValueError, OverflowError):
         raise QuerySyntaxError("syntax error: a \\U escape names no Unicode code point") from None
     if _LEFTOVER_ESCAPE.search(text):
-        raise QueryRefused("refused: \\u escapes that spell another escape are not accepted; write the characters themselves")
+        raise QueryRefused(
+            "refused: \\u escapes that spell another escape are not accepted; write the characters themselves"
+        )
     if "\x00" in text:
         raise QuerySyntaxError("syntax error: the query contains a NUL character")
     return close_spaced_operators(text)
@@ -163,9 +176,10 @@ def parse_sparql(query: str, base_prefixes: dict[str, str], max_chars: int = DEF
                 tree = parseQuery(text)
     except ParseException as exc:
         _refuse_if_update(text)
-        _refuse_if_update(text[exc.loc:].lstrip().lstrip(";"))  # `query ; update`
-        raise QuerySyntaxError(f"syntax error: {exc.msg} at line {exc.lineno}, column {exc.col}: "
-                               f"{exc.line.strip()[:120]!r}") from None
+        _refuse_if_update(text[exc.loc :].lstrip().lstrip(";"))  # `query ; update`
+        raise QuerySyntaxError(
+            f"syntax error: {exc.msg} at line {exc.lineno}, column {exc.col}: {exc.line.strip()[:120]!r}"
+        ) from None
     except RecursionError:
         raise QuerySyntaxError("syntax error: the query is nested too deeply") from None
     except Exception as exc:  # rdflib's parse actions raise plain exceptions on bad terms
@@ -180,7 +194,9 @@ def parse_sparql(query: str, base_prefixes: dict[str, str], max_chars: int = DEF
     for node in _walk(body):
         if _is_comp(node, "ServiceGraphPattern"):
             term = node["term"]
-            services.append(Service(resolve_iri(term, prefixes), term_text(term), str(node["service_string"]), node["graph"]))
+            services.append(
+                Service(resolve_iri(term, prefixes), term_text(term), str(node["service_string"]), node["graph"])
+            )
         elif type(node).__name__ == "Variable":
             variables.add(str(node))
     form = _FORMS.get(getattr(body, "name", ""), "")
@@ -258,4 +274,3 @@ def _plain_predicate(path: Any) -> Any:
     if _is_comp(node, "PathElt") and "mod" not in node:
         return node["part"]
     return node
-

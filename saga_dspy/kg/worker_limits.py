@@ -78,14 +78,14 @@ def deny_network() -> bool:
     audit_arch, socket_nr = arch
     ld, jeq, ret = 0x20, 0x15, 0x06
     program = [
-        (ld, 0, 0, 4),                    # 0: A = arch
-        (jeq, 0, 5, audit_arch),          # 1: other arch -> allow
-        (ld, 0, 0, 0),                    # 2: A = syscall number
-        (jeq, 0, 3, socket_nr),           # 3: not socket() -> allow
-        (ld, 0, 0, 16),                   # 4: A = low word of the address family
-        (jeq, 2, 0, AF_INET),             # 5: IPv4 -> deny
-        (jeq, 1, 0, AF_INET6),            # 6: IPv6 -> deny
-        (ret, 0, 0, SECCOMP_RET_ALLOW),   # 7
+        (ld, 0, 0, 4),  # 0: A = arch
+        (jeq, 0, 5, audit_arch),  # 1: other arch -> allow
+        (ld, 0, 0, 0),  # 2: A = syscall number
+        (jeq, 0, 3, socket_nr),  # 3: not socket() -> allow
+        (ld, 0, 0, 16),  # 4: A = low word of the address family
+        (jeq, 2, 0, AF_INET),  # 5: IPv4 -> deny
+        (jeq, 1, 0, AF_INET6),  # 6: IPv6 -> deny
+        (ret, 0, 0, SECCOMP_RET_ALLOW),  # 7
         (ret, 0, 0, SECCOMP_RET_ERRNO | EACCES),  # 8
     ]
     raw = b"".join(struct.pack("HBBI", *insn) for insn in program)

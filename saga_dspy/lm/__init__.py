@@ -37,7 +37,6 @@ from saga_dspy.lm.llama import (
     local_lm,
     require_llama_cpp,
 )
-from saga_dspy.lm.wire import END_OF_REPLY
 from saga_dspy.lm.model_files import (
     LOCAL_LM_MODEL,
     LOCAL_MODEL_SHA256,
@@ -48,6 +47,7 @@ from saga_dspy.lm.model_files import (
     model_part_files,
 )
 from saga_dspy.lm.remote import CACHE_SCOPE_HEADER, CACHE_SCOPE_USER, OpenAICompatibleEngine, lm_cache_scope, remote_lm
+from saga_dspy.lm.wire import END_OF_REPLY
 
 
 def build_lm(settings: Settings) -> dspy.BaseLM:
@@ -102,4 +102,3 @@ __all__ = [
     "remote_lm",
     "require_llama_cpp",
 ]
-

@@ -13,16 +13,16 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import dspy
 
 from saga_dspy.config import Settings
-from saga_dspy.lm.model_files import INSTALL_HINT, LOCAL_LM_MODEL, LocalModelError, ensure_local_model
 from saga_dspy.lm.markers import OPENING, marker, next_field, reply_fields
+from saga_dspy.lm.model_files import INSTALL_HINT, LOCAL_LM_MODEL, LocalModelError, ensure_local_model
 from saga_dspy.lm.wire import capped_max_tokens, chat_messages, chat_response, stops_with_marker
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,9 @@ log = logging.getLogger(__name__)
 # --- the offline model -------------------------------------------------------
 
 LOCAL_THREADS = 2
-LOCAL_PREFIX_CACHE_BYTES = 4 << 30  # RAM for evaluated prompt prefixes (KV cells, ~29 KB a token), least recently used dropped
+LOCAL_PREFIX_CACHE_BYTES = (
+    4 << 30
+)  # RAM for evaluated prompt prefixes (KV cells, ~29 KB a token), least recently used dropped
 
 LLAMA_MISSING = (
     "llama-cpp-python is not installed, and the local model ('--lm local') needs it. "
@@ -88,8 +90,11 @@ def choose_wait_policy() -> None:
     if "llama_cpp" not in sys.modules and "OMP_WAIT_POLICY" not in os.environ:
         busy = cpus_in_use()
         policy = omp_wait_policy(busy)
-        log.info("llama.cpp threads: OpenMP wait policy %s (%s CPUs busy)", policy or "default (spin, then sleep)",
-                 "unknown" if busy is None else f"{busy:.2f}")
+        log.info(
+            "llama.cpp threads: OpenMP wait policy %s (%s CPUs busy)",
+            policy or "default (spin, then sleep)",
+            "unknown" if busy is None else f"{busy:.2f}",
+        )
         if policy is not None:
             os.environ["OMP_WAIT_POLICY"] = policy
 
@@ -141,9 +146,14 @@ def lean_save_state(llama: Any) -> Any:
     written = int(llama_cpp.llama_state_get_data(llama.ctx, buffer, size))
     if written > size:
         raise RuntimeError("Failed to copy llama state data")
-    return LlamaState(scores=llama.scores[:1].copy(),  # one row keeps the state's shape; it is never read
-                      input_ids=llama.input_ids.copy(), n_tokens=llama.n_tokens,
-                      llama_state=ctypes.string_at(buffer, written), llama_state_size=written, seed=llama._seed)
+    return LlamaState(
+        scores=llama.scores[:1].copy(),  # one row keeps the state's shape; it is never read
+        input_ids=llama.input_ids.copy(),
+        n_tokens=llama.n_tokens,
+        llama_state=ctypes.string_at(buffer, written),
+        llama_state_size=written,
+        seed=llama._seed,
+    )
 
 
 def lean_load_state(llama: Any, state: Any) -> None:
@@ -177,8 +187,14 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 SUPERSEDED_TAIL = 1024  # a saved state whose tokens a newer one holds all but at most this many of is dropped
 
 
-def admit(states: "OrderedDict[tuple[int, ...], Any]", key: tuple[int, ...], value: Any,
-          size: Callable[[tuple[int, ...], Any], int], capacity: int | None, tail: int = SUPERSEDED_TAIL) -> None:
+def admit(
+    states: OrderedDict[tuple[int, ...], Any],
+    key: tuple[int, ...],
+    value: Any,
+    size: Callable[[tuple[int, ...], Any], int],
+    capacity: int | None,
+    tail: int = SUPERSEDED_TAIL,
+) -> None:
     """Save `key`'s state in a longest-prefix LRU: the states it supersedes go, then the least recently used
     ones while the whole exceeds `capacity` bytes (None: unbounded).
 
@@ -210,8 +226,9 @@ class PrefixStateCache:
 
     @staticmethod
     def size_of(state: Any) -> int:
-        return int(state.llama_state_size) + sum(int(getattr(getattr(state, name, None), "nbytes", 0))
-                                                 for name in ("scores", "input_ids"))
+        return int(state.llama_state_size) + sum(
+            int(getattr(getattr(state, name, None), "nbytes", 0)) for name in ("scores", "input_ids")
+        )
 
     @property
     def cache_size(self) -> int:
@@ -237,8 +254,14 @@ class PrefixStateCache:
 
     def __setitem__(self, key: Sequence[int], state: Any) -> None:
         slim_logits(state)
-        admit(self.states, tuple(key), state, lambda _key, kept: self.size_of(kept), self.capacity_bytes,
-              self.superseded_tail)
+        admit(
+            self.states,
+            tuple(key),
+            state,
+            lambda _key, kept: self.size_of(kept),
+            self.capacity_bytes,
+            self.superseded_tail,
+        )
 
 
 class _EvalMeter:
@@ -309,20 +332,27 @@ def _compiled_template(template: str) -> Any:
     from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    return ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]) \
-        .from_string(template)
+    return ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]).from_string(
+        template
+    )
 
 
 def chat_prompt(llama: Any, messages: list[dict[str, str]]) -> str:
     """The text llama-cpp-python's `create_chat_completion` builds for `messages` with the model's own (GGUF) chat
     template and the generation prompt: a sandboxed Jinja render with its options and names (a real-model test
     compares the tokens)."""
+
     def raise_exception(message: str) -> None:
         raise ValueError(message)
 
-    return _compiled_template(llama.metadata["tokenizer.chat_template"]).render(messages=messages, eos_token=_token_text(llama, llama.token_eos()),
-                           bos_token=_token_text(llama, llama.token_bos()), add_generation_prompt=True,
-                           raise_exception=raise_exception, strftime_now=lambda f: time.strftime(f))
+    return _compiled_template(llama.metadata["tokenizer.chat_template"]).render(
+        messages=messages,
+        eos_token=_token_text(llama, llama.token_eos()),
+        bos_token=_token_text(llama, llama.token_bos()),
+        add_generation_prompt=True,
+        raise_exception=raise_exception,
+        strftime_now=lambda f: time.strftime(f),
+    )
 
 
 def _end_of_turn(llama: Any) -> Any:
@@ -352,14 +382,15 @@ def looping(tokens: Sequence[int]) -> int:
     for period in LOOP_PERIODS:
         if n < period * LOOP_REPEATS:
             break
-        block = tokens[n - period:]
-        if all(tokens[n - (i + 1) * period: n - i * period] == block for i in range(1, LOOP_REPEATS)):
+        block = tokens[n - period :]
+        if all(tokens[n - (i + 1) * period : n - i * period] == block for i in range(1, LOOP_REPEATS)):
             return period
     return 0
 
 
-def marked_reply(llama: Any, messages: list[dict[str, str]], kwargs: dict[str, Any],
-                 fields: list[str]) -> dict[str, Any]:
+def marked_reply(
+    llama: Any, messages: list[dict[str, str]], kwargs: dict[str, Any], fields: list[str]
+) -> dict[str, Any]:
     """A chat completion whose fixed text the engine writes: the reply a final assistant message began (the model
     continues it, and the completion is only what follows, as OpenAI-compatible servers return a continued
     message) and the field markers of `fields` (`lm.markers`).
@@ -381,10 +412,15 @@ def marked_reply(llama: Any, messages: list[dict[str, str]], kwargs: dict[str, A
     budget = min(int(kwargs.get("max_tokens") or 1 << 30), llama.n_ctx() - len(head))
     eos = _token_text(llama, llama.token_eos())  # the end of the assistant's turn, as text
     stops = [s for s in dict.fromkeys([*kwargs.get("stop", []), eos]) if s]
-    sampling = {"temp": float(kwargs.get("temperature", 0.0)), "top_k": int(kwargs.get("top_k", 40)),
-                "top_p": float(kwargs.get("top_p", 0.95)), "min_p": 0.05, "repeat_penalty": 1.0,
-                "frequency_penalty": float(kwargs.get("frequency_penalty", 0.0)),
-                "presence_penalty": float(kwargs.get("presence_penalty", 0.0))}
+    sampling = {
+        "temp": float(kwargs.get("temperature", 0.0)),
+        "top_k": int(kwargs.get("top_k", 40)),
+        "top_p": float(kwargs.get("top_p", 0.95)),
+        "min_p": 0.05,
+        "repeat_penalty": 1.0,
+        "frequency_penalty": float(kwargs.get("frequency_penalty", 0.0)),
+        "presence_penalty": float(kwargs.get("presence_penalty", 0.0)),
+    }
     if llama.cache:  # as create_completion: a longer evaluated prefix saved earlier is restored first
         try:
             saved = llama.cache[head]
@@ -413,7 +449,7 @@ def marked_reply(llama: Any, messages: list[dict[str, str]], kwargs: dict[str, A
                 if field is None:  # the closing marker: the reply is complete
                     text, finish = text[: -len(OPENING)], "stop"
                     break
-                rest = llama.tokenize(marker(field)[len("[["):].encode("utf-8"), add_bos=False, special=True)
+                rest = llama.tokenize(marker(field)[len("[[") :].encode("utf-8"), add_bos=False, special=True)
                 added += rest[: budget - len(added)]  # the cap counts the markers written too
                 text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
                 running = True  # generate again: the marker is evaluated in one batch with the model's "[["
@@ -422,17 +458,23 @@ def marked_reply(llama: Any, messages: list[dict[str, str]], kwargs: dict[str, A
                 break
             period = looping(added)
             if period:  # one copy of the block stays: the reply reads as cut at the cap, which it would reach
-                del added[len(added) - (LOOP_REPEATS - 1) * period:]
+                del added[len(added) - (LOOP_REPEATS - 1) * period :]
                 text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
                 break
     if llama.cache:
         llama.cache[head + added] = llama.save_state()
     n_prompt = len(prompt_ids)
-    return {"id": f"cmpl-{uuid.uuid4()}", "object": "chat.completion", "created": int(time.time()),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": opened + text},
-                         "finish_reason": finish}],
-            "usage": {"prompt_tokens": n_prompt, "completion_tokens": len(head) - n_prompt + len(added),
-                      "total_tokens": len(head) + len(added)}}
+    return {
+        "id": f"cmpl-{uuid.uuid4()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": opened + text}, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": n_prompt,
+            "completion_tokens": len(head) - n_prompt + len(added),
+            "total_tokens": len(head) + len(added),
+        },
+    }
 
 
 class LlamaCppEngine:
@@ -541,7 +583,9 @@ class LlamaCppEngine:
 
     def __repr__(self) -> str:
         where = self.model_path or "injected"
-        return f"LlamaCppEngine({where!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads}, max_tokens={self.max_tokens})"
+        return (
+            f"LlamaCppEngine({where!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads}, max_tokens={self.max_tokens})"
+        )
 
     def load(self) -> None:
         """Load the model now (a run's warm-up), not in its first question."""
@@ -551,8 +595,11 @@ class LlamaCppEngine:
         """What sets this process's speed besides the prompts (a run's metrics keep it, so seconds from two days
         can be read side by side): llama.cpp's threads and the OpenMP wait policy chosen when it loaded, which
         moves generation 1.3-1.6x (`omp_wait_policy`)."""
-        return {"n_threads": self.n_threads, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY") or "default",
-                "write_markers": self.write_markers}
+        return {
+            "n_threads": self.n_threads,
+            "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY") or "default",
+            "write_markers": self.write_markers,
+        }
 
     # -- internals ------------------------------------------------------------------
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 import re
 
 OPENING = "\n\n[["  # how the model begins the next marker: the engine writes the rest of it
-_ORDER = re.compile(r"Respond with the corresponding output fields, starting with the field (.*?), and then ending "
-                    r"with the marker for `\[\[ ## completed ## \]\]`", re.S)
+_ORDER = re.compile(
+    r"Respond with the corresponding output fields, starting with the field (.*?), and then ending "
+    r"with the marker for `\[\[ ## completed ## \]\]`",
+    re.S,
+)
 _FIELD = re.compile(r"`\[\[ ## (\w+) ## \]\]`")
 
 

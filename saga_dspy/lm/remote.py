@@ -23,7 +23,6 @@ import dspy
 from saga_dspy.config import Settings, secret_value
 from saga_dspy.lm.wire import END_OF_REPLY, capped_max_tokens, chat_messages, chat_response, stops_with_marker
 
-
 CACHE_SCOPE_USER = "saga-dspy@"  # + the server's digest: the `user` of every request to a served model
 CACHE_SCOPE_HEADER = "X-Saga-Endpoint"  # the same digest as a header, for servers LiteLLM talks to
 
@@ -44,7 +43,9 @@ def lm_cache_scope(settings: Settings) -> str | None:
 
 # Model-string prefixes that mean "an OpenAI-compatible /chat/completions server" (LiteLLM's spellings); other
 # providers with an api_base (ollama_chat/ speaks Ollama's own API) keep going through LiteLLM.
-OPENAI_COMPATIBLE_PREFIXES = frozenset({"openai", "hosted_vllm", "custom_openai", "openai_like", "lm_studio", "llamacpp"})
+OPENAI_COMPATIBLE_PREFIXES = frozenset(
+    {"openai", "hosted_vllm", "custom_openai", "openai_like", "lm_studio", "llamacpp"}
+)
 
 
 def _provider(model: str) -> str:
@@ -70,11 +71,29 @@ class OpenAICompatibleEngine:
     supports_function_calling = False
     supports_reasoning = False
     supports_response_schema = False
-    supported_params = frozenset({"temperature", "max_tokens", "seed", "stop", "top_p", "top_k", "response_format",
-                                  "frequency_penalty", "presence_penalty"})
+    supported_params = frozenset(
+        {
+            "temperature",
+            "max_tokens",
+            "seed",
+            "stop",
+            "top_p",
+            "top_k",
+            "response_format",
+            "frequency_penalty",
+            "presence_penalty",
+        }
+    )
 
-    def __init__(self, api_base: str, *, api_key: str | None = None, timeout: float = 120.0, max_tokens: int = 512,
-                 max_connections: int = 64):
+    def __init__(
+        self,
+        api_base: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 120.0,
+        max_tokens: int = 512,
+        max_connections: int = 64,
+    ):
         if not api_base or not str(api_base).strip():
             raise ValueError("OpenAICompatibleEngine needs api_base (e.g. http://127.0.0.1:8080/v1)")
         if max_tokens is None or int(max_tokens) < 1:
@@ -117,8 +136,12 @@ class OpenAICompatibleEngine:
 
     def dump_state(self) -> dict[str, Any]:
         # no api_key: a saved program never carries a secret (a loaded one reads OPENAI_API_KEY, if any)
-        return {"api_base": self.api_base, "timeout": self.timeout, "max_tokens": self.max_tokens,
-                "max_connections": self.max_connections}
+        return {
+            "api_base": self.api_base,
+            "timeout": self.timeout,
+            "max_tokens": self.max_tokens,
+            "max_connections": self.max_connections,
+        }
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> OpenAICompatibleEngine:
@@ -131,7 +154,7 @@ class OpenAICompatibleEngine:
         return self  # copies of the LM (dspy's lm.copy) share the engine and its pool of connections
 
     def __getstate__(self) -> dict[str, Any]:  # a pickled LM (e.g. a whole program saved by cloudpickle):
-        state = dict(self.__dict__)               # no client, no lock, and no key: a pickle may reach a disk
+        state = dict(self.__dict__)  # no client, no lock, and no key: a pickle may reach a disk
         state["_client"], state["_lock"], state["_api_key"] = None, None, None
         return state
 
@@ -160,8 +183,11 @@ class OpenAICompatibleEngine:
         if fmt is not None and fmt.get("type") == "json_object":
             body["response_format"] = {"type": "json_object"}
         elif fmt is not None and fmt.get("type") == "json_schema":
-            inner = {"name": fmt.get("name") or "response", "schema": fmt["schema"],
-                     **({"strict": fmt["strict"]} if "strict" in fmt else {})}
+            inner = {
+                "name": fmt.get("name") or "response",
+                "schema": fmt["schema"],
+                **({"strict": fmt["strict"]} if "strict" in fmt else {}),
+            }
             body["response_format"] = {"type": "json_schema", "json_schema": inner}
         return body
 
@@ -171,11 +197,16 @@ class OpenAICompatibleEngine:
                 import httpx
 
                 headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-                limits = httpx.Limits(max_connections=self.max_connections,
-                                      max_keepalive_connections=self.max_connections)
-                self._client = httpx.Client(base_url=self.api_base, headers=headers, limits=limits,
-                                            timeout=httpx.Timeout(self.timeout, connect=min(10.0, self.timeout)),
-                                            verify=_ssl_context())
+                limits = httpx.Limits(
+                    max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+                )
+                self._client = httpx.Client(
+                    base_url=self.api_base,
+                    headers=headers,
+                    limits=limits,
+                    timeout=httpx.Timeout(self.timeout, connect=min(10.0, self.timeout)),
+                    verify=_ssl_context(),
+                )
             return self._client
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -251,8 +282,12 @@ def remote_lm(settings: Settings) -> dspy.LM:
     scope = lm_cache_scope(settings)
     if scope is not None and _provider(settings.lm) in OPENAI_COMPATIBLE_PREFIXES:  # our engine stops at END_OF_REPLY
         kwargs["user"] = CACHE_SCOPE_USER + scope
-        engine = OpenAICompatibleEngine(settings.api_base, api_key=api_key or os.environ.get("OPENAI_API_KEY"),
-                                        timeout=settings.lm_timeout, max_tokens=settings.max_tokens)
+        engine = OpenAICompatibleEngine(
+            settings.api_base,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY"),
+            timeout=settings.lm_timeout,
+            max_tokens=settings.max_tokens,
+        )
         return dspy.LM(settings.lm, engine=engine, **kwargs)
     # a hung server holds a call for at most lm_timeout, retried lm_retries times (litellm's default: 6,000 s)
     kwargs["timeout"] = settings.lm_timeout

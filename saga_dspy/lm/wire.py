@@ -9,7 +9,11 @@ from typing import Any
 END_OF_REPLY = "[[ ## completed ## ]]"  # ChatAdapter's closing marker: generation stops there
 
 FINISH_REASONS = {  # OpenAI's finish reasons -> lm15's
-    "stop": "stop", "length": "length", "tool_calls": "tool_call", "function_call": "tool_call"}
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_call",
+    "function_call": "tool_call",
+}
 
 
 def capped_max_tokens(config: Any, cap: int) -> int:
@@ -58,6 +62,9 @@ def chat_response(completion: dict[str, Any], model: str, cache_read_tokens: int
         model=model,
         message=Message.assistant((choice.get("message") or {}).get("content") or ""),
         finish_reason=FINISH_REASONS.get(choice.get("finish_reason") or "stop", "stop"),
-        usage=Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
-                    cache_read_tokens=cache_read_tokens),
+        usage=Usage(
+            input_tokens=usage.get("prompt_tokens"),
+            output_tokens=usage.get("completion_tokens"),
+            cache_read_tokens=cache_read_tokens,
+        ),
     )

@@ -29,8 +29,9 @@ import json
 import logging
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import dspy
 from tqdm import tqdm
@@ -58,7 +59,9 @@ _PROPERTY = re.compile(
 )
 _COMMENT = re.compile(r"(?m)(^|[ \t])#[^\n]*$")
 _PREFIX_DECL = re.compile(r"(?i)\bPREFIX\s+([A-Za-z][\w.-]*)?:\s*<([^>]*)>\s*")
-POOL_OBSERVATION_CHARS = 500  # what a pool record keeps of an observation; a demo shows less (Settings.demo_observation_chars)
+POOL_OBSERVATION_CHARS = (
+    500  # what a pool record keeps of an observation; a demo shows less (Settings.demo_observation_chars)
+)
 MAX_ENTITIES = 3
 _NUMERIC = ("integer", "decimal", "double", "float", "int", "long", "nonNegativeInteger", "positiveInteger")
 _DATES = ("dateTime", "date", "gYear", "gYearMonth")
@@ -124,7 +127,7 @@ def gold_answer_type(result: Any, sparql: str, ctx: Any) -> tuple[str, str]:
     if re.search(r"(?is)SELECT\s+(DISTINCT\s+)?\(\s*COUNT\s*\(", sparql or ""):
         return "quantity", ""
     values = [b for b in result.values() if not b.type == "bnode"]
-    iris = [b.value[len(WD):] for b in values if b.type == "uri" and b.value.startswith(WD)]
+    iris = [b.value[len(WD) :] for b in values if b.type == "uri" and b.value.startswith(WD)]
     literals = [b for b in values if b.type == "literal"]
     if iris and len(iris) >= len(literals):
         types = ctx.entity_types(iris[:10])
@@ -217,11 +220,19 @@ def _tool_map(ctx: QuestionContext) -> dict[str, Callable[..., str]]:
     return {tool.__name__: tool for tool in make_tools(ctx)}
 
 
-def _question_context(settings: Settings, endpoint: Endpoint, search: Search | None, question: str, variant: str,
-                      answer_type: tuple[str, str] | None, schema: SchemaIndex | None = None,
-                      hierarchy: ClassHierarchy | None = None) -> QuestionContext:
-    return QuestionContext(settings, endpoint, search, schema, hierarchy, question=question, variant=variant,
-                           answer_type=answer_type)
+def _question_context(
+    settings: Settings,
+    endpoint: Endpoint,
+    search: Search | None,
+    question: str,
+    variant: str,
+    answer_type: tuple[str, str] | None,
+    schema: SchemaIndex | None = None,
+    hierarchy: ClassHierarchy | None = None,
+) -> QuestionContext:
+    return QuestionContext(
+        settings, endpoint, search, schema, hierarchy, question=question, variant=variant, answer_type=answer_type
+    )
 
 
 def gold_trace(
@@ -307,14 +318,16 @@ class _Trace:
         before_types = str(ctx.type_context() or "")
         before_log = str(ctx.knowledge_log() or "")
         observation = tools[name](**args)
-        steps.append({
-            "thought": thought,
-            "tool_name": name,
-            "tool_args": args,
-            "observation": focus_observation(observation, keep, config.observation_chars),
-            "type_context": before_types,
-            "knowledge_log": before_log,
-        })
+        steps.append(
+            {
+                "thought": thought,
+                "tool_name": name,
+                "tool_args": args,
+                "observation": focus_observation(observation, keep, config.observation_chars),
+                "type_context": before_types,
+                "knowledge_log": before_log,
+            }
+        )
         return observation
 
 
@@ -333,8 +346,12 @@ def _find_entities(trace: _Trace, entities: list[str], labels: dict[str, str], p
         if config.require_search_hit and not _listed(eid, observation):
             raise TeacherSkip("not_found_by_search", f"{eid} ({name})")
         if config.lookups:
-            run(f"{eid} is {name}. I look at its entry to check its types and see its properties.",
-                "get_wikidata_entry", {"qid": eid}, keep=props)
+            run(
+                f"{eid} is {name}. I look at its entry to check its types and see its properties.",
+                "get_wikidata_entry",
+                {"qid": eid},
+                keep=props,
+            )
 
 
 def _find_missing_properties(trace: _Trace, props: list[str]) -> None:
@@ -350,14 +367,16 @@ def _find_missing_properties(trace: _Trace, props: list[str]) -> None:
         searched += 1
         if searched > config.max_property_searches:
             raise TeacherSkip("too_many_property_searches", pid)
-        observation = run(f'I still need a property for "{label}". I search for it.', "search_wikidata",
-                          {"query": label}, keep=[pid])
+        observation = run(
+            f'I still need a property for "{label}". I search for it.', "search_wikidata", {"query": label}, keep=[pid]
+        )
         if config.require_search_hit and not _listed(pid, observation):
             raise TeacherSkip("property_not_found_by_search", f"{pid} ({label})")
 
 
-def _execute_gold(trace: _Trace, query: str, form: str, entities: list[str], labels: dict[str, str],
-                  props: list[str]) -> Execution:
+def _execute_gold(
+    trace: _Trace, query: str, form: str, entities: list[str], labels: dict[str, str], props: list[str]
+) -> Execution:
     """3. the gold query, written from the evidence and executed; it must answer."""
     ctx, run = trace.ctx, trace.run
     named = [f"{ctx.property_label(p)} ({p})" for p in props[:4]]
@@ -436,11 +455,22 @@ def gold_traces(
         sparql = get("gold_sparql") or get("sparql")
         gold = get("gold")
         try:
-            records.append(gold_trace(
-                get("question"), sparql, settings=settings, endpoint=endpoint, search=search,
-                gold=json.loads(gold) if isinstance(gold, str) else gold, id=get("id"), variant=variant,
-                config=config, schema=schema, hierarchy=hierarchy, extra=extra,
-            ))
+            records.append(
+                gold_trace(
+                    get("question"),
+                    sparql,
+                    settings=settings,
+                    endpoint=endpoint,
+                    search=search,
+                    gold=json.loads(gold) if isinstance(gold, str) else gold,
+                    id=get("id"),
+                    variant=variant,
+                    config=config,
+                    schema=schema,
+                    hierarchy=hierarchy,
+                    extra=extra,
+                )
+            )
         except TeacherSkip as exc:
             skipped[exc.reason] += 1
             log.debug("skipped %s: %s", get("id"), exc)
@@ -460,15 +490,29 @@ def step_example(record: dict[str, Any], index: int, *, spinach: bool = False) -
     if not -len(raw) <= index < len(raw):
         raise IndexError(f"record has {len(raw)} steps, no step {index}")
     index %= len(raw)
-    steps = [Step(str(s.get("thought") or ""), str(s["tool_name"]), dict(s.get("tool_args") or {}),
-                  str(s.get("observation") or "")) for s in raw]
+    steps = [
+        Step(
+            str(s.get("thought") or ""),
+            str(s["tool_name"]),
+            dict(s.get("tool_args") or {}),
+            str(s.get("observation") or ""),
+        )
+        for s in raw
+    ]
     seen = state_before(record, index)  # the context in force at this step (stored only where it changed)
     shown = steps[:index][-DEMO_STEPS:]
     form = str(record.get("query_form") or "SELECT").upper()
     return controller_example(
-        record["question"], shown, index - len(shown), steps[index], spinach=spinach,
-        answer_type=str(record.get("answer_type") or "unknown"), form=form,
-        type_context=seen["type_context"], knowledge_log=seen["knowledge_log"])
+        record["question"],
+        shown,
+        index - len(shown),
+        steps[index],
+        spinach=spinach,
+        answer_type=str(record.get("answer_type") or "unknown"),
+        form=form,
+        type_context=seen["type_context"],
+        knowledge_log=seen["knowledge_log"],
+    )
 
 
 STEP_CHOICES = ("execute", "last", "all")
@@ -494,19 +538,22 @@ def answer_type_example(record: dict[str, Any]) -> dspy.Example | None:
     label = record.get("answer_type_label")
     if not label or (label == "entity" and not record.get("answer_type_qid")):
         return None
-    return dspy.Example(question=record["question"], answer_type_label=label,
-                        answer_type_qid=record.get("answer_type_qid") or "").with_inputs("question")
+    return dspy.Example(
+        question=record["question"], answer_type_label=label, answer_type_qid=record.get("answer_type_qid") or ""
+    ).with_inputs("question")
 
 
 def pick_records(records: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:
     """k records that cover the query forms (ASK / COUNT / SELECT) and keep prompts short:
     round-robin over forms, shortest trajectories first."""
     by_form: dict[str, list[dict[str, Any]]] = {}
-    for rec in sorted(records, key=lambda r: (sum(len(str(s.get("observation", ""))) for s in r.get("steps", [])),
-                                              str(r.get("id")))):
+    for rec in sorted(
+        records, key=lambda r: (sum(len(str(s.get("observation", ""))) for s in r.get("steps", [])), str(r.get("id")))
+    ):
         by_form.setdefault(str(rec.get("query_form") or "SELECT"), []).append(rec)
-    order = [f for f in ("SELECT", "ASK", "COUNT") if f in by_form] + [f for f in by_form if f not in
-                                                                        ("SELECT", "ASK", "COUNT")]
+    order = [f for f in ("SELECT", "ASK", "COUNT") if f in by_form] + [
+        f for f in by_form if f not in ("SELECT", "ASK", "COUNT")
+    ]
     picked: list[dict[str, Any]] = []
     while len(picked) < k and any(by_form.values()):
         for form in order:
@@ -523,8 +570,9 @@ def controller_predictor(program: SagaProgram) -> dspy.Predict:
     raise ValueError("the program has no controller predictor (no next_tool_name output)")
 
 
-def apply_gold_demos(program: SagaProgram, records: Sequence[dict[str, Any]], *, which: str = "execute",
-                     answer_types: bool = True) -> SagaProgram:
+def apply_gold_demos(
+    program: SagaProgram, records: Sequence[dict[str, Any]], *, which: str = "execute", answer_types: bool = True
+) -> SagaProgram:
     """Set the controller's demos (and the answer-type step's) from gold-teacher records."""
     spinach = not program.variant_def.agent.schema_controller
     demos: list[dspy.Example] = []

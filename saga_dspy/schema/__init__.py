@@ -1,6 +1,7 @@
 """Schema layer: the property schema index, the class hierarchy and the domain check
 (issue 3 §1–2). Imports only from `saga_dspy.kg` and `saga_dspy.config`."""
 
+from .build import BuildOptions, build_schema_index
 from .compat import (
     Decision,
     EntityTypes,
@@ -12,7 +13,6 @@ from .compat import (
     entity_types_many,
 )
 from .hierarchy import MAX_DEPTH, ROOT, ClassHierarchy, load_hierarchy
-from .build import BuildOptions, build_schema_index
 from .index import FORMAT_VERSION, PropertySchema, SchemaIndex, TypeEvidence, load_schema_index
 
 __all__ = [

@@ -1,9 +1,9 @@
 """`python -m saga_dspy.schema build | show PID… | check QID PID… | counts`: the schema layer by hand.
 
-  build   build the schema index of an endpoint through SPARQL (embedded sample or a URL)
-  show    print the index entries of properties
-  check   decide the domain check of an entity against properties (closure, bare and calibrated)
-  counts  the formal / empirical / unknown counts of an index
+build   build the schema index of an endpoint through SPARQL (embedded sample or a URL)
+show    print the index entries of properties
+check   decide the domain check of an entity against properties (closure, bare and calibrated)
+counts  the formal / empirical / unknown counts of an index
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ import sys
 import time
 from pathlib import Path
 
-from ..config import add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.cli import ArgumentParser, run_main
-from ..kg.endpoint import open_endpoint
+
+from ..config import add_settings_args, apply_offline_env, settings_from_args
 from ..grounding.flavours import flavour_for
 from ..grounding.neighbourhood import carried_properties
+from ..kg.endpoint import open_endpoint
+from .build import BuildOptions, build_schema_index
 from .compat import check_domain, entity_types
 from .hierarchy import load_hierarchy
-from .build import BuildOptions, build_schema_index
 from .index import cached_index_path, index_path, load_schema_index, normalize_pid
 
 COMMON = ["cache_dir", "data_dir", "schema_index"]
@@ -34,17 +35,32 @@ def _parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser("build", help="build a schema index through SPARQL")
     build.add_argument("--out", type=Path, help="output file (default: the cache path load_schema_index reads)")
-    build.add_argument("--sample-pairs", type=int, default=50, help="triples sampled per property for empirical evidence")
+    build.add_argument(
+        "--sample-pairs", type=int, default=50, help="triples sampled per property for empirical evidence"
+    )
     build.add_argument("--min-share", type=float, default=0.2, help="share of the sample a type must cover")
     build.add_argument("--max-types", type=int, default=5, help="empirical classes kept per role")
     build.add_argument("--max-empirical", type=int, help="sample at most this many properties")
     build.add_argument("--no-empirical", action="store_true", help="formal constraints only")
-    build.add_argument("--hierarchy", action=argparse.BooleanOptionalAction, default=None,
-                       help="include the P279 edges (default: for the embedded sample)")
-    build.add_argument("--usage", action=argparse.BooleanOptionalAction, default=None,
-                       help="include the usage evidence: instances per class with ≥ --usage-min-instances of them "
-                            "and how many carry each property (exact counts; default: with the hierarchy)")
-    build.add_argument("--usage-min-instances", type=int, default=BuildOptions.usage_min_instances, help="classes with fewer instances are not recorded")
+    build.add_argument(
+        "--hierarchy",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="include the P279 edges (default: for the embedded sample)",
+    )
+    build.add_argument(
+        "--usage",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="include the usage evidence: instances per class with ≥ --usage-min-instances of them "
+        "and how many carry each property (exact counts; default: with the hierarchy)",
+    )
+    build.add_argument(
+        "--usage-min-instances",
+        type=int,
+        default=BuildOptions.usage_min_instances,
+        help="classes with fewer instances are not recorded",
+    )
     build.add_argument("--json", action="store_true", help="print the counts as JSON")
     add_settings_args(build, ["cache_dir", "data_dir", "endpoint", "kg", "query_timeout", "row_cap", "result_cache"])
 
@@ -92,15 +108,23 @@ def main(argv: list[str] | None = None) -> int:
         with open_endpoint(settings) as endpoint:
             hierarchy = load_hierarchy(settings, endpoint, index)
             types = entity_types(endpoint, args.qid)
-            print(f"{args.qid}: types {', '.join(f'{index.class_label(t)} ({t})' for t in types.types) or 'none'}"
-                  f" [{types.source}{', class' if types.is_class else ''}]")
+            print(
+                f"{args.qid}: types {', '.join(f'{index.class_label(t)} ({t})' for t in types.types) or 'none'}"
+                f" [{types.source}{', class' if types.is_class else ''}]"
+            )
             carried = carried_properties(endpoint, flavour_for(settings.kg), [args.qid])[args.qid]
             for pid in args.pids:
                 schema = index.get(pid)
                 ev = schema.domain if schema else None
                 for mode in ("closure", "bare", "calibrated"):
-                    d = check_domain(types, ev, hierarchy, mode, pid=pid,  # type: ignore[arg-type]
-                                     carried=normalize_pid(pid) in carried)
+                    d = check_domain(
+                        types,
+                        ev,
+                        hierarchy,
+                        mode,
+                        pid=pid,  # type: ignore[arg-type]
+                        carried=normalize_pid(pid) in carried,
+                    )
                     print(f"  {pid} {mode:10s} {d.outcome.value:10s} {d.reason}")
         return 0
     return 2
@@ -110,9 +134,14 @@ def _build(args: argparse.Namespace) -> int:
     extra = {} if "row_cap" in vars(args) else {"row_cap": BUILD_ROW_CAP}
     settings = settings_from_args(args, **extra)
     options = BuildOptions(
-        sample_pairs=args.sample_pairs, min_share=args.min_share, max_types=args.max_types,
-        max_empirical=args.max_empirical, empirical=not args.no_empirical, hierarchy=args.hierarchy,
-        usage=args.usage, usage_min_instances=args.usage_min_instances,
+        sample_pairs=args.sample_pairs,
+        min_share=args.min_share,
+        max_types=args.max_types,
+        max_empirical=args.max_empirical,
+        empirical=not args.no_empirical,
+        hierarchy=args.hierarchy,
+        usage=args.usage,
+        usage_min_instances=args.usage_min_instances,
     )
     out = args.out or cached_index_path(settings)
     started = time.monotonic()
@@ -124,8 +153,10 @@ def _build(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"out": str(out), "bytes": out.stat().st_size, **counts}))
     else:
-        print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB): {counts['properties']} properties, "
-              f"formal {counts['formal']}, empirical {counts['empirical']}, unknown {counts['unknown']}")
+        print(
+            f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB): {counts['properties']} properties, "
+            f"formal {counts['formal']}, empirical {counts['empirical']}, unknown {counts['unknown']}"
+        )
     return 0
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..kg.errors import SparqlError
 from ..kg.prefixes import WD, WIKIBASE
@@ -35,6 +36,7 @@ from .index import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kg.endpoint import Endpoint
+
 
 @dataclass
 class BuildOptions:
@@ -58,18 +60,19 @@ class BuildOptions:
 
 
 def _local(iri: str, prefix: str) -> str | None:
-    return iri[len(prefix):] if iri.startswith(prefix) else None
+    return iri[len(prefix) :] if iri.startswith(prefix) else None
 
 
-def _select(endpoint: "Endpoint", sparql: str, timeout: float | None = None) -> SelectResult:
+def _select(endpoint: Endpoint, sparql: str, timeout: float | None = None) -> SelectResult:
     result = endpoint.query(sparql, timeout=timeout)
     if not isinstance(result, SelectResult):
         raise SparqlError("expected a SELECT result")
     return result
 
 
-def _select_values(endpoint: "Endpoint", template: str, ids: list[str],
-                   render: Callable[[list[str]], str] | None = None) -> list[dict]:
+def _select_values(
+    endpoint: Endpoint, template: str, ids: list[str], render: Callable[[list[str]], str] | None = None
+) -> list[dict]:
     """Rows of `template` with `{values}` filled from `ids`; a batch whose answer hit the row cap is
     halved until it fits, so nothing is silently lost."""
     render = render or _values
@@ -79,16 +82,19 @@ def _select_values(endpoint: "Endpoint", template: str, ids: list[str],
     if len(ids) == 1:
         raise SparqlError(f"the answer for {ids[0]} exceeds the endpoint's row cap; raise --row-cap")
     half = len(ids) // 2
-    return _select_values(endpoint, template, ids[:half], render) + _select_values(endpoint, template, ids[half:], render)
+    return _select_values(endpoint, template, ids[:half], render) + _select_values(
+        endpoint, template, ids[half:], render
+    )
 
 
-def _page_size(endpoint: "Endpoint", wanted: int) -> int:
+def _page_size(endpoint: Endpoint, wanted: int) -> int:
     cap = getattr(getattr(endpoint, "settings", None), "row_cap", wanted)
     return max(1, min(wanted, cap))
 
 
-def _paged(endpoint: "Endpoint", body: str, order: str | None, page: int, log: Callable[[str], None],
-           what: str) -> Iterator[dict]:
+def _paged(
+    endpoint: Endpoint, body: str, order: str | None, page: int, log: Callable[[str], None], what: str
+) -> Iterator[dict]:
     """Rows of `SELECT … WHERE { body } [ORDER BY order]`, page by page (LIMIT/OFFSET)."""
     offset = 0
     ordering = f" ORDER BY {order}" if order else ""
@@ -104,7 +110,7 @@ def _paged(endpoint: "Endpoint", body: str, order: str | None, page: int, log: C
 
 def _batches(items: list, size: int) -> Iterator[list]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def _values(ids: Iterable[str], prefix: str = "wd:") -> str:
@@ -133,7 +139,9 @@ CONSTRAINT_QUERY = """SELECT ?p ?kind ?q ?v WHERE {{
   UNION {{ ?st pq:P2316 ?v BIND("status" AS ?q) }}
 }}"""
 
-_LABELS_QUERY = """SELECT ?c ?label WHERE {{ VALUES ?c {{ {values} }} ?c rdfs:label ?label FILTER(LANG(?label) = "en") }}"""
+_LABELS_QUERY = (
+    """SELECT ?c ?label WHERE {{ VALUES ?c {{ {values} }} ?c rdfs:label ?label FILTER(LANG(?label) = "en") }}"""
+)
 
 # A bounded sample of each property's triples (one query for a batch of properties) …
 _SAMPLE_PART = "{{ SELECT ?s ?o (wd:{pid} AS ?p) WHERE {{ ?s wdt:{pid} ?o }} LIMIT {n} }}"
@@ -144,13 +152,15 @@ _P31_QUERY = "SELECT ?e ?t WHERE {{ VALUES ?e {{ {values} }} ?e wdt:P31 ?t }}"
 _HIERARCHY_BODY = "SELECT ?c ?sup WHERE { ?c wdt:P279 ?sup }"
 _HIERARCHY_COUNT = "SELECT (COUNT(*) AS ?n) WHERE { ?c wdt:P279 ?sup }"
 _TYPE_LABELS_BODY = (
-    'SELECT ?c ?label WHERE { { SELECT DISTINCT ?c WHERE { [] wdt:P31 ?c } } '
+    "SELECT ?c ?label WHERE { { SELECT DISTINCT ?c WHERE { [] wdt:P31 ?c } } "
     '?c rdfs:label ?label FILTER(LANG(?label) = "en") }'
 )
 
 
 # Usage evidence: instances per class, the properties their instances carry, typed subjects per property.
-_CLASS_SIZES_QUERY = """SELECT ?t (COUNT(?x) AS ?n) WHERE {{ ?x wdt:P31 ?t }} GROUP BY ?t HAVING (COUNT(?x) >= {min}) ORDER BY ?t"""
+_CLASS_SIZES_QUERY = (
+    """SELECT ?t (COUNT(?x) AS ?n) WHERE {{ ?x wdt:P31 ?t }} GROUP BY ?t HAVING (COUNT(?x) >= {min}) ORDER BY ?t"""
+)
 _CLASS_USAGE_QUERY = """SELECT ?t ?p (COUNT(DISTINCT ?x) AS ?n) WHERE {{
   VALUES ?t {{ {values} }}
   ?x wdt:P31 ?t . ?x ?p ?o . FILTER(STRSTARTS(STR(?p), "http://www.wikidata.org/prop/direct/"))
@@ -162,7 +172,7 @@ _TYPED_ENTITIES_QUERY = "SELECT (COUNT(DISTINCT ?x) AS ?n) WHERE { ?x wdt:P31 []
 WDT = "http://www.wikidata.org/prop/direct/"
 
 
-def _build_usage(endpoint: "Endpoint", options: BuildOptions, log: Callable[[str], None]) -> ClassUsage:
+def _build_usage(endpoint: Endpoint, options: BuildOptions, log: Callable[[str], None]) -> ClassUsage:
     """Exact counts over the whole store (meant for the embedded sample, not a public endpoint)."""
     sizes_result = _select(endpoint, _CLASS_SIZES_QUERY.format(min=max(1, options.usage_min_instances)))
     subjects_result = _select(endpoint, _PROPERTY_SUBJECTS_QUERY)
@@ -186,13 +196,15 @@ def _build_usage(endpoint: "Endpoint", options: BuildOptions, log: Callable[[str
         if pid:
             subjects[pid] = int(row["n"].value)
     typed = int(_select(endpoint, _TYPED_ENTITIES_QUERY).rows[0]["n"].value)
-    log(f"usage evidence: {len(sizes)} classes with ≥ {options.usage_min_instances} instances, "
-        f"{sum(len(v) for v in carried.values())} (class, property) counts, {len(subjects)} properties in use")
+    log(
+        f"usage evidence: {len(sizes)} classes with ≥ {options.usage_min_instances} instances, "
+        f"{sum(len(v) for v in carried.values())} (class, property) counts, {len(subjects)} properties in use"
+    )
     return ClassUsage({c: (sizes[c], carried[c]) for c in ordered}, subjects, options.usage_min_instances, typed)
 
 
 def build_schema_index(
-    endpoint: "Endpoint",
+    endpoint: Endpoint,
     kg: str = "wikidata",
     options: BuildOptions | None = None,
     log: Callable[[str], None] | None = None,
@@ -207,19 +219,21 @@ def build_schema_index(
         index = _build_wikidata(endpoint, options, log)
     else:
         raise ValueError(f"unknown kg {kg!r}")
-    index.meta.update({
-        "kg": kg,
-        "endpoint": getattr(endpoint, "name", str(endpoint)),
-        "endpoint_id": getattr(endpoint, "cache_id", getattr(endpoint, "name", "")),
-        "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
-        "build_seconds": round(time.monotonic() - started, 1),
-        "options": {k: v for k, v in vars(options).items()},
-    })
+    index.meta.update(
+        {
+            "kg": kg,
+            "endpoint": getattr(endpoint, "name", str(endpoint)),
+            "endpoint_id": getattr(endpoint, "cache_id", getattr(endpoint, "name", "")),
+            "created": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
+            "build_seconds": round(time.monotonic() - started, 1),
+            "options": {k: v for k, v in vars(options).items()},
+        }
+    )
     index.meta["counts"] = index.counts
     return index
 
 
-def _build_wikidata(endpoint: "Endpoint", options: BuildOptions, log: Callable[[str], None]) -> SchemaIndex:
+def _build_wikidata(endpoint: Endpoint, options: BuildOptions, log: Callable[[str], None]) -> SchemaIndex:
     page = _page_size(endpoint, options.page_size)
     is_embedded = getattr(endpoint, "name", "") == "embedded"
     partial = options.properties is not None
@@ -231,8 +245,11 @@ def _build_wikidata(endpoint: "Endpoint", options: BuildOptions, log: Callable[[
     if options.properties is not None:
         wanted_pids = [normalize_pid(p) for p in options.properties]
         props = {pid: {"label": ""} for pid in wanted_pids}
-        rows = [r for chunk in _batches(wanted_pids, options.values_batch)
-                for r in _select_values(endpoint, _DATATYPES_QUERY, chunk)]
+        rows = [
+            r
+            for chunk in _batches(wanted_pids, options.values_batch)
+            for r in _select_values(endpoint, _DATATYPES_QUERY, chunk)
+        ]
     else:
         rows = _paged(endpoint, _PROPERTIES_BODY, "?p", page, log, "properties")
     for row in rows:
@@ -278,8 +295,10 @@ def _build_wikidata(endpoint: "Endpoint", options: BuildOptions, log: Callable[[
         if ev["classes"]:  # a type constraint without P2308 classes says nothing
             ev["classes"].sort(key=id_order)
             props[pid][role] = {k: ev[k] for k in ("classes", "source", "relation", "status") if k in ev}
-    log(f"formal constraints: {sum(1 for k in formal if k[1] == 'domain')} domains, "
-        f"{sum(1 for k in formal if k[1] == 'range')} ranges")
+    log(
+        f"formal constraints: {sum(1 for k in formal if k[1] == 'domain')} domains, "
+        f"{sum(1 for k in formal if k[1] == 'range')} ranges"
+    )
 
     # 4. empirical evidence for what has no formal constraint
     if options.empirical:
@@ -292,7 +311,9 @@ def _build_wikidata(endpoint: "Endpoint", options: BuildOptions, log: Callable[[
             cls = _local(row["c"].value, WD)
             if cls:
                 labels[cls] = row["label"].value
-    wanted = sorted({c for e in props.values() for r in ("domain", "range") if e.get(r) for c in e[r]["classes"]} - set(labels))
+    wanted = sorted(
+        {c for e in props.values() for r in ("domain", "range") if e.get(r) for c in e[r]["classes"]} - set(labels)
+    )
     for chunk in _batches(wanted, batch):
         for row in _select_values(endpoint, _LABELS_QUERY, chunk):
             cls = _local(row["c"].value, WD)
@@ -323,8 +344,13 @@ def _build_wikidata(endpoint: "Endpoint", options: BuildOptions, log: Callable[[
     usage = _build_usage(endpoint, options, log) if with_usage else None
 
     ordered = {pid: _ordered_entry(props[pid]) for pid in pids}
-    return SchemaIndex(ordered, dict(sorted(labels.items(), key=lambda kv: id_order(kv[0]))), p279,
-                       {"hierarchy_root": "Q35120" if with_hierarchy else None}, usage=usage)
+    return SchemaIndex(
+        ordered,
+        dict(sorted(labels.items(), key=lambda kv: id_order(kv[0]))),
+        p279,
+        {"hierarchy_root": "Q35120" if with_hierarchy else None},
+        usage=usage,
+    )
 
 
 def _ordered_entry(entry: dict[str, Any]) -> dict[str, Any]:
@@ -335,8 +361,9 @@ def _ordered_entry(entry: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _induce_empirical(endpoint: "Endpoint", props: dict[str, dict[str, Any]], options: BuildOptions,
-                      log: Callable[[str], None]) -> None:
+def _induce_empirical(
+    endpoint: Endpoint, props: dict[str, dict[str, Any]], options: BuildOptions, log: Callable[[str], None]
+) -> None:
     """Soft domain/range evidence from the P31 types of a bounded sample of each property's triples."""
     todo = []
     for pid, entry in props.items():
@@ -366,8 +393,9 @@ def _induce_empirical(endpoint: "Endpoint", props: dict[str, dict[str, Any]], op
     log(f"empirical evidence: {found['domain']} domains, {found['range']} ranges")
 
 
-def _sample_robust(endpoint: "Endpoint", pids: list[str], options: BuildOptions,
-                   log: Callable[[str], None]) -> dict[str, dict[str, dict[str, set[str]]]]:
+def _sample_robust(
+    endpoint: Endpoint, pids: list[str], options: BuildOptions, log: Callable[[str], None]
+) -> dict[str, dict[str, dict[str, set[str]]]]:
     """`_sample_types`, retried property by property when a batch fails (a live endpoint's timeout on
     one huge property must not sink the build); a property that still fails stays unknown."""
     try:
@@ -382,7 +410,9 @@ def _sample_robust(endpoint: "Endpoint", pids: list[str], options: BuildOptions,
     return out
 
 
-def _sample_types(endpoint: "Endpoint", pids: list[str], options: BuildOptions) -> dict[str, dict[str, dict[str, set[str]]]]:
+def _sample_types(
+    endpoint: Endpoint, pids: list[str], options: BuildOptions
+) -> dict[str, dict[str, dict[str, set[str]]]]:
     """pid → {'s': subject → P31 types, 'o': object → P31 types} over ≤ sample_pairs triples of each."""
     parts = " UNION ".join(_SAMPLE_PART.format(pid=pid, n=options.sample_pairs) for pid in pids)
     result = _select(endpoint, _SAMPLE_QUERY.format(parts=parts))
@@ -394,8 +424,12 @@ def _sample_types(endpoint: "Endpoint", pids: list[str], options: BuildOptions) 
         pid = _local(row["p"].value, WD)
         if pid in pairs:
             s, o = row.get("s"), row.get("o")
-            pairs[pid].append((_local(s.value, WD) if s is not None and s.is_iri else None,
-                               _local(o.value, WD) if o is not None and o.is_iri else None))
+            pairs[pid].append(
+                (
+                    _local(s.value, WD) if s is not None and s.is_iri else None,
+                    _local(o.value, WD) if o is not None and o.is_iri else None,
+                )
+            )
     entities = sorted({e for items in pairs.values() for pair in items for e in pair if e}, key=id_order)
     types = _p31_types(endpoint, entities, max(1, min(options.values_batch * 2, _page_size(endpoint, 10**9) // 4)))
     out: dict[str, dict[str, dict[str, set[str]]]] = {}
@@ -410,7 +444,7 @@ def _sample_types(endpoint: "Endpoint", pids: list[str], options: BuildOptions) 
     return out
 
 
-def _p31_types(endpoint: "Endpoint", entities: list[str], batch: int) -> dict[str, set[str]]:
+def _p31_types(endpoint: Endpoint, entities: list[str], batch: int) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for chunk in _batches(entities, batch):
         for row in _select_values(endpoint, _P31_QUERY, chunk):
@@ -450,7 +484,7 @@ _FB_NAMES_QUERY = """SELECT ?x ?name ?desc WHERE {{
 _FB_INCLUDED_BODY = "SELECT ?c ?sup WHERE { ?c <http://rdf.freebase.com/ns/freebase.type_hints.included_types> ?sup }"
 
 
-def _build_freebase(endpoint: "Endpoint", options: BuildOptions, log: Callable[[str], None]) -> SchemaIndex:
+def _build_freebase(endpoint: Endpoint, options: BuildOptions, log: Callable[[str], None]) -> SchemaIndex:
     page = _page_size(endpoint, options.page_size)
     props: dict[str, dict[str, Any]] = {}
     for row in _paged(endpoint, _FB_PROPERTIES_BODY, "?p ?schema ?expected", page, log, "properties"):
@@ -490,5 +524,4 @@ def _build_freebase(endpoint: "Endpoint", options: BuildOptions, log: Callable[[
         if child and sup:
             included.setdefault(child, []).append(sup)
     log(f"{len(pids)} Freebase properties, {len(labels)} type labels, {len(included)} types with included types")
-    return SchemaIndex({pid: _ordered_entry(props[pid]) for pid in pids}, labels, included,
-                       {"hierarchy_root": None})
+    return SchemaIndex({pid: _ordered_entry(props[pid]) for pid in pids}, labels, included, {"hierarchy_root": None})

@@ -38,13 +38,14 @@ is still never judged against an entity without types.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Iterable, Literal
+from typing import TYPE_CHECKING, Literal
 
+from ..kg.prefixes import WD
 from ..kg.results import SelectResult
 from .hierarchy import ClassHierarchy
-from ..kg.prefixes import WD
 from .index import FB, ClassUsage, TypeEvidence, normalize_pid
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,25 +53,27 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Mode = Literal["closure", "bare", "calibrated"]
 MODES = ("closure", "bare", "calibrated")
-HUB_CLASSES = frozenset({  # classes nearly every class reaches through P279*: no evidence of fit (calibrated)
-    "Q35120",  # entity
-    "Q488383",  # object
-    "Q223557",  # physical object
-    "Q4406616",  # concrete object
-    "Q7184903",  # abstract object
-    "Q151885",  # concept
-    "Q16334295",  # group of humans
-    "Q16887380",  # group
-    "Q24229398",  # agent
-    "Q1190554",  # occurrence
-    "Q99527517",  # collection entity
-    "Q58778",  # system
-    "Q937228",  # property
-    "Q830077",  # subject
-    "Q17553950",  # role
-    "Q28813620",  # set
-    "Q18336849",  # item with given name property
-})
+HUB_CLASSES = frozenset(
+    {  # classes nearly every class reaches through P279*: no evidence of fit (calibrated)
+        "Q35120",  # entity
+        "Q488383",  # object
+        "Q223557",  # physical object
+        "Q4406616",  # concrete object
+        "Q7184903",  # abstract object
+        "Q151885",  # concept
+        "Q16334295",  # group of humans
+        "Q16887380",  # group
+        "Q24229398",  # agent
+        "Q1190554",  # occurrence
+        "Q99527517",  # collection entity
+        "Q58778",  # system
+        "Q937228",  # property
+        "Q830077",  # subject
+        "Q17553950",  # role
+        "Q28813620",  # set
+        "Q18336849",  # item with given name property
+    }
+)
 
 # Usage evidence (calibrated), chosen on the dev and train splits (never on test):
 USAGE_MIN_INSTANCES = 20  # a class with fewer instances in the KG says nothing by what they lack
@@ -122,7 +125,7 @@ class EntityTypes:
         return self.types if self.source in ("p31", "freebase", "given") else ()
 
     @classmethod
-    def of(cls, value: "EntityTypes | Iterable[str] | None") -> "EntityTypes":
+    def of(cls, value: EntityTypes | Iterable[str] | None) -> EntityTypes:
         if isinstance(value, EntityTypes):
             return value
         types = tuple(dict.fromkeys(normalize_pid(t) for t in (value or ())))
@@ -138,17 +141,17 @@ _TYPES_QUERY = """SELECT ?e ?k ?t WHERE {{
 _FB_TYPES_QUERY = """SELECT ?e ?k ?t WHERE {{ VALUES ?e {{ {values} }} ?e <http://rdf.freebase.com/ns/type.object.type> ?t BIND("i" AS ?k) }}"""
 
 
-def _kg_of(endpoint: "Endpoint") -> str:
+def _kg_of(endpoint: Endpoint) -> str:
     return getattr(getattr(endpoint, "settings", None), "kg", "wikidata")
 
 
-def entity_types(endpoint: "Endpoint", qid: str) -> EntityTypes:
+def entity_types(endpoint: Endpoint, qid: str) -> EntityTypes:
     """τ(e) in one query: the P31 types, and the P279 superclasses when the entity is a class."""
     key = normalize_pid(qid)
     return entity_types_many(endpoint, [key])[key]
 
 
-def entity_types_many(endpoint: "Endpoint", qids: Iterable[str], batch: int = 200) -> dict[str, EntityTypes]:
+def entity_types_many(endpoint: Endpoint, qids: Iterable[str], batch: int = 200) -> dict[str, EntityTypes]:
     """`entity_types` for many entities, one query per `batch` of them."""
     keys = list(dict.fromkeys(normalize_pid(q) for q in qids))
     freebase = _kg_of(endpoint) == "freebase"
@@ -156,7 +159,7 @@ def entity_types_many(endpoint: "Endpoint", qids: Iterable[str], batch: int = 20
     template = _FB_TYPES_QUERY if freebase else _TYPES_QUERY
     found: dict[str, tuple[list[str], list[str]]] = {k: ([], []) for k in keys}
     for start in range(0, len(keys), batch):
-        chunk = keys[start:start + batch]
+        chunk = keys[start : start + batch]
         values = " ".join(f"<{prefix}{k}>" for k in chunk)
         result = endpoint.query(template.format(values=values))
         if not isinstance(result, SelectResult):
@@ -165,11 +168,11 @@ def entity_types_many(endpoint: "Endpoint", qids: Iterable[str], batch: int = 20
             e, t = row.get("e"), row.get("t")
             if e is None or t is None or not t.value.startswith(prefix):
                 continue
-            entry = found.get(e.value[len(prefix):])
+            entry = found.get(e.value[len(prefix) :])
             if entry is None:
                 continue
             bucket = entry[0] if row["k"].value == "i" else entry[1]
-            cls = t.value[len(prefix):]
+            cls = t.value[len(prefix) :]
             if cls not in bucket:
                 bucket.append(cls)
     out = {}
@@ -187,6 +190,7 @@ def entity_types_many(endpoint: "Endpoint", qids: Iterable[str], batch: int = 20
 
 # --- the check ---------------------------------------------------------------------------------------------------
 
+
 def _fmt(classes: Iterable[str], limit: int = 5) -> str:
     items = list(classes)
     text = ", ".join(items[:limit])
@@ -194,7 +198,7 @@ def _fmt(classes: Iterable[str], limit: int = 5) -> str:
 
 
 def check_types(
-    entity_types: "EntityTypes | Iterable[str] | None",
+    entity_types: EntityTypes | Iterable[str] | None,
     evidence: TypeEvidence | None,
     hierarchy: ClassHierarchy | None,
     mode: Mode = "closure",
@@ -226,14 +230,17 @@ def check_types(
         if pid is not None and usage is not None and role == "domain":
             decision = _with_usage(decision, et, evidence, normalize_pid(pid), usage)
         if carried and decision.inferred:
-            return Decision(Outcome.UNKNOWN, f"{decision.reason}; but the entity itself carries the property: "
-                                             "its own statement outweighs an inferred conflict")
+            return Decision(
+                Outcome.UNKNOWN,
+                f"{decision.reason}; but the entity itself carries the property: "
+                "its own statement outweighs an inferred conflict",
+            )
         return decision
     return _closure(et, evidence, wanted, hierarchy, role)
 
 
 def check_domain(
-    entity_types: "EntityTypes | Iterable[str] | None",
+    entity_types: EntityTypes | Iterable[str] | None,
     evidence: TypeEvidence | None,
     hierarchy: ClassHierarchy | None,
     mode: Mode = "closure",
@@ -249,7 +256,7 @@ def check_domain(
 
 
 def check_range(
-    entity_types: "EntityTypes | Iterable[str] | None",
+    entity_types: EntityTypes | Iterable[str] | None,
     evidence: TypeEvidence | None,
     hierarchy: ClassHierarchy | None,
     mode: Mode = "closure",
@@ -258,8 +265,9 @@ def check_range(
     return check_types(entity_types, evidence, hierarchy, mode, "range")
 
 
-def _calibrated(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], hierarchy: ClassHierarchy,
-                role: str) -> Decision:
+def _calibrated(
+    et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], hierarchy: ClassHierarchy, role: str
+) -> Decision:
     """`closure` where hub classes do not count and one known type suffices to call a formal conflict."""
     specific = frozenset(wanted - HUB_CLASSES)
     if not specific:
@@ -274,11 +282,20 @@ def _calibrated(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str],
         return decision
     if evidence.relation == "subclass_of" and not et.is_class:
         return decision
-    return Decision(Outcome.CONFLICT, f"no type reaches the {role} (hub classes do not count; "
-                                      f"some closures incomplete)", inferred=True)
+    return Decision(
+        Outcome.CONFLICT,
+        f"no type reaches the {role} (hub classes do not count; some closures incomplete)",
+        inferred=True,
+    )
 
-def usage_evidence(et: EntityTypes, pid: str, usage: ClassUsage, min_instances: int = USAGE_MIN_INSTANCES,
-                   max_share: float = USAGE_MAX_SHARE) -> list[tuple[str, int, int]] | None:
+
+def usage_evidence(
+    et: EntityTypes,
+    pid: str,
+    usage: ClassUsage,
+    min_instances: int = USAGE_MIN_INSTANCES,
+    max_share: float = USAGE_MAX_SHARE,
+) -> list[tuple[str, int, int]] | None:
     """[(class, instances, carriers)] of the entity's well-populated P31 types when every one of them
     (at least one) has at most `max_share` of its instances carrying `pid`; None when there is no such
     evidence (no P31 types, none well-populated, one that does carry it, or `pid` rare in the KG)."""
@@ -310,8 +327,12 @@ def _with_usage(decision: Decision, et: EntityTypes, evidence: TypeEvidence, pid
     if found is None:
         return decision
     what = ", ".join(f"{c}: {k} of {n}" for c, n, k in found[:3])
-    return Decision(Outcome.CONFLICT, f"{decision.reason}; but in the KG (almost) no instance of the entity's "
-                                      f"well-populated types carries {pid} ({what})", inferred=True)
+    return Decision(
+        Outcome.CONFLICT,
+        f"{decision.reason}; but in the KG (almost) no instance of the entity's "
+        f"well-populated types carries {pid} ({what})",
+        inferred=True,
+    )
 
 
 def _bare(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], role: str) -> Decision:
@@ -324,8 +345,9 @@ def _bare(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], role:
     return Decision(Outcome.CONFLICT, f"types {_fmt(tau)} ∩ {role} {{{_fmt(evidence.classes)}}} = ∅")
 
 
-def _closure(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], hierarchy: ClassHierarchy,
-             role: str) -> Decision:
+def _closure(
+    et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], hierarchy: ClassHierarchy, role: str
+) -> Decision:
     relation = evidence.relation
     # The probes whose closures are tested. Instance side: the P31 types (for a class without P31,
     # its superclasses: its type evidence). Subclass side: the class entity itself (P279*).
@@ -338,8 +360,10 @@ def _closure(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], hi
     elif relation == "subclass_of":
         probes = subclass_side
         if not probes:
-            return Decision(Outcome.UNKNOWN, f"the {role} asks for a subclass of {_fmt(evidence.classes)}; "
-                                             "the entity is not known as a class")
+            return Decision(
+                Outcome.UNKNOWN,
+                f"the {role} asks for a subclass of {_fmt(evidence.classes)}; the entity is not known as a class",
+            )
     else:  # instance_or_subclass_of, or not stated: the permissive reading
         probes = list(dict.fromkeys(instance_side + subclass_side))
     if et.qid and et.qid in wanted and relation != "instance_of" and et.is_class:
@@ -358,7 +382,10 @@ def _closure(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], hi
         return Decision(Outcome.UNKNOWN, f"no path to the root class for {_fmt(unknown)}: undecidable")
     if evidence.is_soft:
         kind = "empirical" if evidence.source == "empirical" else "suggestion-constraint"
-        return Decision(Outcome.UNKNOWN, f"types {_fmt(probes)} are outside the {kind} {role} "
-                                         f"{{{_fmt(evidence.classes)}}} (soft evidence: kept)")
-    return Decision(Outcome.CONFLICT, f"types {_fmt(probes)} are not (subclasses of) the {role} "
-                                      f"{{{_fmt(evidence.classes)}}}")
+        return Decision(
+            Outcome.UNKNOWN,
+            f"types {_fmt(probes)} are outside the {kind} {role} {{{_fmt(evidence.classes)}}} (soft evidence: kept)",
+        )
+    return Decision(
+        Outcome.CONFLICT, f"types {_fmt(probes)} are not (subclasses of) the {role} {{{_fmt(evidence.classes)}}}"
+    )

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..kg.errors import SparqlError
-from ..kg.results import SelectResult
 from ..kg.prefixes import WD
+from ..kg.results import SelectResult
 from .index import FB, ClassUsage, SchemaIndex, load_schema_index, normalize_pid
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,7 +53,7 @@ class ClassHierarchy:
         self,
         parents: Mapping[str, Sequence[str]] | None = None,
         *,
-        endpoint: "Endpoint | None" = None,
+        endpoint: Endpoint | None = None,
         root: str | None = ROOT,
         max_depth: int = MAX_DEPTH,
         all_known: bool = False,
@@ -78,14 +79,14 @@ class ClassHierarchy:
 
     # --- constructors -----------------------------------------------------------------------------------
     @classmethod
-    def from_edges(cls, edges: Iterable[tuple[str, str]], **kwargs) -> "ClassHierarchy":
+    def from_edges(cls, edges: Iterable[tuple[str, str]], **kwargs) -> ClassHierarchy:
         parents: dict[str, list[str]] = {}
         for child, sup in edges:
             parents.setdefault(child, []).append(sup)
         return cls(parents, **kwargs)
 
     @classmethod
-    def from_index(cls, index: SchemaIndex, **kwargs) -> "ClassHierarchy":
+    def from_index(cls, index: SchemaIndex, **kwargs) -> ClassHierarchy:
         edges = index.p279_edges
         if edges is None:
             raise ValueError("this schema index carries no P279 edges; use ClassHierarchy.from_endpoint")
@@ -97,7 +98,7 @@ class ClassHierarchy:
         return cls(edges, **kwargs)
 
     @classmethod
-    def from_endpoint(cls, endpoint: "Endpoint", **kwargs) -> "ClassHierarchy":
+    def from_endpoint(cls, endpoint: Endpoint, **kwargs) -> ClassHierarchy:
         kg = getattr(getattr(endpoint, "settings", None), "kg", "wikidata")
         if kg == "freebase":
             kwargs.setdefault("root", None)
@@ -160,7 +161,7 @@ class ClassHierarchy:
             todo = sorted({normalize_pid(q) for q in qids} - self._fetched - self._incomplete)
             todo = [q for q in todo if _is_class_id(q, self.kg)]
             for start in range(0, len(todo), self.batch_size):
-                self._fetch(todo[start:start + self.batch_size])
+                self._fetch(todo[start : start + self.batch_size])
 
     def _fetch(self, qids: list[str]) -> None:
         template = _FB_CLOSURE_QUERY if self.kg == "freebase" else _CLOSURE_QUERY
@@ -188,7 +189,7 @@ class ClassHierarchy:
             sub, sup = row.get("sub"), row.get("sup")
             if sub is None or sup is None or not sub.value.startswith(prefix) or not sup.value.startswith(prefix):
                 continue
-            edges.setdefault(sub.value[len(prefix):], []).append(sup.value[len(prefix):])
+            edges.setdefault(sub.value[len(prefix) :], []).append(sup.value[len(prefix) :])
         for child, sups in edges.items():
             self._parents[child] = sorted(set(sups))
         self._fetched.update(qids)
@@ -214,8 +215,9 @@ _HIERARCHIES: dict[int, tuple[object, ClassHierarchy]] = {}
 _HLOCK = threading.Lock()
 
 
-def load_hierarchy(settings: Settings, endpoint: "Endpoint | None" = None,
-                   index: SchemaIndex | None = None) -> ClassHierarchy:
+def load_hierarchy(
+    settings: Settings, endpoint: Endpoint | None = None, index: SchemaIndex | None = None
+) -> ClassHierarchy:
     """The class hierarchy for these settings: from the index's P279 edges when it carries them
     (the bundled sample; shared per process), else by SPARQL through `endpoint`."""
     index = index if index is not None else load_schema_index(settings)

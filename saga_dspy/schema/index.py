@@ -31,9 +31,10 @@ import hashlib
 import json
 import re
 import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -61,14 +62,27 @@ STATUSES = {  # P2316 values; absent = a normal constraint (or not stated by the
 }
 # Properties that apply to anything: a sampled "domain" of theirs would be an artefact of the sample.
 UNIVERSAL_PROPERTIES = frozenset({"P31", "P279"})
-ITEM_DATATYPES = frozenset({"WikibaseItem", "WikibaseProperty", "WikibaseLexeme", "WikibaseForm", "WikibaseSense", "entity"})
+ITEM_DATATYPES = frozenset(
+    {"WikibaseItem", "WikibaseProperty", "WikibaseLexeme", "WikibaseForm", "WikibaseSense", "entity"}
+)
 FREEBASE_LITERAL_TYPES = frozenset(
-    {"type.int", "type.float", "type.boolean", "type.datetime", "type.text", "type.rawstring", "type.uri",
-     "type.enumeration", "type.id", "type.key"}
+    {
+        "type.int",
+        "type.float",
+        "type.boolean",
+        "type.datetime",
+        "type.text",
+        "type.rawstring",
+        "type.uri",
+        "type.enumeration",
+        "type.id",
+        "type.key",
+    }
 )
 
 
 # --- the data model -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class TypeEvidence:
@@ -104,7 +118,7 @@ class TypeEvidence:
         return out
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any] | None) -> "TypeEvidence | None":
+    def from_json(cls, obj: Mapping[str, Any] | None) -> TypeEvidence | None:
         if not obj:
             return None
         return cls(tuple(obj["classes"]), obj["source"], obj.get("relation"), obj.get("status"), obj.get("sample"))
@@ -135,7 +149,7 @@ class PropertySchema:
         return out
 
     @classmethod
-    def from_json(cls, pid: str, obj: Mapping[str, Any]) -> "PropertySchema":
+    def from_json(cls, pid: str, obj: Mapping[str, Any]) -> PropertySchema:
         return cls(
             pid,
             obj.get("label", ""),
@@ -156,8 +170,13 @@ class ClassUsage:
     JSON: {"min_instances": 20, "typed_entities": N, "classes": {"Q5": [60664, {"P19": 12043, …}], …},
     "property_subjects": {"P19": 12050, …}}."""
 
-    def __init__(self, classes: Mapping[str, tuple[int, Mapping[str, int]]], property_subjects: Mapping[str, int],
-                 min_instances: int, typed_entities: int | None = None):
+    def __init__(
+        self,
+        classes: Mapping[str, tuple[int, Mapping[str, int]]],
+        property_subjects: Mapping[str, int],
+        min_instances: int,
+        typed_entities: int | None = None,
+    ):
         self._classes = {c: (int(n), dict(props)) for c, (n, props) in classes.items()}
         self._subjects = dict(property_subjects)
         self.min_instances = int(min_instances)
@@ -184,8 +203,10 @@ class ClassUsage:
         return cls in self._classes
 
     def to_json(self) -> dict[str, Any]:
-        classes = {c: [n, dict(sorted(props.items(), key=lambda kv: id_order(kv[0])))]
-                   for c, (n, props) in sorted(self._classes.items(), key=lambda kv: id_order(kv[0]))}
+        classes = {
+            c: [n, dict(sorted(props.items(), key=lambda kv: id_order(kv[0])))]
+            for c, (n, props) in sorted(self._classes.items(), key=lambda kv: id_order(kv[0]))
+        }
         out: dict[str, Any] = {"min_instances": self.min_instances}
         if self.typed_entities is not None:
             out["typed_entities"] = self.typed_entities
@@ -194,11 +215,15 @@ class ClassUsage:
         return out
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any] | None) -> "ClassUsage | None":
+    def from_json(cls, obj: Mapping[str, Any] | None) -> ClassUsage | None:
         if not obj:
             return None
-        return cls({c: (v[0], v[1]) for c, v in obj.get("classes", {}).items()}, obj.get("property_subjects", {}),
-                   obj.get("min_instances", 0), obj.get("typed_entities"))
+        return cls(
+            {c: (v[0], v[1]) for c, v in obj.get("classes", {}).items()},
+            obj.get("property_subjects", {}),
+            obj.get("min_instances", 0),
+            obj.get("typed_entities"),
+        )
 
 
 def id_order(ident: str) -> tuple[int, str]:
@@ -222,7 +247,7 @@ class ParentTable(Mapping[str, tuple[str, ...]]):
         self._parents = _pyarray(parents)
 
     @classmethod
-    def from_dict(cls, edges: Mapping[str, Iterable[str]]) -> "ParentTable":
+    def from_dict(cls, edges: Mapping[str, Iterable[str]]) -> ParentTable:
         items = sorted((int(c[1:]), sorted({int(p[1:]) for p in ps})) for c, ps in edges.items() if ps)
         children = np.array([c for c, _ in items], dtype=np.uint32)
         counts = np.array([len(ps) for _, ps in items], dtype=np.int64)
@@ -238,11 +263,16 @@ class ParentTable(Mapping[str, tuple[str, ...]]):
         children, offsets, parents = self._np
         delta = np.diff(children.astype(np.int64), prepend=0).astype("<u4")
         counts = np.diff(offsets).astype("<u4")
-        return {"encoding": self.ENCODING, "edges": int(len(parents)),
-                "children": _b64(delta), "counts": _b64(counts), "parents": _b64(parents)}
+        return {
+            "encoding": self.ENCODING,
+            "edges": int(len(parents)),
+            "children": _b64(delta),
+            "counts": _b64(counts),
+            "parents": _b64(parents),
+        }
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> "ParentTable":
+    def from_json(cls, obj: Mapping[str, Any]) -> ParentTable:
         if obj.get("encoding") != cls.ENCODING:
             raise ValueError(f"unknown P279 encoding {obj.get('encoding')!r}")
         children = np.cumsum(_unb64(obj["children"]), dtype=np.int64).astype(np.uint32)
@@ -260,13 +290,13 @@ class ParentTable(Mapping[str, tuple[str, ...]]):
         i = self._find(qid)
         if i < 0:
             raise KeyError(qid)
-        return tuple(f"Q{p}" for p in self._parents[self._offsets[i]:self._offsets[i + 1]])
+        return tuple(f"Q{p}" for p in self._parents[self._offsets[i] : self._offsets[i + 1]])
 
     def get(self, qid: str, default: Any = None) -> Any:
         i = self._find(qid)
         if i < 0:
             return default
-        return tuple(f"Q{p}" for p in self._parents[self._offsets[i]:self._offsets[i + 1]])
+        return tuple(f"Q{p}" for p in self._parents[self._offsets[i] : self._offsets[i + 1]])
 
     def __contains__(self, qid: object) -> bool:
         return isinstance(qid, str) and self._find(qid) >= 0
@@ -305,7 +335,7 @@ def normalize_pid(pid: str) -> str:
     text = str(pid).strip().strip("<>")
     if text.startswith(("http://", "https://")):
         if text.startswith(FB):
-            return text[len(FB):]
+            return text[len(FB) :]
         return text.rstrip("/").rsplit("/", 1)[-1].rsplit("#", 1)[-1]
     if ":" in text:
         text = text.split(":", 1)[1]
@@ -400,7 +430,7 @@ class SchemaIndex:
                     out.append((pid, role))
         return out
 
-    def with_coverage(self, percent: int, seed: int = 0) -> "SchemaIndex":
+    def with_coverage(self, percent: int, seed: int = 0) -> SchemaIndex:
         """A view keeping a seeded random `percent` % of the formal constraints (the others become
         unknown). Deterministic per seed and nested: the 25 % set is inside the 50 % set."""
         if not 0 <= percent <= 100:
@@ -409,8 +439,9 @@ class SchemaIndex:
         order = sorted(units, key=lambda u: hashlib.sha256(f"{seed}:{u[0]}:{u[1]}".encode()).hexdigest())
         keep = round(len(order) * percent / 100)
         dropped = frozenset(order[keep:])
-        view = SchemaIndex(self._raw, self._labels, self._p279, self.meta, self._masked | dropped, (percent, seed),
-                           self.usage)
+        view = SchemaIndex(
+            self._raw, self._labels, self._p279, self.meta, self._masked | dropped, (percent, seed), self.usage
+        )
         return view
 
     # --- persistence --------------------------------------------------------------------------------------
@@ -447,7 +478,7 @@ class SchemaIndex:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "SchemaIndex":
+    def load(cls, path: str | Path) -> SchemaIndex:
         path = Path(path)
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
@@ -456,19 +487,24 @@ class SchemaIndex:
         return cls.from_json(obj, source=str(path))
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any], source: str = "<json>") -> "SchemaIndex":
+    def from_json(cls, obj: Mapping[str, Any], source: str = "<json>") -> SchemaIndex:
         if obj.get("format") != FORMAT:
             raise ValueError(f"{source}: not a schema index (format {obj.get('format')!r})")
         version = obj.get("format_version")
         if version != FORMAT_VERSION:
-            raise ValueError(f"{source}: schema index format version {version}, this code reads {FORMAT_VERSION}; rebuild it")
+            raise ValueError(
+                f"{source}: schema index format version {version}, this code reads {FORMAT_VERSION}; rebuild it"
+            )
         meta = {k: v for k, v in obj.items() if k not in ("properties", "class_labels", "p279", "coverage", "usage")}
         cov = obj.get("coverage")
         p279 = obj.get("p279")
         if isinstance(p279, Mapping) and "encoding" in p279:
             p279 = ParentTable.from_json(p279)
         return cls(
-            obj["properties"], obj.get("class_labels"), p279, meta,
+            obj["properties"],
+            obj.get("class_labels"),
+            p279,
+            meta,
             coverage=(cov["percent"], cov["seed"]) if cov else None,
             usage=ClassUsage.from_json(obj.get("usage")),
         )
@@ -477,9 +513,14 @@ class SchemaIndex:
 def compute_counts(index: SchemaIndex) -> dict[str, Any]:
     """Per property: `formal` (a formal domain or range), else `empirical`, else `unknown`;
     and the same split per role."""
-    counts: dict[str, Any] = {"properties": 0, "formal": 0, "empirical": 0, "unknown": 0,
-                              "domain": {"formal": 0, "empirical": 0, "unknown": 0},
-                              "range": {"formal": 0, "empirical": 0, "unknown": 0}}
+    counts: dict[str, Any] = {
+        "properties": 0,
+        "formal": 0,
+        "empirical": 0,
+        "unknown": 0,
+        "domain": {"formal": 0, "empirical": 0, "unknown": 0},
+        "range": {"formal": 0, "empirical": 0, "unknown": 0},
+    }
     for schema in index:
         counts["properties"] += 1
         kinds = []
@@ -493,6 +534,7 @@ def compute_counts(index: SchemaIndex) -> dict[str, Any]:
 
 
 # --- loading the index for a settings object -------------------------------------------------------------
+
 
 def bundled_index_path(settings: Settings) -> Path:
     return Path(settings.data_dir) / "schema" / BUNDLED_NAME
@@ -542,6 +584,10 @@ def load_schema_index(settings: Settings) -> SchemaIndex:
         if base is None:
             base = SchemaIndex.load(path)
             _LOADED[base_key + (100, None)] = base
-        index = base if settings.schema_coverage >= 100 else base.with_coverage(settings.schema_coverage, settings.coverage_seed)
+        index = (
+            base
+            if settings.schema_coverage >= 100
+            else base.with_coverage(settings.schema_coverage, settings.coverage_seed)
+        )
         _LOADED[key] = index
         return index

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.render import clip, fit

@@ -8,7 +8,6 @@ from saga_dspy.kg.errors import SparqlError
 from saga_dspy.kg.results import SelectResult
 from saga_dspy.tools.evidence import evidence_text
 
-
 EXAMPLES = 5
 
 
@@ -28,7 +27,9 @@ def do_examples(ctx: QuestionContext, pid: str, count: bool = True) -> str:
     if ps.datatype:
         head.append(f"Value type: {ps.datatype}")
     if ctx.flags.schema_annotations:
-        head.append(f"domain: {evidence_text(ctx, ps.domain)} | range: {evidence_text(ctx, ps.range, ctx.state.observed_range(pid))}")
+        head.append(
+            f"domain: {evidence_text(ctx, ps.domain)} | range: {evidence_text(ctx, ps.range, ctx.state.observed_range(pid))}"
+        )
     rows = []
     source = ""
     if flavour.example_pid:

@@ -13,7 +13,6 @@ from saga_dspy.grounding.render import clip, fit, render_ask, render_table
 from saga_dspy.kg.errors import SparqlError
 from saga_dspy.kg.results import AskResult, SelectResult
 
-
 NEXT_AFTER_OK = "Next: stop if these results answer the question; else refine the query."
 
 
@@ -48,8 +47,9 @@ def _result_entities(ctx: QuestionContext, result: SelectResult) -> dict[str, li
     return out
 
 
-def _learn_from_result(ctx: QuestionContext, parsed: ParsedQuery | None, result: SelectResult,
-                       sample: dict[str, list[str]], types: dict) -> list[str]:
+def _learn_from_result(
+    ctx: QuestionContext, parsed: ParsedQuery | None, result: SelectResult, sample: dict[str, list[str]], types: dict
+) -> list[str]:
     """Θ updates from a non-empty result: entity types, observed variable types, trace-local ranges."""
     learnt = []
     if not ctx.flags.type_state:
@@ -61,8 +61,9 @@ def _learn_from_result(ctx: QuestionContext, parsed: ParsedQuery | None, result:
             if et is None or not et.types:
                 continue
             counter.update(et.types)
-            ctx.state.record_entity(eid, et.types, ctx.seen.get(eid, ""), is_class=et.is_class, source="result",
-                                   has_p31=et.source != "p279")
+            ctx.state.record_entity(
+                eid, et.types, ctx.seen.get(eid, ""), is_class=et.is_class, source="result", has_p31=et.source != "p279"
+            )
         if counter:
             top = [c for c, _ in counter.most_common(3)]
             ctx.state.observe_variable(var, top)
@@ -110,7 +111,9 @@ def do_execute(ctx: QuestionContext, sparql: str) -> str:
     constants = _query_constants(ctx, parsed)
     wanted = list(dict.fromkeys(constants[:20] + [e for ids in sample.values() for e in ids]))
     types = ctx.entity_types(wanted) if wanted and (ctx.flags.conflict_check or ctx.flags.type_state) else {}
-    const_labels = ctx.labels(constants[:20]) if constants and (ctx.flags.conflict_check or ctx.flags.type_state) else {}
+    const_labels = (
+        ctx.labels(constants[:20]) if constants and (ctx.flags.conflict_check or ctx.flags.type_state) else {}
+    )
     conflicts = find_conflicts(ctx, parsed) if ctx.flags.conflict_check else []
     # a conflict blocks only when it is demonstrated on a known entity in a required pattern; a variable's
     # declared type is only part of its bound entities' types, so that one is a note
@@ -148,8 +151,12 @@ def _state_from_query(ctx: QuestionContext, parsed: ParsedQuery | None) -> None:
     """Θ from the query text."""
     flavour = ctx.flavour
     if ctx.flags.type_state and parsed is not None:
-        dom = lambda pid: tuple(ctx.schema.get(pid).domain.classes) if ctx.schema.get(pid) and ctx.schema.get(pid).domain else ()  # noqa: E731
-        rng = lambda pid: tuple(ctx.schema.get(pid).range.classes) if ctx.schema.get(pid) and ctx.schema.get(pid).range else ()  # noqa: E731
+        dom = lambda pid: (
+            tuple(ctx.schema.get(pid).domain.classes) if ctx.schema.get(pid) and ctx.schema.get(pid).domain else ()
+        )  # noqa: E731
+        rng = lambda pid: (
+            tuple(ctx.schema.get(pid).range.classes) if ctx.schema.get(pid) and ctx.schema.get(pid).range else ()
+        )  # noqa: E731
         ctx.state.update_from_query(parsed, flavour, dom, rng)
 
 
@@ -173,12 +180,26 @@ def _record_constants(ctx: QuestionContext, constants: list[str], types: dict, c
         for eid in dict.fromkeys(constants[:20]):
             et = types.get(eid)
             if et is not None and et.types and eid not in ctx.state.entities:
-                ctx.state.record_entity(eid, et.types, const_labels.get(eid, ""), is_class=et.is_class, source="query",
-                                        has_p31=et.source != "p279")
+                ctx.state.record_entity(
+                    eid,
+                    et.types,
+                    const_labels.get(eid, ""),
+                    is_class=et.is_class,
+                    source="query",
+                    has_p31=et.source != "p279",
+                )
 
 
-def _observe_rows(ctx: QuestionContext, sparql: str, parsed: ParsedQuery | None, result: SelectResult,
-                  constants: list[str], sample: dict[str, list[str]], types: dict, conflicts: list) -> list[str]:
+def _observe_rows(
+    ctx: QuestionContext,
+    sparql: str,
+    parsed: ParsedQuery | None,
+    result: SelectResult,
+    constants: list[str],
+    sample: dict[str, list[str]],
+    types: dict,
+    conflicts: list,
+) -> list[str]:
     """[OK] and the labelled table of a non-empty result; what the rows teach goes into Θ."""
     flavour = ctx.flavour
     lines: list[str] = []
@@ -189,7 +210,7 @@ def _observe_rows(ctx: QuestionContext, sparql: str, parsed: ParsedQuery | None,
                 eid = flavour.entity_id(b.value)
                 if eid:
                     ids.append(eid)
-    labels = ctx.labels(list(dict.fromkeys(constants[:20] + ids[:TABLE_LABELS * 2])))
+    labels = ctx.labels(list(dict.fromkeys(constants[:20] + ids[: TABLE_LABELS * 2])))
     for eid, lab in labels.items():
         ctx.remember(eid, lab)
     learnt = _learn_from_result(ctx, parsed, result, sample, types)
@@ -200,7 +221,9 @@ def _observe_rows(ctx: QuestionContext, sparql: str, parsed: ParsedQuery | None,
 
     notes = []
     if conflicts:
-        notes.append("Note: type conflict in the query (rows shown anyway): " + "; ".join(c.short(ctx) for c in conflicts[:2]))
+        notes.append(
+            "Note: type conflict in the query (rows shown anyway): " + "; ".join(c.short(ctx) for c in conflicts[:2])
+        )
     body_budget = ctx.budget - sum(len(n) + 1 for n in notes) - 60
     lines.append(render_table(result, label_of, body_budget, head="[OK]"))
     lines.extend(notes)
@@ -230,16 +253,21 @@ def _observe_ask_true(ctx: QuestionContext, sparql: str, result: AskResult, conf
     return lines
 
 
-def _observe_blocked(ctx: QuestionContext, sparql: str, parsed: ParsedQuery | None, required_conflicts: list,
-                     ask_false: bool) -> list[str]:
+def _observe_blocked(
+    ctx: QuestionContext, sparql: str, parsed: ParsedQuery | None, required_conflicts: list, ask_false: bool
+) -> list[str]:
     """[BLOCKED]: no answer, and a required pattern applies a property to a subject of a conflicting type."""
     lines: list[str] = []
     ctx.counters["blocked"] += 1
     what = "false" if ask_false else "no results"
-    lines.append(f"[BLOCKED] The query returned {what}, and a triple pattern is type-incompatible: "
-                 + " Also: ".join(c.describe(ctx) + "." for c in required_conflicts[:2]))
-    lines.append("Use a property whose domain fits the subject's type, or look for another entity "
-                 "(the one used may be the wrong one).")
+    lines.append(
+        f"[BLOCKED] The query returned {what}, and a triple pattern is type-incompatible: "
+        + " Also: ".join(c.describe(ctx) + "." for c in required_conflicts[:2])
+    )
+    lines.append(
+        "Use a property whose domain fits the subject's type, or look for another entity "
+        "(the one used may be the wrong one)."
+    )
     lines.extend(reversed_direction_hints(ctx, parsed))
     lines.extend(unknown_iri_hints(ctx, sparql, parsed, check_existence=True))
     if ctx.flags.type_state:
@@ -247,8 +275,9 @@ def _observe_blocked(ctx: QuestionContext, sparql: str, parsed: ParsedQuery | No
     return lines
 
 
-def _observe_no_answer(ctx: QuestionContext, sparql: str, parsed: ParsedQuery | None, result, ask_false: bool,
-                       conflicts: list) -> tuple[list[str], str]:
+def _observe_no_answer(
+    ctx: QuestionContext, sparql: str, parsed: ParsedQuery | None, result, ask_false: bool, conflicts: list
+) -> tuple[list[str], str]:
     """An ASK false (with hints before trusting it) or an empty result ([WARNING] and what to check)."""
     lines: list[str] = []
     status = "ok"
@@ -266,8 +295,10 @@ def _observe_no_answer(ctx: QuestionContext, sparql: str, parsed: ParsedQuery | 
         lines.append("[WARNING] The query returned no results.")
         lines.extend(hints)
         if not hints:
-            lines.append("Check each triple's direction (subject → object), the property (its domain and range) "
-                         "and the entities; run smaller fragments to find the pattern that fails.")
+            lines.append(
+                "Check each triple's direction (subject → object), the property (its domain and range) "
+                "and the entities; run smaller fragments to find the pattern that fails."
+            )
         if conflicts:
             lines.append("Note: " + "; ".join(c.short(ctx) for c in conflicts[:2]))
         if ctx.flags.type_state:

@@ -8,13 +8,27 @@ import re
 from dataclasses import dataclass, field
 
 from saga_dspy.grounding.context import QuestionContext
-from saga_dspy.grounding.incoming import (IncomingView, arrange_incoming, describe_incoming, fetch_incoming,
-                                           incoming_block, rank_incoming)
+from saga_dspy.grounding.incoming import (
+    IncomingView,
+    arrange_incoming,
+    describe_incoming,
+    fetch_incoming,
+    incoming_block,
+    rank_incoming,
+)
 from saga_dspy.grounding.lookup_view import WITH_DESCRIPTION, arrange, best_candidate, rest_block, tail_lines
 from saga_dspy.grounding.neighbourhood import Neighbourhood, Value, fetch_neighbourhood, type_filter
 from saga_dspy.grounding.ranking import id_order
-from saga_dspy.grounding.render import (Block, class_names, clip, entity_text, fit, literal_text, one_hop_query,
-                                        render_blocks)
+from saga_dspy.grounding.render import (
+    Block,
+    class_names,
+    clip,
+    entity_text,
+    fit,
+    literal_text,
+    one_hop_query,
+    render_blocks,
+)
 from saga_dspy.schema.compat import Outcome
 from saga_dspy.tools.evidence import evidence_text
 from saga_dspy.tools.examples import do_examples
@@ -30,9 +44,16 @@ _DATES = ("Time", "type.datetime")
 _NUMBERS = ("Quantity", "type.int", "type.float")
 _STRINGS = ("String", "Monolingualtext", "type.text", "type.rawstring")
 SCALAR_ANSWERS = {
-    "date": _DATES, "time": _DATES, "year": _DATES,
-    "quantity": _NUMBERS, "number": _NUMBERS, "count": _NUMBERS, "amount": _NUMBERS,
-    "string": _STRINGS, "text": _STRINGS, "name": _STRINGS,
+    "date": _DATES,
+    "time": _DATES,
+    "year": _DATES,
+    "quantity": _NUMBERS,
+    "number": _NUMBERS,
+    "count": _NUMBERS,
+    "amount": _NUMBERS,
+    "string": _STRINGS,
+    "text": _STRINGS,
+    "name": _STRINGS,
 }
 ITEM_DATATYPES = ("WikibaseItem", "WikibaseProperty", "WikibaseLexeme", "WikibaseForm", "WikibaseSense", "entity", "")
 EXTERNAL_DATATYPES = ("ExternalId", "type.key", "type.id")
@@ -149,13 +170,15 @@ def _annotation(ctx: QuestionContext, pid: str, ps, domain_holds: bool = False) 
         parts.append(f"domain: {evidence_text(ctx, ps.domain)}")
     observed = ctx.state.observed_range(pid)
     if (ps.range is not None and 0 < len(ps.range.classes) <= ANNOTATED_CLASSES) or (
-            observed and not (ps.range is not None and ps.range.classes)):
+        observed and not (ps.range is not None and ps.range.classes)
+    ):
         parts.append(f"range: {evidence_text(ctx, ps.range, observed)}")
     return "".join(f" / {p}" for p in parts)
 
 
-def _property_block(ctx: QuestionContext, pid: str, values: list[Value], fits: bool, domain_holds: bool = False,
-                    described: bool = True) -> Block:
+def _property_block(
+    ctx: QuestionContext, pid: str, values: list[Value], fits: bool, domain_holds: bool = False, described: bool = True
+) -> Block:
     """A property with its values: in full (description, annotations, qualifiers) when `described`,
     else in its compact form (values and range) at every size."""
     ps = ctx.schema.get(pid)
@@ -164,7 +187,11 @@ def _property_block(ctx: QuestionContext, pid: str, values: list[Value], fits: b
     star = " ★" if fits else ""
     external = _group(ctx, pid) == 3
     desc = clip(ps.description, LOOKUP_DESCRIPTION) if ps and ps.description and not external else ""
-    first = f"- {name}{star}" + (f": {desc}" if desc else "") + ("" if external else _annotation(ctx, pid, ps, domain_holds))
+    first = (
+        f"- {name}{star}"
+        + (f": {desc}" if desc else "")
+        + ("" if external else _annotation(ctx, pid, ps, domain_holds))
+    )
     lines = [first, f"  = {_values_text(values, VALUES_FULL)}"]
     for v in [v for v in values[:VALUES_FULL] if v.qualifiers][:QUALIFIED_VALUES]:
         lines.append(f"    [{_value_text(v, 30)}: {_qualifier_text(ctx, v)}]")
@@ -188,8 +215,13 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
         return _not_an_entity(ctx, qid)
     ctx.counters["lookups"] += 1
     prior = _prior_active(ctx)
-    nb = fetch_neighbourhood(ctx.endpoint, flavour, eid, qualifiers=flavour.has_qualifiers or flavour.has_cvt,
-                             value_types=prior and bool(ctx.state.answer_type and ctx.state.answer_type.qid))
+    nb = fetch_neighbourhood(
+        ctx.endpoint,
+        flavour,
+        eid,
+        qualifiers=flavour.has_qualifiers or flavour.has_cvt,
+        value_types=prior and bool(ctx.state.answer_type and ctx.state.answer_type.qid),
+    )
     if nb.error:
         return f"[ERROR] lookup of {eid} failed: {nb.error}"
     if not nb.exists:
@@ -202,8 +234,10 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
         incoming = _incoming(ctx, eid, nb, propose=True)
         block = incoming_block(ctx, eid, incoming)
         if block is None:
-            head.append("No outgoing properties in the knowledge graph: look for it as the object of triples, "
-                        "or search for a better-connected entity of the same name.")
+            head.append(
+                "No outgoing properties in the knowledge graph: look for it as the object of triples, "
+                "or search for a better-connected entity of the same name."
+            )
             return fit("\n".join(head), ctx.budget)
         head.append("No outgoing properties in the knowledge graph.")
         ctx.suggested_sparql = incoming.proposal or ctx.suggested_sparql
@@ -230,8 +264,10 @@ def _not_an_entity(ctx: QuestionContext, qid: str) -> str:
     flavour = ctx.flavour
     pid = flavour.normalise_property(qid or "")
     if pid is not None:
-        return (f"{pid} is a property, not an entity: use get_property_examples({pid}) to see how it is used.\n"
-                + do_examples(ctx, pid, count=False))
+        return (
+            f"{pid} is a property, not an entity: use get_property_examples({pid}) to see how it is used.\n"
+            + do_examples(ctx, pid, count=False)
+        )
     hint = ""
     if ctx.search is not None and (qid or "").strip():
         try:
@@ -281,10 +317,17 @@ def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], pr
         fits = {pid: (prior and _fits_answer(ctx, pid, nb.edges[pid])) for pid in kept}
         return None, sorted(kept, key=lambda p: (not fits[p], _group(ctx, p), id_order(p))), fits
     confident = prior and ctx.state.answer_type.label not in ("", "entity")
-    arrangement = arrange(ctx, eid, nb.label, kept, lambda p: _fits_answer(ctx, p, nb.edges.get(p, [])),
-                          lambda p: any(v.id for v in nb.edges.get(p, [])) or _group(ctx, p) == 1,
-                          confident=confident, wikidata=ctx.flavour.name == "wikidata",
-                          values=_named_values(ctx, nb, kept))
+    arrangement = arrange(
+        ctx,
+        eid,
+        nb.label,
+        kept,
+        lambda p: _fits_answer(ctx, p, nb.edges.get(p, [])),
+        lambda p: any(v.id for v in nb.edges.get(p, [])) or _group(ctx, p) == 1,
+        confident=confident,
+        wikidata=ctx.flavour.name == "wikidata",
+        values=_named_values(ctx, nb, kept),
+    )
     return arrangement, arrangement.order, {pid: pid in arrangement.starred for pid in kept}
 
 
@@ -298,8 +341,16 @@ def _named_values(ctx: QuestionContext, nb: Neighbourhood, kept: list[str]) -> d
     return {pid: [v.label for v in nb.edges.get(pid, []) if v.id and v.label] for pid in kept}
 
 
-def _incoming(ctx: QuestionContext, eid: str, nb: Neighbourhood, *, propose: bool, fit_alone: bool = True,
-              only_if_relevant: bool = False, outgoing_best: float = 0.0) -> IncomingView:
+def _incoming(
+    ctx: QuestionContext,
+    eid: str,
+    nb: Neighbourhood,
+    *,
+    propose: bool,
+    fit_alone: bool = True,
+    only_if_relevant: bool = False,
+    outgoing_best: float = 0.0,
+) -> IncomingView:
     """The properties pointing at the entity (a SAGA grounding flag; none for SPINACH). A proposal only when its
     property matches the question better than the outgoing ones (`outgoing_best`: their top relevance), on type
     fit alone only when no outgoing property fits the answer type or matches the question.
@@ -315,19 +366,32 @@ def _incoming(ctx: QuestionContext, eid: str, nb: Neighbourhood, *, propose: boo
         return IncomingView({})
     items = at.items if at else ""
     describe_incoming(ctx, eid, edges, subject_types=bool(qid or items))
-    return arrange_incoming(ctx, eid, nb.label, edges, qid, propose=propose, fit_alone=fit_alone, ranked=ranked,
-                            outgoing_best=outgoing_best, items=items)
+    return arrange_incoming(
+        ctx,
+        eid,
+        nb.label,
+        edges,
+        qid,
+        propose=propose,
+        fit_alone=fit_alone,
+        ranked=ranked,
+        outgoing_best=outgoing_best,
+        items=items,
+    )
 
 
-def _head_lines(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, fits: dict[str, bool], prior: bool,
-                arrangement) -> list[str]:
+def _head_lines(
+    ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, fits: dict[str, bool], prior: bool, arrangement
+) -> list[str]:
     """The entity, its types, what the filter removed (and what that suggests), the ★ legend."""
     et = nb.types
     title = f"{nb.label} ({eid})" if nb.label and nb.label != eid else eid
     head = [title + (f": {clip(nb.description, TITLE_DESCRIPTION)}" if nb.description else "")]
     if et.types:
         if et.is_class and et.source == "p279":
-            head.append(f"Types: none declared; a class, subclass of {class_names(et.types, ctx.class_label, TYPES_SHOWN, ids=True)}")
+            head.append(
+                f"Types: none declared; a class, subclass of {class_names(et.types, ctx.class_label, TYPES_SHOWN, ids=True)}"
+            )
         else:
             head.append(f"Types: {class_names(et.types, ctx.class_label, TYPES_SHOWN, ids=True)}")
     else:
@@ -347,13 +411,23 @@ def _head_lines(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selecti
         head.append("Type filter: no property conflicts.")
     head.extend(sel.notes)
     if prior and any(fits.values()):
-        head.append(f"★ = range fits the expected answer type ({ctx.state.answer_type.render()})"
-                    + ("; listed first." if arrangement is None else " and it is the question's clear best match."))
+        head.append(
+            f"★ = range fits the expected answer type ({ctx.state.answer_type.render()})"
+            + ("; listed first." if arrangement is None else " and it is the question's clear best match.")
+        )
     return head
 
 
-def _render(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, head: list[str], arrangement, order: list[str],
-            fits: dict[str, bool]) -> str:
+def _render(
+    ctx: QuestionContext,
+    eid: str,
+    nb: Neighbourhood,
+    sel: _Selection,
+    head: list[str],
+    arrangement,
+    order: list[str],
+    fits: dict[str, bool],
+) -> str:
     """Head, property blocks (the top ones in full, the rest on one line) and the next step within the budget."""
     n_vals = sum(len(nb.edges[p]) for p in sel.kept)
     cap = " (the endpoint cut the neighbourhood off)" if nb.capped else ""
@@ -361,16 +435,28 @@ def _render(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, 
     if len(sel.kept) == len(sel.all_pids) and n_vals == nb.edge_count and not nb.capped:  # nothing left out
         head.append(f"Outgoing properties ({len(sel.kept)}{order_note}):")
     else:
-        head.append(f"Outgoing properties: {len(sel.kept)} of {len(sel.all_pids)}{order_note}, "
-                    f"{n_vals} of {nb.edge_count} values{cap}:")
+        head.append(
+            f"Outgoing properties: {len(sel.kept)} of {len(sel.all_pids)}{order_note}, "
+            f"{n_vals} of {nb.edge_count} values{cap}:"
+        )
     if arrangement is not None:  # issue 12: top properties in full, the rest as one line; hints only when they agree
-        blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed, i < WITH_DESCRIPTION)
-                  for i, pid in enumerate(arrangement.full)]
+        blocks = [
+            _property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed, i < WITH_DESCRIPTION)
+            for i, pid in enumerate(arrangement.full)
+        ]
         outgoing_proposal = arrangement.proposal is not None
-        incoming = _incoming(ctx, eid, nb, propose=not outgoing_proposal,
-                             fit_alone=not any(s.fits for s in arrangement.scores), only_if_relevant=outgoing_proposal,
-                             outgoing_best=max((s.relevance for s in arrangement.scores), default=0.0))
-        blocks += [b] if (b := incoming_block(ctx, eid, incoming, only_if_relevant=outgoing_proposal)) is not None else []
+        incoming = _incoming(
+            ctx,
+            eid,
+            nb,
+            propose=not outgoing_proposal,
+            fit_alone=not any(s.fits for s in arrangement.scores),
+            only_if_relevant=outgoing_proposal,
+            outgoing_best=max((s.relevance for s in arrangement.scores), default=0.0),
+        )
+        blocks += (
+            [b] if (b := incoming_block(ctx, eid, incoming, only_if_relevant=outgoing_proposal)) is not None else []
+        )
         rest = rest_block(ctx, arrangement.rest)
         blocks += [rest] if rest is not None else []
         ctx.suggested_sparql = arrangement.proposal or incoming.proposal or ctx.suggested_sparql
@@ -398,5 +484,3 @@ def _render(ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, 
 
 
 # --- the tool set -----------------------------------------------------------------------------------------------------------------
-
-

@@ -9,7 +9,6 @@ from saga_dspy.grounding.render import DESCRIPTION, Block, class_names, clip, re
 from saga_dspy.kg.search import SearchHit
 from saga_dspy.tools.evidence import evidence_text
 
-
 SEARCH_ITEMS = 8
 
 
@@ -55,13 +54,17 @@ def do_search(ctx: QuestionContext, query: str) -> str:
         desc = f": {clip(hit.description or (ps.description if ps else ''), DESCRIPTION)}"
         ann = ""
         if annotate:
-            ann = (f" [domain: {evidence_text(ctx, ps.domain if ps else None)} | "
-                   f"range: {evidence_text(ctx, ps.range if ps else None, ctx.state.observed_range(hit.id))}]")
+            ann = (
+                f" [domain: {evidence_text(ctx, ps.domain if ps else None)} | "
+                f"range: {evidence_text(ctx, ps.range if ps else None, ctx.state.observed_range(hit.id))}]"
+            )
         dt = f" ({hit.datatype or (ps.datatype if ps else '')})" if (hit.datatype or (ps and ps.datatype)) else ""
         name = f"{hit.id} {clip(hit.label, 40)}"
         prop_blocks.append(Block(f"- {hit.id} {clip(hit.label, 60)}{dt}{desc}{ann}", f"- {name}{ann}", name))
     if not blocks and not prop_blocks:
-        return f'No entities or properties match "{clip(query, 80)}". Try another wording (a shorter name, no qualifiers).'
+        return (
+            f'No entities or properties match "{clip(query, 80)}". Try another wording (a shorter name, no qualifiers).'
+        )
     head = [f'Search results for "{clip(query, 80)}":']
     all_blocks = []
     if blocks:
@@ -73,8 +76,10 @@ def do_search(ctx: QuestionContext, query: str) -> str:
     tail = []
     if items:  # a small model repeats its search unless told the next move (measured with the 1.5B model)
         pick = _hint_pick(query, items)
-        tail.append(f'Next: get_wikidata_entry({{"qid": "{pick.id}"}}) if {pick.id} ({clip(pick.label, 40)}) is what '
-                    f"the question means; else look up another hit or search again.")
+        tail.append(
+            f'Next: get_wikidata_entry({{"qid": "{pick.id}"}}) if {pick.id} ({clip(pick.label, 40)}) is what '
+            f"the question means; else look up another hit or search again."
+        )
     rendered = render_blocks(head, all_blocks, ctx.budget, what="hits", tail=tail)
     return rendered.text
 

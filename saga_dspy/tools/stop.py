@@ -17,6 +17,9 @@ def do_stop(ctx: QuestionContext) -> str:
         return "Stopped. No query was executed successfully, so there is no final query."
     ctx.final_sparql = ex.sparql
     ctx.final_execution = ex
-    what = {"ok": f"{ex.rows} row{'s' if ex.rows != 1 else ''}" if isinstance(ex.result, SelectResult) else "an answer",
-            "empty": "no results", "blocked": "no results (blocked)"}.get(ex.status, ex.status)
+    what = {
+        "ok": f"{ex.rows} row{'s' if ex.rows != 1 else ''}" if isinstance(ex.result, SelectResult) else "an answer",
+        "empty": "no results",
+        "blocked": "no results (blocked)",
+    }.get(ex.status, ex.status)
     return f"Stopped. Final query (the last successful execution, {what}):\n{clip(ex.sparql, 600)}"

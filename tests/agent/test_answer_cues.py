@@ -7,11 +7,17 @@ import pytest
 from saga_dspy.agent.answer_cues import guard, items_class, rule_answer_type
 
 
-@pytest.mark.parametrize("question,label", [
-    ("When was Barack Obama born?", "date"), ("What are the birthdays of the Friends cast?", "date"),
-    ("How many children does Madonna have?", "quantity"), ("Is Berlin the capital of Germany?", "boolean"),
-    ("Who killed Caesar?", "person"), ("Where is the Eiffel Tower?", "location"),
-])
+@pytest.mark.parametrize(
+    "question,label",
+    [
+        ("When was Barack Obama born?", "date"),
+        ("What are the birthdays of the Friends cast?", "date"),
+        ("How many children does Madonna have?", "quantity"),
+        ("Is Berlin the capital of Germany?", "boolean"),
+        ("Who killed Caesar?", "person"),
+        ("Where is the Eiffel Tower?", "location"),
+    ],
+)
 def test_rule_answer_type(question, label):
     assert rule_answer_type(question).label == label
 
@@ -48,8 +54,13 @@ def test_head_noun_class_and_the_guard(schema):
 def test_a_cue_decides_when_the_lm_could_not_change_the_answer_type():
     from saga_dspy.agent.answer_cues import AnswerCue, decides, guard
 
-    deciding = [AnswerCue("boolean"), AnswerCue("quantity"), AnswerCue("date"),
-                AnswerCue("location", "Q2221906", cue="where"), AnswerCue("river", "Q4022", cue="head noun 'river'")]
+    deciding = [
+        AnswerCue("boolean"),
+        AnswerCue("quantity"),
+        AnswerCue("date"),
+        AnswerCue("location", "Q2221906", cue="where"),
+        AnswerCue("river", "Q4022", cue="head noun 'river'"),
+    ]
     for cue in deciding:
         assert decides(cue)
         for lm in (("", ""), ("string", ""), ("date", ""), ("person", "Q5"), (cue.label, cue.qid)):
@@ -68,6 +79,10 @@ def test_the_items_class_is_the_head_or_the_counted_noun_however_broad_the_answe
     assert items_class("Give me all films produced by Hal Roach.", schema) == "Q11424"
     assert items_class("What movies does Jesse Eisenberg play in?", schema) == "Q11424"
     # no noun names the items: nothing to restrict by
-    for question in ("Who killed Caesar?", "Is Berlin the capital of Germany?", "How much is the population of Iraq?",
-                     "How often did Jane Fonda marry?"):
+    for question in (
+        "Who killed Caesar?",
+        "Is Berlin the capital of Germany?",
+        "How much is the population of Iraq?",
+        "How often did Jane Fonda marry?",
+    ):
         assert items_class(question, schema) == "", question

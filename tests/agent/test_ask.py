@@ -5,17 +5,22 @@ from __future__ import annotations
 import json
 
 import pytest
-from dspy.utils.dummies import DummyLM
-
 from conftest import TEST_CACHE
+from dspy.utils.dummies import DummyLM
 
 QUESTION = "After whom is the Riemannian geometry named?"
 SCRIPT = [
     {"answer_type_label": "person", "answer_type_qid": "Q5"},
-    {"next_thought": "Find the entity.", "next_tool_name": "search_wikidata",
-     "next_tool_args": {"query": "Riemannian geometry"}},
-    {"next_thought": "Ask for its namesake.", "next_tool_name": "execute_sparql",
-     "next_tool_args": {"sparql": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x }"}},
+    {
+        "next_thought": "Find the entity.",
+        "next_tool_name": "search_wikidata",
+        "next_tool_args": {"query": "Riemannian geometry"},
+    },
+    {
+        "next_thought": "Ask for its namesake.",
+        "next_tool_name": "execute_sparql",
+        "next_tool_args": {"sparql": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x }"},
+    },
     {"next_thought": "That is the answer.", "next_tool_name": "stop", "next_tool_args": {}},
 ]
 
@@ -62,8 +67,28 @@ def test_ask_flags_reach_the_settings():
     from saga_dspy.ask import build_parser
     from saga_dspy.config import settings_from_args
 
-    args = build_parser().parse_args([QUESTION, "--variant", "spinach", "--max-steps", "7", "--lm", "openai/x",
-                                      "--api-base", "http://127.0.0.1:9/v1", "--program", "p.json", "--check-answer"])
+    args = build_parser().parse_args(
+        [
+            QUESTION,
+            "--variant",
+            "spinach",
+            "--max-steps",
+            "7",
+            "--lm",
+            "openai/x",
+            "--api-base",
+            "http://127.0.0.1:9/v1",
+            "--program",
+            "p.json",
+            "--check-answer",
+        ]
+    )
     s = settings_from_args(args)
     assert (s.variant, s.max_steps, s.lm, s.api_base, str(s.program), s.check_answer) == (
-        "spinach", 7, "openai/x", "http://127.0.0.1:9/v1", "p.json", True)
+        "spinach",
+        7,
+        "openai/x",
+        "http://127.0.0.1:9/v1",
+        "p.json",
+        True,
+    )

@@ -31,8 +31,12 @@ def test_a_variant_loads_the_pool_its_own_tools_recorded():
 
 def test_select_guarded_without_a_guard_is_select():
     steps = [{"thought": "t", "tool_name": "search_wikidata", "tool_args": {"query": "x"}, "observation": "o"}]
-    pool = DemoPool([{"question": q, "sparql": "ASK {}", "steps": steps}
-                     for q in ("who wrote hamlet?", "who wrote macbeth?", "who painted guernica?")])
+    pool = DemoPool(
+        [
+            {"question": q, "sparql": "ASK {}", "steps": steps}
+            for q in ("who wrote hamlet?", "who wrote macbeth?", "who painted guernica?")
+        ]
+    )
     plain = [d.question for d in pool.select("who wrote othello", 2)]
     guarded, refused = pool.select_guarded("who wrote othello", 2)
     assert [d.question for d in guarded] == plain and refused == 0
@@ -45,8 +49,10 @@ def test_demo_observations_are_clipped_to_the_setting():
     from saga_dspy.agent.demos import load_demo_pool
 
     long = "Q1 entity: " + "property (P1): value; " * 60  # ~1,300 characters
-    steps = [{"thought": "look", "tool_name": "get_wikidata_entry", "tool_args": {"entity": "Q1"}, "observation": long},
-             {"thought": "done", "tool_name": "stop", "tool_args": {}, "observation": ""}]
+    steps = [
+        {"thought": "look", "tool_name": "get_wikidata_entry", "tool_args": {"entity": "Q1"}, "observation": long},
+        {"thought": "done", "tool_name": "stop", "tool_args": {}, "observation": ""},
+    ]
     records = [{"question": "who is q1?", "sparql": "SELECT ?x WHERE { wd:Q1 wdt:P1 ?x }", "steps": steps}]
     settings = make_settings(dataset="qald10", data_dir=REPO / "data")
     sizes = {}
@@ -69,9 +75,14 @@ def test_prompts_formatted_with_the_string_shortcut_are_dspys_to_the_byte(monkey
 
     settings = make_settings(dataset="qald10", data_dir=REPO / "data")
     demos = load_demo_pool(settings).select("Who is the mayor of Berlin?", 3)
-    inputs = {"question": "Who is the mayor of Berlin?", "answer_type": "human (Q5)", "query_form": "SELECT",
-              "trajectory": "Step 1\nThought: t\nAction: search_wikidata({\"query\": \"Berlin\"})\nObservation: o",
-              "type_context": "(none yet)", "knowledge_log": ["[ok] a", "[fail] b"]}  # a list: DSPy's own path
+    inputs = {
+        "question": "Who is the mayor of Berlin?",
+        "answer_type": "human (Q5)",
+        "query_form": "SELECT",
+        "trajectory": 'Step 1\nThought: t\nAction: search_wikidata({"query": "Berlin"})\nObservation: o',
+        "type_context": "(none yet)",
+        "knowledge_log": ["[ok] a", "[fail] b"],
+    }  # a list: DSPy's own path
     monkeypatch.setattr(chat_adapter, "format_field_value", dspys)
     plain = ChatAdapter().format(SagaController, demos, inputs)
     formatting.install()
@@ -81,16 +92,27 @@ def test_prompts_formatted_with_the_string_shortcut_are_dspys_to_the_byte(monkey
 
 
 def _pool(questions, steps=None):
-    steps = steps or [{"thought": "t", "tool_name": "search_wikidata", "tool_args": {"query": "x"}, "observation": "o"},
-                      {"thought": "t", "tool_name": "get_wikidata_entry", "tool_args": {"entity": "Q1"}, "observation": "o"},
-                      {"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": "SELECT ?x {}"},
-                       "observation": "o"}]
-    return DemoPool([{"question": q, "sparql": "SELECT ?x WHERE { wd:Q1 wdt:P1 ?x }",
-                      "steps": steps[: 1 + i % len(steps)]} for i, q in enumerate(questions)])
+    steps = steps or [
+        {"thought": "t", "tool_name": "search_wikidata", "tool_args": {"query": "x"}, "observation": "o"},
+        {"thought": "t", "tool_name": "get_wikidata_entry", "tool_args": {"entity": "Q1"}, "observation": "o"},
+        {"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": "SELECT ?x {}"}, "observation": "o"},
+    ]
+    return DemoPool(
+        [
+            {"question": q, "sparql": "SELECT ?x WHERE { wd:Q1 wdt:P1 ?x }", "steps": steps[: 1 + i % len(steps)]}
+            for i, q in enumerate(questions)
+        ]
+    )
 
 
-QUESTIONS = ("who wrote hamlet?", "who wrote macbeth?", "who painted guernica?", "where is berlin?",
-             "what is the capital of peru?", "who composed the magic flute?")
+QUESTIONS = (
+    "who wrote hamlet?",
+    "who wrote macbeth?",
+    "who painted guernica?",
+    "where is berlin?",
+    "what is the capital of peru?",
+    "who composed the magic flute?",
+)
 
 
 def test_anchor_demos_are_the_same_for_every_question_and_come_first():
@@ -120,8 +142,9 @@ def test_an_anchor_is_never_the_question_itself_nor_a_refused_record():
     guarded, refused = pool.select_guarded("who wrote othello", 3, allow=lambda q, s: q != anchors[1], anchors=2)
     assert anchors[1] not in [d.question for d in guarded] and len(guarded) == 3 and refused == 1
     # all of k as anchors: the same demos for every question
-    assert ([d.question for d in pool.select("who wrote othello", 2, anchors=5)]
-            == [d.question for d in pool.select("where is peru", 2, anchors=5)])
+    assert [d.question for d in pool.select("who wrote othello", 2, anchors=5)] == [
+        d.question for d in pool.select("where is peru", 2, anchors=5)
+    ]
 
 
 def test_the_program_shows_the_settings_anchors():
@@ -137,41 +160,66 @@ def test_the_program_shows_the_settings_anchors():
 
 
 def test_two_demos_are_the_whole_question_and_the_lookup_after_a_search():
-    steps = [{"thought": "t", "tool_name": "search_wikidata", "tool_args": {"query": "x"}, "observation": "o"},
-             {"thought": "t", "tool_name": "get_wikidata_entry", "tool_args": {"qid": "Q1"}, "observation": "o"},
-             {"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": "SELECT ?x {}"}, "observation": "o"}]
-    pool = DemoPool([{"question": q, "sparql": "SELECT ?x WHERE { wd:Q1 wdt:P1 ?x }", "steps": steps}
-                     for q in QUESTIONS])
+    steps = [
+        {"thought": "t", "tool_name": "search_wikidata", "tool_args": {"query": "x"}, "observation": "o"},
+        {"thought": "t", "tool_name": "get_wikidata_entry", "tool_args": {"qid": "Q1"}, "observation": "o"},
+        {"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": "SELECT ?x {}"}, "observation": "o"},
+    ]
+    pool = DemoPool(
+        [{"question": q, "sparql": "SELECT ?x WHERE { wd:Q1 wdt:P1 ?x }", "steps": steps} for q in QUESTIONS]
+    )
     # the step each demo's reply shows: without the lookup a small model skipped it (session 17)
     assert [d.next_tool_name for d in pool.select("who wrote othello", 2)] == ["stop", "get_wikidata_entry"]
-    assert ([d.next_tool_name for d in pool.select("who wrote othello", 3)]
-            == ["stop", "execute_sparql", "get_wikidata_entry"])
+    assert [d.next_tool_name for d in pool.select("who wrote othello", 3)] == [
+        "stop",
+        "execute_sparql",
+        "get_wikidata_entry",
+    ]
 
 
 def test_a_demo_shows_the_state_of_its_own_step_never_what_later_steps_found():
     from saga_dspy.agent.demos import record_to_example
 
-    before = {"type_context": "Expected answer type: country (Q6256)\nKnown entity types: (none yet)",
-              "knowledge_log": "(nothing yet)"}
-    after_lookup = {"type_context": "Expected answer type: country (Q6256)\nKnown entity types:\n- Q794 Iran: country",
-                    "knowledge_log": "[info] type discovered: Q794 Iran is country"}
-    final = {"type_context": after_lookup["type_context"] + "\nVariable types: ?x: country (observed)",
-             "knowledge_log": after_lookup["knowledge_log"] + "\n[ok] 6 rows (Iraq): wd:Q794 wdt:P47 ?x ."}
+    before = {
+        "type_context": "Expected answer type: country (Q6256)\nKnown entity types: (none yet)",
+        "knowledge_log": "(nothing yet)",
+    }
+    after_lookup = {
+        "type_context": "Expected answer type: country (Q6256)\nKnown entity types:\n- Q794 Iran: country",
+        "knowledge_log": "[info] type discovered: Q794 Iran is country",
+    }
+    final = {
+        "type_context": after_lookup["type_context"] + "\nVariable types: ?x: country (observed)",
+        "knowledge_log": after_lookup["knowledge_log"] + "\n[ok] 6 rows (Iraq): wd:Q794 wdt:P47 ?x .",
+    }
     steps = [  # as the gold teacher stores them: a step keeps its state only where it changed
         {"thought": "s", "tool_name": "search_wikidata", "tool_args": {"query": "Iran"}, "observation": "o", **before},
         {"thought": "l", "tool_name": "get_wikidata_entry", "tool_args": {"qid": "Q794"}, "observation": "o"},
-        {"thought": "e", "tool_name": "execute_sparql", "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q794 wdt:P47 ?x }"},
-         "observation": "[OK] 6 rows", **after_lookup},
-        {"thought": "done", "tool_name": "stop", "tool_args": {}, "observation": "", **final}]
-    record = {"question": "Which countries border Iran?", "sparql": "SELECT ?x WHERE { wd:Q794 wdt:P47 ?x }",
-              "steps": steps, **final}
+        {
+            "thought": "e",
+            "tool_name": "execute_sparql",
+            "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q794 wdt:P47 ?x }"},
+            "observation": "[OK] 6 rows",
+            **after_lookup,
+        },
+        {"thought": "done", "tool_name": "stop", "tool_args": {}, "observation": "", **final},
+    ]
+    record = {
+        "question": "Which countries border Iran?",
+        "sparql": "SELECT ?x WHERE { wd:Q794 wdt:P47 ?x }",
+        "steps": steps,
+        **final,
+    }
     lookup = record_to_example(record, output="lookup")
     assert lookup.next_tool_name == "get_wikidata_entry"
     # shown as the controller reads its live state: no answer-type line (its own field), no discovery the
     # type context lists (grounding.state.controller_state)
     assert (lookup.type_context, lookup.knowledge_log) == ("Known entity types: (none yet)", "(nothing yet)")
     execute = record_to_example(record, output="execute")
-    assert (execute.type_context, execute.knowledge_log) == ("Known entity types:\n- Q794 Iran: country", "(nothing yet)")
+    assert (execute.type_context, execute.knowledge_log) == (
+        "Known entity types:\n- Q794 Iran: country",
+        "(nothing yet)",
+    )
     stop = record_to_example(record)  # the closing stop: the final state
     assert stop.knowledge_log == "[ok] 6 rows (Iraq): wd:Q794 wdt:P47 ?x ."
     assert stop.type_context == final["type_context"].split("\n", 1)[1]

@@ -24,8 +24,6 @@ import pytest  # noqa: E402
 from helpers.openai_stub import OpenAIStub  # noqa: E402
 
 from saga_dspy import lm as lm_mod  # noqa: E402
-from saga_dspy.lm import llama as llama_mod  # noqa: E402
-from saga_dspy.lm import model_files  # noqa: E402
 from saga_dspy.config import Settings  # noqa: E402
 from saga_dspy.lm import (  # noqa: E402
     CACHE_SCOPE_HEADER,
@@ -38,8 +36,10 @@ from saga_dspy.lm import (  # noqa: E402
     ensure_local_model,
     lm_cache_scope,
     local_model_path,
+    model_files,  # noqa: E402
     model_part_files,
 )
+from saga_dspy.lm import llama as llama_mod  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -266,8 +266,10 @@ def test_generation_is_capped_and_settings_are_passed():
     assert llama.calls[1]["stop"] == ["[[ ## completed ## ]]"]  # a small model runs on past its reply
 
 
-CHATML = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 class TokenLlama:
@@ -303,21 +305,25 @@ class TokenLlama:
     def generate(self, tokens, **sampling):
         text = self.detokenize(tokens).decode()
         head = "<|im_start|>assistant\n"
-        written = text[text.rindex(head) + len(head):]
+        written = text[text.rindex(head) + len(head) :]
         assert self.reply.startswith(written), written  # nothing the model would not have written
         record = {"prompt": text, "tokens": len(tokens), "model": "", "sampling": sampling}
         self.generations.append(record)
-        for c in self.reply[len(written):]:
+        for c in self.reply[len(written) :]:
             record["model"] += c
             yield ord(c) + 1000
         yield 7
 
 
-ASKS = ("Respond with the corresponding output fields, starting with the field `[[ ## next_thought ## ]]`, then "
-        "`[[ ## next_tool_name ## ]]`, then `[[ ## next_tool_args ## ]]`, and then ending with the marker for "
-        "`[[ ## completed ## ]]`.")
-STEP = ('[[ ## next_thought ## ]]\nLook it up.\n\n[[ ## next_tool_name ## ]]\nsearch_wikidata\n\n'
-        '[[ ## next_tool_args ## ]]\n{"query": "x"}\n\n[[ ## completed ## ]]\n')
+ASKS = (
+    "Respond with the corresponding output fields, starting with the field `[[ ## next_thought ## ]]`, then "
+    "`[[ ## next_tool_name ## ]]`, then `[[ ## next_tool_args ## ]]`, and then ending with the marker for "
+    "`[[ ## completed ## ]]`."
+)
+STEP = (
+    "[[ ## next_thought ## ]]\nLook it up.\n\n[[ ## next_tool_name ## ]]\nsearch_wikidata\n\n"
+    '[[ ## next_tool_args ## ]]\n{"query": "x"}\n\n[[ ## completed ## ]]\n'
+)
 
 
 def test_the_engine_writes_the_field_markers_and_the_model_the_values():
@@ -326,15 +332,19 @@ def test_the_engine_writes_the_field_markers_and_the_model_the_values():
     out = lm(messages=[{"role": "system", "content": "S"}, {"role": "user", "content": "Q\n\n" + ASKS}])
     assert out == [STEP[: STEP.index("\n\n[[ ## completed")]]  # the reply, up to the marker that closes it
     # three generations: the first marker went in with the prompt, the others right behind the model's "[["
-    assert [g["model"] for g in llama.generations] == ["Look it up.\n\n[[", "search_wikidata\n\n[[",
-                                                        '{"query": "x"}\n\n[[']
+    assert [g["model"] for g in llama.generations] == [
+        "Look it up.\n\n[[",
+        "search_wikidata\n\n[[",
+        '{"query": "x"}\n\n[[',
+    ]
     assert llama.generations[0]["prompt"].endswith("<|im_start|>assistant\n[[ ## next_thought ## ]]\n")
     assert llama.generations[1]["prompt"].endswith("Look it up.\n\n[[ ## next_tool_name ## ]]\n")
     assert llama.generations[0]["sampling"]["temp"] == 0.0 and llama.seed == 3
     usage = lm.history[-1]["usage"]
     # the reply's tokens, and the model's "\n\n[[" that began the closing marker
     assert usage["completion_tokens"] == len(out[0]) + len("\n\n[[") and usage["prompt_tokens"] == len(
-        llama.generations[0]["prompt"]) - len("[[ ## next_thought ## ]]\n")
+        llama.generations[0]["prompt"]
+    ) - len("[[ ## next_thought ## ]]\n")
 
 
 def test_a_reply_is_parsed_by_chat_adapter_and_can_be_generated_whole():
@@ -351,8 +361,10 @@ def test_a_reply_is_parsed_by_chat_adapter_and_can_be_generated_whole():
 
 
 def test_a_reply_caught_in_a_loop_ends_after_its_third_repeat_with_one_copy_kept():
-    start = ('[[ ## next_thought ## ]]\nRun it.\n\n[[ ## next_tool_name ## ]]\nexecute_sparql\n\n'
-             '[[ ## next_tool_args ## ]]\n{"sparql": "SELECT ?x WHERE { ')
+    start = (
+        "[[ ## next_thought ## ]]\nRun it.\n\n[[ ## next_tool_name ## ]]\nexecute_sparql\n\n"
+        '[[ ## next_tool_args ## ]]\n{"sparql": "SELECT ?x WHERE { '
+    )
     loop = "?z wdt:P1 ?y ; "  # 15 one-character tokens, written over and over as a 1.5B model did
     llama = TokenLlama(start + loop * 40 + '}"}\n\n[[ ## completed ## ]]')
     lm = LocalLlamaLM(llama=llama, cache=False, max_tokens=2000)
@@ -373,7 +385,8 @@ def test_a_marked_reply_keeps_the_cap_and_ends_at_the_end_of_turn():
     assert out == STEP[: len("[[ ## next_thought ## ]]\n") + 20]
     early = TokenLlama("[[ ## next_thought ## ]]\nDone.")  # the model ends its turn before any other field
     assert LocalLlamaLM(llama=early, cache=False)(messages=[{"role": "user", "content": ASKS}]) == [
-        "[[ ## next_thought ## ]]\nDone."]
+        "[[ ## next_thought ## ]]\nDone."
+    ]
     with pytest.raises(dspy.ContextWindowExceededError):  # as create_chat_completion's error
         LocalLlamaLM(llama=TokenLlama(STEP, n_ctx=30), cache=False)(messages=[{"role": "user", "content": ASKS}])
 
@@ -382,12 +395,22 @@ def test_a_final_assistant_message_is_continued_not_answered():
     begun = '[[ ## next_tool_args ## ]]\n{"sparql": "'
     llama = TokenLlama(begun + 'SELECT ?x WHERE { ?x ?p ?o }"}\n\n[[ ## completed ## ]]')
     lm = LocalLlamaLM(llama=llama, cache=False)
-    out = lm(messages=[{"role": "system", "content": "S"}, {"role": "user", "content": "U\n\n" + ASKS},
-                       {"role": "assistant", "content": begun}], response_format={"type": "json_object"})
+    out = lm(
+        messages=[
+            {"role": "system", "content": "S"},
+            {"role": "user", "content": "U\n\n" + ASKS},
+            {"role": "assistant", "content": begun},
+        ],
+        response_format={"type": "json_object"},
+    )
     assert out == ['SELECT ?x WHERE { ?x ?p ?o }"}']  # only what the model added
     # the chat template's text for the messages before, its generation prompt, then the begun reply
-    assert llama.generations[0]["prompt"] == ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU\n\n" + ASKS
-                                              + "<|im_end|>\n<|im_start|>assistant\n" + begun)
+    assert llama.generations[0]["prompt"] == (
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU\n\n"
+        + ASKS
+        + "<|im_end|>\n<|im_start|>assistant\n"
+        + begun
+    )
     assert len(llama.generations) == 1  # the begun reply held every field: the model's "\n\n[[" ended it
     plain = ScriptedLlama()
     LocalLlamaLM(llama=plain, cache=False)(messages=[{"role": "user", "content": "U"}])
@@ -418,7 +441,11 @@ def test_json_adapter_gets_json_mode():
 def test_react_runs_on_the_engine():
     def reply(messages):
         prompt = messages[-1]["content"]
-        if "next_thought" in messages[0]["content"] and "[[ ## trajectory ## ]]" in prompt and "observation_0" not in prompt:
+        if (
+            "next_thought" in messages[0]["content"]
+            and "[[ ## trajectory ## ]]" in prompt
+            and "observation_0" not in prompt
+        ):
             return (
                 "[[ ## next_thought ## ]]\nAdd them.\n\n[[ ## next_tool_name ## ]]\nadd\n\n"
                 '[[ ## next_tool_args ## ]]\n{"a": 2, "b": 3}\n\n[[ ## completed ## ]]'
@@ -577,9 +604,15 @@ def test_served_model_json_mode_reaches_the_server():
         assert server.requests[0]["body"]["response_format"]["type"] in ("json_object", "json_schema")
 
 
-@pytest.mark.parametrize("status, kind, retried", [
-    (500, "LMServerError", True), (429, "LMRateLimitError", True), (401, "LMAuthError", False),
-    (400, "LMInvalidRequestError", False)])
+@pytest.mark.parametrize(
+    "status, kind, retried",
+    [
+        (500, "LMServerError", True),
+        (429, "LMRateLimitError", True),
+        (401, "LMAuthError", False),
+        (400, "LMInvalidRequestError", False),
+    ],
+)
 def test_served_model_errors_are_dspy_errors_and_only_transient_ones_retried(status, kind, retried):
     import dspy.utils.exceptions as exceptions
 
@@ -645,12 +678,18 @@ def test_real_local_model_continues_a_begun_reply_after_the_chat_completion_pref
 
     lm = build_lm(Settings(lm="local", lm_cache=False, max_tokens=16))
     llama = lm.llama_engine._handle().llama
-    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "U1"},
-                {"role": "assistant", "content": "A1"}, {"role": "user", "content": "U2"}]
+    messages = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U1"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "U2"},
+    ]
     eos = llama._model.token_get_text(llama.token_eos())
     # the text create_chat_completion builds (llama-cpp-python's own formatter), so the prefix cache matches
-    assert chat_prompt(llama, messages) == Jinja2ChatFormatter(llama.metadata["tokenizer.chat_template"], eos,
-                                                               "")(messages=messages).prompt
+    assert (
+        chat_prompt(llama, messages)
+        == Jinja2ChatFormatter(llama.metadata["tokenizer.chat_template"], eos, "")(messages=messages).prompt
+    )
     begun = "[[ ## reasoning ## ]]\n17 + 25 = 42.\n\n[[ ## answer ## ]]\n"
     with dspy.context(lm=lm, adapter=BegunReplyAdapter(begun)):
         pred = dspy.Predict("question -> reasoning: str, answer: int")(question="What is 17 + 25?")
@@ -769,7 +808,6 @@ def test_real_local_model_restores_a_slim_state_across_another_prompt():
     assert usage["prompt_tokens_details"]["cached_tokens"] >= 300  # the system message was not evaluated again
     cache = lm.llama_engine._handle().llama.cache
     assert all(state.scores.shape[0] == 1 for state in cache.states.values())
-
 
 
 def test_copies_of_a_served_lm_share_one_connection_pool():

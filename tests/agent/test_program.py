@@ -16,12 +16,12 @@ import dspy
 import pytest
 from dspy.utils.dummies import DummyLM
 from dspy.utils.exceptions import ContextWindowExceededError
+from helpers.scripted_lm import ScriptedLM
 
-from saga_dspy.kg.results import AskResult, SelectResult
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.agent.react import FINAL_REPLY, FINAL_STEP
+from saga_dspy.kg.results import AskResult, SelectResult
 from saga_dspy.signatures import QUERY_FORM_GUIDE
-from helpers.scripted_lm import ScriptedLM
 
 WD = "http://www.wikidata.org/entity/"
 RIEMANN_Q = "After whom is the Riemannian geometry named?"
@@ -86,7 +86,12 @@ def test_one_hop_question_answered_correctly(settings, endpoint, search):
     assert (c["steps"], c["searches"], c["lookups"], c["executions"], c["blocked"], c["empty"]) == (4, 1, 1, 1, 0, 0)
     assert c["lm_calls"] == 5 == len(lm.history)  # 1 answer type + 4 steps, no extract call
     assert c["seconds"] > 0
-    assert [s["tool_name"] for s in pred.trajectory] == ["search_wikidata", "get_wikidata_entry", "execute_sparql", "stop"]
+    assert [s["tool_name"] for s in pred.trajectory] == [
+        "search_wikidata",
+        "get_wikidata_entry",
+        "execute_sparql",
+        "stop",
+    ]
 
 
 def test_the_final_query_is_not_run_again_for_the_prediction(settings, endpoint, search, monkeypatch):
@@ -132,7 +137,9 @@ def test_wrong_entity_recovery(settings, endpoint, search):
         answer_type("person", "Q5"),
         step("search_wikidata", query="Star Wars"),
         step("get_wikidata_entry", qid="Q462"),
-        step("search_wikidata", "director was removed: Q462 is a franchise, not the film", query="Star Wars Episode IV"),
+        step(
+            "search_wikidata", "director was removed: Q462 is a franchise, not the film", query="Star Wars Episode IV"
+        ),
         step("execute_sparql", sparql="SELECT ?x WHERE { wd:Q17738 wdt:P57 ?x }"),
         step("stop"),
     ]
@@ -270,8 +277,11 @@ def test_tool_error_and_garbage_turn_do_not_crash(settings, endpoint, search, mo
 
 
 def test_step_limit_then_extract(settings, endpoint, search):
-    steps = [step("search_wikidata", query="Riemannian geometry"), step("search_wikidata", query="Riemann"),
-             step("get_wikidata_entry", qid="Q761383")]
+    steps = [
+        step("search_wikidata", query="Riemannian geometry"),
+        step("search_wikidata", query="Riemann"),
+        step("get_wikidata_entry", qid="Q761383"),
+    ]
     # the default: the lookup's query is run by the program before any extract call (a query, not an LM call)
     script = [answer_type("person", "Q5"), *steps]  # nothing was executed
     pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3)
@@ -288,8 +298,9 @@ def test_step_limit_then_extract(settings, endpoint, search):
     assert "The steps are over" in lm.history[4]["messages"][0]["content"]
     # step: one more controller turn, the last turn's prompt with a line after the trajectory
     script = [answer_type("person", "Q5"), *steps, step("execute_sparql", sparql=RIEMANN_SPARQL)]
-    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3, final_extract="step",
-                   variant="no-auto-run")
+    pred, lm = run(
+        settings, endpoint, search, script, RIEMANN_Q, max_steps=3, final_extract="step", variant="no-auto-run"
+    )
     c = pred.counters
     assert (c["steps"], c["lm_calls"], c["lm_steps"], c["extracts"]) == (3, 5, 3, 1)
     assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
@@ -300,19 +311,32 @@ def test_step_limit_then_extract(settings, endpoint, search):
     assert "Step 3" in trajectory and "get_wikidata_entry" in trajectory  # the last turn's step is shown before it
     # a final step that chooses another tool gives no query: the last execution (none here) stays
     script = [answer_type("person", "Q5"), *steps, step("search_wikidata", query="Riemann")]
-    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=3, final_extract="step",
-                  variant="no-auto-run")
+    pred, _ = run(
+        settings, endpoint, search, script, RIEMANN_Q, max_steps=3, final_extract="step", variant="no-auto-run"
+    )
     assert pred.final_source is None and pred.counters["extracts"] == 1
     assert any("final step chose search_wikidata" in n for n in pred.notes)
     # none: no LM call after the steps
-    pred, lm = run(settings, endpoint, search, [answer_type("person", "Q5"), *steps], RIEMANN_Q, max_steps=3,
-                   final_extract="none", variant="no-auto-run")
+    pred, lm = run(
+        settings,
+        endpoint,
+        search,
+        [answer_type("person", "Q5"), *steps],
+        RIEMANN_Q,
+        max_steps=3,
+        final_extract="none",
+        variant="no-auto-run",
+    )
     assert len(lm.history) == 4 and pred.counters["extracts"] == 0 and pred.final_source is None
 
 
 def test_prefill_extract_begins_the_reply_in_the_controller_prompt(settings, endpoint, search):
-    plan = [("search_wikidata", {"query": "Riemannian geometry"}), ("search_wikidata", {"query": "Riemann"}),
-            ("get_wikidata_entry", {"qid": "Q761383"}), ("execute_sparql", {"sparql": RIEMANN_SPARQL})]
+    plan = [
+        ("search_wikidata", {"query": "Riemannian geometry"}),
+        ("search_wikidata", {"query": "Riemann"}),
+        ("get_wikidata_entry", {"qid": "Q761383"}),
+        ("execute_sparql", {"sparql": RIEMANN_SPARQL}),
+    ]
     types = {RIEMANN_Q: ("person", "Q5")}
     # an LM that continues a begun reply (the local backend) gets `auto` = prefill
     lm = ScriptedLM({RIEMANN_Q: plan}, types, continues_replies=True)
@@ -327,34 +351,70 @@ def test_prefill_extract_begins_the_reply_in_the_controller_prompt(settings, end
     assert not str(lm.history[4]["outputs"][0]).lstrip().startswith("[[")  # the model only continued it
     # an LM that answers a begun reply anew is read as that reply; one that picks another tool gives no query
     plan[3] = ("search_wikidata", {"query": "Riemann"})
-    pred, lm = run(settings, endpoint, search, None, RIEMANN_Q, lm=ScriptedLM({RIEMANN_Q: plan}, types),
-                   max_steps=3, final_extract="prefill", variant="no-auto-run")
+    pred, lm = run(
+        settings,
+        endpoint,
+        search,
+        None,
+        RIEMANN_Q,
+        lm=ScriptedLM({RIEMANN_Q: plan}, types),
+        max_steps=3,
+        final_extract="prefill",
+        variant="no-auto-run",
+    )
     assert lm.history[4]["messages"][-1]["role"] == "assistant" and pred.final_source is None
     assert any("final step chose search_wikidata" in n for n in pred.notes)
     # a served LM (no `continues_replies`) gets `auto` = the extract predictor
-    pred, lm = run(settings, endpoint, search, None, RIEMANN_Q, lm=ScriptedLM({RIEMANN_Q: plan}, types), max_steps=3,
-                   variant="no-auto-run")
+    pred, lm = run(
+        settings,
+        endpoint,
+        search,
+        None,
+        RIEMANN_Q,
+        lm=ScriptedLM({RIEMANN_Q: plan}, types),
+        max_steps=3,
+        variant="no-auto-run",
+    )
     assert "The steps are over" in lm.history[4]["messages"][0]["content"]
     assert lm.history[4]["messages"][-1]["role"] == "user"
 
 
 def test_invented_tools_end_the_loop_after_three_in_a_row(settings, endpoint, search):
     invented = step("lookup_everything", query="Riemann")
-    script = [answer_type("person", "Q5"), invented, step("get_wikidata_entry"), invented,
-              step("execute_sparql", sparql=RIEMANN_SPARQL)]  # never asked for: nothing was learnt to extract from
+    script = [
+        answer_type("person", "Q5"),
+        invented,
+        step("get_wikidata_entry"),
+        invented,
+        step("execute_sparql", sparql=RIEMANN_SPARQL),
+    ]  # never asked for: nothing was learnt to extract from
     pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=10)
     assert [s["note"] for s in pred.trajectory] == ["unknown-tool", "bad-args", "unknown-tool"]
     assert any("3 invalid actions in a row" in n for n in pred.notes)
     assert pred.final_source is None and len(lm.history) == 4 and pred.counters["extracts"] == 0
     # a valid action in between starts the count again; "write_sparql" is read as execute_sparql
-    script = [answer_type("person", "Q5"), invented, invented, step("search_wikidata", query="Riemann"), invented,
-              step("write_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    script = [
+        answer_type("person", "Q5"),
+        invented,
+        invented,
+        step("search_wikidata", query="Riemann"),
+        invented,
+        step("write_sparql", sparql=RIEMANN_SPARQL),
+        step("stop"),
+    ]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=10)
     assert [s["tool_name"] for s in pred.trajectory][-2:] == ["execute_sparql", "stop"]
     assert pred.final_source == "stop" and answer_ids(pred) == {"Q42299"}
     # so does a stop, even one the loop turns down (nothing executed yet)
-    script = [answer_type("person", "Q5"), invented, invented, step("stop"), invented,
-              step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    script = [
+        answer_type("person", "Q5"),
+        invented,
+        invented,
+        step("stop"),
+        invented,
+        step("execute_sparql", sparql=RIEMANN_SPARQL),
+        step("stop"),
+    ]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=10)
     assert pred.final_source == "stop" and answer_ids(pred) == {"Q42299"}
 
@@ -438,8 +498,10 @@ def _two_step(settings, endpoint, search, variant):
 
 
 def test_each_ablation_changes_what_the_controller_sees(settings, endpoint, search):
-    seen = {v: _two_step(settings, endpoint, search, v) for v in
-            ("full", "no-type-filter", "no-type-state", "no-answer-type", "spinach")}
+    seen = {
+        v: _two_step(settings, endpoint, search, v)
+        for v in ("full", "no-type-filter", "no-type-state", "no-answer-type", "spinach")
+    }
     full_pred, full_lm, full_prompts = seen["full"]
     full_step2 = user_part(full_lm, 2)
     assert "Schema-aware property selection" in full_prompts[1]
@@ -479,14 +541,35 @@ def test_each_ablation_changes_what_the_controller_sees(settings, endpoint, sear
 # --- demos, threads, save/load -------------------------------------------------------------------------------------
 
 POOL = [
-    {"question": "After whom is the Poincaré conjecture named?", "answer_type": "person (Q5)",
-     "steps": [{"thought": "look it up", "tool_name": "search_wikidata", "tool_args": {"query": "Poincaré conjecture"},
-                "observation": "- Q208416 Poincaré conjecture"},
-               {"thought": "namesake", "tool_name": "execute_sparql",
-                "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q208416 wdt:P138 ?x }"}, "observation": "Q81082"}]},
-    {"question": "Which river flows through Vienna?",
-     "steps": [{"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": "SELECT ?r WHERE { ?r wdt:P31 wd:Q4022 }"},
-                "observation": "..."}]},
+    {
+        "question": "After whom is the Poincaré conjecture named?",
+        "answer_type": "person (Q5)",
+        "steps": [
+            {
+                "thought": "look it up",
+                "tool_name": "search_wikidata",
+                "tool_args": {"query": "Poincaré conjecture"},
+                "observation": "- Q208416 Poincaré conjecture",
+            },
+            {
+                "thought": "namesake",
+                "tool_name": "execute_sparql",
+                "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q208416 wdt:P138 ?x }"},
+                "observation": "Q81082",
+            },
+        ],
+    },
+    {
+        "question": "Which river flows through Vienna?",
+        "steps": [
+            {
+                "thought": "t",
+                "tool_name": "execute_sparql",
+                "tool_args": {"sparql": "SELECT ?r WHERE { ?r wdt:P31 wd:Q4022 }"},
+                "observation": "...",
+            }
+        ],
+    },
 ]
 
 
@@ -506,8 +589,13 @@ def test_threads_count_their_own_lm_calls(settings, endpoint, search):
     program = SagaProgram(settings.model_copy(update={"demos": 0}), endpoint, search)
     scripts = {
         "a": [answer_type("person", "Q5"), step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")],
-        "b": [answer_type("person", "Q5"), step("search_wikidata", query="Riemann"),
-              step("search_wikidata", query="geometry"), step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")],
+        "b": [
+            answer_type("person", "Q5"),
+            step("search_wikidata", query="Riemann"),
+            step("search_wikidata", query="geometry"),
+            step("execute_sparql", sparql=RIEMANN_SPARQL),
+            step("stop"),
+        ],
     }
     results = {}
 
@@ -529,9 +617,17 @@ def test_threads_count_their_own_lm_calls(settings, endpoint, search):
 def test_save_and_load(settings, endpoint, search, tmp_path):
     s = settings.model_copy(update={"demos": 0})
     program = SagaProgram(s, endpoint, search)
-    demo = dspy.Example(question="Q?", answer_type="x", query_form="SELECT", type_context="", knowledge_log="",
-                        trajectory="(no steps yet)", next_thought="t", next_tool_name="stop",
-                        next_tool_args="{}").with_inputs("question")
+    demo = dspy.Example(
+        question="Q?",
+        answer_type="x",
+        query_form="SELECT",
+        type_context="",
+        knowledge_log="",
+        trajectory="(no steps yet)",
+        next_thought="t",
+        next_tool_name="stop",
+        next_tool_args="{}",
+    ).with_inputs("question")
     program.react.react.demos = [demo]
     program.react.react.signature = program.react.react.signature.with_instructions("CUSTOM INSTRUCTIONS")
     path = tmp_path / "program.json"
@@ -643,14 +739,28 @@ def test_a_repeated_lookup_runs_its_proposed_query(settings, endpoint, search):
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
     assert [s["note"] for s in pred.trajectory[1:3]] == ["from-repeat", "repeated"]
     # the program's execution is done like the model's: the model running it again stops with it, no stop call
-    script = [answer_type("person", "Q5"), lookup, lookup, step("execute_sparql", sparql=proposal["tool_args"]["sparql"])]
+    script = [
+        answer_type("person", "Q5"),
+        lookup,
+        lookup,
+        step("execute_sparql", sparql=proposal["tool_args"]["sparql"]),
+    ]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
     assert [(s["tool_name"], s["note"]) for s in pred.trajectory] == [
-        ("get_wikidata_entry", ""), ("execute_sparql", "from-repeat"), ("stop", "")]
+        ("get_wikidata_entry", ""),
+        ("execute_sparql", "from-repeat"),
+        ("stop", ""),
+    ]
     assert pred.counters["assisted"] == 2 and pred.counters["lm_calls"] == 4 and pred.final_source == "stop"
     # the ablation and the SPINACH baseline get no help
-    pred, _ = run(settings, endpoint, search, script[:3] + [step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")],
-                  RIEMANN_Q, variant="no-repeat-assist")
+    pred, _ = run(
+        settings,
+        endpoint,
+        search,
+        script[:3] + [step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")],
+        RIEMANN_Q,
+        variant="no-repeat-assist",
+    )
     assert pred.trajectory[1]["note"] == "repeated" and pred.counters["assisted"] == 0
     base = [lookup, {"relevant_pids": ["P138"]}, lookup, step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
     pred, _ = run(settings, endpoint, search, base, RIEMANN_Q, variant="spinach")
@@ -676,32 +786,45 @@ def test_a_query_given_to_stop_is_executed_first(settings, endpoint, search):
     assert [s["tool_name"] for s in pred.trajectory] == ["execute_sparql", "stop"]
     assert pred.trajectory[0]["note"] == "from-stop" and answer_ids(pred) == {"Q42299"}
     # an argument that is no query is ignored
-    script = [answer_type("person", "Q5"), step("execute_sparql", sparql=RIEMANN_SPARQL),
-              step("stop", "done", answer="Bernhard Riemann")]
+    script = [
+        answer_type("person", "Q5"),
+        step("execute_sparql", sparql=RIEMANN_SPARQL),
+        step("stop", "done", answer="Bernhard Riemann"),
+    ]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
     assert [s["tool_name"] for s in pred.trajectory] == ["execute_sparql", "stop"]
     assert pred.final_source == "stop"
 
 
 def test_an_invalid_final_query_is_the_agents_failure_not_the_programs(settings, endpoint, search):
-    script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"),
-              {"sparql": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } UNION"}]  # extract writes garbage
+    script = [
+        answer_type("person", "Q5"),
+        step("search_wikidata", query="Riemannian geometry"),
+        {"sparql": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } UNION"},
+    ]  # extract writes garbage
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=1)
     assert pred.final_source == "extract" and pred.final_status == "error"
     assert pred.final_error.startswith("syntax") and pred.error is None and pred.answers is None
 
 
 def test_an_adapter_marker_inside_the_extracted_query_is_dropped(settings, endpoint, search):
-    script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"),
-              {"sparql": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } [[ ## completed ## ]]"}]
+    script = [
+        answer_type("person", "Q5"),
+        step("search_wikidata", query="Riemannian geometry"),
+        {"sparql": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x } [[ ## completed ## ]]"},
+    ]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=1)
     assert pred.final_source == "extract" and pred.final_status == "ok"
     assert pred.sparql.endswith("?x }") and pred.final_error is None
 
 
 def test_a_stop_right_after_a_lookup_runs_the_lookups_suggestion(settings, endpoint, search):
-    script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"),
-              step("get_wikidata_entry", qid="Q761383"), step("stop")]
+    script = [
+        answer_type("person", "Q5"),
+        step("search_wikidata", query="Riemannian geometry"),
+        step("get_wikidata_entry", qid="Q761383"),
+        step("stop"),
+    ]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
     names = [(s["tool_name"], s.get("note")) for s in pred.trajectory]
     assert names[2:] == [("execute_sparql", "from-suggestion"), ("stop", "")]
@@ -717,8 +840,10 @@ def test_a_stop_with_nothing_executed_runs_the_lookups_best_candidate(settings, 
     script = [step("get_wikidata_entry", qid="Q1726"), step("stop")]  # the answer type comes from the question's cue
     pred, lm = run(settings, endpoint, search, script, MUNICH_Q)
     assert "P159 wd:Q1726" not in pred.trajectory[0]["observation"]  # never shown to the model
-    assert [(s["tool_name"], s.get("note")) for s in pred.trajectory[1:]] == [("execute_sparql", "from-candidate"),
-                                                                             ("stop", "")]
+    assert [(s["tool_name"], s.get("note")) for s in pred.trajectory[1:]] == [
+        ("execute_sparql", "from-candidate"),
+        ("stop", ""),
+    ]
     assert pred.sparql == MUNICH_CANDIDATE and pred.final_source == "stop" and pred.final_status == "ok"
     assert pred.counters["auto_runs"] == 1 and pred.counters["lm_calls"] == len(lm.history) == 2
     off, _ = run(settings, endpoint, search, script + [step("stop")], MUNICH_Q, variant="no-auto-run")
@@ -727,22 +852,35 @@ def test_a_stop_with_nothing_executed_runs_the_lookups_best_candidate(settings, 
 
 def test_an_episode_that_ends_without_a_result_runs_the_candidate_before_extract(settings, endpoint, search):
     empty = "SELECT DISTINCT ?x WHERE { ?x wdt:P112 wd:Q1726 }"
-    script = [step("get_wikidata_entry", qid="Q1726"), step("execute_sparql", sparql=empty),
-              step("search_wikidata", query="company")]
+    script = [
+        step("get_wikidata_entry", qid="Q1726"),
+        step("execute_sparql", sparql=empty),
+        step("search_wikidata", query="company"),
+    ]
     pred, lm = run(settings, endpoint, search, script, MUNICH_Q, max_steps=3)
     assert pred.final_source == "candidate" and pred.sparql == MUNICH_CANDIDATE and pred.final_status == "ok"
     assert pred.counters["extracts"] == 0 and len(lm.history) == 3  # no extract call
     assert pred.trajectory[-1]["note"] == "from-candidate"
     # without auto_run: the extract call, as before
-    off, lm = run(settings, endpoint, search, script + [{"sparql": empty}], MUNICH_Q, max_steps=3, variant="no-auto-run")
+    off, lm = run(
+        settings, endpoint, search, script + [{"sparql": empty}], MUNICH_Q, max_steps=3, variant="no-auto-run"
+    )
     assert off.counters["extracts"] == 1 and off.final_source == "extract" and len(lm.history) == 4
 
 
 def test_a_stop_before_any_query_without_a_suggestion_is_sent_back(settings, endpoint, search):
-    script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"), step("stop"),
-              step("execute_sparql", sparql="SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }"), step("stop")]
+    script = [
+        answer_type("person", "Q5"),
+        step("search_wikidata", query="Riemannian geometry"),
+        step("stop"),
+        step("execute_sparql", sparql="SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }"),
+        step("stop"),
+    ]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
-    assert pred.trajectory[1]["note"] == "rejected" and "No query has been executed yet" in pred.trajectory[1]["observation"]
+    assert (
+        pred.trajectory[1]["note"] == "rejected"
+        and "No query has been executed yet" in pred.trajectory[1]["observation"]
+    )
     assert pred.final_status == "ok" and pred.final_source == "stop"
 
 
@@ -776,13 +914,20 @@ def test_form_rewrite_switch(settings, endpoint, search):
 
 
 def test_auto_run_switch(settings, endpoint, search):
-    script = [answer_type("person", "Q5"), step("get_wikidata_entry", qid="Q761383"), step("stop"),
-              step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    script = [
+        answer_type("person", "Q5"),
+        step("get_wikidata_entry", qid="Q761383"),
+        step("stop"),
+        step("execute_sparql", sparql=RIEMANN_SPARQL),
+        step("stop"),
+    ]
     on, _ = run(settings, endpoint, search, script, RIEMANN_Q)
     assert [s.get("note") for s in on.trajectory[1:]] == ["from-suggestion", ""]
     assert on.counters["auto_runs"] == 1 == on.counters["program_executions"]
     off, _ = run(settings, endpoint, search, script, RIEMANN_Q, variant="no-auto-run")
-    assert off.trajectory[1]["note"] == "rejected" and "No query has been executed yet" in off.trajectory[1]["observation"]
+    assert (
+        off.trajectory[1]["note"] == "rejected" and "No query has been executed yet" in off.trajectory[1]["observation"]
+    )
     assert "wdt:P138" in off.trajectory[1]["observation"]  # the proposal is still shown, not run
     assert off.counters["auto_runs"] == 0 and off.counters["executions"] == 1  # the controller's own
     assert off.sparql == RIEMANN_SPARQL and answer_ids(off) == {"Q42299"}
@@ -804,13 +949,21 @@ def test_no_answer_type_removes_the_prior_only(settings, endpoint, search):
 
 def test_the_answer_type_call_is_made_only_when_the_question_does_not_settle_it(settings, endpoint, search):
     # "who": the LM may name a more specific class than the cue's person; it is asked, and its answer kept
-    pred, lm = run(settings, endpoint, search, [answer_type("musician", "Q639669"), step("stop")],
-                   "Who played at the Woodstock festival?")
+    pred, lm = run(
+        settings,
+        endpoint,
+        search,
+        [answer_type("musician", "Q639669"), step("stop")],
+        "Who played at the Woodstock festival?",
+    )
     assert pred.counters["answer_type_calls"] == 1 and "answer_type_label" in prompts(lm)[0]
     assert pred.answer_type == "musician (Q639669)"
     # a head noun the schema knows settles it: no call, whatever the LM would have said
-    for question, expected in (("Which river flows through Berlin?", "(Q4022)"), ("When was Bach born?", "date"),
-                               ("How tall is the Eiffel Tower?", "quantity")):
+    for question, expected in (
+        ("Which river flows through Berlin?", "(Q4022)"),
+        ("When was Bach born?", "date"),
+        ("How tall is the Eiffel Tower?", "quantity"),
+    ):
         pred, lm = run(settings, endpoint, search, [step("stop")], question)
         assert pred.counters["answer_type_calls"] == 0 and expected in pred.answer_type, (question, pred.answer_type)
         assert all("answer_type_label" not in p for p in prompts(lm))
@@ -830,26 +983,45 @@ UNTYPED = ("Q23558", "Q117396")  # entities of the sample with properties but no
 
 
 def test_lm_calls_stay_within_steps_plus_two(settings, endpoint, search):
-    script = [answer_type("thing"), step("get_wikidata_entry", qid=UNTYPED[0]), {"relevant_pids": ["P57"]},
-              step("get_wikidata_entry", qid=UNTYPED[1])]  # a second prune and an extract would make steps + 4
+    script = [
+        answer_type("thing"),
+        step("get_wikidata_entry", qid=UNTYPED[0]),
+        {"relevant_pids": ["P57"]},
+        step("get_wikidata_entry", qid=UNTYPED[1]),
+    ]  # a second prune and an extract would make steps + 4
     pred, lm = run(settings, endpoint, search, script, "What is it?", max_steps=2)
     c = pred.counters
-    assert "Type filter skipped" in pred.trajectory[0]["observation"] and "pruned for relevance" in pred.trajectory[0]["observation"]
+    assert (
+        "Type filter skipped" in pred.trajectory[0]["observation"]
+        and "pruned for relevance" in pred.trajectory[0]["observation"]
+    )
     assert "PruneSkipped" in pred.trajectory[1]["observation"]  # the whole neighbourhood, no LM call
     assert (c["answer_type_calls"], c["prunes"], c["extracts"], c["lm_steps"]) == (1, 1, 0, 2)
     assert c["lm_calls"] == len(lm.history) == 4 <= c["lm_steps"] + 2 <= c["steps"] + 2
     assert any("extract skipped" in n for n in pred.notes)
     # with a spare call left the extract is made
-    pred, lm = run(settings, endpoint, search, [answer_type("thing"), step("search_wikidata", query="Riemann"),
-                                                {"sparql": RIEMANN_SPARQL}], RIEMANN_Q, max_steps=1)
+    pred, lm = run(
+        settings,
+        endpoint,
+        search,
+        [answer_type("thing"), step("search_wikidata", query="Riemann"), {"sparql": RIEMANN_SPARQL}],
+        RIEMANN_Q,
+        max_steps=1,
+    )
     assert pred.counters["extracts"] == 1 and pred.counters["lm_calls"] == 3 == pred.counters["lm_steps"] + 2
 
 
 def test_spinach_prunes_every_lookup_outside_the_bound(settings, endpoint, search):
-    script = [step("get_wikidata_entry", qid="Q462"), {"relevant_pids": ["P57"]},
-              step("get_wikidata_entry", qid="Q17738"), {"relevant_pids": ["P57"]},
-              step("get_wikidata_entry", qid="Q761383"), {"relevant_pids": ["P138"]},
-              step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    script = [
+        step("get_wikidata_entry", qid="Q462"),
+        {"relevant_pids": ["P57"]},
+        step("get_wikidata_entry", qid="Q17738"),
+        {"relevant_pids": ["P57"]},
+        step("get_wikidata_entry", qid="Q761383"),
+        {"relevant_pids": ["P138"]},
+        step("execute_sparql", sparql=RIEMANN_SPARQL),
+        step("stop"),
+    ]
     pred, lm = run(settings, endpoint, search, script, RIEMANN_Q, variant="spinach")
     assert pred.counters["prunes"] == 3 and pred.counters["lm_calls"] == len(lm.history) == 8
     assert answer_ids(pred) == {"Q42299"}
@@ -881,8 +1053,12 @@ def test_measuring_the_prompt_fires_no_callback(settings, endpoint, search):
             self.formats += 1
 
     seen = Formats()
-    script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"),
-              step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    script = [
+        answer_type("person", "Q5"),
+        step("search_wikidata", query="Riemannian geometry"),
+        step("execute_sparql", sparql=RIEMANN_SPARQL),
+        step("stop"),
+    ]
     s = settings.model_copy(update={"demos": 0})
     with dspy.context(lm=DummyLM(script), callbacks=[seen]):
         pred = SagaProgram(s, endpoint, search)(question=RIEMANN_Q)
@@ -903,6 +1079,7 @@ def test_the_prompt_is_measured_once_a_question_and_its_growth_counted(settings,
             messages = fmt(*args, **kwargs)
             measured.append(sum(len(str(m.get("content") or "")) for m in messages))
             return messages
+
         return wrapped
 
     budgets = []
@@ -914,8 +1091,12 @@ def test_the_prompt_is_measured_once_a_question_and_its_growth_counted(settings,
 
     monkeypatch.setattr(react, "_plain_format", counting)
     monkeypatch.setattr(react.SagaReAct, "_budget", recording)
-    script = [answer_type("person", "Q5"), step("get_wikidata_entry", qid="Q761383"),
-              step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    script = [
+        answer_type("person", "Q5"),
+        step("get_wikidata_entry", qid="Q761383"),
+        step("execute_sparql", sparql=RIEMANN_SPARQL),
+        step("stop"),
+    ]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
     assert answer_ids(pred) == {"Q42299"} and len(budgets) == 3
     assert len(measured) == 1  # formatted once, for the first step only

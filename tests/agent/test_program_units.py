@@ -8,14 +8,12 @@ import json
 import dspy
 import pytest
 
-from saga_dspy.agent.demos import BM25, DemoPool, record_to_example, tokenize
-from saga_dspy.kg.results import Binding, SelectResult
-from saga_dspy.agent.trajectory import Step, render_trajectory
-from saga_dspy.agent.query_form import decide_query_form, form_of, form_problem, rewrite_head
-from saga_dspy.agent.parsing import normalize_tool_name, parse_tool_args
 from saga_dspy.agent.answer_type import AnswerTypeInfo, normalize_answer_label, normalize_answer_qid
-from saga_dspy.agent.query_form import decide_query_form
-from saga_dspy.agent.parsing import parse_pids
+from saga_dspy.agent.demos import BM25, DemoPool, record_to_example, tokenize
+from saga_dspy.agent.parsing import normalize_tool_name, parse_pids, parse_tool_args
+from saga_dspy.agent.query_form import decide_query_form, form_of, form_problem, rewrite_head
+from saga_dspy.agent.trajectory import Step, render_trajectory
+from saga_dspy.kg.results import Binding, SelectResult
 
 # --- answer type -------------------------------------------------------------------------
 
@@ -101,7 +99,8 @@ def test_rewrite_head():
     select = "SELECT DISTINCT ?x WHERE { wd:Q164815 wdt:P710 ?x . } LIMIT 5"
     assert rewrite_head(select, "ASK") == "ASK WHERE { wd:Q164815 wdt:P710 ?x . }"  # modifiers dropped
     assert rewrite_head("SELECT ?c ?cLabel WHERE { wd:Q1 wdt:P40 ?c }", "COUNT") == (
-        "SELECT (COUNT(DISTINCT ?c) AS ?count) WHERE { wd:Q1 wdt:P40 ?c }")
+        "SELECT (COUNT(DISTINCT ?c) AS ?count) WHERE { wd:Q1 wdt:P40 ?c }"
+    )
     assert rewrite_head("ASK { wd:Q1 wdt:P40 ?c }", "SELECT") == "SELECT DISTINCT ?c WHERE { wd:Q1 wdt:P40 ?c }"
     # not safe: two candidate variables, aggregates, grouping
     assert rewrite_head("ASK { ?a wdt:P40 ?c }", "SELECT") is None
@@ -116,18 +115,31 @@ def test_form_problem():
     assert form_problem("ASK", "ASK { ?x ?p ?o }") is None
     assert form_problem("SELECT", "ASK { ?x ?p ?o }")
     assert form_problem("ANY", "ASK { ?x ?p ?o }") is None
-    entities = SelectResult(["x"], [{"x": Binding("uri", "http://www.wikidata.org/entity/Q1")},
-                                    {"x": Binding("uri", "http://www.wikidata.org/entity/Q2")}])
+    entities = SelectResult(
+        ["x"],
+        [
+            {"x": Binding("uri", "http://www.wikidata.org/entity/Q1")},
+            {"x": Binding("uri", "http://www.wikidata.org/entity/Q2")},
+        ],
+    )
     number = SelectResult(["n"], [{"n": Binding("literal", "1082", "http://www.w3.org/2001/XMLSchema#decimal")}])
     assert form_problem("COUNT", "SELECT ?x WHERE { ?x ?p ?o }", entities)
     assert form_problem("COUNT", "SELECT ?n WHERE { wd:Q1 wdt:P1082 ?n }", number) is None
     assert form_problem("COUNT", "SELECT (COUNT(?x) AS ?n) WHERE { ?x ?p ?o }") is None
     # several stored numbers (an employee count per date) are the answer, not things to count
-    dated = SelectResult(["n"], [{"n": Binding("literal", v, "http://www.w3.org/2001/XMLSchema#decimal")}
-                                 for v in ("47756", "190234")])
+    dated = SelectResult(
+        ["n"], [{"n": Binding("literal", v, "http://www.w3.org/2001/XMLSchema#decimal")} for v in ("47756", "190234")]
+    )
     assert form_problem("COUNT", "SELECT ?n WHERE { wd:Q95 wdt:P1128 ?n }", dated) is None
-    mixed = SelectResult(["x", "n"], [{"x": Binding("uri", "http://www.wikidata.org/entity/Q1"),
-                                       "n": Binding("literal", "3", "http://www.w3.org/2001/XMLSchema#integer")}])
+    mixed = SelectResult(
+        ["x", "n"],
+        [
+            {
+                "x": Binding("uri", "http://www.wikidata.org/entity/Q1"),
+                "n": Binding("literal", "3", "http://www.w3.org/2001/XMLSchema#integer"),
+            }
+        ],
+    )
     assert form_problem("COUNT", "SELECT ?x ?n WHERE { ?x wdt:P1128 ?n }", mixed)
 
 
@@ -148,7 +160,7 @@ def test_normalize_tool_name():
     assert normalize_tool_name("execute_sparql", TOOLS) == "execute_sparql"
     assert normalize_tool_name(" `Execute_SPARQL` ", TOOLS) == "execute_sparql"
     assert normalize_tool_name("finish", TOOLS) == "stop"
-    assert normalize_tool_name("search_wikidata(\"x\")", TOOLS) == "search_wikidata"
+    assert normalize_tool_name('search_wikidata("x")', TOOLS) == "search_wikidata"
     assert normalize_tool_name("fly_to_the_moon", TOOLS) is None
 
 
@@ -212,8 +224,10 @@ def test_a_stable_history_keeps_the_text_of_earlier_steps_from_step_to_step():
 
 
 def test_bm25_prefers_shared_rare_words():
-    docs = [tokenize(t) for t in ("Who is the mayor of Berlin?", "Who directed Titanic?",
-                                  "Which films did James Cameron direct?")]
+    docs = [
+        tokenize(t)
+        for t in ("Who is the mayor of Berlin?", "Who directed Titanic?", "Which films did James Cameron direct?")
+    ]
     bm = BM25(docs)
     top = bm.top(tokenize("Who was the director of Titanic?"), 2)
     assert top[0][0] == 1
@@ -221,15 +235,39 @@ def test_bm25_prefers_shared_rare_words():
 
 
 POOL = [
-    {"id": "a", "question": "Who directed Titanic?", "sparql": "SELECT ?x WHERE { wd:Q44578 wdt:P57 ?x }",
-     "steps": [{"thought": "find", "tool_name": "search_wikidata", "tool_args": {"query": "Titanic"},
-                "observation": "Q44578 Titanic (1997 film)"},
-               {"thought": "run", "tool_name": "execute_sparql",
-                "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q44578 wdt:P57 ?x }"}, "observation": "Q42574"}]},
-    {"id": "b", "question": "Is Berlin the capital of Germany?", "query_form": "ASK",
-     "steps": [{"thought": "ask", "tool_name": "execute_sparql", "tool_args": '{"sparql": "ASK { wd:Q183 wdt:P36 wd:Q64 }"}',
-                "observation": "true"},
-               {"thought": "done", "tool_name": "stop", "tool_args": {}, "observation": ""}]},
+    {
+        "id": "a",
+        "question": "Who directed Titanic?",
+        "sparql": "SELECT ?x WHERE { wd:Q44578 wdt:P57 ?x }",
+        "steps": [
+            {
+                "thought": "find",
+                "tool_name": "search_wikidata",
+                "tool_args": {"query": "Titanic"},
+                "observation": "Q44578 Titanic (1997 film)",
+            },
+            {
+                "thought": "run",
+                "tool_name": "execute_sparql",
+                "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q44578 wdt:P57 ?x }"},
+                "observation": "Q42574",
+            },
+        ],
+    },
+    {
+        "id": "b",
+        "question": "Is Berlin the capital of Germany?",
+        "query_form": "ASK",
+        "steps": [
+            {
+                "thought": "ask",
+                "tool_name": "execute_sparql",
+                "tool_args": '{"sparql": "ASK { wd:Q183 wdt:P36 wd:Q64 }"}',
+                "observation": "true",
+            },
+            {"thought": "done", "tool_name": "stop", "tool_args": {}, "observation": ""},
+        ],
+    },
     {"id": "c", "question": ""},  # unusable: skipped
 ]
 
@@ -260,8 +298,9 @@ def test_demo_pool_from_file(tmp_path):
 
 
 def test_ready_step_examples_are_used_as_they_are():
-    example = record_to_example({"question": "q", "trajectory": "t", "next_thought": "x",
-                                 "next_tool_name": "stop", "next_tool_args": {}})
+    example = record_to_example(
+        {"question": "q", "trajectory": "t", "next_thought": "x", "next_tool_name": "stop", "next_tool_args": {}}
+    )
     assert isinstance(example, dspy.Example)
     assert set(example.inputs().keys()) == {"question", "trajectory"}
 
@@ -280,23 +319,37 @@ def test_demo_pool_fills_up_with_short_demos_of_the_same_form():
 
 
 def _solved(question, qid, pid):
-    return {"question": question, "steps": [
-        {"thought": "search", "tool_name": "search_wikidata", "tool_args": {"query": question}, "observation": qid},
-        {"thought": "look", "tool_name": "get_wikidata_entry", "tool_args": {"qid": qid}, "observation": pid},
-        {"thought": "run", "tool_name": "execute_sparql",
-         "tool_args": {"sparql": f"SELECT ?x WHERE {{ wd:{qid} wdt:{pid} ?x }}"}, "observation": "[OK]"},
-        {"thought": "done", "tool_name": "stop", "tool_args": {}, "observation": ""}]}
+    return {
+        "question": question,
+        "steps": [
+            {"thought": "search", "tool_name": "search_wikidata", "tool_args": {"query": question}, "observation": qid},
+            {"thought": "look", "tool_name": "get_wikidata_entry", "tool_args": {"qid": qid}, "observation": pid},
+            {
+                "thought": "run",
+                "tool_name": "execute_sparql",
+                "tool_args": {"sparql": f"SELECT ?x WHERE {{ wd:{qid} wdt:{pid} ?x }}"},
+                "observation": "[OK]",
+            },
+            {"thought": "done", "tool_name": "stop", "tool_args": {}, "observation": ""},
+        ],
+    }
 
 
 def test_the_demos_show_stop_then_the_query_then_the_lookup():
-    pool = DemoPool([_solved("Who directed Titanic?", "Q44578", "P57"), _solved("Who directed Alien?", "Q103569", "P57"),
-                     _solved("Who directed Heat?", "Q1051", "P57")])
+    pool = DemoPool(
+        [
+            _solved("Who directed Titanic?", "Q44578", "P57"),
+            _solved("Who directed Alien?", "Q103569", "P57"),
+            _solved("Who directed Heat?", "Q1051", "P57"),
+        ]
+    )
     demos = pool.select("Who directed Jaws?", 3)
     assert [d.next_tool_name for d in demos] == ["stop", "execute_sparql", "get_wikidata_entry"]
     assert demos[2].trajectory.count("Step ") == 1 and "search_wikidata" in demos[2].trajectory
 
 
 # --- per-variant demonstrations (issue 11 §4) -------------------------------------------------------------------
+
 
 def _bundled_pool_records(name="qald10"):
     from pathlib import Path
@@ -306,17 +359,19 @@ def _bundled_pool_records(name="qald10"):
 
 
 def _shown(example) -> str:
-    return "\n".join(str(example.get(k, "")) for k in ("trajectory", "type_context", "knowledge_log", "answer_type",
-                                                          "query_form"))
+    return "\n".join(
+        str(example.get(k, "")) for k in ("trajectory", "type_context", "knowledge_log", "answer_type", "query_form")
+    )
 
 
 def test_demos_show_only_what_the_variants_own_tools_produce():
+    from saga_dspy.optimize.gold_teacher import POOL_OBSERVATION_CHARS
     from saga_dspy.variants import variant_of
 
-    from saga_dspy.optimize.gold_teacher import POOL_OBSERVATION_CHARS
-
     records = _bundled_pool_records()
-    whole = POOL_OBSERVATION_CHARS  # the observations as the pool keeps them (a demo's default clip hides the later lines)
+    whole = (
+        POOL_OBSERVATION_CHARS  # the observations as the pool keeps them (a demo's default clip hides the later lines)
+    )
     full = DemoPool(records, variant=variant_of("full"), observation_chars=whole)
     full_text = "\n".join(_shown(r.example) + _shown(r.execute or r.example) for r in full.records)
     assert "Type filter" in full_text and "domain:" in full_text
@@ -336,7 +391,10 @@ def test_demos_show_only_what_the_variants_own_tools_produce():
     assert "Type filter" not in no_filter and "domain:" in no_filter
     no_prior = text_of("no-answer-type")
     assert "★" not in no_prior and "Expected answer type" not in no_prior and "domain:" in no_prior
-    assert all(r.example["answer_type"] == "unknown" for r in DemoPool(records[:5], variant=variant_of("no-answer-type")).records)
+    assert all(
+        r.example["answer_type"] == "unknown"
+        for r in DemoPool(records[:5], variant=variant_of("no-answer-type")).records
+    )
     no_state = DemoPool(records[:5], variant=variant_of("no-type-state")).records
     assert all(r.example["knowledge_log"] == "(not kept in this configuration)" for r in no_state)
     no_form = DemoPool(records[:5], variant=variant_of("no-query-form")).records
@@ -346,11 +404,24 @@ def test_demos_show_only_what_the_variants_own_tools_produce():
 def test_a_blocked_step_cannot_be_shown_without_the_conflict_check():
     from saga_dspy.variants import variant_of
 
-    record = {"question": "Where was Star Wars born?", "sparql": "SELECT ?x WHERE { wd:Q17738 wdt:P57 ?x }",
-              "steps": [{"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q17738 wdt:P19 ?x }"},
-                         "observation": "[BLOCKED] place of birth (P19) needs a person"},
-                        {"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q17738 wdt:P57 ?x }"},
-                         "observation": "?x = Q38222"}]}
+    record = {
+        "question": "Where was Star Wars born?",
+        "sparql": "SELECT ?x WHERE { wd:Q17738 wdt:P57 ?x }",
+        "steps": [
+            {
+                "thought": "t",
+                "tool_name": "execute_sparql",
+                "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q17738 wdt:P19 ?x }"},
+                "observation": "[BLOCKED] place of birth (P19) needs a person",
+            },
+            {
+                "thought": "t",
+                "tool_name": "execute_sparql",
+                "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q17738 wdt:P57 ?x }"},
+                "observation": "?x = Q38222",
+            },
+        ],
+    }
     assert len(DemoPool([record], variant=variant_of("full"))) == 1
     pool = DemoPool([record], variant=variant_of("no-type-filter"))
     assert len(pool) == 0 and pool.dropped == 1
@@ -363,10 +434,18 @@ def test_a_variants_own_pool_file_is_preferred(tmp_path):
 
     demos = tmp_path / "demos"
     demos.mkdir()
-    full = {"question": "Who founded Rome?", "steps": [{"thought": "t", "tool_name": "execute_sparql",
-            "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q220 wdt:P112 ?x }"}, "observation": "full tools"}]}
-    own = {**full, "question": "Who founded Carthage?",
-           "steps": [{**full["steps"][0], "observation": "spinach tools"}]}
+    full = {
+        "question": "Who founded Rome?",
+        "steps": [
+            {
+                "thought": "t",
+                "tool_name": "execute_sparql",
+                "tool_args": {"sparql": "SELECT ?x WHERE { wd:Q220 wdt:P112 ?x }"},
+                "observation": "full tools",
+            }
+        ],
+    }
+    own = {**full, "question": "Who founded Carthage?", "steps": [{**full["steps"][0], "observation": "spinach tools"}]}
     (demos / "qald10.jsonl").write_text(json.dumps(full) + "\n")
     settings = Settings(data_dir=tmp_path, dataset="qald10")
     assert load_demo_pool(settings, variant=variant_of("spinach")).records[0].question == "Who founded Rome?"

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import make_settings
+
 from saga_dspy import SagaProgram
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "program-before-restructure.json"

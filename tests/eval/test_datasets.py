@@ -124,7 +124,9 @@ def test_counts_match_the_sources(name, split):
 
     bundled = len(read_records(BENCH_DIR / name / f"{split}.jsonl.gz"))
     if name in DEV_SPLITS and split in ("train", "dev"):  # dev is carved from the source's train
-        assert _source_count(name, "train") == bundled + len(read_records(BENCH_DIR / name / f"{'dev' if split == 'train' else 'train'}.jsonl.gz"))
+        assert _source_count(name, "train") == bundled + len(
+            read_records(BENCH_DIR / name / f"{'dev' if split == 'train' else 'train'}.jsonl.gz")
+        )
     else:
         assert _source_count(name, split) == bundled
 
@@ -215,8 +217,13 @@ def test_load_user_data_file(tmp_path):
             json.dumps(r)
             for r in [
                 {"id": 1, "question": " Who? ", "sparql": "SELECT ?x WHERE {}", "split": "test"},
-                {"id": "b", "question": [{"language": "de", "string": "Was?"}, {"language": "en", "string": "What?"}],
-                 "sparql": "ASK {}", "split": "test", "source_answers": {"head": {}, "boolean": True}},
+                {
+                    "id": "b",
+                    "question": [{"language": "de", "string": "Was?"}, {"language": "en", "string": "What?"}],
+                    "sparql": "ASK {}",
+                    "split": "test",
+                    "source_answers": {"head": {}, "boolean": True},
+                },
                 {"id": "c", "question": "Other split", "sparql": "ASK {}", "split": "train"},
             ]
         )
@@ -315,8 +322,13 @@ def test_freeze_gold_with_fake_endpoint(small_benchmark, tmp_path):
     assert summary["ask_false_unconfirmed"] == 1
     assert summary["errors"] == {"syntax": 1, "timeout": 1}
     # source answers: agree, differ, broken (error: not compared), ask
-    assert summary["source_answers"] == {"with": 4, "compared": 3, "agree": 2, "agreement": pytest.approx(2 / 3),
-                                         "mean_f1": pytest.approx((1 + 2 / 3 + 1) / 3)}
+    assert summary["source_answers"] == {
+        "with": 4,
+        "compared": 3,
+        "agree": 2,
+        "agreement": pytest.approx(2 / 3),
+        "mean_f1": pytest.approx((1 + 2 / 3 + 1) / 3),
+    }
     written = json.loads((tmp_path / "gold-fake-test.summary.json").read_text())
     assert written["answerable"] == 3 and written["endpoint"] == "fake-endpoint"
     # deterministic output for a fixed date
@@ -353,8 +365,13 @@ def test_unfrozen_ids_are_reported(small_benchmark, tmp_path):
     write_jsonl_gz(out, partial)
     ds = load_benchmark("small", "test", data_file=data_file, gold_file=out, answerable_only=True)
     assert ds["id"] == ["differ", "ask"]
-    assert filter_report(ds)["reasons"] == {"empty": 1, "not_frozen": 1, "syntax": 1, "timeout": 1,
-                                            "ask_false_unconfirmed": 1}
+    assert filter_report(ds)["reasons"] == {
+        "empty": 1,
+        "not_frozen": 1,
+        "syntax": 1,
+        "timeout": 1,
+        "ask_false_unconfirmed": 1,
+    }
 
 
 def test_bundled_gold_is_joined_for_the_embedded_endpoint(tmp_path):
@@ -378,7 +395,9 @@ def test_bundled_gold_is_joined_for_the_embedded_endpoint(tmp_path):
     kept = load_benchmark("qald7", "test", settings=settings, answerable_only=True)
     assert len(kept) == 49 and filter_report(kept)["reasons"] == {"syntax": 1}
     # a live endpoint does not get the embedded sample's gold
-    live = load_benchmark("qald7", "test", settings=Settings(data_dir=data_dir, endpoint="https://query.wikidata.org/sparql"))
+    live = load_benchmark(
+        "qald7", "test", settings=Settings(data_dir=data_dir, endpoint="https://query.wikidata.org/sparql")
+    )
     assert set(live["gold"]) == {None}
     with gzip.open(target, "rt") as fh:
         assert json.loads(fh.readline())["endpoint"] == "fake-endpoint"

@@ -19,9 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, TEST_CACHE, make_settings, scripted_settings
-
 from helpers.scripted_lm import ScriptedLM
 
 # --------------------------------------------------------------------------- the sample questions
@@ -42,14 +40,19 @@ def build_script(evalset) -> tuple[dict, dict, dict[str, float]]:
     by_id = {item.id: item for item in evalset.items}
     q0, q5, q17, q9 = (by_id[i] for i in QUESTION_IDS)
     # exact: the gold query itself
-    plans[q0.question] = [("search_wikidata", {"query": "Riemannian geometry"}),
-                          ("execute_sparql", {"sparql": q0.gold_sparql}), ("stop", {})]
+    plans[q0.question] = [
+        ("search_wikidata", {"query": "Riemannian geometry"}),
+        ("execute_sparql", {"sparql": q0.gold_sparql}),
+        ("stop", {}),
+    ]
     expected["0"] = 1.0
     # partial: one of the gold answers (precision 1, recall 1/n)
     answers = _gold_rows(q5.gold)
     assert len(answers) == 3
-    plans[q5.question] = [("execute_sparql", {"sparql": f"SELECT ?x WHERE {{ VALUES ?x {{ <{answers[0]}> }} }}"}),
-                          ("stop", {})]
+    plans[q5.question] = [
+        ("execute_sparql", {"sparql": f"SELECT ?x WHERE {{ VALUES ?x {{ <{answers[0]}> }} }}"}),
+        ("stop", {}),
+    ]
     expected["5"] = 2 * 1 * (1 / 3) / (1 + 1 / 3)
     # boolean: the gold ASK query
     plans[q17.question] = [("execute_sparql", {"sparql": q17.gold_sparql}), ("stop", {})]
@@ -79,8 +82,16 @@ def _run(settings, out, plans, types, endpoint, **kwargs):
     from saga_dspy.eval.runner import evaluate
 
     lm = ScriptedLM(plans, types)
-    results = evaluate(settings, kwargs.pop("variants", ["full"]), out=out, ids=list(QUESTION_IDS), lm=lm,
-                       endpoint=endpoint, progress=False, **kwargs)
+    results = evaluate(
+        settings,
+        kwargs.pop("variants", ["full"]),
+        out=out,
+        ids=list(QUESTION_IDS),
+        lm=lm,
+        endpoint=endpoint,
+        progress=False,
+        **kwargs,
+    )
     return results, lm
 
 
@@ -112,8 +123,11 @@ def test_eval_writes_files_and_the_scripted_metrics(eval_settings, sample, endpo
     assert [s["tool_name"] for s in line["trajectory"]] == ["search_wikidata", "execute_sparql", "stop"]
     assert "Riemann" in line["trajectory"][0]["observation"]  # a real search observation
     assert line["counters"]["steps"] == 3 and line["counters"]["lm_calls"] == 4  # answer type + 3 steps
-    assert lines["17"]["is_boolean"] and lines["17"]["answers"] == {"head": {}, "boolean": True} or \
-        lines["17"]["answers"]["boolean"] == lines["17"]["gold"]["boolean"]
+    assert (
+        lines["17"]["is_boolean"]
+        and lines["17"]["answers"] == {"head": {}, "boolean": True}
+        or lines["17"]["answers"]["boolean"] == lines["17"]["gold"]["boolean"]
+    )
 
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["n"] == 4 and metrics["complete"] is True and metrics["interrupted"] is False
@@ -140,8 +154,8 @@ def test_eval_writes_files_and_the_scripted_metrics(eval_settings, sample, endpo
 
 def test_existing_run_is_not_overwritten_and_ids_are_checked(eval_settings, sample, endpoint, tmp_path):
     from saga_dspy.eval.errors import EvalError
-    from saga_dspy.eval.runner import evaluate
     from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.runner import evaluate
 
     evalset, plans, types, _ = sample
     out = tmp_path / "run"
@@ -213,11 +227,13 @@ _CHILD = textwrap.dedent(
 def _child(tmp_path, plans, types, out, delay, resume) -> subprocess.Popen:
     script = tmp_path / "script.json"
     script.write_text(json.dumps([plans, types]))
-    code = _CHILD.format(tests=str(REPO / "tests"), script=str(script), delay=delay, out=str(out),
-                         ids=list(QUESTION_IDS), resume=resume)
+    code = _CHILD.format(
+        tests=str(REPO / "tests"), script=str(script), delay=delay, out=str(out), ids=list(QUESTION_IDS), resume=resume
+    )
     env = {**os.environ, "SAGA_TEST_CACHE_DIR": str(TEST_CACHE)}
-    return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_resume_after_a_kill_loses_and_duplicates_nothing(eval_settings, sample, tmp_path):
@@ -302,11 +318,34 @@ def test_cli_main_with_flags(eval_settings, sample, endpoint, tmp_path, monkeypa
     evalset, plans, types, expected = sample
     monkeypatch.setattr(saga_dspy.lm, "build_lm", lambda settings: ScriptedLM(plans, types))
     out = tmp_path / "cli"
-    code = eval_cli.main([
-        "--dataset", "qald10", "--split", "test", "--ids", "0,17", "--lm", "scripted", "--no-mlflow",
-        "--cache-dir", str(TEST_CACHE), "--no-result-cache", "--demos", "0", "--max-steps", "6",
-        "--schema-coverage", "50", "--num-threads", "2", "--out", str(out), "--no-progress", "--no-lm-cache",
-    ])
+    code = eval_cli.main(
+        [
+            "--dataset",
+            "qald10",
+            "--split",
+            "test",
+            "--ids",
+            "0,17",
+            "--lm",
+            "scripted",
+            "--no-mlflow",
+            "--cache-dir",
+            str(TEST_CACHE),
+            "--no-result-cache",
+            "--demos",
+            "0",
+            "--max-steps",
+            "6",
+            "--schema-coverage",
+            "50",
+            "--num-threads",
+            "2",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--no-lm-cache",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     printed = capsys.readouterr().out
     assert "answerable" in printed and "left out" in printed  # the filter report
@@ -322,23 +361,45 @@ def test_live_endpoint_needs_frozen_gold(tmp_path):
     from saga_dspy.eval.gold import find_gold
 
     settings = make_settings(endpoint="http://127.0.0.1:9/sparql", cache_dir=tmp_path)
-    with pytest.raises(EvalError, match="freeze-gold --dataset qald10 --split test --endpoint http://127.0.0.1:9/sparql"):
+    with pytest.raises(
+        EvalError, match="freeze-gold --dataset qald10 --split test --endpoint http://127.0.0.1:9/sparql"
+    ):
         find_gold(settings, "qald10", "test")
 
 
 def test_freeze_gold_subcommand_on_a_live_server(oxigraph_server, tmp_path, capsys):
     """freeze-gold on a real SPARQL server (oxigraph over the sample), then eval finds that gold."""
     from saga_dspy.eval import __main__ as eval_cli
-    from saga_dspy.eval.gold import find_gold
     from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.gold import find_gold
 
     data = tmp_path / "tiny.jsonl"
-    data.write_text("\n".join(json.dumps(r) for r in [
-        {"id": "a", "question": "Is Q42 a human?", "sparql": "ASK { wd:Q42 wdt:P31 wd:Q5 }"},
-        {"id": "b", "question": "Nothing?", "sparql": "SELECT ?x WHERE { wd:Q42 wdt:P999999 ?x }"},
-    ]) + "\n")
-    code = eval_cli.main(["freeze-gold", "--dataset", "tiny", "--split", "test", "--endpoint", oxigraph_server,
-                          "--cache-dir", str(tmp_path), "--data-file", str(data), "--no-progress"])
+    data.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"id": "a", "question": "Is Q42 a human?", "sparql": "ASK { wd:Q42 wdt:P31 wd:Q5 }"},
+                {"id": "b", "question": "Nothing?", "sparql": "SELECT ?x WHERE { wd:Q42 wdt:P999999 ?x }"},
+            ]
+        )
+        + "\n"
+    )
+    code = eval_cli.main(
+        [
+            "freeze-gold",
+            "--dataset",
+            "tiny",
+            "--split",
+            "test",
+            "--endpoint",
+            oxigraph_server,
+            "--cache-dir",
+            str(tmp_path),
+            "--data-file",
+            str(data),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     settings = make_settings(endpoint=oxigraph_server, cache_dir=tmp_path, dataset="tiny", split="test")
     path = find_gold(settings, "tiny", "test", data_file=data)
@@ -378,8 +439,9 @@ def test_score_prediction_maps_statuses():
     item = EvalItem("1", "q?", gold)
     import dspy
 
-    none = score_prediction(item, dspy.Prediction(answers=None, final_status="none", sparql="", counters={"steps": 3}),
-                            "answers")
+    none = score_prediction(
+        item, dspy.Prediction(answers=None, final_status="none", sparql="", counters={"steps": 3}), "answers"
+    )
     empty = score_prediction(item, dspy.Prediction(answers=SelectResult(["x"], []), final_status="empty"), "answers")
     crashed = score_prediction(item, None, "answers", error="RuntimeError: boom", seconds=1.5)
     assert none["f1"] == 0.0 and none["empty"] and none["final_status"] == "none"

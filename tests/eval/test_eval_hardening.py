@@ -15,9 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, TEST_CACHE, free_port, scripted_settings
-
 from helpers.openai_stub import OpenAIStub
 from helpers.scripted_lm import ScriptedLM
 
@@ -31,8 +29,23 @@ def _env() -> dict[str, str]:
 
 
 def eval_cmd(out: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "saga_dspy.eval", "--cache-dir", str(TEST_CACHE), "--no-result-cache",
-            "--no-lm-cache", "--demos", "0", "--max-steps", "4", "--no-progress", "--out", str(out), *args]
+    return [
+        sys.executable,
+        "-m",
+        "saga_dspy.eval",
+        "--cache-dir",
+        str(TEST_CACHE),
+        "--no-result-cache",
+        "--no-lm-cache",
+        "--demos",
+        "0",
+        "--max-steps",
+        "4",
+        "--no-progress",
+        "--out",
+        str(out),
+        *args,
+    ]
 
 
 def _lines(path: Path) -> list[dict]:
@@ -65,9 +78,14 @@ evaluate(scripted_settings("test"), ["full"], out={out!r}, ids=["0", "5", "17", 
 def test_a_second_run_on_a_locked_directory_fails_at_once(tmp_path):
     out = tmp_path / "run"
     release = tmp_path / "release"
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD.format(tests=str(REPO / "tests"), out=str(out),
-                                                                  release=str(release))],
-                              cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD.format(tests=str(REPO / "tests"), out=str(out), release=str(release))],
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (out / "config.json").exists():  # the holder is past its lock once config.json is written
@@ -76,9 +94,16 @@ def test_a_second_run_on_a_locked_directory_fails_at_once(tmp_path):
             time.sleep(0.1)
         for extra in ([], ["--overwrite"], ["--resume"]):
             started = time.monotonic()
-            second = subprocess.run(eval_cmd(out, "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
-                                             "--no-mlflow", "--ids", "0", *extra),
-                                    cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120)
+            second = subprocess.run(
+                eval_cmd(
+                    out, "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--no-mlflow", "--ids", "0", *extra
+                ),
+                cwd=REPO,
+                env=_env(),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert second.returncode == 2, second.stderr[-2000:]
             assert "in use by another run" in second.stderr and "Traceback" not in second.stderr
             assert time.monotonic() - started < 60
@@ -99,8 +124,22 @@ def test_a_second_run_on_a_locked_directory_fails_at_once(tmp_path):
 def test_a_dead_lm_server_stops_the_run_and_retry_failed_reruns_its_questions(tmp_path):
     port = free_port()  # nothing listens there
     out = tmp_path / "dead-lm"
-    cmd = eval_cmd(out, "--lm", "openai/x", "--api-base", f"http://127.0.0.1:{port}/v1", "--lm-retries", "0",
-                   "--lm-timeout", "5", "--max-infra-failures", "2", "--limit", "6", "--no-mlflow")
+    cmd = eval_cmd(
+        out,
+        "--lm",
+        "openai/x",
+        "--api-base",
+        f"http://127.0.0.1:{port}/v1",
+        "--lm-retries",
+        "0",
+        "--lm-timeout",
+        "5",
+        "--max-infra-failures",
+        "2",
+        "--limit",
+        "6",
+        "--no-mlflow",
+    )
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 3, proc.stderr[-3000:]
@@ -118,8 +157,14 @@ def test_a_dead_lm_server_stops_the_run_and_retry_failed_reruns_its_questions(tm
 
     # the LM server is back (on the same address): --retry-failed re-runs exactly those questions
     with OpenAIStub(port=port) as stub:
-        proc = subprocess.run(cmd + ["--retry-failed", "--max-infra-failures", "5"], cwd=REPO, env=_env(),
-                              capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            cmd + ["--retry-failed", "--max-infra-failures", "5"],
+            cwd=REPO,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "re-running 2 questions" in proc.stderr
     assert stub.requests
@@ -128,21 +173,52 @@ def test_a_dead_lm_server_stops_the_run_and_retry_failed_reruns_its_questions(tm
 
 
 # one reply that every predictor can read: the controller executes a query at its first step
-EXECUTE_REPLY = "\n\n".join(f"[[ ## {name} ## ]]\n{value}" for name, value in (
-    ("answer_type_label", "boolean"), ("answer_type_qid", ""), ("next_thought", "run it"),
-    ("next_tool_name", "execute_sparql"), ("next_tool_args", '{"sparql": "ASK { ?s ?p ?o }"}'),
-    ("sparql", "ASK { ?s ?p ?o }"))) + "\n\n[[ ## completed ## ]]"
+EXECUTE_REPLY = (
+    "\n\n".join(
+        f"[[ ## {name} ## ]]\n{value}"
+        for name, value in (
+            ("answer_type_label", "boolean"),
+            ("answer_type_qid", ""),
+            ("next_thought", "run it"),
+            ("next_tool_name", "execute_sparql"),
+            ("next_tool_args", '{"sparql": "ASK { ?s ?p ?o }"}'),
+            ("sparql", "ASK { ?s ?p ?o }"),
+        )
+    )
+    + "\n\n[[ ## completed ## ]]"
+)
 
 
 def test_a_dead_endpoint_is_an_infrastructure_failure(tmp_path):
     out = tmp_path / "dead-endpoint"
     with OpenAIStub(reply=EXECUTE_REPLY) as stub:
         proc = subprocess.run(
-            eval_cmd(out, "--lm", "openai/x", "--api-base", stub.api_base, "--endpoint",
-                     f"http://127.0.0.1:{free_port()}/sparql", "--gold-file", str(QALD10_TEST_GOLD),
-                     "--schema-index", str(REPO / "data" / "schema" / "wikidata-sample.json.gz"),
-                     "--max-infra-failures", "2", "--limit", "5", "--no-mlflow", "--query-timeout", "3"),
-            cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
+            eval_cmd(
+                out,
+                "--lm",
+                "openai/x",
+                "--api-base",
+                stub.api_base,
+                "--endpoint",
+                f"http://127.0.0.1:{free_port()}/sparql",
+                "--gold-file",
+                str(QALD10_TEST_GOLD),
+                "--schema-index",
+                str(REPO / "data" / "schema" / "wikidata-sample.json.gz"),
+                "--max-infra-failures",
+                "2",
+                "--limit",
+                "5",
+                "--no-mlflow",
+                "--query-timeout",
+                "3",
+            ),
+            cwd=REPO,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     lines = _lines(out / "predictions.jsonl")
@@ -179,8 +255,9 @@ def test_lm_calls_time_out(tmp_path):
     from saga_dspy.lm import build_lm
 
     with OpenAIStub(delay=20) as stub:
-        settings = scripted_settings("test").model_copy(update={
-            "lm": "openai/x", "api_base": stub.api_base, "lm_timeout": 1.0, "lm_retries": 1})
+        settings = scripted_settings("test").model_copy(
+            update={"lm": "openai/x", "api_base": stub.api_base, "lm_timeout": 1.0, "lm_retries": 1}
+        )
         lm = build_lm(settings)
         with pytest.raises(LMError):  # the first call also pays litellm's one-time set-up (seconds on a busy machine)
             lm("hello")
@@ -198,8 +275,7 @@ def test_question_budget_stops_taking_steps(sample_plans, endpoint, tmp_path):
     question, plan = sample_plans
     settings = scripted_settings("test").model_copy(update={"question_budget": 1.5, "max_steps": 12})
     lm = ScriptedLM({question: plan}, delay=0.4)
-    results = evaluate(settings, ["full"], out=tmp_path / "budget", ids=["0"], lm=lm, endpoint=endpoint,
-                       progress=False)
+    results = evaluate(settings, ["full"], out=tmp_path / "budget", ids=["0"], lm=lm, endpoint=endpoint, progress=False)
     line = results["full"].lines[0]
     assert line["budget_exceeded"] is True
     assert any("question budget of 1.5 s" in note for note in line["notes"])
@@ -214,9 +290,22 @@ def sample_plans(store_path):
 
     evalset = load_eval_set(scripted_settings("test"), ids=["0"], progress=False)
     item = evalset.items[0]
-    words = ["Riemann", "geometry", "Bernhard", "manifold", "metric", "curvature", "tensor", "Gauss", "surface", "space"]
+    words = [
+        "Riemann",
+        "geometry",
+        "Bernhard",
+        "manifold",
+        "metric",
+        "curvature",
+        "tensor",
+        "Gauss",
+        "surface",
+        "space",
+    ]
     return item.question, [("search_wikidata", {"query": w}) for w in words] + [
-        ("execute_sparql", {"sparql": item.gold_sparql}), ("stop", {})]
+        ("execute_sparql", {"sparql": item.gold_sparql}),
+        ("stop", {}),
+    ]
 
 
 # --------------------------------------------------------------------------- 4. secrets
@@ -232,14 +321,49 @@ def test_the_api_key_is_never_written(tmp_path):
     uri = f"sqlite:///{store / 'mlflow.db'}"
     with OpenAIStub() as stub:
         proc = subprocess.run(
-            eval_cmd(out, "--lm", "openai/x", "--api-base", stub.api_base, "--api-key", CANARY, "--limit", "2",
-                     "--mlflow-uri", uri, "--experiment", "canary"),
-            cwd=REPO, env={**_env(), "MLFLOW_ARTIFACT_ROOT": str(store)}, capture_output=True, text=True,
-            timeout=300)
+            eval_cmd(
+                out,
+                "--lm",
+                "openai/x",
+                "--api-base",
+                stub.api_base,
+                "--api-key",
+                CANARY,
+                "--limit",
+                "2",
+                "--mlflow-uri",
+                uri,
+                "--experiment",
+                "canary",
+            ),
+            cwd=REPO,
+            env={**_env(), "MLFLOW_ARTIFACT_ROOT": str(store)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         proc2 = subprocess.run(
-            eval_cmd(out, "--lm", "openai/x", "--api-base", stub.api_base, f"--api-key={CANARY}", "--limit", "2",
-                     "--mlflow-uri", uri, "--experiment", "canary", "--overwrite"),
-            cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
+            eval_cmd(
+                out,
+                "--lm",
+                "openai/x",
+                "--api-base",
+                stub.api_base,
+                f"--api-key={CANARY}",
+                "--limit",
+                "2",
+                "--mlflow-uri",
+                uri,
+                "--experiment",
+                "canary",
+                "--overwrite",
+            ),
+            cwd=REPO,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc2.returncode == 0, proc2.stderr[-3000:]
     assert any(f"Bearer {CANARY}" in str(r["headers"]) for r in stub.requests)  # it did reach the server
@@ -267,7 +391,14 @@ def test_redact_argv_and_secret_value():
     from saga_dspy.config import redact_argv, secret_value
 
     assert redact_argv(["--lm", "x", "--api-key", "k1", "--api-key=k2", "--api-base", "u"]) == [
-        "--lm", "x", "--api-key", "***", "--api-key=***", "--api-base", "u"]
+        "--lm",
+        "x",
+        "--api-key",
+        "***",
+        "--api-key=***",
+        "--api-base",
+        "u",
+    ]
     assert secret_value(SecretStr("s")) == "s" and secret_value("s") == "s" and secret_value(None) is None
 
 

@@ -6,12 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, make_settings, scripted_settings
 from helpers.scripted_lm import ScriptedLM
 
 from saga_dspy.eval.firewall import (
-    Entry, Firewall, QuestionGuard, collision_reason, demo_queries, normalise_sparql, normalise_text,
+    Entry,
+    Firewall,
+    QuestionGuard,
+    collision_reason,
+    demo_queries,
+    normalise_sparql,
+    normalise_text,
 )
 
 WD = "http://www.wikidata.org/entity/"
@@ -25,7 +30,8 @@ def test_sparql_normalisation_ignores_layout_prefixes_case_and_variable_names():
     b = "select  ?spouse where {<http://www.wikidata.org/entity/Q42> <http://www.wikidata.org/prop/direct/P26> ?spouse.}"
     assert normalise_sparql(a) == normalise_sparql(b)
     assert normalise_sparql("SELECT ?x { ?x a wd:Q5 }") == normalise_sparql(
-        "SELECT ?y { ?y <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> wd:Q5 }")
+        "SELECT ?y { ?y <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> wd:Q5 }"
+    )
     # another entity, another property or another variable order is another query
     assert normalise_sparql(a) != normalise_sparql(a.replace("Q42", "Q43"))
     assert normalise_sparql(a) != normalise_sparql(a.replace("P26", "P40"))
@@ -37,18 +43,31 @@ def test_collision_reasons():
     celtics = Entry.of("when did celtics win the championship?", "SELECT ?d { wd:Q131371 wdt:P1346 ?d }")
     assert collision_reason(celtics, Entry.of("When did Celtics win the championship")) == "text"
     assert collision_reason(celtics, Entry.of("when did the celtics win championship?")) == "jaccard"
-    assert collision_reason(celtics, Entry.of("what titles did boston take?",
-                                              "select ?year where { wd:Q131371 wdt:P1346 ?year . }")) == "sparql"
-    assert collision_reason(Entry.of("What is the capital of France?"),
-                            Entry.of("What is the capital of Germany?")) is None
+    assert (
+        collision_reason(
+            celtics, Entry.of("what titles did boston take?", "select ?year where { wd:Q131371 wdt:P1346 ?year . }")
+        )
+        == "sparql"
+    )
+    assert (
+        collision_reason(Entry.of("What is the capital of France?"), Entry.of("What is the capital of Germany?"))
+        is None
+    )
     assert normalise_text("When did the Celtics win?") == "when did the celtics win"
 
 
 def test_firewall_index_finds_every_collision_and_partitions():
-    held = Firewall.of_records([
-        {"id": "t1", "question": "when did the celtics win championship?", "sparql": "SELECT ?x { wd:Q1 wdt:P1 ?x }"},
-        {"id": "t2", "question": "who wrote hamlet?", "sparql": "SELECT ?x { wd:Q41567 wdt:P50 ?x }"},
-    ], "wwq/test")
+    held = Firewall.of_records(
+        [
+            {
+                "id": "t1",
+                "question": "when did the celtics win championship?",
+                "sparql": "SELECT ?x { wd:Q1 wdt:P1 ?x }",
+            },
+            {"id": "t2", "question": "who wrote hamlet?", "sparql": "SELECT ?x { wd:Q41567 wdt:P50 ?x }"},
+        ],
+        "wwq/test",
+    )
     assert [c.id for c in held.collisions("when did celtics win the championship")] == ["t1"]
     assert [c.reason for c in held.collisions("author of hamlet", "SELECT ?w { wd:Q41567 wdt:P50 ?w }")] == ["sparql"]
     kept, dropped = held.partition([{"question": "who wrote hamlet"}, {"question": "who painted guernica"}])
@@ -81,8 +100,12 @@ def test_the_check_finds_a_leaked_pool_record(tmp_path, held_out):
 
     test = load_records("wwq", "test")[0]
     pool = tmp_path / "wwq.jsonl"
-    pool.write_text(json.dumps({"question": test["question"].upper() + "?", "sparql": "ASK {}", "steps": []}) + "\n"
-                    + json.dumps({"question": "a question no benchmark asks about zebras", "sparql": "ASK {}"}) + "\n")
+    pool.write_text(
+        json.dumps({"question": test["question"].upper() + "?", "sparql": "ASK {}", "steps": []})
+        + "\n"
+        + json.dumps({"question": "a question no benchmark asks about zebras", "sparql": "ASK {}"})
+        + "\n"
+    )
     assert _pool_collisions(pool, held_out) == [(test["question"].upper() + "?", "wwq/test")]
 
 
@@ -102,9 +125,16 @@ def test_bundled_pools_collide_with_no_held_out_question(pool, held_out):
 def test_question_guard_drops_demos_by_question_or_by_query():
     guard = QuestionGuard("when did the celtics win championship?", "SELECT ?d { wd:Q131371 wdt:P1346 ?d }")
     twin_text = {"question": "when did celtics win the championship", "trajectory": "..."}
-    twin_query = {"question": "what titles has boston won?", "trajectory": "Step 1\nAction: execute_sparql("
-                  + json.dumps({"query": "select ?y where { wd:Q131371 wdt:P1346 ?y }"}) + ")"}
-    other = {"question": "who founded the celtics?", "next_tool_args": json.dumps({"query": "SELECT ?f { wd:Q131371 wdt:P112 ?f }"})}
+    twin_query = {
+        "question": "what titles has boston won?",
+        "trajectory": "Step 1\nAction: execute_sparql("
+        + json.dumps({"query": "select ?y where { wd:Q131371 wdt:P1346 ?y }"})
+        + ")",
+    }
+    other = {
+        "question": "who founded the celtics?",
+        "next_tool_args": json.dumps({"query": "SELECT ?f { wd:Q131371 wdt:P112 ?f }"}),
+    }
     assert demo_queries(twin_query) == ["select ?y where { wd:Q131371 wdt:P1346 ?y }"]
     kept, dropped = guard.filter_demos([twin_text, other, twin_query])
     assert kept == [other] and dropped == 2
@@ -114,13 +144,22 @@ def test_pool_selection_replaces_a_colliding_demo():
     from saga_dspy.agent.demos import DemoPool
 
     def rec(q, sparql):
-        return {"question": q, "sparql": sparql, "steps": [
-            {"thought": "t", "tool_name": "search_wikidata", "tool_args": {"query": "x"}, "observation": "o"},
-            {"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": sparql}, "observation": "o"}]}
+        return {
+            "question": q,
+            "sparql": sparql,
+            "steps": [
+                {"thought": "t", "tool_name": "search_wikidata", "tool_args": {"query": "x"}, "observation": "o"},
+                {"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": sparql}, "observation": "o"},
+            ],
+        }
 
-    pool = DemoPool([rec("when did the celtics win championship?", "SELECT ?d { wd:Q131371 wdt:P1346 ?d }"),
-                     rec("when did the lakers win the championship?", "SELECT ?d { wd:Q121783 wdt:P1346 ?d }"),
-                     rec("who coached the celtics?", "SELECT ?c { wd:Q131371 wdt:P286 ?c }")])
+    pool = DemoPool(
+        [
+            rec("when did the celtics win championship?", "SELECT ?d { wd:Q131371 wdt:P1346 ?d }"),
+            rec("when did the lakers win the championship?", "SELECT ?d { wd:Q121783 wdt:P1346 ?d }"),
+            rec("who coached the celtics?", "SELECT ?c { wd:Q131371 wdt:P286 ?c }"),
+        ]
+    )
     question = "when did celtics win the championship"
     unguarded = [d.question for d in pool.select(question, 2)]
     assert unguarded[0] == "when did the celtics win championship?"
@@ -140,15 +179,30 @@ def test_eval_records_the_demos_the_firewall_dropped(store_path, endpoint, tmp_p
     settings = scripted_settings("test").model_copy(update={"demos": 2})
     item = load_eval_set(settings, ids=["0"], progress=False).items[0]
     twin = item.question.replace(" is the ", " was ")  # a paraphrase: content-word Jaccard 1
-    steps = [{"thought": "t", "tool_name": "search_wikidata", "tool_args": {"query": "Riemann"}, "observation": "o"},
-             {"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": item.gold_sparql}, "observation": "o"}]
-    pool = [{"question": twin, "sparql": item.gold_sparql, "steps": steps},
-            {"question": "After whom is the Pythagorean theorem named?", "sparql": "SELECT ?x { wd:Q11518 wdt:P138 ?x }",
-             "steps": steps[:1]}]
+    steps = [
+        {"thought": "t", "tool_name": "search_wikidata", "tool_args": {"query": "Riemann"}, "observation": "o"},
+        {"thought": "t", "tool_name": "execute_sparql", "tool_args": {"sparql": item.gold_sparql}, "observation": "o"},
+    ]
+    pool = [
+        {"question": twin, "sparql": item.gold_sparql, "steps": steps},
+        {
+            "question": "After whom is the Pythagorean theorem named?",
+            "sparql": "SELECT ?x { wd:Q11518 wdt:P138 ?x }",
+            "steps": steps[:1],
+        },
+    ]
     plans = {item.question: [("execute_sparql", {"sparql": item.gold_sparql}), ("stop", {})]}
     lm = ScriptedLM(plans, {})
-    evaluate(settings, ["full"], out=tmp_path / "run", ids=["0"], lm=lm, endpoint=endpoint, progress=False,
-             program_factory=lambda s, e, q: SagaProgram(s, endpoint=e, search=q, demo_pool=pool))
+    evaluate(
+        settings,
+        ["full"],
+        out=tmp_path / "run",
+        ids=["0"],
+        lm=lm,
+        endpoint=endpoint,
+        progress=False,
+        program_factory=lambda s, e, q: SagaProgram(s, endpoint=e, search=q, demo_pool=pool),
+    )
     line = json.loads((tmp_path / "run" / "predictions.jsonl").read_text().splitlines()[0])
     assert line["demos_dropped"] == 1
     prompts = json.dumps([h.get("messages") for h in lm.history], default=str)
@@ -167,7 +221,10 @@ def test_compiled_demos_are_filtered_too(store_path, endpoint):
     guard = QuestionGuard("After whom is the Riemannian geometry named?")
     demos, dropped = program._guarded_demos(None, "After whom is the Riemannian geometry named?", "SELECT", guard)
     assert demos == [other] and dropped == 1
-    assert program._guarded_demos(None, "who painted guernica?", "SELECT", QuestionGuard("who painted guernica?")) == (None, 0)
+    assert program._guarded_demos(None, "who painted guernica?", "SELECT", QuestionGuard("who painted guernica?")) == (
+        None,
+        0,
+    )
 
 
 def test_optimize_drops_train_questions_colliding_with_the_evaluated_test_split(store_path, capsys):
@@ -180,8 +237,12 @@ def test_optimize_drops_train_questions_colliding_with_the_evaluated_test_split(
     from saga_dspy.optimize import apply_firewall
 
     q9 = load_records("qald9plus", "test")[:2]
-    own = {**q9[0], "id": "own", "question": "a question about zebras no benchmark asks",
-           "sparql": "ASK { wd:Q32789 ?p ?o }"}
+    own = {
+        **q9[0],
+        "id": "own",
+        "question": "a question about zebras no benchmark asks",
+        "sparql": "ASK { wd:Q32789 ?p ?o }",
+    }
     data = Dataset.from_list([*q9, own], features=load_questions("qald9plus", "test").features)
     evalset = EvalSet(data, "qald10", "train", None, None)
     out = io.StringIO()

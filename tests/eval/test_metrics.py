@@ -7,8 +7,8 @@ import json
 import pytest
 
 from saga_dspy.eval import metrics
-from saga_dspy.kg.results import AskResult, Binding, SelectResult
 from saga_dspy.eval.metrics import METRIC_RULES, answer_f1, exact_match, summarize
+from saga_dspy.kg.results import AskResult, Binding, SelectResult
 
 WD = "http://www.wikidata.org/entity/"
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -372,14 +372,42 @@ def test_the_summary_table_shows_what_each_question_cost():
     """Issue 15: LM-driven steps, spare LM calls by kind, auto-runs and prompt tokens evaluated vs reused."""
     from saga_dspy.eval.report import markdown_table, summary_table
 
-    lines = [{"f1": 1.0, "em": True, "final_status": "ok",
-              "counters": {"steps": 5, "lm_steps": 4, "lm_calls": 6, "answer_type_calls": 1, "prunes": 1,
-                           "extracts": 0, "auto_runs": 1, "prompt_tokens": 20000,
-                           "prompt_tokens_evaluated": 6000, "prompt_tokens_reused": 14000}},
-             {"f1": 0.0, "em": False, "final_status": "empty",
-              "counters": {"steps": 3, "lm_steps": 2, "lm_calls": 4, "answer_type_calls": 1, "prunes": 0,
-                           "extracts": 1, "auto_runs": 0, "prompt_tokens": 10000,
-                           "prompt_tokens_evaluated": 10000, "prompt_tokens_reused": 0}}]
+    lines = [
+        {
+            "f1": 1.0,
+            "em": True,
+            "final_status": "ok",
+            "counters": {
+                "steps": 5,
+                "lm_steps": 4,
+                "lm_calls": 6,
+                "answer_type_calls": 1,
+                "prunes": 1,
+                "extracts": 0,
+                "auto_runs": 1,
+                "prompt_tokens": 20000,
+                "prompt_tokens_evaluated": 6000,
+                "prompt_tokens_reused": 14000,
+            },
+        },
+        {
+            "f1": 0.0,
+            "em": False,
+            "final_status": "empty",
+            "counters": {
+                "steps": 3,
+                "lm_steps": 2,
+                "lm_calls": 4,
+                "answer_type_calls": 1,
+                "prunes": 0,
+                "extracts": 1,
+                "auto_runs": 0,
+                "prompt_tokens": 10000,
+                "prompt_tokens_evaluated": 10000,
+                "prompt_tokens_reused": 0,
+            },
+        },
+    ]
     m = metrics.compute_metrics(lines)
     assert (m["mean_lm_steps"], m["mean_prunes"], m["mean_extracts"], m["mean_auto_runs"]) == (3.0, 0.5, 0.5, 0.5)
     assert (m["mean_prompt_tokens_evaluated"], m["mean_prompt_tokens_reused"]) == (8000.0, 7000.0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import scripted_settings
 from test_eval import QUESTION_IDS, _run, build_script
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import make_settings
 
 from saga_dspy.eval.answerability import has_aggregate, is_degenerate, unanswerable_reason
@@ -14,8 +13,10 @@ from saga_dspy.eval.firewall import Firewall
 
 
 def _select(var, *values):
-    return {"head": {"vars": [var]},
-            "results": {"bindings": [({var: {"type": "literal", "value": v}} if v is not None else {}) for v in values]}}
+    return {
+        "head": {"vars": [var]},
+        "results": {"bindings": [({var: {"type": "literal", "value": v}} if v is not None else {}) for v in values]},
+    }
 
 
 # --------------------------------------------------------------------------- dev splits
@@ -24,8 +25,10 @@ def _select(var, *values):
 def test_carve_dev_is_seeded_behind_the_firewall_and_prefers_earlier_dev_twins():
     from saga_dspy.eval.splits import carve_dev
 
-    train = [{"id": str(i), "question": f"question number {i} about topic{i}", "sparql": f"ASK {{ wd:Q{i} ?p ?o }}"}
-             for i in range(40)]
+    train = [
+        {"id": str(i), "question": f"question number {i} about topic{i}", "sparql": f"ASK {{ wd:Q{i} ?p ?o }}"}
+        for i in range(40)
+    ]
     tests = Firewall.of_records([{"question": "question number 3 about topic3"}], "x/test")
     prefer = Firewall.of_records([{"question": "what about topic7 number 7 question"}], "y/dev")
     dev, rest, counts = carve_dev(train, 10, seed=1, tests=tests, prefer=prefer)
@@ -70,8 +73,14 @@ def test_degenerate_results_count_only_when_the_dataset_confirms_them():
     assert unanswerable_reason(many, count) is None
     # a plain SELECT whose answer is the number 0 is a real answer; an all-unbound row is not
     assert unanswerable_reason(_select("x", "0"), "SELECT ?x WHERE { wd:Q1 wdt:P1082 ?x }") is None
-    assert unanswerable_reason(_select("x", None), "SELECT ?x WHERE { OPTIONAL { wd:Q1 wdt:P1 ?x } }") == "degenerate_aggregate"
-    assert unanswerable_reason(_select("s", None), "SELECT (MAX(?v) AS ?s) WHERE { wd:Q1 wdt:P2 ?v }") == "degenerate_aggregate"
+    assert (
+        unanswerable_reason(_select("x", None), "SELECT ?x WHERE { OPTIONAL { wd:Q1 wdt:P1 ?x } }")
+        == "degenerate_aggregate"
+    )
+    assert (
+        unanswerable_reason(_select("s", None), "SELECT (MAX(?v) AS ?s) WHERE { wd:Q1 wdt:P2 ?v }")
+        == "degenerate_aggregate"
+    )
     assert unanswerable_reason(_select("x"), "SELECT ?x {}") == "empty"
     assert unanswerable_reason({"head": {}, "boolean": False}, "ASK {}") == "ask_false_unconfirmed"
     assert unanswerable_reason({"head": {}, "boolean": False}, "ASK {}", source_f1=1.0) is None
@@ -95,8 +104,9 @@ def test_unanswerable_gold_scores_zero_in_all_questions_mode():
     from saga_dspy.eval.predictions import score_prediction
 
     gold = json.dumps(_select("n", "0"))
-    item = EvalItem("1", "How many albums?", gold, "SELECT (COUNT(?a) AS ?n) WHERE { ?a wdt:P175 wd:Q1744 }",
-                    answerable=False)
+    item = EvalItem(
+        "1", "How many albums?", gold, "SELECT (COUNT(?a) AS ?n) WHERE { ?a wdt:P175 wd:Q1744 }", answerable=False
+    )
 
     class Pred:
         answers = _select("n", "0")

@@ -11,13 +11,13 @@ import time
 
 import mlflow
 import pytest
-from mlflow import MlflowClient
-
 from conftest import REPO, TEST_CACHE, make_settings
 from helpers.scripted_lm import ScriptedLM, scripted_plans
+from mlflow import MlflowClient
+
+from saga_dspy.eval import trace_writer
 from saga_dspy.eval.evalset import load_eval_set
 from saga_dspy.eval.runner import evaluate
-from saga_dspy.eval import trace_writer
 from saga_dspy.eval.trace_policy import bounded_inputs
 from saga_dspy.eval.tracking import (
     TABLE_FILE,
@@ -41,7 +41,9 @@ def test_tracking_uri_precedence(tmp_path, monkeypatch):
     assert artifact_root(uri) == (tmp_path.resolve() / "mlflow" / "artifacts").as_uri()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////elsewhere/x.db")
     assert default_tracking_uri(settings) == "sqlite:////elsewhere/x.db"
-    assert default_tracking_uri(make_settings(cache_dir=tmp_path, mlflow_uri="file:///tmp/mlruns")) == "file:///tmp/mlruns"
+    assert (
+        default_tracking_uri(make_settings(cache_dir=tmp_path, mlflow_uri="file:///tmp/mlruns")) == "file:///tmp/mlruns"
+    )
     assert artifact_root("http://localhost:5000") is None
 
 
@@ -49,7 +51,10 @@ def test_params_and_metrics_are_cleaned():
     assert clean_params({"a": None, "b": 1, "c": "x" * 7000})["a"] == "None"
     assert len(clean_params({"c": "x" * 7000})["c"]) == 6000
     assert numeric_metrics({"f1": 0.5, "n": 3, "none": None, "ok": True, "nan": float("nan"), "s": "x"}) == {
-        "f1": 0.5, "n": 3.0, "ok": 1.0}
+        "f1": 0.5,
+        "n": 3.0,
+        "ok": 1.0,
+    }
 
 
 def test_disabled_tracker_does_nothing(tmp_path):
@@ -62,8 +67,11 @@ def test_disabled_tracker_does_nothing(tmp_path):
 
 
 def test_comparison_chart_is_a_png(tmp_path):
-    path = comparison_chart({"full": {"f1": 0.5, "em": 0.25, "empty_rate": 0.1},
-                             "spinach": {"f1": None, "em": 0.0, "empty_rate": 0.5}}, tmp_path / "c.png", title="t")
+    path = comparison_chart(
+        {"full": {"f1": 0.5, "em": 0.25, "empty_rate": 0.1}, "spinach": {"f1": None, "em": 0.0, "empty_rate": 0.5}},
+        tmp_path / "c.png",
+        title="t",
+    )
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -108,10 +116,18 @@ def test_mlflow_stays_offline_and_exits_fast(tmp_path):
 
 def test_optimize_run_is_tracked(store_path, endpoint, search, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    settings = make_settings(dataset="qald10", split="train", limit=6, demos=0, lm="scripted", lm_cache=False,
-                             mlflow=True, mlflow_uri=uri)
-    optimize(settings, OptimizeOptions(optimizer="none", teacher="gold", gold_demos=2), out=tmp_path / "o",
-             endpoint=endpoint, search=search, progress=False, experiment="opt-test")
+    settings = make_settings(
+        dataset="qald10", split="train", limit=6, demos=0, lm="scripted", lm_cache=False, mlflow=True, mlflow_uri=uri
+    )
+    optimize(
+        settings,
+        OptimizeOptions(optimizer="none", teacher="gold", gold_demos=2),
+        out=tmp_path / "o",
+        endpoint=endpoint,
+        search=search,
+        progress=False,
+        experiment="opt-test",
+    )
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("opt-test")
     (run,) = client.search_runs([exp.experiment_id])
@@ -129,30 +145,53 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
     per-question table on each run; the parent's per-variant metrics; tool spans; traces under the bound."""
     monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "true")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    settings = make_settings(dataset="qald10", split="test", lm="scripted", lm_cache=False, mlflow=True,
-                             mlflow_uri=uri, max_steps=15)
+    settings = make_settings(
+        dataset="qald10", split="test", lm="scripted", lm_cache=False, mlflow=True, mlflow_uri=uri, max_steps=15
+    )
     ids = ["0", "5", "17", "9"]  # 17 is an ASK question: boolean F1 is defined
     evalset = load_eval_set(settings, ids=ids, progress=False)
     plans = scripted_plans(evalset.items)
     long_question = evalset.items[0].question  # a long episode: many searches before the answer
-    plans[long_question] = [("search_wikidata", {"query": f"{w} {i}"}) for i, w in
-                            enumerate(long_question.split() * 3)][:12] + plans[long_question][-2:]
-    evaluate(settings, ["full", "spinach"], out=tmp_path / "run", lm=ScriptedLM(plans), endpoint=endpoint,
-             search=search, progress=False, experiment="cmp", ids=ids)
+    plans[long_question] = [
+        ("search_wikidata", {"query": f"{w} {i}"}) for i, w in enumerate(long_question.split() * 3)
+    ][:12] + plans[long_question][-2:]
+    evaluate(
+        settings,
+        ["full", "spinach"],
+        out=tmp_path / "run",
+        lm=ScriptedLM(plans),
+        endpoint=endpoint,
+        search=search,
+        progress=False,
+        experiment="cmp",
+        ids=ids,
+    )
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("cmp")
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
     runs = client.search_runs([exp.experiment_id])
     parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
-    children = {r.data.params["variant"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    children = {
+        r.data.params["variant"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
+    }
     assert set(children) == {"full", "spinach"}
     assert parent.info.run_name == "full vs spinach · qald10/test · scripted"
     for variant, run in children.items():
         assert run.info.run_name == f"{variant} · qald10/test · scripted"
         assert {"dataset", "split", "variant", "filter_mode", "lm", "endpoint", "schema_coverage", "program"} <= set(
-            run.data.params)
-        for key in ("f1", "em", "empty_rate", "boolean_f1", "factoid_f1", "mean_steps", "mean_lm_calls",
-                    "mean_tokens", "mean_seconds"):
+            run.data.params
+        )
+        for key in (
+            "f1",
+            "em",
+            "empty_rate",
+            "boolean_f1",
+            "factoid_f1",
+            "mean_steps",
+            "mean_lm_calls",
+            "mean_tokens",
+            "mean_seconds",
+        ):
             assert key in run.data.metrics, key
             assert parent.data.metrics[f"{variant}/{key}"] == pytest.approx(run.data.metrics[key])
         (dataset_input,) = run.inputs.dataset_inputs
@@ -181,8 +220,12 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
         tool = next(s for s in trace.data.spans if s.name == "tool execute_sparql")
         assert "sparql" in tool.inputs and isinstance(tool.outputs, str)
         react = next(s for s in trace.data.spans if s.name == "SagaReAct.forward")
-        assert list(react.inputs) == ["args"] and set(react.inputs["args"][0]) == {"question", "variant", "form",
-                                                                                   "steps"}
+        assert list(react.inputs) == ["args"] and set(react.inputs["args"][0]) == {
+            "question",
+            "variant",
+            "form",
+            "steps",
+        }
     assert max(sizes) <= 100 * 1024, sizes
 
 
@@ -190,11 +233,28 @@ def test_trace_sample_and_none(store_path, endpoint, search, tmp_path):
     """--trace sample traces every 10th question (the 1st of 3 here); --trace none records no trace."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     for mode, expected in (("sample", 1), ("none", 0)):
-        settings = make_settings(dataset="qald10", split="test", limit=3, lm="scripted", lm_cache=False, demos=0,
-                                 mlflow=True, mlflow_uri=uri, trace=mode)
+        settings = make_settings(
+            dataset="qald10",
+            split="test",
+            limit=3,
+            lm="scripted",
+            lm_cache=False,
+            demos=0,
+            mlflow=True,
+            mlflow_uri=uri,
+            trace=mode,
+        )
         plans = scripted_plans(load_eval_set(settings, progress=False).items)
-        evaluate(settings, ["full"], out=tmp_path / mode, lm=ScriptedLM(plans), endpoint=endpoint, search=search,
-                 progress=False, experiment=f"trace-{mode}")
+        evaluate(
+            settings,
+            ["full"],
+            out=tmp_path / mode,
+            lm=ScriptedLM(plans),
+            endpoint=endpoint,
+            search=search,
+            progress=False,
+            experiment=f"trace-{mode}",
+        )
         client = MlflowClient(tracking_uri=uri)
         exp = client.get_experiment_by_name(f"trace-{mode}")
         assert len(client.search_traces(locations=[exp.experiment_id])) == expected, mode
@@ -203,8 +263,12 @@ def test_trace_sample_and_none(store_path, endpoint, search, tmp_path):
 
 
 def test_bounded_inputs_keep_plain_values():
-    messages = [{"role": "system", "content": "s" * 5000}, {"role": "user", "content": "demo"},
-                {"role": "assistant", "content": "reply"}, {"role": "user", "content": "q" * 9000}]
+    messages = [
+        {"role": "system", "content": "s" * 5000},
+        {"role": "user", "content": "demo"},
+        {"role": "assistant", "content": "reply"},
+        {"role": "user", "content": "q" * 9000},
+    ]
     out = bounded_inputs({"messages": messages, "demos": [1, 2, 3], "settings": object(), "n": 3})
     assert out["demos"] == "3 demos" and out["n"] == 3 and out["settings"] == "<object>"
     assert [m["role"] for m in out["messages"]] == ["system", "demonstrations", "user"]
@@ -226,8 +290,7 @@ SCRIPTED_EVAL_PRELUDE = (
 def test_untracked_eval_never_imports_mlflow(store_path, tmp_path):
     """`--no-mlflow`: a whole eval (tool calls included) in a fresh process leaves mlflow unimported."""
     code = (
-        SCRIPTED_EVAL_PRELUDE +
-        "settings = scripted_settings('test').model_copy(update={'limit': 2})\n"
+        SCRIPTED_EVAL_PRELUDE + "settings = scripted_settings('test').model_copy(update={'limit': 2})\n"
         "lm = ScriptedLM(scripted_plans(load_eval_set(settings, progress=False).items))\n"
         f"results = evaluate(settings, ['full'], out={str(tmp_path / 'run')!r}, lm=lm, progress=False)\n"
         "assert results['full'].metrics['f1'] == 1.0, results['full'].metrics\n"
@@ -359,8 +422,9 @@ def test_process_writer_loses_nothing_when_its_process_dies(tmp_path):
             assert writer.local and writer.written_locally > 0
             client = MlflowClient(tracking_uri=uri)
             traces = client.search_traces(locations=[tracker.experiment_id], max_results=50)
-            assert sorted(int(t.data.spans[0].inputs["i"]) for t in
-                          (client.get_trace(x.info.trace_id) for x in traces)) == list(range(15))
+            assert sorted(
+                int(t.data.spans[0].inputs["i"]) for t in (client.get_trace(x.info.trace_id) for x in traces)
+            ) == list(range(15))
     finally:
         tracker.close()
 
@@ -370,14 +434,21 @@ def test_ctrl_c_keeps_the_traces_of_finished_questions(store_path, tmp_path):
     (the writer process, in its own session, is not interrupted; the evaluation flushes before it exits)."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     code = (
-        SCRIPTED_EVAL_PRELUDE +
-        f"settings = scripted_settings('test').model_copy(update={{'limit': 12, 'mlflow': True, 'mlflow_uri': {uri!r}}})\n"
+        SCRIPTED_EVAL_PRELUDE
+        + f"settings = scripted_settings('test').model_copy(update={{'limit': 12, 'mlflow': True, 'mlflow_uri': {uri!r}}})\n"
         "lm = ScriptedLM(scripted_plans(load_eval_set(settings, progress=False).items), delay=0.4)\n"
         f"evaluate(settings, ['full'], out={str(tmp_path / 'run')!r}, lm=lm, progress=False, experiment='ctrl-c')\n"
     )
     env = {**os.environ, "SAGA_TEST_CACHE_DIR": str(TEST_CACHE)}
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     predictions = tmp_path / "run" / "predictions.jsonl"  # one variant: its files are the run's
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
@@ -402,13 +473,15 @@ class _FakeTrace:
         return {"i": self.i}
 
 
-@pytest.mark.parametrize("command", [["/nonexistent/python"], [sys.executable, "-c", "pass"]],
-                         ids=["cannot-start", "exits-at-once"])
+@pytest.mark.parametrize(
+    "command", [["/nonexistent/python"], [sys.executable, "-c", "pass"]], ids=["cannot-start", "exits-at-once"]
+)
 def test_trace_writer_without_its_process_writes_everything_here(tmp_path, command):
     """No child, or one that is gone before reading: every trace is written in this process, and flush returns."""
     written = []
-    writer = trace_writer.TraceWriter(f"sqlite:///{tmp_path / 'x.db'}", lambda m: written.append(m[1].i),
-                                      command=command)
+    writer = trace_writer.TraceWriter(
+        f"sqlite:///{tmp_path / 'x.db'}", lambda m: written.append(m[1].i), command=command
+    )
     try:
         for i in range(5):
             writer.put(("trace", _FakeTrace(i)))

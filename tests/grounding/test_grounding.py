@@ -6,18 +6,18 @@ from __future__ import annotations
 import threading
 
 import pytest
-
 from conftest import make_settings
-from saga_dspy.variants import GroundingFlags, VARIANT_FLAGS
+
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.flavours import WIKIDATA
 from saga_dspy.grounding.patterns import NEGATED, OPTIONAL, REQUIRED, UNION, parse_query
 from saga_dspy.grounding.render import Block, render_blocks, render_table
 from saga_dspy.grounding.state import TypeFact, TypeState
-from saga_dspy.tools.search import _hint_pick
-from saga_dspy.tools import make_tools
 from saga_dspy.kg.results import Binding, SelectResult
 from saga_dspy.kg.search import SearchHit
+from saga_dspy.tools import make_tools
+from saga_dspy.tools.search import _hint_pick
+from saga_dspy.variants import VARIANT_FLAGS, GroundingFlags
 
 
 @pytest.fixture
@@ -39,8 +39,9 @@ RANGES = {"P19": ("Q2221906",), "P57": ("Q5",), "P39": ("Q4164871",)}
 
 def typed(sparql: str, state: TypeState | None = None) -> TypeState:
     state = state or TypeState()
-    state.update_from_query(parse_query(sparql, WIKIDATA), WIKIDATA,
-                            lambda p: DOMAINS.get(p, ()), lambda p: RANGES.get(p, ()))
+    state.update_from_query(
+        parse_query(sparql, WIKIDATA), WIKIDATA, lambda p: DOMAINS.get(p, ()), lambda p: RANGES.get(p, ())
+    )
     return state
 
 
@@ -70,8 +71,12 @@ def test_type_state_ignores_negation_and_unparsable_queries():
     st = typed("SELECT ?x WHERE { ?x wdt:P19 wd:Q90 . MINUS { ?z wdt:P31 wd:Q5 } FILTER NOT EXISTS { ?y wdt:P57 ?q } }")
     assert "z" not in st.variables and "y" not in st.variables and "x" in st.variables
     before = dict(st.variables)
-    assert st.update_from_query(parse_query("SELECT ?x WHERE { ?x wdt:P31 ", WIKIDATA), WIKIDATA,
-                                lambda p: (), lambda p: ()) == {}
+    assert (
+        st.update_from_query(
+            parse_query("SELECT ?x WHERE { ?x wdt:P31 ", WIKIDATA), WIKIDATA, lambda p: (), lambda p: ()
+        )
+        == {}
+    )
     assert st.variables == before
     # a variable reused with a new meaning takes the new facts
     typed("SELECT ?x WHERE { ?x wdt:P31 wd:Q6256 }", st)
@@ -79,9 +84,12 @@ def test_type_state_ignores_negation_and_unparsable_queries():
 
 
 def test_pattern_contexts_and_lenient_parsing():
-    parsed = parse_query("""SELECT ?x WHERE { ?x wdt:P31 / wdt:P279 * wd:Q5 .
+    parsed = parse_query(
+        """SELECT ?x WHERE { ?x wdt:P31 / wdt:P279 * wd:Q5 .
         OPTIONAL { ?x wdt:P19 ?b } { ?x wdt:P26 ?s } UNION { ?x wdt:P451 ?s }
-        FILTER NOT EXISTS { ?x wdt:P570 ?d } FILTER(?b != "x" ^^ xsd:string) }""", WIKIDATA)
+        FILTER NOT EXISTS { ?x wdt:P570 ?d } FILTER(?b != "x" ^^ xsd:string) }""",
+        WIKIDATA,
+    )
     assert parsed is not None  # WDQS-style spaces before * and around ^^ are accepted
     ctx = {p.path_text: p.context for p in parsed.patterns}
     assert ctx["wdt:P31/wdt:P279*"] == REQUIRED and ctx["wdt:P19"] == OPTIONAL
@@ -239,8 +247,10 @@ def test_wrong_entity_lookup_shows_the_property_removed(make):
 
 
 def test_lookup_format_annotations_and_qualifiers(make):
-    ctx, tools = make(settings_=make_settings(observation_chars=12000),
-                      question="Who is the head of government of Ukraine, and with whom does it have diplomatic relations?")
+    ctx, tools = make(
+        settings_=make_settings(observation_chars=12000),
+        question="Who is the head of government of Ukraine, and with whom does it have diplomatic relations?",
+    )
     out = tools["get_wikidata_entry"]("Q212")
     assert out.startswith("Ukraine (Q212): country in Eastern Europe")
     assert "Types: " in out and "sovereign state (Q3624078)" in out
@@ -271,7 +281,11 @@ def test_untyped_entity_skips_the_filter_and_uses_the_fallback_pruning(make):
     ctx, tools = make(question="Which sport does SK Brann play?", prune=prune)
     out = tools["get_wikidata_entry"]("Q205685")  # SK Brann has no P31 in the sample
     assert "Type filter skipped: the entity has no types." in out
-    assert len(calls) == 1 and calls[0][0] == "Which sport does SK Brann play?" and "headquarters location (P159)" in calls[0][1]
+    assert (
+        len(calls) == 1
+        and calls[0][0] == "Which sport does SK Brann play?"
+        and "headquarters location (P159)" in calls[0][1]
+    )
     assert "pruned for relevance" in out and "- sport (P641)" in out and "headquarters location" not in out
     assert ctx.counters["prune_calls"] == 1
     # a typed entity is never pruned by the LM in the full variant
@@ -345,9 +359,18 @@ def test_render_table_clips_cells():
 
 
 def test_variants_map_to_flags_in_one_place(make, settings):
-    assert set(VARIANT_FLAGS) == {"full", "no-type-filter", "no-type-state", "no-answer-type", "spinach",
-                                  "no-query-form", "no-form-rewrite", "no-auto-run", "no-repeat-assist",
-                                  "no-incoming"}
+    assert set(VARIANT_FLAGS) == {
+        "full",
+        "no-type-filter",
+        "no-type-state",
+        "no-answer-type",
+        "spinach",
+        "no-query-form",
+        "no-form-rewrite",
+        "no-auto-run",
+        "no-repeat-assist",
+        "no-incoming",
+    }
     assert GroundingFlags.for_variant("full") == GroundingFlags()
     for name in VARIANT_FLAGS:
         ctx, _ = make(variant=name)
@@ -391,7 +414,9 @@ def test_ablation_answer_type_prior_changes_the_ranking(make):
     first = lambda text: next(line for line in text.splitlines() if line.startswith("- "))  # noqa: E731
     assert "★" in a and "★" not in b
     # the question ranks the property first in both; only the prior stars it and proposes the query
-    assert first(a).startswith("- country of citizenship (P27) ★") and first(b).startswith("- country of citizenship (P27)")
+    assert first(a).startswith("- country of citizenship (P27) ★") and first(b).startswith(
+        "- country of citizenship (P27)"
+    )
     assert "wdt:P27 ?x" in a.splitlines()[-1] and "Best matches for the question: country of citizenship (P27)" in b
     assert "Expected answer type: country (Q6256)" in ctx_on.type_context()
     assert "Expected answer type" not in ctx_off.type_context()
@@ -442,13 +467,17 @@ def test_each_observation_names_the_next_move(make):
     found = tools["search_wikidata"]("Riemannian geometry")
     assert found.splitlines()[-1].startswith('Next: get_wikidata_entry({"qid": "Q761383"})')
     entry = tools["get_wikidata_entry"]("Q761383")
-    assert entry.splitlines()[-1] == "Next: execute a query with the property that leads to the answer, e.g. " \
-                                     "SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }"
+    assert (
+        entry.splitlines()[-1] == "Next: execute a query with the property that leads to the answer, e.g. "
+        "SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }"
+    )
     ok = tools["execute_sparql"]("SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }")
     assert ok.startswith("[OK]") and "Next: stop" in ok
     _, plain = make("no-answer-type", answer_type=("human", "Q5"), question=question)  # no ★, no concrete query
-    assert plain["get_wikidata_entry"]("Q761383").splitlines()[-1] == \
-        "Best matches for the question: named after (P138). Next: execute a query with the one that leads to the answer."
+    assert (
+        plain["get_wikidata_entry"]("Q761383").splitlines()[-1]
+        == "Best matches for the question: named after (P138). Next: execute a query with the one that leads to the answer."
+    )
     empty = tools["execute_sparql"]("SELECT ?x WHERE { wd:Q761383 wdt:P57 ?x }")
     assert "Next: stop" not in empty
 
@@ -457,10 +486,16 @@ def test_search_hint_names_the_entity_the_query_names(make):
     """Measured: the agent followed the hint to "Worshipful Company of Founders" for "Tencent
     company founders", and to a Siemens company archive for "Siemens AG"."""
     _, tools = make()
-    assert tools["search_wikidata"]("Tencent company founders").splitlines()[-1].startswith(
-        'Next: get_wikidata_entry({"qid": "Q860580"})')
-    assert tools["search_wikidata"]("Siemens AG").splitlines()[-1].startswith(
-        'Next: get_wikidata_entry({"qid": "Q81230"})')
+    assert (
+        tools["search_wikidata"]("Tencent company founders")
+        .splitlines()[-1]
+        .startswith('Next: get_wikidata_entry({"qid": "Q860580"})')
+    )
+    assert (
+        tools["search_wikidata"]("Siemens AG")
+        .splitlines()[-1]
+        .startswith('Next: get_wikidata_entry({"qid": "Q81230"})')
+    )
 
 
 def test_hint_pick_prefers_exact_then_the_longest_named_label_then_rank():
@@ -485,10 +520,12 @@ def test_calibrated_conflict_check_spares_an_entity_that_carries_the_property(ma
 
     def conflicts(eid):
         return find_conflicts(ctx, parse_query(f"SELECT ?x WHERE {{ wd:{eid} wdt:P1813 ?x }}", ctx.flavour))
+
     assert conflicts("Q95") == []
     apple = conflicts("Q312")
     assert len(apple) == 1 and apple[0].pid == "P1813" and "no instance" in apple[0].reason
     # the lookup's filter: every property of a neighbourhood is carried, so none goes on inferred grounds
-    google = type_filter(fetch_neighbourhood(ctx.endpoint, ctx.flavour, "Q95", qualifiers=False), ctx.schema,
-                         ctx.hierarchy, "calibrated")
+    google = type_filter(
+        fetch_neighbourhood(ctx.endpoint, ctx.flavour, "Q95", qualifiers=False), ctx.schema, ctx.hierarchy, "calibrated"
+    )
     assert "P1813" in google.kept and "carries the property" in google.decisions["P1813"].reason

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import make_settings
+
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.flavours.freebase import FREEBASE
 from saga_dspy.grounding.patterns import parse_query
@@ -19,30 +19,30 @@ NS = "http://rdf.freebase.com/ns/"
 
 # On top of the schema layer's fixture: a marriage CVT node, a property used on the wrong type
 # (a film with a place of birth), and a topic with no types.
-EXTRA = """
-<{ns}people.person.spouse_s> <{ns}type.object.type> <{ns}type.property> .
-<{ns}people.person.spouse_s> <{ns}type.object.name> "Spouse (or domestic partner)"@en .
-<{ns}people.person.spouse_s> <{ns}type.property.schema> <{ns}people.person> .
-<{ns}people.person.spouse_s> <{ns}type.property.expected_type> <{ns}people.marriage> .
-<{ns}people.marriage.spouse> <{ns}type.object.type> <{ns}type.property> .
-<{ns}people.marriage.spouse> <{ns}type.object.name> "Spouse"@en .
-<{ns}people.marriage.spouse> <{ns}type.property.schema> <{ns}people.marriage> .
-<{ns}people.marriage.spouse> <{ns}type.property.expected_type> <{ns}people.person> .
-<{ns}people.marriage.from> <{ns}type.object.type> <{ns}type.property> .
-<{ns}people.marriage.from> <{ns}type.object.name> "From"@en .
-<{ns}people.marriage.from> <{ns}type.property.schema> <{ns}people.marriage> .
-<{ns}people.marriage.from> <{ns}type.property.expected_type> <{ns}type.datetime> .
-<{ns}m.06pj8> <{ns}people.person.spouse_s> <{ns}m.0cvt01> .
-<{ns}m.0cvt01> <{ns}type.object.type> <{ns}people.marriage> .
-<{ns}m.0cvt01> <{ns}people.marriage.spouse> <{ns}m.0amy1> .
-<{ns}m.0cvt01> <{ns}people.marriage.spouse> <{ns}m.06pj8> .
-<{ns}m.0cvt01> <{ns}people.marriage.from> "1985"^^<http://www.w3.org/2001/XMLSchema#gYear> .
-<{ns}m.0amy1> <{ns}type.object.name> "Amy Irving"@en .
-<{ns}m.0amy1> <{ns}type.object.type> <{ns}people.person> .
-<{ns}m.07j6w> <{ns}people.person.place_of_birth> <{ns}m.01sn3> .
-<{ns}m.0notype> <{ns}type.object.name> "Untyped topic"@en .
-<{ns}m.0notype> <{ns}location.location.containedby> <{ns}m.01sn3> .
-""".format(ns=NS)
+EXTRA = f"""
+<{NS}people.person.spouse_s> <{NS}type.object.type> <{NS}type.property> .
+<{NS}people.person.spouse_s> <{NS}type.object.name> "Spouse (or domestic partner)"@en .
+<{NS}people.person.spouse_s> <{NS}type.property.schema> <{NS}people.person> .
+<{NS}people.person.spouse_s> <{NS}type.property.expected_type> <{NS}people.marriage> .
+<{NS}people.marriage.spouse> <{NS}type.object.type> <{NS}type.property> .
+<{NS}people.marriage.spouse> <{NS}type.object.name> "Spouse"@en .
+<{NS}people.marriage.spouse> <{NS}type.property.schema> <{NS}people.marriage> .
+<{NS}people.marriage.spouse> <{NS}type.property.expected_type> <{NS}people.person> .
+<{NS}people.marriage.from> <{NS}type.object.type> <{NS}type.property> .
+<{NS}people.marriage.from> <{NS}type.object.name> "From"@en .
+<{NS}people.marriage.from> <{NS}type.property.schema> <{NS}people.marriage> .
+<{NS}people.marriage.from> <{NS}type.property.expected_type> <{NS}type.datetime> .
+<{NS}m.06pj8> <{NS}people.person.spouse_s> <{NS}m.0cvt01> .
+<{NS}m.0cvt01> <{NS}type.object.type> <{NS}people.marriage> .
+<{NS}m.0cvt01> <{NS}people.marriage.spouse> <{NS}m.0amy1> .
+<{NS}m.0cvt01> <{NS}people.marriage.spouse> <{NS}m.06pj8> .
+<{NS}m.0cvt01> <{NS}people.marriage.from> "1985"^^<http://www.w3.org/2001/XMLSchema#gYear> .
+<{NS}m.0amy1> <{NS}type.object.name> "Amy Irving"@en .
+<{NS}m.0amy1> <{NS}type.object.type> <{NS}people.person> .
+<{NS}m.07j6w> <{NS}people.person.place_of_birth> <{NS}m.01sn3> .
+<{NS}m.0notype> <{NS}type.object.name> "Untyped topic"@en .
+<{NS}m.0notype> <{NS}location.location.containedby> <{NS}m.01sn3> .
+"""
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,9 @@ def test_execute_blocks_and_types_variables(fb):
     # full IRIs: Oxigraph's parser rejects prefixed names with two dots (ns:people.person.x)
     out = tools["execute_sparql"](f"SELECT ?d WHERE {{ ns:m.07j6w <{NS}people.person.date_of_birth> ?d }}")
     assert out.startswith("[BLOCKED]") and "Jaws" in out and "Date of birth (people.person.date_of_birth)" in out
-    out = tools["execute_sparql"](f"SELECT ?f WHERE {{ ?f <{NS}type.object.type> ns:film.film ; <{NS}film.film.directed_by> ns:m.06pj8 }}")
+    out = tools["execute_sparql"](
+        f"SELECT ?f WHERE {{ ?f <{NS}type.object.type> ns:film.film ; <{NS}film.film.directed_by> ns:m.06pj8 }}"
+    )
     assert out.startswith("[OK] 1 row") and "Jaws (m.07j6w)" in out
     assert ctx.state.variables["f"][0].cls == "film.film" and ctx.state.variables["f"][0].source == "pattern"
     out = tools["execute_sparql"](f"SELECT ?p WHERE {{ ns:m.06pj8 <{NS}people.person.place_of_birth> ?p }}")
@@ -125,6 +127,8 @@ def test_execute_blocks_and_types_variables(fb):
 
 
 def test_freebase_patterns_parse():
-    parsed = parse_query("SELECT ?x WHERE { ns:m.06pj8 ns:people.person.spouse_s ?c . ?c ns:people.marriage.spouse ?x }", FREEBASE)
+    parsed = parse_query(
+        "SELECT ?x WHERE { ns:m.06pj8 ns:people.person.spouse_s ?c . ?c ns:people.marriage.spouse ?x }", FREEBASE
+    )
     assert parsed is not None
     assert sorted(p.path_text for p in parsed.patterns) == ["ns:people.marriage.spouse", "ns:people.person.spouse_s"]

@@ -30,13 +30,15 @@ def _starred(out):
 
 
 def _ctx(settings, endpoint, search, schema, hierarchy, question, answer_type):
-    return QuestionContext(settings, endpoint, search, schema, hierarchy, question=question, variant="full",
-                           answer_type=answer_type)
+    return QuestionContext(
+        settings, endpoint, search, schema, hierarchy, question=question, variant="full", answer_type=answer_type
+    )
 
 
 def test_a_lower_ranked_fitting_property_gets_no_star(settings, endpoint, search, schema, hierarchy):
-    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "What language do they speak in Brazil?",
-               ("language", "Q315"))
+    ctx = _ctx(
+        settings, endpoint, search, schema, hierarchy, "What language do they speak in Brazil?", ("language", "Q315")
+    )
     out = do_lookup(ctx, "Q155")
     assert not _starred(out) and ctx.suggested_sparql is None
     assert out.splitlines()[-1].startswith("Best matches for the question: official language (P37), language used")
@@ -62,7 +64,8 @@ def _edges():
 
 
 def test_incoming_on_type_fit_alone_only_when_nothing_matches_the_question(
-        settings, endpoint, search, schema, hierarchy):
+    settings, endpoint, search, schema, hierarchy
+):
     ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Who is the mayor of Rotterdam?", ("human", "Q5"))
     view = arrange_incoming(ctx, "Q34370", "Rotterdam", _edges(), "Q5", propose=True, fit_alone=True)
     assert view.proposal == "SELECT DISTINCT ?x WHERE { ?x wdt:P19 wd:Q34370 }"
@@ -74,11 +77,20 @@ def test_incoming_on_type_fit_alone_only_when_nothing_matches_the_question(
 
 def test_a_relevant_incoming_property_must_beat_the_outgoing_ones(settings, endpoint, search, schema, hierarchy):
     ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Who was born in Rotterdam?", ("human", "Q5"))
-    view = arrange_incoming(ctx, "Q34370", "Rotterdam", _edges(), "Q5", propose=True, fit_alone=False,
-                            outgoing_best=0.9)
+    view = arrange_incoming(
+        ctx, "Q34370", "Rotterdam", _edges(), "Q5", propose=True, fit_alone=False, outgoing_best=0.9
+    )
     assert view.scores[0].relevance > 0.9 and view.proposal == "SELECT DISTINCT ?x WHERE { ?x wdt:P19 wd:Q34370 }"
-    view = arrange_incoming(ctx, "Q34370", "Rotterdam", _edges(), "Q5", propose=True, fit_alone=False,
-                            outgoing_best=view.scores[0].relevance)  # an outgoing property as relevant: no proposal
+    view = arrange_incoming(
+        ctx,
+        "Q34370",
+        "Rotterdam",
+        _edges(),
+        "Q5",
+        propose=True,
+        fit_alone=False,
+        outgoing_best=view.scores[0].relevance,
+    )  # an outgoing property as relevant: no proposal
     assert view.proposal is None
 
 
@@ -89,18 +101,28 @@ def test_the_best_candidate_is_the_proposal_else_the_most_relevant_property():
     def view(scores, proposal=None):
         return IncomingView({}, scores=scores, shown=[s.pid for s in scores], proposal=proposal)
 
-    proposed = Arrangement([_s("P38", 1.0, True)], ["P38"], [], proposal="SELECT DISTINCT ?x WHERE { wd:Q1 wdt:P38 ?x }")
+    proposed = Arrangement(
+        [_s("P38", 1.0, True)], ["P38"], [], proposal="SELECT DISTINCT ?x WHERE { wd:Q1 wdt:P38 ?x }"
+    )
     assert best_candidate("Q1", proposed, view([_s("P159", 2.0, True)])) == proposed.proposal
     assert best_candidate("Q1", Arrangement([], [], []), view([], proposal="P")) == "P"
     plain = Arrangement([_s("P421", 1.0, False), _s("P17", 0.25, False)], ["P421", "P17"], [])
     # the most relevant outgoing property, unless an incoming one matches better or as well and fits the answer type
-    assert best_candidate("Q1", plain, view([_s("P131", 0.5, True)])) == "SELECT DISTINCT ?x WHERE { wd:Q1 wdt:P421 ?x }"
-    assert best_candidate("Q1", plain, view([_s("P131", 1.0, True)])) == "SELECT DISTINCT ?x WHERE { ?x wdt:P131 wd:Q1 }"
-    assert best_candidate("Q1", plain, view([_s("P131", 1.0, False)])) == "SELECT DISTINCT ?x WHERE { wd:Q1 wdt:P421 ?x }"
+    assert (
+        best_candidate("Q1", plain, view([_s("P131", 0.5, True)])) == "SELECT DISTINCT ?x WHERE { wd:Q1 wdt:P421 ?x }"
+    )
+    assert (
+        best_candidate("Q1", plain, view([_s("P131", 1.0, True)])) == "SELECT DISTINCT ?x WHERE { ?x wdt:P131 wd:Q1 }"
+    )
+    assert (
+        best_candidate("Q1", plain, view([_s("P131", 1.0, False)])) == "SELECT DISTINCT ?x WHERE { wd:Q1 wdt:P421 ?x }"
+    )
     # no outgoing property matches the question: an incoming one whose subjects fit ("companies in Munich")
     none = Arrangement([_s("P17", 0.0, False)], ["P17"], [])
-    assert best_candidate("Q1", none, view([_s("P20", 0.0, False), _s("P159", 0.0, True)])) == \
-        "SELECT DISTINCT ?x WHERE { ?x wdt:P159 wd:Q1 }"
+    assert (
+        best_candidate("Q1", none, view([_s("P20", 0.0, False), _s("P159", 0.0, True)]))
+        == "SELECT DISTINCT ?x WHERE { ?x wdt:P159 wd:Q1 }"
+    )
     assert best_candidate("Q1", none, view([_s("P20", 0.0, False)])) is None
     assert best_candidate("Q1", none, None) is None
     niche = Arrangement([PropertyScore("P373", 1.0, False, True)], ["P373"], [])  # a Commons category never leads
@@ -108,17 +130,21 @@ def test_the_best_candidate_is_the_proposal_else_the_most_relevant_property():
 
 
 def test_a_lookup_without_a_proposal_keeps_its_best_candidate_unshown(settings, endpoint, search, schema, hierarchy):
-    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Give me all companies in Munich.", ("company", "Q783794"))
+    ctx = _ctx(
+        settings, endpoint, search, schema, hierarchy, "Give me all companies in Munich.", ("company", "Q783794")
+    )
     out = do_lookup(ctx, "Q1726")
     assert ctx.suggested_sparql is None and "SELECT" not in out  # nothing proposed, no query shown
     assert ctx.candidate_sparql == "SELECT DISTINCT ?x WHERE { ?x wdt:P159 wd:Q1726 }"  # headquarters location ★
 
 
 def test_an_items_query_keeps_only_the_class_the_question_names_where_that_narrows(
-        settings, endpoint, search, schema, hierarchy):
+    settings, endpoint, search, schema, hierarchy
+):
     def proposed(question, answer_type, eid, variant="full"):
-        ctx = QuestionContext(settings, endpoint, search, schema, hierarchy, question=question, variant=variant,
-                              answer_type=answer_type)
+        ctx = QuestionContext(
+            settings, endpoint, search, schema, hierarchy, question=question, variant=variant, answer_type=answer_type
+        )
         do_lookup(ctx, eid)
         return ctx.suggested_sparql
 
@@ -129,10 +155,14 @@ def test_an_items_query_keeps_only_the_class_the_question_names_where_that_narro
     assert 0 < len(endpoint.query(films).rows) < len(unrestricted.rows)
     # a count question's items are people told apart by occupation; the counted class makes the proposal
     politicians = "How many politicians graduated from Columbia University?"
-    assert proposed(politicians, ("quantity", "", "Q82955"), "Q49088") == \
-        "SELECT DISTINCT ?x WHERE { ?x wdt:P69 wd:Q49088 . ?x wdt:P106 wd:Q82955 }"
+    assert (
+        proposed(politicians, ("quantity", "", "Q82955"), "Q49088")
+        == "SELECT DISTINCT ?x WHERE { ?x wdt:P69 wd:Q49088 . ?x wdt:P106 wd:Q82955 }"
+    )
     assert proposed(politicians, ("quantity", ""), "Q49088") is None  # no class named: no proposal, as before
     assert proposed(politicians, ("quantity", "", "Q82955"), "Q49088", variant="no-answer-type") is None
     # every subject is a film already: nothing to narrow, the plain query
-    assert proposed("What movies does Jesse Eisenberg play in?", ("film", "Q11424", "Q11424"), "Q219512") == \
-        "SELECT DISTINCT ?x WHERE { ?x wdt:P161 wd:Q219512 }"
+    assert (
+        proposed("What movies does Jesse Eisenberg play in?", ("film", "Q11424", "Q11424"), "Q219512")
+        == "SELECT DISTINCT ?x WHERE { ?x wdt:P161 wd:Q219512 }"
+    )

@@ -14,13 +14,15 @@ WD = "http://www.wikidata.org/entity/"
 
 
 def _ctx(settings, endpoint, search, schema, hierarchy, question, answer_type, variant="full"):
-    return QuestionContext(settings, endpoint, search, schema, hierarchy, question=question, variant=variant,
-                           answer_type=answer_type)
+    return QuestionContext(
+        settings, endpoint, search, schema, hierarchy, question=question, variant=variant, answer_type=answer_type
+    )
 
 
 def test_an_object_side_question_gets_the_incoming_property_proposed(settings, endpoint, search, schema, hierarchy):
-    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "What movies does Jesse Eisenberg play in?",
-               ("film", "Q11424"))
+    ctx = _ctx(
+        settings, endpoint, search, schema, hierarchy, "What movies does Jesse Eisenberg play in?", ("film", "Q11424")
+    )
     obs = do_lookup(ctx, EISENBERG)
     assert incoming_order(obs)[0] == "P161"
     assert "← cast member (P161) ★" in obs
@@ -39,7 +41,8 @@ def test_subject_types_not_counts_decide_the_star(settings, endpoint, search, sc
 
 
 def test_no_section_when_the_outgoing_side_answers_and_nothing_incoming_is_asked(
-        settings, endpoint, search, schema, hierarchy):
+    settings, endpoint, search, schema, hierarchy
+):
     ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Who is the mayor of Berlin?", ("human", "Q5"))
     sent = []
     query = ctx.query
@@ -52,8 +55,16 @@ def test_no_section_when_the_outgoing_side_answers_and_nothing_incoming_is_asked
 
 
 def test_spinach_lookups_have_no_incoming_section(settings, endpoint, search, schema, hierarchy):
-    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "What movies does Jesse Eisenberg play in?", None,
-               variant="spinach")
+    ctx = _ctx(
+        settings,
+        endpoint,
+        search,
+        schema,
+        hierarchy,
+        "What movies does Jesse Eisenberg play in?",
+        None,
+        variant="spinach",
+    )
     ctx.prune = lambda question, text: ["P106", "P69"]  # the SPINACH prune keeps two
     obs = do_lookup(ctx, EISENBERG)
     assert "pruned for relevance" in obs and "Incoming" not in obs and "P161" not in obs

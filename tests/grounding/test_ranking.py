@@ -15,31 +15,37 @@ def test_stemming_meets_property_words():
     assert "birth" in content_stems("What are the birthdays of the cast?")
 
 
-@pytest.mark.parametrize("question,gold,others", [
-    ("What are the birthdays of the cast?", "P569", ["P373", "P18", "P570", "P161"]),
-    ("Which river does the bridge cross?", "P177", ["P373", "P17", "P131", "P31"]),
-    ("Which actors played in the film?", "P161", ["P57", "P373", "P136", "P577"]),
-    # word forms: what a person does, offices held, neighbours, forms of government
-    ("What was her job?", "P106", ["P19", "P21", "P27", "P569"]),
-    ("When was he elected senator?", "P39", ["P19", "P26", "P40", "P737"]),
-    ("Which countries are near it?", "P47", ["P36", "P530", "P6", "P1082"]),
-    ("What kind of political system does it have?", "P122", ["P361", "P530", "P625", "P832"]),
-    # inflections reach the word forms: past tense, comparatives, kinship prefixes, irregular plurals
-    ("Who played Agent Smith in it?", "P161", ["P57", "P58", "P86", "P364"]),
-    ("Which mountains are higher than it?", "P2044", ["P17", "P131", "P625", "P793"]),
-    ("Give me the grandchildren of him.", "P40", ["P19", "P21", "P27", "P20"]),
-    # the noun the question asks for beats a verb several "located in …" labels share
-    ("What continent is it located in?", "P30", ["P706", "P206", "P421", "P36"]),
-    # a compound written as one word meets the label's two ("time zone")
-    ("Which U.S. states are in the same timezone as Utah?", "P421", ["P17", "P150", "P47", "P361"]),
-])
+@pytest.mark.parametrize(
+    "question,gold,others",
+    [
+        ("What are the birthdays of the cast?", "P569", ["P373", "P18", "P570", "P161"]),
+        ("Which river does the bridge cross?", "P177", ["P373", "P17", "P131", "P31"]),
+        ("Which actors played in the film?", "P161", ["P57", "P373", "P136", "P577"]),
+        # word forms: what a person does, offices held, neighbours, forms of government
+        ("What was her job?", "P106", ["P19", "P21", "P27", "P569"]),
+        ("When was he elected senator?", "P39", ["P19", "P26", "P40", "P737"]),
+        ("Which countries are near it?", "P47", ["P36", "P530", "P6", "P1082"]),
+        ("What kind of political system does it have?", "P122", ["P361", "P530", "P625", "P832"]),
+        # inflections reach the word forms: past tense, comparatives, kinship prefixes, irregular plurals
+        ("Who played Agent Smith in it?", "P161", ["P57", "P58", "P86", "P364"]),
+        ("Which mountains are higher than it?", "P2044", ["P17", "P131", "P625", "P793"]),
+        ("Give me the grandchildren of him.", "P40", ["P19", "P21", "P27", "P20"]),
+        # the noun the question asks for beats a verb several "located in …" labels share
+        ("What continent is it located in?", "P30", ["P706", "P206", "P421", "P36"]),
+        # a compound written as one word meets the label's two ("time zone")
+        ("Which U.S. states are in the same timezone as Utah?", "P421", ["P17", "P150", "P47", "P361"]),
+    ],
+)
 def test_the_question_ranks_its_property_first(schema, question, gold, others):
     ranked = rank_properties(question, others + [gold], schema)
     assert ranked[0].pid == gold and ranked[0].relevance > 0
 
 
 def test_a_word_is_one_piece_of_evidence():
-    assert word_groups("what continent is syria located in", drop=["syria"]) == [("continent",), ("located", "location")]
+    assert word_groups("what continent is syria located in", drop=["syria"]) == [
+        ("continent",),
+        ("located", "location"),
+    ]
     # a form the question says itself is not counted a second time through another word
     assert word_groups("what language do brazilians speak", drop=["brazil"]) == [("language",), ("speak",)]
     # "brazilians" names the entity Brazil (a shared five-letter start) and is dropped with it
@@ -62,14 +68,17 @@ def test_fit_breaks_ties_only_and_commons_never_leads(schema):
 
 
 def _ctx(settings, endpoint, search, schema, hierarchy, question, answer_type):
-    return QuestionContext(settings, endpoint, search, schema, hierarchy, question=question, variant="full",
-                           answer_type=answer_type)
+    return QuestionContext(
+        settings, endpoint, search, schema, hierarchy, question=question, variant="full", answer_type=answer_type
+    )
 
 
 def test_lookup_shows_top_properties_in_full_and_proposes_only_when_relevance_and_type_agree(
-        settings, endpoint, search, schema, hierarchy):
-    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Which river does the Brooklyn Bridge cross?",
-               ("river", "Q4022"))
+    settings, endpoint, search, schema, hierarchy
+):
+    ctx = _ctx(
+        settings, endpoint, search, schema, hierarchy, "Which river does the Brooklyn Bridge cross?", ("river", "Q4022")
+    )
     out = do_lookup(ctx, "Q125006")
     lines = out.splitlines()
     first = next(line for line in lines if line.startswith("- "))
@@ -77,8 +86,15 @@ def test_lookup_shows_top_properties_in_full_and_proposes_only_when_relevance_an
     assert any(line.startswith("Other properties: ") and "Commons category (P373)" in line for line in lines)
     assert "wdt:P373" not in out.splitlines()[-1]
     # a generic, unconfident answer type stars nothing and proposes nothing: it names the candidates
-    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Which bridge crossing does the Brooklyn Bridge have?",
-               ("entity", ""))
+    ctx = _ctx(
+        settings,
+        endpoint,
+        search,
+        schema,
+        hierarchy,
+        "Which bridge crossing does the Brooklyn Bridge have?",
+        ("entity", ""),
+    )
     out = do_lookup(ctx, "Q125006")
     assert "★" not in out and ctx.suggested_sparql is None and out.splitlines()[-1].startswith("Best matches")
 
@@ -92,8 +108,9 @@ def test_two_hop_proposal(settings, endpoint, search, schema, hierarchy):
     assert endpoint.query(ctx.suggested_sparql).rows
 
 
-def test_a_yes_no_question_meets_the_entitys_values_a_wh_question_does_not(settings, endpoint, search, schema,
-                                                                           hierarchy):
+def test_a_yes_no_question_meets_the_entitys_values_a_wh_question_does_not(
+    settings, endpoint, search, schema, hierarchy
+):
     yes_no = _ctx(settings, endpoint, search, schema, hierarchy, "Is Barack Obama a democrat?", ("boolean", ""))
     first = next(line for line in do_lookup(yes_no, "Q76").splitlines() if line.startswith("- "))
     assert first.startswith("- member of political party (P102)")

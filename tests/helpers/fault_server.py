@@ -29,7 +29,7 @@ class FaultyHandler(BaseHTTPRequestHandler):
             return
         if mode.startswith("retry-"):
             self.send_response(503)
-            self.send_header("Retry-After", urllib.parse.unquote(mode[len("retry-"):]))
+            self.send_header("Retry-After", urllib.parse.unquote(mode[len("retry-") :]))
             self.end_headers()
             return
         bodies = {

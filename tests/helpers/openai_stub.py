@@ -11,13 +11,18 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 
 class OpenAIStub:
-    def __init__(self, reply: str | Callable[[list[dict]], str] = "[[ ## completed ## ]]", delay: float = 0.0,
-                 port: int = 0, status: int = 200):
+    def __init__(
+        self,
+        reply: str | Callable[[list[dict]], str] = "[[ ## completed ## ]]",
+        delay: float = 0.0,
+        port: int = 0,
+        status: int = 200,
+    ):
         self.reply = reply
         self.status = status
         self.delay = delay
@@ -47,10 +52,13 @@ class OpenAIStub:
                     reply = {"error": {"message": text, "code": stub.status}}
                 else:
                     reply = {
-                        "id": "stub", "object": "chat.completion", "created": int(time.time()),
+                        "id": "stub",
+                        "object": "chat.completion",
+                        "created": int(time.time()),
                         "model": body.get("model") or "stub",
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": text}}],
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                        ],
                         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                     }
                 payload = json.dumps(reply).encode()
@@ -70,7 +78,7 @@ class OpenAIStub:
         self.api_base = f"http://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "OpenAIStub":
+    def __enter__(self) -> OpenAIStub:
         self._thread.start()
         return self
 

@@ -31,9 +31,9 @@ def continuation(reply: str, begun: str) -> str:
     """What a model that continues `begun` adds to it to give `reply`: the rest of `reply` after the field
     `begun` ends in (and after the part of its value `begun` already wrote)."""
     header = re.findall(r"\[\[ ## \w+ ## \]\]\n", begun)[-1]
-    written = begun[begun.rindex(header) + len(header):]
-    rest = reply[reply.index(header) + len(header):] if header in reply else reply
-    return rest[len(written):] if rest.startswith(written) else rest
+    written = begun[begun.rindex(header) + len(header) :]
+    rest = reply[reply.index(header) + len(header) :] if header in reply else reply
+    return rest[len(written) :] if rest.startswith(written) else rest
 
 
 class _ScriptedEngine(DummyEngine):
@@ -50,10 +50,18 @@ class _ScriptedEngine(DummyEngine):
         text = owner._format_answer_fields(outputs)
         if begun and owner.continues_replies:  # else: a fresh reply, as a server that does not continue one
             text = continuation(text, begun)
-        return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]), finish_reason="stop",
-                        usage=Usage(input_tokens=len(system + user) // 4, output_tokens=len(text) // 4,
-                                    total_tokens=(len(system + user) + len(text)) // 4,
-                                    cache_read_tokens=owner.cached_tokens or None))
+        return Response(
+            id=None,
+            model="scripted",
+            message=Message.assistant([TextPart(text)]),
+            finish_reason="stop",
+            usage=Usage(
+                input_tokens=len(system + user) // 4,
+                output_tokens=len(text) // 4,
+                total_tokens=(len(system + user) + len(text)) // 4,
+                cache_read_tokens=owner.cached_tokens or None,
+            ),
+        )
 
 
 class ScriptedLM(DummyLM):
@@ -63,8 +71,14 @@ class ScriptedLM(DummyLM):
     prompt tokens each call's usage reports as reused from a prefix cache; `continues_replies`: a reply begun
     in a final assistant message is continued (as the local backend does), else answered anew."""
 
-    def __init__(self, plans: dict[str, list[tuple[str, dict]]], answer_types: dict[str, tuple[str, str]] | None = None,
-                 delay: float = 0.0, cached_tokens: int = 0, continues_replies: bool = False):
+    def __init__(
+        self,
+        plans: dict[str, list[tuple[str, dict]]],
+        answer_types: dict[str, tuple[str, str]] | None = None,
+        delay: float = 0.0,
+        cached_tokens: int = 0,
+        continues_replies: bool = False,
+    ):
         super().__init__([])
         self.continues_replies = continues_replies
         self.cached_tokens = cached_tokens  # prompt tokens each call reports as read from a cache
@@ -88,8 +102,11 @@ class ScriptedLM(DummyLM):
             plan = self.plans.get(question, [("stop", {})])
             done = len(re.findall(r"^Step \d+$", fields.get("trajectory", ""), re.M))
             name, args = plan[min(done, len(plan) - 1)]
-            return {"next_thought": f"step {done + 1} of the plan", "next_tool_name": name,
-                    "next_tool_args": json.dumps(args)}
+            return {
+                "next_thought": f"step {done + 1} of the plan",
+                "next_tool_name": name,
+                "next_tool_args": json.dumps(args),
+            }
         if "relevant_pids" in outputs:
             return {"relevant_pids": json.dumps(["P31"])}
         if "complete" in outputs:

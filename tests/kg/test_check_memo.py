@@ -8,13 +8,14 @@ from saga_dspy.kg import sparql_parse
 from saga_dspy.kg.check_memo import CheckMemo, query_shape
 from saga_dspy.kg.endpoint import EmbeddedEndpoint
 from saga_dspy.kg.errors import QueryRefused, QuerySyntaxError
-
 from tests.conftest import make_settings
 from tests.kg.test_kg_hardening import bypass_attempts
 
 WD = "http://www.wikidata.org/entity/"
-LABELS = ('SELECT ?e ?l WHERE {{ VALUES ?e {{ {values} }} ?e <http://www.w3.org/2000/01/rdf-schema#label> ?l '
-          'FILTER(LANG(?l) = "en") }}')
+LABELS = (
+    "SELECT ?e ?l WHERE {{ VALUES ?e {{ {values} }} ?e <http://www.w3.org/2000/01/rdf-schema#label> ?l "
+    'FILTER(LANG(?l) = "en") }}'
+)
 
 
 def _labels(ids):
@@ -46,10 +47,11 @@ def test_a_query_of_a_checked_shape_is_not_parsed_and_answers_for_its_own_iris(f
 
 
 def test_shapes_lift_only_iri_lists_of_values_blocks():
-    shape, lists = query_shape('SELECT * WHERE { VALUES ?a { <x:1>  <x:2> } VALUES ?b { "lit" } '
-                               'VALUES ?c { <x:3> } ?a ?p ?c }')
+    shape, lists = query_shape(
+        'SELECT * WHERE { VALUES ?a { <x:1>  <x:2> } VALUES ?b { "lit" } VALUES ?c { <x:3> } ?a ?p ?c }'
+    )
     assert lists == ["<x:1> <x:2>", "<x:3>"]
-    assert '<urn:saga:values:0>' in shape and '<urn:saga:values:1>' in shape and '"lit"' in shape
+    assert "<urn:saga:values:0>" in shape and "<urn:saga:values:1>" in shape and '"lit"' in shape
     assert query_shape("SELECT * WHERE { VALUES ?a { <x y> } }")[1] == []  # not an IRIREF: parsed with the rest
 
 
@@ -60,16 +62,18 @@ def test_bypass_attempts_beside_a_checked_values_block_are_still_refused(name, f
     head, _, body = attempt.partition("WHERE")
     prologue = head[: head.find("SELECT")] if "SELECT" in head else ""
     inside = [prologue + _labels(["Q42"]).replace("} ?e", "} " + body + " ?e", 1)] if body else []
-    for query in (attempt.replace("WHERE {", f"WHERE {{ VALUES ?e {{ <{WD}Q1> }}", 1),
-                  _labels(["Q42"]) + " ; " + attempt, *inside):
+    for query in (
+        attempt.replace("WHERE {", f"WHERE {{ VALUES ?e {{ <{WD}Q1> }}", 1),
+        _labels(["Q42"]) + " ; " + attempt,
+        *inside,
+    ):
         with pytest.raises((QueryRefused, QuerySyntaxError)):
             fresh.query(query)
 
 
 def test_a_query_that_names_a_placeholder_itself_is_checked_in_full(fresh):
     fresh.select(_labels(["Q42"]))
-    query = ('SELECT ?e ?x WHERE { VALUES ?e { <http://www.wikidata.org/entity/Q42> } '
-             'BIND(<urn:saga:values:0> AS ?x) }')
+    query = "SELECT ?e ?x WHERE { VALUES ?e { <http://www.wikidata.org/entity/Q42> } BIND(<urn:saga:values:0> AS ?x) }"
     result = fresh.select(query)
     assert [(r["e"].value, r["x"].value) for r in result.rows] == [(WD + "Q42", "urn:saga:values:0")]
 
@@ -113,6 +117,9 @@ def test_pattern_analysis_reuses_the_parse_of_the_check_it_follows(fresh, monkey
     assert len(calls) == 1
     parsed = parse_query(query, WIKIDATA)
     assert len(calls) == 1, "the analysis parsed the query again"
-    assert [(p.subject.value, p.predicate) for p in parsed.patterns][0] == (WD + "Q42", "http://www.wikidata.org/prop/direct/P31")
+    assert [(p.subject.value, p.predicate) for p in parsed.patterns][0] == (
+        WD + "Q42",
+        "http://www.wikidata.org/prop/direct/P31",
+    )
     # a tree is taken once (translating rewrites it): a second analysis of another text parses anew
     assert parse_query(query + " ", WIKIDATA) is not None and len(calls) == 2

@@ -11,8 +11,8 @@ import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
-
 from conftest import make_settings
+
 from saga_dspy.kg.endpoint import EmbeddedEndpoint, HttpEndpoint, open_endpoint
 from saga_dspy.kg.errors import EndpointUnavailable, QueryRefused, QuerySyntaxError, QueryTimeout
 from saga_dspy.kg.guard import check_read_only
@@ -284,21 +284,34 @@ def test_search_ranks_entities_the_query_names_above_text_relevance(search):
 def test_cli_query_and_search_json(settings, store_path):
     env_args = ["--cache-dir", str(settings.cache_dir)]
     out = subprocess.run(
-        [sys.executable, "-m", "saga_dspy.kg", "query", "--json", *env_args,
-         "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x }"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "saga_dspy.kg",
+            "query",
+            "--json",
+            *env_args,
+            "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x }",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     payload = json.loads(out.stdout)
     assert payload["results"]["bindings"][0]["x"]["value"] == WD + "Q42299"
     out = subprocess.run(
         [sys.executable, "-m", "saga_dspy.kg", "search", "--json", "--limit", "3", *env_args, "Riemannian geometry"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert json.loads(out.stdout)[0]["id"] == "Q761383"
     out = subprocess.run(
         [sys.executable, "-m", "saga_dspy.kg", "query", "--json", *env_args, "CLEAR ALL"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 2 and json.loads(out.stdout)["error"]["kind"] == "refused"
 

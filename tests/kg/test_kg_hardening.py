@@ -21,14 +21,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
-
 from conftest import free_port, make_settings, oxigraph_binary
 from helpers.fault_server import start_fault_server
+from pydantic import ValidationError
+
 from saga_dspy.config import Settings
 from saga_dspy.kg.endpoint import EmbeddedEndpoint, HttpEndpoint, _Worker, retry_after_seconds
 from saga_dspy.kg.errors import (
-    EndpointUnavailable, MalformedResponse, QueryRefused, QuerySyntaxError, QueryTimeout, SparqlError,
+    EndpointUnavailable,
+    MalformedResponse,
+    QueryRefused,
+    QuerySyntaxError,
+    QueryTimeout,
+    SparqlError,
 )
 
 CROSS_JOIN = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"
@@ -40,7 +45,9 @@ class _Recorder(BaseHTTPRequestHandler):
     def _record(self):
         length = int(self.headers.get("Content-Length") or 0)
         self.server.requests.append((self.command, self.path, self.rfile.read(length).decode("utf-8", "replace")))
-        body = json.dumps({"head": {"vars": ["a"]}, "results": {"bindings": [{"a": {"type": "literal", "value": "leak"}}]}})
+        body = json.dumps(
+            {"head": {"vars": ["a"]}, "results": {"bindings": [{"a": {"type": "literal", "value": "leak"}}]}}
+        )
         self.send_response(200)
         self.send_header("Content-Type", "application/sparql-results+json")
         self.send_header("Content-Length", str(len(body)))
@@ -83,7 +90,7 @@ def bypass_attempts(url: str) -> dict[str, str]:
         "variable target": "SELECT * WHERE { BIND(<" + url + "> AS ?u) SERVICE ?u { ?a ?b ?c } }",
         "update after a query": f"SELECT * WHERE {{ ?s ?p ?o }} ; LOAD <{url}>",
         "declared, then called": f"PREFIX wd: <http://www.wikidata.org/entity/>\nPREFIX x: <{url}>\n"
-                                 f"SELECT * WHERE {{ SERVICE x: {{ ?a ?b ?c }} }}",
+        f"SELECT * WHERE {{ SERVICE x: {{ ?a ?b ?c }} }}",
         "declarations before an update": f"PREFIX wd: <http://www.wikidata.org/entity/> PREFIX x: <{url}> LOAD x:",
         "LOAD": f"LOAD <{url}>",
     }
@@ -113,7 +120,10 @@ def test_bypass_attempts_never_reach_the_canary_through_the_cli(canary, settings
     for name, query in bypass_attempts(_canary_url(canary)).items():
         out = subprocess.run(
             [sys.executable, "-m", "saga_dspy.kg", "query", "--json", "--cache-dir", str(settings.cache_dir), "-"],
-            input=query, capture_output=True, text=True, timeout=120,
+            input=query,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert out.returncode == 2, (name, out.stdout, out.stderr)
         assert json.loads(out.stdout)["error"]["kind"] in ("refused", "syntax"), name
@@ -123,8 +133,8 @@ def test_bypass_attempts_never_reach_the_canary_through_the_cli(canary, settings
 
 def test_bypass_attempts_never_reach_the_canary_through_the_execute_tool(canary, settings, endpoint, search):
     from saga_dspy.grounding.context import QuestionContext
-    from saga_dspy.tools import make_tools
     from saga_dspy.schema import load_hierarchy, load_schema_index
+    from saga_dspy.tools import make_tools
 
     schema = load_schema_index(settings)
     ctx = QuestionContext(settings, endpoint, search, schema, load_hierarchy(settings, endpoint, schema))
@@ -158,17 +168,23 @@ def test_http_queries_are_always_sent_as_queries(canary):
 
 # --- a writable endpoint stays unchanged ---------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def writable_server():
     location = tempfile.mkdtemp(prefix="saga-writable-")
     port = free_port()
-    proc = subprocess.Popen([oxigraph_binary(), "serve", "--location", location, "--bind", f"127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [oxigraph_binary(), "serve", "--location", location, "--bind", f"127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
         try:
-            data = urllib.parse.urlencode({"update": "INSERT DATA { <http://ex/a> <http://ex/p> <http://ex/b> }"}).encode()
+            data = urllib.parse.urlencode(
+                {"update": "INSERT DATA { <http://ex/a> <http://ex/p> <http://ex/b> }"}
+            ).encode()
             urllib.request.urlopen(f"{base}/update", data=data, timeout=2)
             break
         except OSError:
@@ -213,6 +229,7 @@ def test_a_writable_endpoint_stays_unchanged(writable_server, path):
 
 # --- worker processes ------------------------------------------------------------------------------
 
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -234,8 +251,9 @@ def test_a_parent_killed_mid_query_leaves_no_worker_alive(store_path):
         "print(' '.join(str(x.process.pid) for x in ep._idle.queue), flush=True)\n"
         f"ep.query({CROSS_JOIN!r})\n"
     )
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                              cwd=Path(__file__).resolve().parents[1])
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1]
+    )
     pids = [int(p) for p in parent.stdout.readline().split()]
     assert len(pids) == 2
     time.sleep(1.5)  # the query is running in one of them
@@ -309,6 +327,7 @@ def test_a_crashed_worker_reads_as_a_clear_message_and_close_kills_busy_workers(
 
 # --- HTTP: one deadline, Retry-After, malformed answers ----------------------------------------
 
+
 @pytest.fixture(scope="module")
 def faulty():
     server = start_fault_server()
@@ -351,13 +370,16 @@ def test_retry_after_forms():
     assert retry_after_seconds(formatdate(now - 120, usegmt=True), now) == 0.0
 
 
-@pytest.mark.parametrize("mode,query", [
-    ("badjson", "SELECT ?x WHERE { ?x ?p ?o }"),
-    ("html", "SELECT ?x WHERE { ?x ?p ?o }"),
-    ("incomplete", "SELECT ?x WHERE { ?x ?p ?o }"),
-    ("boolean", "SELECT ?x WHERE { ?x ?p ?o }"),
-    ("shape", "ASK { ?x ?p ?o }"),
-])
+@pytest.mark.parametrize(
+    "mode,query",
+    [
+        ("badjson", "SELECT ?x WHERE { ?x ?p ?o }"),
+        ("html", "SELECT ?x WHERE { ?x ?p ?o }"),
+        ("incomplete", "SELECT ?x WHERE { ?x ?p ?o }"),
+        ("boolean", "SELECT ?x WHERE { ?x ?p ?o }"),
+        ("shape", "ASK { ?x ?p ?o }"),
+    ],
+)
 def test_malformed_answers_are_unavailable_and_never_cached(faulty, tmp_path, mode, query):
     ep = HttpEndpoint(make_settings(http_retries=1, result_cache=True, cache_dir=tmp_path), f"{faulty}/{mode}")
     with pytest.raises(MalformedResponse):
@@ -366,6 +388,7 @@ def test_malformed_answers_are_unavailable_and_never_cached(faulty, tmp_path, mo
 
 
 # --- cost caps --------------------------------------------------------------------------------------
+
 
 def test_an_oversized_query_is_refused_before_parsing(endpoint, monkeypatch):
     from saga_dspy.kg import sparql_parse
@@ -392,12 +415,25 @@ def test_long_search_text_is_fast_and_within_sqlite_limits(search):
 
 # --- settings and the result cache ----------------------------------------------------------------
 
-@pytest.mark.parametrize("field,value", [
-    ("query_timeout", 0), ("query_timeout", -1), ("query_timeout", math.nan), ("query_timeout", math.inf),
-    ("row_cap", 0), ("row_cap", -1), ("http_retries", 0), ("embedded_workers", 0), ("max_query_chars", 0),
-    ("worker_memory_mb", -1), ("endpoint", "ftp://nowhere"), ("endpoint", "file:///etc/passwd"),
-    ("endpoint", "http://"),
-])
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("query_timeout", 0),
+        ("query_timeout", -1),
+        ("query_timeout", math.nan),
+        ("query_timeout", math.inf),
+        ("row_cap", 0),
+        ("row_cap", -1),
+        ("http_retries", 0),
+        ("embedded_workers", 0),
+        ("max_query_chars", 0),
+        ("worker_memory_mb", -1),
+        ("endpoint", "ftp://nowhere"),
+        ("endpoint", "file:///etc/passwd"),
+        ("endpoint", "http://"),
+    ],
+)
 def test_bad_settings_are_rejected(field, value):
     with pytest.raises(ValidationError):
         Settings(**{field: value})
@@ -410,8 +446,22 @@ def test_api_key_is_a_secret():
 
 
 def test_cli_rejects_bad_settings_in_one_line(settings):
-    out = subprocess.run([sys.executable, "-m", "saga_dspy.kg", "query", "--query-timeout", "nan",
-                          "--cache-dir", str(settings.cache_dir), "ASK {}"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "saga_dspy.kg",
+            "query",
+            "--query-timeout",
+            "nan",
+            "--cache-dir",
+            str(settings.cache_dir),
+            "ASK {}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and "Traceback" not in out.stderr and "query-timeout" in out.stderr
 
 
@@ -424,7 +474,9 @@ def test_a_corrupt_cache_row_or_file_does_not_fail_queries_forever(tmp_path, sto
         ep.cache._db.execute("UPDATE result SET value='{not json'")
         ep.cache._db.commit()
         assert ep.query(query).rows  # a miss, run again
-        assert json.loads(sqlite3.connect(tmp_path / "results.sqlite").execute("SELECT value FROM result").fetchone()[0])
+        assert json.loads(
+            sqlite3.connect(tmp_path / "results.sqlite").execute("SELECT value FROM result").fetchone()[0]
+        )
     finally:
         ep.close()
     (tmp_path / "results.sqlite").write_bytes(b"this is not a database" * 100)
@@ -448,5 +500,6 @@ def test_spaced_path_modifiers_and_datatypes_parse_and_run(endpoint):
     from saga_dspy.kg.sparql_parse import close_spaced_operators
 
     assert close_spaced_operators("{ ?x wdt:P131 ? ?y . ?x (wdt:P31/wdt:P279) + ?z }") == (
-        "{ ?x wdt:P131? ?y . ?x (wdt:P31/wdt:P279)+ ?z }")
+        "{ ?x wdt:P131? ?y . ?x (wdt:P31/wdt:P279)+ ?z }"
+    )
     assert close_spaced_operators("{ ?x wdt:P279 # a comment\n * ?y }") == "{ ?x wdt:P279 # a comment\n * ?y }"

@@ -6,8 +6,8 @@ import sqlite3
 
 import pyoxigraph
 import pytest
-
 from conftest import make_settings
+
 from saga_dspy.kg import store as store_module
 from saga_dspy.kg.label_index import LABEL_INDEX_VERSION, build_label_index, label_index_version
 from saga_dspy.kg.search import LocalSearch
@@ -20,7 +20,9 @@ DESC = "http://schema.org/description"
 
 def _tiny_store(store) -> None:
     def add(s, p, o):
-        store.add(pyoxigraph.Quad(pyoxigraph.NamedNode(WD + s), pyoxigraph.NamedNode(p), pyoxigraph.Literal(o, language="en")))
+        store.add(
+            pyoxigraph.Quad(pyoxigraph.NamedNode(WD + s), pyoxigraph.NamedNode(p), pyoxigraph.Literal(o, language="en"))
+        )
 
     add("Q42", LABEL, "Douglas Adams")
     add("Q42", ALT, "Douglas Noel Adams")
@@ -45,9 +47,12 @@ def test_exact_alias_match_uses_the_alias_table_index(tmp_path):
     path = _index(tmp_path)
     assert label_index_version(path) == LABEL_INDEX_VERSION == 2
     db = sqlite3.connect(path)
-    assert db.execute("SELECT alias_lc FROM alias JOIN entity e ON e.rowid=alias.entity WHERE e.id='Q42' "
-                      "ORDER BY alias_lc").fetchall() == [("dna",), ("douglas noel adams",)]
-    plan = " ".join(str(r) for r in db.execute("EXPLAIN QUERY PLAN SELECT entity FROM alias WHERE alias_lc=?", ("dna",)))
+    assert db.execute(
+        "SELECT alias_lc FROM alias JOIN entity e ON e.rowid=alias.entity WHERE e.id='Q42' ORDER BY alias_lc"
+    ).fetchall() == [("dna",), ("douglas noel adams",)]
+    plan = " ".join(
+        str(r) for r in db.execute("EXPLAIN QUERY PLAN SELECT entity FROM alias WHERE alias_lc=?", ("dna",))
+    )
     assert "alias_alias_lc" in plan  # an index search, not a scan
     db.close()
     search = LocalSearch(path)

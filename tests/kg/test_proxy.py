@@ -14,7 +14,6 @@ import pytest
 
 from saga_dspy.kg.endpoint import HttpEndpoint, proxy_for
 from saga_dspy.kg.errors import EndpointUnavailable
-
 from tests.conftest import make_settings
 
 REMOTE = "http://sparql.example.test/query"
@@ -35,7 +34,7 @@ class _ProxyHandler(socketserver.StreamRequestHandler):
     def handle(self):
         request_line = self.rfile.readline().decode("latin-1").strip()
         headers = {}
-        while (line := self.rfile.readline().decode("latin-1").strip()):
+        while line := self.rfile.readline().decode("latin-1").strip():
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
         self.server.seen.append((request_line, headers))
@@ -76,7 +75,7 @@ def test_http_endpoints_go_through_http_proxy_with_its_credentials(proxy, monkey
     monkeypatch.setenv("HTTP_PROXY", f"http://user:s%3Dcret@127.0.0.1:{proxy.server_address[1]}")
     endpoint = HttpEndpoint(make_settings(http_retries=1), REMOTE)
     assert endpoint.ask(QUERY) is True
-    (line, headers), = proxy.seen
+    ((line, headers),) = proxy.seen
     assert line.startswith(f"POST {REMOTE} HTTP/1.1")  # absolute form, to the proxy
     assert headers["proxy-authorization"] == "Basic dXNlcjpzPWNyZXQ="  # user:s=cret
 
@@ -87,7 +86,7 @@ def test_https_endpoints_are_tunnelled_with_connect(proxy, monkeypatch):
     endpoint = HttpEndpoint(make_settings(http_retries=1), "https://sparql.example.test/sparql")
     with pytest.raises(EndpointUnavailable, match="403"):
         endpoint.ask(QUERY)
-    (line, headers), = proxy.seen
+    ((line, headers),) = proxy.seen
     assert line == "CONNECT sparql.example.test:443 HTTP/1.0"
     assert headers["proxy-authorization"].startswith("Basic ")
 

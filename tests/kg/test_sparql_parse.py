@@ -10,25 +10,34 @@ from saga_dspy.kg.endpoint import HttpEndpoint
 from saga_dspy.kg.errors import QueryRefused, QuerySyntaxError
 from saga_dspy.kg.prefixes import WIKIDATA_PREFIXES
 from saga_dspy.kg.sparql_parse import parse_sparql, query_algebra, split_declarations
-
 from tests.conftest import make_settings
 
 WDQS_HEAD = "".join(f"PREFIX {p}: <{iri}>\n" for p, iri in sorted(WIKIDATA_PREFIXES.items()))
 
 
 def test_only_an_exact_leading_run_of_declarations_is_split():
-    declared, rest = split_declarations("PREFIX wd: <http://www.wikidata.org/entity/>\nprefix : <http://x/> "
-                                        "PREFIX a.b-c: <u:v>\n# a comment\nPREFIX z: <q> SELECT * {}")
+    declared, rest = split_declarations(
+        "PREFIX wd: <http://www.wikidata.org/entity/>\nprefix : <http://x/> "
+        "PREFIX a.b-c: <u:v>\n# a comment\nPREFIX z: <q> SELECT * {}"
+    )
     assert declared == {"wd": "http://www.wikidata.org/entity/", "": "http://x/", "a.b-c": "u:v"}
     assert rest == "\n# a comment\nPREFIX z: <q> SELECT * {}"
-    for kept in ("BASE <http://x/> PREFIX a: <b> ASK {}", "PREFIX a: <x y> ASK {}", "PREFIX é: <x> ASK {}",
-                 "PREFIX a.: <x> ASK {}", "PREFIXa: <x> ASK {}"):
+    for kept in (
+        "BASE <http://x/> PREFIX a: <b> ASK {}",
+        "PREFIX a: <x y> ASK {}",
+        "PREFIX é: <x> ASK {}",
+        "PREFIX a.: <x> ASK {}",
+        "PREFIXa: <x> ASK {}",
+    ):
         assert split_declarations(kept) == ({}, kept)
 
 
 def test_a_query_after_declarations_is_checked_as_a_whole():
-    parsed = parse_sparql(WDQS_HEAD + "PREFIX ex: <http://ex/>\nSELECT ?x WHERE { wd:Q42 ex:p ?x "
-                          "SERVICE wikibase:label { bd:serviceParam wikibase:language 'en' } }", {})
+    parsed = parse_sparql(
+        WDQS_HEAD + "PREFIX ex: <http://ex/>\nSELECT ?x WHERE { wd:Q42 ex:p ?x "
+        "SERVICE wikibase:label { bd:serviceParam wikibase:language 'en' } }",
+        {},
+    )
     assert parsed.form == "SELECT" and parsed.leading["ex"] == "http://ex/"
     assert parsed.prefixes == {**WIKIDATA_PREFIXES, "ex": "http://ex/"}
     assert [s.iri for s in parsed.services] == ["http://wikiba.se/ontology#label"]
@@ -56,7 +65,10 @@ def test_the_http_path_parses_a_query_once_and_sends_it_with_its_declarations(ox
     monkeypatch.setattr(sparql_parse, "parseQuery", lambda q: parsed.append(q) or real(q))
     query = "SELECT ?x WHERE { wd:Q42 wdt:P31 ?x }"
     sent = ep.prepare(query)
-    assert sent == "PREFIX wd: <http://www.wikidata.org/entity/>\nPREFIX wdt: <http://www.wikidata.org/prop/direct/>\n" + query
+    assert (
+        sent
+        == "PREFIX wd: <http://www.wikidata.org/entity/>\nPREFIX wdt: <http://www.wikidata.org/prop/direct/>\n" + query
+    )
     assert parsed == [query]
     assert ep.select(query).column("x")  # Oxigraph reads the declarations put before it
 

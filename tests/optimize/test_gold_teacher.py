@@ -6,7 +6,6 @@ import json
 import re
 
 import pytest
-
 from conftest import REPO, scripted_settings
 from helpers.scripted_lm import ScriptedLM
 
@@ -26,8 +25,16 @@ def train_items(teach_settings):
 def _trace(item, settings, endpoint, search, **kwargs):
     from saga_dspy.optimize.gold_teacher import gold_trace
 
-    return gold_trace(item.question, item.gold_sparql, settings=settings, endpoint=endpoint, search=search,
-                      gold=json.loads(item.gold), id=item.id, **kwargs)
+    return gold_trace(
+        item.question,
+        item.gold_sparql,
+        settings=settings,
+        endpoint=endpoint,
+        search=search,
+        gold=json.loads(item.gold),
+        id=item.id,
+        **kwargs,
+    )
 
 
 def _find(items, pattern):
@@ -40,9 +47,11 @@ def _find(items, pattern):
 def test_constants_and_compact_query():
     from saga_dspy.optimize.gold_teacher import compact_query, entity_constants, property_constants
 
-    raw = ("PREFIX wd: <http://www.wikidata.org/entity/> PREFIX wdt: <http://www.wikidata.org/prop/direct/> "
-           "PREFIX ex: <http://example.org/> SELECT ?x WHERE { wd:Q42 wdt:P19 ?x . ?x p:P31/ps:P31 wd:Q515 ; "
-           "ex:foo ?y . <http://www.wikidata.org/entity/Q42> wdt:P19 ?z }")
+    raw = (
+        "PREFIX wd: <http://www.wikidata.org/entity/> PREFIX wdt: <http://www.wikidata.org/prop/direct/> "
+        "PREFIX ex: <http://example.org/> SELECT ?x WHERE { wd:Q42 wdt:P19 ?x . ?x p:P31/ps:P31 wd:Q515 ; "
+        "ex:foo ?y . <http://www.wikidata.org/entity/Q42> wdt:P19 ?z }"
+    )
     q = compact_query(raw)
     assert q.startswith("PREFIX ex: <http://example.org/>\nSELECT ?x")  # only the prefix not predeclared stays
     assert "PREFIX wd:" not in q
@@ -98,7 +107,6 @@ def test_gold_trace_skips_what_would_teach_bad_habits(teach_settings, train_item
     with pytest.raises(TeacherSkip) as err:
         _trace(item, teach_settings, endpoint, search, config=TeacherConfig(max_entities=0))
     assert err.value.reason == "too_many_entities"
-    from saga_dspy.eval.evalset import EvalItem
     from saga_dspy.optimize.gold_teacher import gold_trace
 
     nothing = {"head": {"vars": ["x"]}, "results": {"bindings": []}}
@@ -108,8 +116,14 @@ def test_gold_trace_skips_what_would_teach_bad_habits(teach_settings, train_item
     assert err.value.reason == "property_unlabelled"
     empty = "SELECT ?x WHERE { wd:Q23337 wdt:P421 ?x . ?x wdt:P31 wd:Q5 }"  # time zones are no humans
     with pytest.raises(TeacherSkip) as err:
-        gold_trace("Which human is the time zone of Salt Lake City?", empty, settings=teach_settings,
-                   endpoint=endpoint, search=search, gold=nothing)
+        gold_trace(
+            "Which human is the time zone of Salt Lake City?",
+            empty,
+            settings=teach_settings,
+            endpoint=endpoint,
+            search=search,
+            gold=nothing,
+        )
     assert err.value.reason == "gold_empty"
 
 
@@ -179,8 +193,8 @@ def test_gold_demos_reach_the_controller_prompt(teach_settings, train_items, end
 
 
 def test_bundled_pools_are_train_only():
-    from saga_dspy.eval.datasets import load_records
     from saga_dspy.agent.demos import DemoPool
+    from saga_dspy.eval.datasets import load_records
 
     pools = REPO / "data" / "demos"
     files = sorted(pools.glob("*.jsonl"))
@@ -200,8 +214,11 @@ def test_bundled_pools_are_train_only():
 def test_a_shortened_observation_keeps_the_next_move_whole():
     from saga_dspy.optimize.gold_teacher import focus_observation
 
-    text = "\n".join(["Berlin (Q64): city", "Types: city (Q515)"] + [f"- prop {i} (P{i}) = value" * 3 for i in range(30)]
-                     + ['Next: get_wikidata_entry({"qid": "Q64"}) if Q64 (Berlin) is what the question means.'])
+    text = "\n".join(
+        ["Berlin (Q64): city", "Types: city (Q515)"]
+        + [f"- prop {i} (P{i}) = value" * 3 for i in range(30)]
+        + ['Next: get_wikidata_entry({"qid": "Q64"}) if Q64 (Berlin) is what the question means.']
+    )
     short = focus_observation(text, ["P6"], 300)
     assert len(short) <= 300 + 10 and short.splitlines()[0] == "Berlin (Q64): city"
     assert short.splitlines()[-1] == text.splitlines()[-1] and "more lines not shown" in short

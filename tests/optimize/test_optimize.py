@@ -8,8 +8,7 @@ import json
 
 import dspy
 import pytest
-
-from conftest import TEST_CACHE, make_settings, scripted_settings
+from conftest import make_settings, scripted_settings
 from helpers.scripted_lm import ScriptedLM
 
 
@@ -45,8 +44,8 @@ def test_metric_is_f1_and_a_pass_when_tracing():
 
 
 def test_test_splits_are_refused(opt_settings, capsys):
-    from saga_dspy.optimize import OptimizeError, OptimizeOptions, optimize, refuse_test_split
     from saga_dspy.cli import run_main
+    from saga_dspy.optimize import OptimizeError, OptimizeOptions, optimize, refuse_test_split
     from saga_dspy.optimize.__main__ import main
 
     with pytest.raises(OptimizeError, match="test split"):
@@ -72,17 +71,25 @@ def test_mipro_without_optuna_says_how_to_install(capsys):
     assert "pip install -e '.[mipro]'" in capsys.readouterr().err
 
 
-def test_bootstrap_writes_a_program_that_loads_and_changes_the_demos(opt_settings, train_script, endpoint, search,
-                                                                     tmp_path):
+def test_bootstrap_writes_a_program_that_loads_and_changes_the_demos(
+    opt_settings, train_script, endpoint, search, tmp_path
+):
+    from saga_dspy.agent.program import SagaProgram
     from saga_dspy.eval.runner import evaluate
     from saga_dspy.optimize import OptimizeOptions, optimize
-    from saga_dspy.agent.program import SagaProgram
 
     plans, types = train_script
     lm = ScriptedLM(plans, types)
     settings = opt_settings.model_copy(update={"limit": 4})
-    result = optimize(settings, OptimizeOptions(optimizer="bootstrap", max_demos=2), out=tmp_path / "opt", lm=lm,
-                      endpoint=endpoint, search=search, progress=False)
+    result = optimize(
+        settings,
+        OptimizeOptions(optimizer="bootstrap", max_demos=2),
+        out=tmp_path / "opt",
+        lm=lm,
+        endpoint=endpoint,
+        search=search,
+        progress=False,
+    )
     path = tmp_path / "opt" / "program.json"
     assert result.program_path == path and path.exists()
     compiled = result.program.react.react.demos
@@ -109,9 +116,24 @@ def test_bootstrap_writes_a_program_that_loads_and_changes_the_demos(opt_setting
     demo_question = compiled[0]["question"]
     test_q = "After whom is the Riemannian geometry named?"
     eval_lm = ScriptedLM({test_q: [("stop", {})]})
-    evaluate(make_settings(dataset="qald10", split="test", demos=0, max_steps=3, mlflow=False, lm="scripted",
-                           lm_cache=False, program=path),
-             ["full"], out=tmp_path / "eval", ids=["0"], lm=eval_lm, endpoint=endpoint, progress=False)
+    evaluate(
+        make_settings(
+            dataset="qald10",
+            split="test",
+            demos=0,
+            max_steps=3,
+            mlflow=False,
+            lm="scripted",
+            lm_cache=False,
+            program=path,
+        ),
+        ["full"],
+        out=tmp_path / "eval",
+        ids=["0"],
+        lm=eval_lm,
+        endpoint=endpoint,
+        progress=False,
+    )
     controller = [json.dumps(h["messages"]) for h in eval_lm.history if "next_tool_name" in json.dumps(h["messages"])]
     assert controller and demo_question in controller[0]
     prompts = json.loads((tmp_path / "eval" / "config.json").read_text())["prompts"]
@@ -119,14 +141,20 @@ def test_bootstrap_writes_a_program_that_loads_and_changes_the_demos(opt_setting
 
 
 def test_gold_teacher_alone_needs_no_lm(opt_settings, endpoint, search, tmp_path):
-    from saga_dspy.optimize import OptimizeError, OptimizeOptions, optimize
     from saga_dspy.agent.program import SagaProgram
+    from saga_dspy.optimize import OptimizeError, OptimizeOptions, optimize
 
     with pytest.raises(OptimizeError, match="--teacher gold"):
         optimize(opt_settings, OptimizeOptions(optimizer="none"), progress=False)
     settings = opt_settings.model_copy(update={"limit": 12})
-    result = optimize(settings, OptimizeOptions(optimizer="none", teacher="gold", gold_demos=2), out=tmp_path / "g",
-                      endpoint=endpoint, search=search, progress=False)
+    result = optimize(
+        settings,
+        OptimizeOptions(optimizer="none", teacher="gold", gold_demos=2),
+        out=tmp_path / "g",
+        endpoint=endpoint,
+        search=search,
+        progress=False,
+    )
     demos = result.program.react.react.demos
     assert len(demos) == 2
     for demo in demos:
@@ -140,8 +168,9 @@ def test_gold_teacher_alone_needs_no_lm(opt_settings, endpoint, search, tmp_path
     assert [d["next_tool_args"] for d in loaded.react.react.demos] == [d["next_tool_args"] for d in demos]
 
 
-def test_bootstrap_seeded_by_the_gold_teacher_with_a_holdout(opt_settings, train_script, endpoint, search, tmp_path,
-                                                             monkeypatch):
+def test_bootstrap_seeded_by_the_gold_teacher_with_a_holdout(
+    opt_settings, train_script, endpoint, search, tmp_path, monkeypatch
+):
     """Gold demos seed the teacher; the student gets bootstrapped demos topped up with gold ones;
     the held-back questions are evaluated before and after (progress bars labelled by role)."""
     from saga_dspy.eval import runner
@@ -149,16 +178,25 @@ def test_bootstrap_seeded_by_the_gold_teacher_with_a_holdout(opt_settings, train
 
     labels: list[str] = []
     real_bar = runner._progress_bar
-    monkeypatch.setattr(runner, "_progress_bar",
-                        lambda total, initial, desc, enabled: labels.append(desc) or real_bar(total, initial, desc, False))
+    monkeypatch.setattr(
+        runner,
+        "_progress_bar",
+        lambda total, initial, desc, enabled: labels.append(desc) or real_bar(total, initial, desc, False),
+    )
 
     plans, types = train_script
     lm = ScriptedLM(plans, types)
     settings = opt_settings.model_copy(update={"limit": 2})
     # seed 2: both train questions (behind the firewall) are ones the gold teacher can solve on the sample
-    result = optimize(settings, OptimizeOptions(optimizer="bootstrap", teacher="gold", max_demos=3, gold_demos=2,
-                                                holdout=2, shuffle_seed=2),
-                      out=tmp_path / "o", lm=lm, endpoint=endpoint, search=search, progress=False)
+    result = optimize(
+        settings,
+        OptimizeOptions(optimizer="bootstrap", teacher="gold", max_demos=3, gold_demos=2, holdout=2, shuffle_seed=2),
+        out=tmp_path / "o",
+        lm=lm,
+        endpoint=endpoint,
+        search=search,
+        progress=False,
+    )
     demos = result.program.react.react.demos
     assert len(demos) == 3
     assert sum(1 for d in demos if d.get("augmented")) == 2  # bootstrapped from the 2 train questions
@@ -185,8 +223,14 @@ def test_a_run_dir_in_use_is_refused(opt_settings, endpoint, tmp_path):
     held.acquire()
     try:
         with pytest.raises(EvalError, match="in use by another run"):
-            optimize(opt_settings, OptimizeOptions(optimizer="none", teacher="gold"), out=tmp_path, lm=ScriptedLM({}),
-                     endpoint=endpoint, progress=False)
+            optimize(
+                opt_settings,
+                OptimizeOptions(optimizer="none", teacher="gold"),
+                out=tmp_path,
+                lm=ScriptedLM({}),
+                endpoint=endpoint,
+                progress=False,
+            )
     finally:
         held.release()
     assert not (tmp_path / "program.json").exists()

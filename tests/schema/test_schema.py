@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import make_settings
+
 from saga_dspy.schema import (
     FORMAT_VERSION,
     BuildOptions,
@@ -62,6 +62,7 @@ def partial(endpoint):
 
 
 # --- the index built from the real sample ---------------------------------------------------------------
+
 
 def test_build_reads_p2302_constraints_from_the_sample(partial, hierarchy):
     p19 = partial.get("P19")
@@ -118,7 +119,8 @@ def test_bundled_index_is_current_versioned_small_and_fast(settings, store_path)
     assert obj["kg"] == "wikidata" and obj["endpoint"] == "embedded" and obj["created"]
     # built from this very sample: a changed sample must be followed by a rebuilt index
     assert obj["endpoint_id"] == f"embedded:{store_path.name}", (
-        "the sample changed: python -m saga_dspy.schema build --endpoint embedded --out data/schema/wikidata-sample.json.gz")
+        "the sample changed: python -m saga_dspy.schema build --endpoint embedded --out data/schema/wikidata-sample.json.gz"
+    )
     counts = obj["counts"]
     assert counts["formal"] + counts["empirical"] + counts["unknown"] == counts["properties"] == len(obj["properties"])
     assert counts["domain"]["formal"] == 1906 and counts["range"]["formal"] == 1197  # = the sample's constraints
@@ -156,9 +158,14 @@ def test_parent_table_round_trip():
 
 # --- coverage masks ------------------------------------------------------------------------------------------
 
+
 def _formal(index: SchemaIndex) -> set[tuple[str, str]]:
-    return {(s.pid, role) for s in index for role in ("domain", "range")
-            if getattr(s, role) is not None and getattr(s, role).is_formal}
+    return {
+        (s.pid, role)
+        for s in index
+        for role in ("domain", "range")
+        if getattr(s, role) is not None and getattr(s, role).is_formal
+    }
 
 
 def test_coverage_masks_sizes_nesting_determinism(bundled):
@@ -208,7 +215,8 @@ EDGES = [
     ("Q10", ROOT),  # place
     ("Q11", "Q10"),  # city ⊂ place
     ("Q21", "Q20"),  # orphan branch: Q21 ⊂ Q20, no path to the root
-    ("Q30", "Q31"), ("Q31", "Q30"),  # a cycle without the root
+    ("Q30", "Q31"),
+    ("Q31", "Q30"),  # a cycle without the root
 ]
 
 
@@ -301,6 +309,7 @@ def test_soft_evidence_never_demonstrates_a_conflict(toy):
 
 # --- types and hierarchy on the real sample ----------------------------------------------------------------------
 
+
 def test_entity_types_in_one_query(endpoint):
     counting = CountingEndpoint(endpoint)
     human = entity_types(counting, "Q42")  # Douglas Adams
@@ -355,6 +364,7 @@ def test_live_hierarchy_splits_capped_batches_and_never_trusts_a_cut_closure(set
 
 # --- Freebase ----------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def freebase(tmp_path_factory):
     import pyoxigraph
@@ -408,8 +418,9 @@ def test_freebase_schema_index(freebase, tmp_path):
 
 def test_aliases_travel_in_the_schema_index_and_old_files_still_load(bundled):
     assert "birthdate" in bundled.get("P569").aliases and "actor" in bundled.get("P161").aliases
-    old = SchemaIndex.from_json({"format": "saga-schema-index", "format_version": 1,
-                                 "properties": {"P1": {"label": "x", "datatype": "Time"}}})
+    old = SchemaIndex.from_json(
+        {"format": "saga-schema-index", "format_version": 1, "properties": {"P1": {"label": "x", "datatype": "Time"}}}
+    )
     assert old.get("P1").aliases == ()
     round_trip = PropertySchema.from_json("P9", PropertySchema("P9", "y", "", None, None, None, ("b", "a")).to_json())
     assert round_trip.aliases == ("b", "a")

@@ -5,8 +5,8 @@ real bundled sample."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import make_settings
+
 from saga_dspy.schema import (
     BuildOptions,
     ClassHierarchy,
@@ -30,17 +30,21 @@ SHIPS, PORTS, FEW, GENERAL, OTHER = "Q100", "Q200", "Q300", "Q1", "Q400"
 def _triples() -> str:
     """Ships (Q100 ⊂ Q1 ⊂ root, 120 instances) never carry P1 ("home port of"); ports (Q200, 30) always
     do; Q300 has 5 instances, none with P1; P2 is carried by 5 ports only (a rare property)."""
-    lines = [f"<{WD}{SHIPS}> <{WDT}P279> <{WD}{GENERAL}> .", f"<{WD}{GENERAL}> <{WDT}P279> <{WD}{ROOT}> .",
-             f"<{WD}{PORTS}> <{WDT}P279> <{WD}{ROOT}> .", f"<{WD}{FEW}> <{WDT}P279> <{WD}{ROOT}> .",
-             f"<{WD}{OTHER}> <{WDT}P279> <{WD}{ROOT}> ."]
+    lines = [
+        f"<{WD}{SHIPS}> <{WDT}P279> <{WD}{GENERAL}> .",
+        f"<{WD}{GENERAL}> <{WDT}P279> <{WD}{ROOT}> .",
+        f"<{WD}{PORTS}> <{WDT}P279> <{WD}{ROOT}> .",
+        f"<{WD}{FEW}> <{WDT}P279> <{WD}{ROOT}> .",
+        f"<{WD}{OTHER}> <{WDT}P279> <{WD}{ROOT}> .",
+    ]
     for i in range(120):
         lines.append(f"<{WD}Q1{i:04d}> <{WDT}P31> <{WD}{SHIPS}> .")
-        lines.append(f"<{WD}Q1{i:04d}> <{WDT}P3> \"{i}\" .")
+        lines.append(f'<{WD}Q1{i:04d}> <{WDT}P3> "{i}" .')
     for i in range(30):
         lines.append(f"<{WD}Q2{i:04d}> <{WDT}P31> <{WD}{PORTS}> .")
         lines.append(f"<{WD}Q2{i:04d}> <{WDT}P1> <{WD}Q1{i:04d}> .")
         if i < 5:
-            lines.append(f"<{WD}Q2{i:04d}> <{WDT}P2> \"x\" .")
+            lines.append(f'<{WD}Q2{i:04d}> <{WDT}P2> "x" .')
     for i in range(5):
         lines.append(f"<{WD}Q3{i:04d}> <{WDT}P31> <{WD}{FEW}> .")
     return "\n".join(lines) + "\n"
@@ -112,7 +116,9 @@ def test_a_class_that_carries_p_or_says_too_little_is_not_judged_by_usage(script
     # too few instances (5 < USAGE_MIN_INSTANCES)
     assert check_domain(EntityTypes((FEW,)), soft(PORTS), hierarchy, "calibrated", pid="P1").outcome is Outcome.UNKNOWN
     # a rare property (5 typed subjects < USAGE_MIN_SUBJECTS): its absence is no evidence
-    assert check_domain(EntityTypes((SHIPS,)), soft(PORTS), hierarchy, "calibrated", pid="P2").outcome is Outcome.UNKNOWN
+    assert (
+        check_domain(EntityTypes((SHIPS,)), soft(PORTS), hierarchy, "calibrated", pid="P2").outcome is Outcome.UNKNOWN
+    )
     # no types, no domain evidence, a domain asking for subclasses: never judged by usage
     assert check_domain(EntityTypes(()), soft(PORTS), hierarchy, "calibrated", pid="P1").outcome is Outcome.UNKNOWN
     assert check_domain(EntityTypes((SHIPS,)), None, hierarchy, "calibrated", pid="P1").outcome is Outcome.UNKNOWN
@@ -120,7 +126,10 @@ def test_a_class_that_carries_p_or_says_too_little_is_not_judged_by_usage(script
     assert check_domain(EntityTypes((SHIPS,)), sub, hierarchy, "calibrated", pid="P1").outcome is not Outcome.CONFLICT
     # a hierarchy without usage evidence (the pure signature): the type check alone
     bare_hierarchy = ClassHierarchy.from_edges([(SHIPS, GENERAL), (GENERAL, ROOT), (PORTS, ROOT)])
-    assert check_domain(EntityTypes((SHIPS,)), soft(PORTS), bare_hierarchy, "calibrated", pid="P1").outcome is Outcome.UNKNOWN
+    assert (
+        check_domain(EntityTypes((SHIPS,)), soft(PORTS), bare_hierarchy, "calibrated", pid="P1").outcome
+        is Outcome.UNKNOWN
+    )
 
 
 def test_the_entitys_own_statement_outweighs_an_inferred_conflict(scripted):
@@ -153,6 +162,7 @@ def test_thresholds_are_what_the_docs_say():
 
 
 # --- the real bundled sample ----------------------------------------------------------------------------------------
+
 
 def test_bundled_sample_usage_evidence(settings, endpoint):
     from saga_dspy.schema import load_hierarchy, load_schema_index

@@ -4,6 +4,7 @@ controller's instructions (what the LM reads) list each of them."""
 from __future__ import annotations
 
 from conftest import make_settings
+
 from saga_dspy.agent.react import SagaReAct
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.schema import load_hierarchy, load_schema_index

@@ -13,5 +13,15 @@ def flavour_for(kg: str) -> Flavour:
     return WIKIDATA
 
 
-__all__ = ["CLAIM", "DIRECT", "FREEBASE", "Flavour", "FreebaseFlavour", "PropRef", "QUALIFIER", "STATEMENT", "WIKIDATA",
-           "flavour_for"]
+__all__ = [
+    "CLAIM",
+    "DIRECT",
+    "FREEBASE",
+    "Flavour",
+    "FreebaseFlavour",
+    "PropRef",
+    "QUALIFIER",
+    "STATEMENT",
+    "WIKIDATA",
+    "flavour_for",
+]

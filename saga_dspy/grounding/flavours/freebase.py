@@ -16,8 +16,16 @@ NAME = NS + "type.object.name"
 DESCRIPTION = NS + "common.topic.description"
 TYPE = NS + "type.object.type"
 # bookkeeping predicates that are not neighbourhood edges
-SKIP = {NAME, DESCRIPTION, NS + "type.object.key", NS + "type.object.permission", NS + "common.topic.alias",
-        NS + "type.object.id", NS + "common.topic.topic_equivalent_webpage", NS + "common.topic.article"}
+SKIP = {
+    NAME,
+    DESCRIPTION,
+    NS + "type.object.key",
+    NS + "type.object.permission",
+    NS + "common.topic.alias",
+    NS + "type.object.id",
+    NS + "common.topic.topic_equivalent_webpage",
+    NS + "common.topic.article",
+}
 
 ENTITY = re.compile(r"^[mg]\.[0-9a-z_]+$")
 PROPERTY = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+){2,}$")
@@ -44,7 +52,7 @@ class FreebaseFlavour(Flavour):
         t = str(text).strip().strip("<>").strip()
         for prefix in (NS, "ns:", "fb:"):
             if t.startswith(prefix):
-                return t[len(prefix):]
+                return t[len(prefix) :]
         if t.startswith("/"):  # /m/0abc, /people/person
             t = t[1:].replace("/", ".")
         return t
@@ -62,7 +70,7 @@ class FreebaseFlavour(Flavour):
 
     def entity_id(self, iri: str) -> str | None:
         if iri.startswith(NS):
-            local = iri[len(NS):]
+            local = iri[len(NS) :]
             if ENTITY.match(local) or TYPE_ID.match(local) or PROPERTY.match(local):
                 return local
         return None
@@ -72,7 +80,7 @@ class FreebaseFlavour(Flavour):
 
     def prop_ref(self, iri: str) -> PropRef | None:
         if iri.startswith(NS):
-            local = iri[len(NS):]
+            local = iri[len(NS) :]
             if PROPERTY.match(local):
                 return PropRef(local, DIRECT)
         return None
@@ -84,7 +92,7 @@ class FreebaseFlavour(Flavour):
         return False
 
     def short(self, iri: str) -> str:
-        return f"ns:{iri[len(NS):]}" if iri.startswith(NS) else f"<{iri}>"
+        return f"ns:{iri[len(NS) :]}" if iri.startswith(NS) else f"<{iri}>"
 
     def entity_token(self, eid: str) -> str:
         return f"ns:{eid}"
@@ -103,7 +111,7 @@ class FreebaseFlavour(Flavour):
     def neighbourhood_query(self, eid: str) -> str:
         return (
             f"SELECT ?p ?v ?l WHERE {{ <{NS}{eid}> ?p ?v . "
-            f"OPTIONAL {{ ?v <{NAME}> ?l FILTER(LANG(?l) = \"en\" || LANG(?l) = \"\") }} }}"
+            f'OPTIONAL {{ ?v <{NAME}> ?l FILTER(LANG(?l) = "en" || LANG(?l) = "") }} }}'
         )
 
     def incoming_query(self, eid: str, limit: int) -> str | None:  # not shown on Freebase (CVT-heavy)
@@ -118,19 +126,19 @@ class FreebaseFlavour(Flavour):
         return (
             f"SELECT ?p ?st ?pp ?o ?l WHERE {{ {e} ?p ?st . FILTER(isIRI(?st)) "
             f"FILTER NOT EXISTS {{ ?st <{NAME}> ?n }} ?st ?pp ?o . FILTER(?o != {e} && ?pp != <{TYPE}>) "
-            f"OPTIONAL {{ ?o <{NAME}> ?l FILTER(LANG(?l) = \"en\" || LANG(?l) = \"\") }} }}"
+            f'OPTIONAL {{ ?o <{NAME}> ?l FILTER(LANG(?l) = "en" || LANG(?l) = "") }} }}'
         )
 
     def value_types_query(self, eid: str) -> str:
         return f"SELECT DISTINCT ?v ?t WHERE {{ <{NS}{eid}> ?p ?v . ?v <{TYPE}> ?t }}"
 
     def types_query(self, ids: list[str]) -> str:
-        return f"SELECT ?e ?k ?t WHERE {{ {self.values_clause('e', ids)} ?e <{TYPE}> ?t . BIND(\"type\" AS ?k) }}"
+        return f'SELECT ?e ?k ?t WHERE {{ {self.values_clause("e", ids)} ?e <{TYPE}> ?t . BIND("type" AS ?k) }}'
 
     def labels_query(self, ids: list[str]) -> str:
         return (
             f"SELECT ?e ?l ?d WHERE {{ {self.values_clause('e', ids)} "
-            f"OPTIONAL {{ ?e <{NAME}> ?l FILTER(LANG(?l) = \"en\" || LANG(?l) = \"\") }} "
+            f'OPTIONAL {{ ?e <{NAME}> ?l FILTER(LANG(?l) = "en" || LANG(?l) = "") }} '
             f"OPTIONAL {{ ?e <{DESCRIPTION}> ?d }} }}"
         )
 

@@ -57,7 +57,7 @@ class Flavour:
         t = str(text).strip().strip("<>").strip()
         for prefix in (WD, "wd:"):
             if t.startswith(prefix):
-                t = t[len(prefix):]
+                t = t[len(prefix) :]
         t = t.upper() if re.fullmatch(r"[qQ][1-9]\d*", t) else t
         return t if self.entity_re.match(t) else None
 
@@ -65,7 +65,7 @@ class Flavour:
         t = str(text).strip().strip("<>").strip()
         for prefix in (WDT, PS, PQ, P_, WD, "wdt:", "wd:", "p:", "ps:", "pq:"):
             if t.startswith(prefix):
-                t = t[len(prefix):]
+                t = t[len(prefix) :]
                 break
         t = t.upper() if re.fullmatch(r"[pP][1-9]\d*", t) else t
         return t if self.property_re.match(t) else None
@@ -76,7 +76,7 @@ class Flavour:
     def entity_id(self, iri: str) -> str | None:
         """Short id of an entity IRI (None for anything else)."""
         if iri.startswith(WD):
-            local = iri[len(WD):]
+            local = iri[len(WD) :]
             return local if (self.entity_re.match(local) or self.property_re.match(local)) else None
         return None
 
@@ -86,7 +86,7 @@ class Flavour:
     def prop_ref(self, iri: str) -> PropRef | None:
         for ns, role in ((WDT, DIRECT), (PS, STATEMENT), (PQ, QUALIFIER), (P_, CLAIM)):
             if iri.startswith(ns):
-                local = iri[len(ns):]
+                local = iri[len(ns) :]
                 return PropRef(local, role) if self.property_re.match(local) else None
         return None
 
@@ -101,8 +101,8 @@ class Flavour:
     def short(self, iri: str) -> str:
         """A compact prefixed form for display (wd:Q42, wdt:P19, or the IRI)."""
         for prefix, ns in (("wdt", WDT), ("ps", PS), ("pq", PQ), ("wds", WDS), ("p", P_), ("wd", WD)):
-            if iri.startswith(ns) and "/" not in iri[len(ns):]:
-                return f"{prefix}:{iri[len(ns):]}"
+            if iri.startswith(ns) and "/" not in iri[len(ns) :]:
+                return f"{prefix}:{iri[len(ns) :]}"
         return f"<{iri}>"
 
     def entity_token(self, eid: str) -> str:
@@ -136,9 +136,9 @@ class Flavour:
         entities (`kg.check_memo`)."""
         return (
             f"SELECT ?p ?v ?l WHERE {{ {self.values_clause('e', [eid])} ?e ?p ?v . "
-            f"FILTER(!STRSTARTS(STR(?p), \"{P_}P\") && ?p != <{SKOS_ALT}> "
-            f"&& (!isLiteral(?v) || LANG(?v) = \"\" || LANG(?v) = \"en\" || STRSTARTS(STR(?p), \"{WDT}\"))) "
-            f"OPTIONAL {{ ?v <{RDFS_LABEL}> ?l FILTER(LANG(?l) = \"en\") }} }}"
+            f'FILTER(!STRSTARTS(STR(?p), "{P_}P") && ?p != <{SKOS_ALT}> '
+            f'&& (!isLiteral(?v) || LANG(?v) = "" || LANG(?v) = "en" || STRSTARTS(STR(?p), "{WDT}"))) '
+            f'OPTIONAL {{ ?v <{RDFS_LABEL}> ?l FILTER(LANG(?l) = "en") }} }}'
         )
 
     def incoming_query(self, eid: str, limit: int) -> str | None:
@@ -146,24 +146,24 @@ class Flavour:
         one of them (the largest id: stable), most used first."""
         return (
             f"SELECT ?p (COUNT(?s) AS ?n) (MAX(STR(?s)) AS ?ex) WHERE {{ {self.values_clause('e', [eid])} ?s ?p ?e . "
-            f"FILTER(STRSTARTS(STR(?p), \"{WDT}\")) }} GROUP BY ?p ORDER BY DESC(?n) LIMIT {int(limit)}"
+            f'FILTER(STRSTARTS(STR(?p), "{WDT}")) }} GROUP BY ?p ORDER BY DESC(?n) LIMIT {int(limit)}'
         )
 
     def incoming_types_query(self, eid: str, limit: int) -> str | None:
         """The P31 types of the subjects of each incoming direct-claim property, with counts."""
         return (
             f"SELECT ?p ?t (COUNT(?s) AS ?n) WHERE {{ {self.values_clause('e', [eid])} ?s ?p ?e . "
-            f"FILTER(STRSTARTS(STR(?p), \"{WDT}\")) ?s <{WDT}{self.type_pid}> ?t }} "
+            f'FILTER(STRSTARTS(STR(?p), "{WDT}")) ?s <{WDT}{self.type_pid}> ?t }} '
             f"GROUP BY ?p ?t ORDER BY DESC(?n) LIMIT {int(limit)}"
         )
 
     def qualifier_query(self, eid: str) -> str | None:
         """One row per qualifier: the statement's property and value, the qualifier and its value."""
         return (
-            f"SELECT ?ps ?v ?pp ?o ?l WHERE {{ {self.values_clause('e', [eid])} ?e ?pc ?st . FILTER(STRSTARTS(STR(?pc), \"{P_}P\")) "
-            f"?st ?pp ?o . FILTER(STRSTARTS(STR(?pp), \"{PQ}\")) "
-            f"?st ?ps ?v . FILTER(STRSTARTS(STR(?ps), \"{PS}\")) "
-            f"OPTIONAL {{ ?o <{RDFS_LABEL}> ?l FILTER(LANG(?l) = \"en\") }} }}"
+            f'SELECT ?ps ?v ?pp ?o ?l WHERE {{ {self.values_clause("e", [eid])} ?e ?pc ?st . FILTER(STRSTARTS(STR(?pc), "{P_}P")) '
+            f'?st ?pp ?o . FILTER(STRSTARTS(STR(?pp), "{PQ}")) '
+            f'?st ?ps ?v . FILTER(STRSTARTS(STR(?ps), "{PS}")) '
+            f'OPTIONAL {{ ?o <{RDFS_LABEL}> ?l FILTER(LANG(?l) = "en") }} }}'
         )
 
     def value_types_query(self, eid: str) -> str:
@@ -176,15 +176,15 @@ class Flavour:
         """P31 types, and P279 superclasses (for class-level entities), of several entities at once."""
         return (
             f"SELECT ?e ?k ?t WHERE {{ {self.values_clause('e', ids)} "
-            f"{{ ?e <{WDT}{self.type_pid}> ?t . BIND(\"type\" AS ?k) }} UNION "
-            f"{{ ?e <{WDT}{self.subclass_pid}> ?t . BIND(\"super\" AS ?k) }} }}"
+            f'{{ ?e <{WDT}{self.type_pid}> ?t . BIND("type" AS ?k) }} UNION '
+            f'{{ ?e <{WDT}{self.subclass_pid}> ?t . BIND("super" AS ?k) }} }}'
         )
 
     def labels_query(self, ids: list[str]) -> str:
         return (
             f"SELECT ?e ?l ?d WHERE {{ {self.values_clause('e', ids)} "
-            f"OPTIONAL {{ ?e <{RDFS_LABEL}> ?l FILTER(LANG(?l) = \"en\") }} "
-            f"OPTIONAL {{ ?e <{SCHEMA_DESCRIPTION}> ?d FILTER(LANG(?d) = \"en\") }} }}"
+            f'OPTIONAL {{ ?e <{RDFS_LABEL}> ?l FILTER(LANG(?l) = "en") }} '
+            f'OPTIONAL {{ ?e <{SCHEMA_DESCRIPTION}> ?d FILTER(LANG(?d) = "en") }} }}'
         )
 
     def exists_query(self, ids: list[str]) -> str:
@@ -195,7 +195,7 @@ class Flavour:
         """Usage examples (P1855): the example subject, with the example value (qualifier) or the
         subject's own value for the property when the knowledge graph has it."""
         prop = f"<{self.entity_iri(pid)}>"
-        label = lambda var: f"OPTIONAL {{ ?{var} <{RDFS_LABEL}> ?{var}l FILTER(LANG(?{var}l) = \"en\") }}"  # noqa: E731
+        label = lambda var: f'OPTIONAL {{ ?{var} <{RDFS_LABEL}> ?{var}l FILTER(LANG(?{var}l) = "en") }}'  # noqa: E731
         return (
             "SELECT ?s ?sl ?v ?vl WHERE { "
             f"{{ {prop} <{WDT}{self.example_pid}> ?s . OPTIONAL {{ ?s <{WDT}{pid}> ?v . {label('v')} }} }} UNION "
@@ -206,8 +206,8 @@ class Flavour:
     def sample_triples_query(self, pid: str, limit: int) -> str:
         return (
             f"SELECT ?s ?sl ?v ?vl WHERE {{ ?s <{WDT}{pid}> ?v . "
-            f"OPTIONAL {{ ?s <{RDFS_LABEL}> ?sl FILTER(LANG(?sl) = \"en\") }} "
-            f"OPTIONAL {{ ?v <{RDFS_LABEL}> ?vl FILTER(LANG(?vl) = \"en\") }} }} LIMIT {limit}"
+            f'OPTIONAL {{ ?s <{RDFS_LABEL}> ?sl FILTER(LANG(?sl) = "en") }} '
+            f'OPTIONAL {{ ?v <{RDFS_LABEL}> ?vl FILTER(LANG(?vl) = "en") }} }} LIMIT {limit}'
         )
 
     # --- reading results -----------------------------------------------------------------
@@ -241,6 +241,7 @@ class Flavour:
                 continue
             vid = self.entity_id(o.value) if o.is_iri else None
             value.qualifiers.append((qref.pid, Value(o, vid, row["l"].value if "l" in row else "")))
+
 
 WIKIDATA = Flavour()
 

@@ -1,0 +1,33 @@
+"""The paired bootstrap: intervals that cover a real difference, exclude none where there is one, and count."""
+
+from __future__ import annotations
+
+import pytest
+
+from saga_dspy.eval.significance import paired_bootstrap, paired_by_id
+
+
+def test_a_consistent_gain_has_an_interval_above_zero_and_counts_its_wins():
+    a = [0.0, 0.5, 0.2, 1.0, 0.0, 0.3] * 5
+    b = [x + 0.2 if x < 0.9 else x for x in a]
+    c = paired_bootstrap(a, b)
+    assert c.n == 30 and c.ties == 5 and c.wins == 25 and c.losses == 0
+    assert c.delta == pytest.approx(sum(y - x for x, y in zip(a, b)) / 30)
+    assert 0 < c.low <= c.delta <= c.high
+
+
+def test_noise_around_zero_gives_an_interval_that_spans_zero_and_is_seeded():
+    a = [1.0, 0.0] * 10
+    b = [0.0, 1.0] * 10
+    c = paired_bootstrap(a, b)
+    assert c.delta == 0 and c.low < 0 < c.high and c.wins == c.losses == 10
+    assert paired_bootstrap(a, b) == c
+    assert "+0.0 [" in c.describe() and "10 wins, 10 losses, 0 ties" in c.describe()
+
+
+def test_pairs_by_question_id_and_refuses_unpaired_lists():
+    c = paired_by_id({"q1": 0.0, "q2": 1.0, "q3": 0.5}, {"q2": 1.0, "q1": 1.0, "q9": 0.0})
+    assert c.n == 2 and c.wins == 1 and c.ties == 1
+    with pytest.raises(ValueError, match="same questions"):
+        paired_bootstrap([1.0], [1.0, 0.0])
+    assert paired_bootstrap([], []).n == 0
