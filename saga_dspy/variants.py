@@ -51,7 +51,10 @@ class AgentFlags:
     # candidate query first: its proposal, else its best candidate (`lookup_view.best_candidate`)
     schema_controller: bool = True  # the SAGA controller reading the type context and knowledge log; else SPINACH's
     reject_empty_stop: bool = True  # stop() on an empty / blocked final query is sent back once
-    assist_repeats: bool = True  # a repeated action is answered with the step it circles (stop, the proposal)
+    assist_repeats: bool = True  # a repeated action is answered with the step it circles (stop, the named lookup,
+    # the proposal); the episode ends on repeats only when nothing is left to suggest
+    seen_ids_only: bool = True  # a final query naming an id no observation showed and the KG does not know is
+    # replaced by the lookup's candidate query, else dropped
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ _TABLE = (
             schema_controller=False,
             reject_empty_stop=False,
             assist_repeats=False,
+            seen_ids_only=False,
         ),
     ),
 )

@@ -22,6 +22,7 @@ from saga_dspy.grounding.state import controller_state
 from saga_dspy.kg.errors import EndpointUnavailable
 from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
 from saga_dspy.signatures import QUERY_FORM_GUIDE
+from saga_dspy.tools.search import named_lookup
 from saga_dspy.variants import Variant
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ class Episode:
             return self._stop(thought, raw_args)
         key = _action_key(name, args)
         if key in self.done:  # the same call again: its result would be the same
-            assisted = self._assist_repeat(thought, name, args) if self.variant.agent.assist_repeats else None
+            assisted = self._assist_repeat(thought, name, args, key) if self.variant.agent.assist_repeats else None
             if assisted is not None:
                 return assisted
             self.repeats += 1
@@ -243,33 +244,49 @@ class Episode:
         self.auto_runs += 1
         return candidate
 
-    def _assist_repeat(self, thought: str, name: str, args: dict[str, Any]) -> bool | str | None:
-        """The step a small model circles when it repeats an action, taken for it (None: no help to give).
+    def _assist_repeat(self, thought: str, name: str, args: dict[str, Any], key: tuple[str, str]) -> bool | str | None:
+        """The step a repeated action circles, taken for it (None: nothing left to suggest, a plain repeat).
 
-        A successful query executed again is the model's answer: it stops with it (stop judges it as usual).
-        A lookup made again while the lookup's proposed query was never executed: the proposal is executed."""
+        A successful query executed again is the answer: it stops with it (stop judges it as usual). Otherwise
+        the repeated step's own `Next:` suggestion is followed where it is still open (a search's named hit is
+        looked up), else the latest lookup's proposed query is executed if it never was."""
         if name == "execute_sparql":
             sparql = str(args.get("sparql") or "").strip()
-            if not sparql or self.status_of(sparql) != "ok" or sparql != (self.last_executed() or "").strip():
-                return None
-            self.repeats, self.assisted = 0, self.assisted + 1
-            return self._stop(thought, {})
-        if name == "get_wikidata_entry":
-            suggestion = self.suggested_query()
-            if not suggestion or self.status_of(suggestion) is not None:
-                return None
-            self.repeats, self.assisted = 0, self.assisted + 1
-            self._program_execute(thought, suggestion, "from-repeat")
-            return False
-        return None
+            if sparql and self.status_of(sparql) == "ok" and sparql == (self.last_executed() or "").strip():
+                self.repeats, self.assisted = 0, self.assisted + 1
+                return self._stop(thought, {})
+        if name == "search_wikidata":
+            eid = named_lookup(self.steps[self.done[key] - 1].observation)
+            if eid and not self._looked_up(eid):
+                self.repeats, self.assisted = 0, self.assisted + 1
+                self._program_step(thought, "get_wikidata_entry", {"qid": eid}, "from-repeat")
+                return False
+        suggestion = self.suggested_query()
+        if not suggestion or self.status_of(suggestion) is not None:
+            return None
+        self.repeats, self.assisted = 0, self.assisted + 1
+        self._program_execute(thought, suggestion, "from-repeat")
+        return False
+
+    def _looked_up(self, eid: str) -> bool:
+        flavour = self.ctx.flavour
+        return any(
+            s.tool_name == "get_wikidata_entry" and flavour.normalise_entity(str(s.tool_args.get("qid", ""))) == eid
+            for s in self.steps
+            if s.note not in ("repeated", "bad-args")
+        )
 
     def _program_execute(self, thought: str, sparql: str, note: str) -> None:
         """Run a query the program chose (stop's argument, the lookup's proposal) as a step of its own."""
-        observation = self._call_tool("execute_sparql", self.tools["execute_sparql"], {"sparql": sparql})
         self.extra_executions += 1
-        self.add_step(Step(thought, "execute_sparql", {"sparql": sparql}, observation, note=note))
-        # done like the model's own: the same query from the model next is a repeat (stop takes it when it answered)
-        self.done.setdefault(_action_key("execute_sparql", {"sparql": sparql}), len(self.steps))
+        self._program_step(thought, "execute_sparql", {"sparql": sparql}, note)
+
+    def _program_step(self, thought: str, name: str, args: dict[str, Any], note: str) -> None:
+        """Take an action the program chose as a step of its own, done like the model's: the same action from the
+        model next is a repeat (an executed query that answered is then taken as its stop)."""
+        observation = self._call_tool(name, self.tools[name], args)
+        self.add_step(Step(thought, name, args, observation, note=note))
+        self.done.setdefault(_action_key(name, args), len(self.steps))
 
     def _stop(self, thought: str, raw_args: Any) -> bool | str:
         # A query given to stop (small models do that) is executed first, so stop marks it.

@@ -35,6 +35,7 @@ from saga_dspy.agent.react import SagaReAct
 from saga_dspy.agent.trajectory import one_line
 from saga_dspy.config import Settings
 from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.provenance import mentioned_ids, unseen_ids
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.errors import SparqlError
 from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
@@ -518,6 +519,8 @@ class SagaProgram(dspy.Module):
         if not final:
             final = episode.last_executed()
             source = "last-executed" if final else None
+        if final and self.variant_def.agent.seen_ids_only and not nonempty(episode.result_of(final)):
+            final, source = self._seen_ids_only(episode, final, source)
         episode.final = final
         episode.final_source = source
         episode.rewritten_from = None
@@ -538,6 +541,24 @@ class SagaProgram(dspy.Module):
                 episode.final_source = f"{source}+rewritten"
             else:
                 episode.notes.append(f"the final query has the wrong form ({form_of(final)} for {episode.form})")
+
+    @staticmethod
+    def _seen_ids_only(episode: Episode, final: str, source: str | None) -> tuple[str | None, str | None]:
+        """(final query, source) once every id it names is one an observation showed or the KG knows: a query
+        with an unseen, unknown id is replaced by the lookup's candidate query ("repaired"), else dropped."""
+        seen: set[str] = set()
+        for s in episode.steps:
+            seen |= mentioned_ids(s.observation)
+        unseen = unseen_ids(episode.ctx, final, seen)
+        if not unseen:
+            return final, source
+        what = f"the {source or 'final'} query names {', '.join(unseen[:4])}, in no observation nor the graph"
+        candidate = episode.candidate_query()
+        if candidate and candidate != final and episode.status_of(candidate) in (None, "ok"):
+            episode.notes.append(f"{what}: replaced by the lookup's candidate query")
+            return candidate, "repaired"
+        episode.notes.append(f"{what}: no final query")
+        return None, None
 
     def _prediction(
         self,

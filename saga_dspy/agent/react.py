@@ -133,6 +133,17 @@ class SagaReAct(dspy.ReAct):
 
     # -- one step --------------------------------------------------------------------
 
+    def _signature(self, episode: Episode, predictor: dspy.Predict) -> type[dspy.Signature]:
+        """The predictor's signature for this call: a controller turn shown no demonstration reads, after its
+        instructions, the flavour's one-line example of the tool sequence."""
+        signature = predictor.signature
+        if predictor is not self.react:
+            return signature
+        demos = episode.demos if episode.demos is not None else predictor.demos
+        if demos:
+            return signature
+        return signature.with_instructions(f"{signature.instructions}\n{episode.ctx.flavour.protocol_example}")
+
     def _budget(self, episode: Episode, inputs: dict[str, Any], predictor: dspy.Predict) -> int:
         """Characters left for the trajectory in this call's prompt.
 
@@ -146,7 +157,8 @@ class SagaReAct(dspy.ReAct):
             adapter = dspy.settings.adapter or ChatAdapter()
             try:
                 demos = episode.demos if (predictor is self.react and episode.demos is not None) else predictor.demos
-                messages = _plain_format(adapter)(adapter, predictor.signature, demos, {**inputs, "trajectory": ""})
+                signature = self._signature(episode, predictor)
+                messages = _plain_format(adapter)(adapter, signature, demos, {**inputs, "trajectory": ""})
                 measured = (sum(len(str(m.get("content") or "")) for m in messages), size)
             except Exception:  # formatting only measures the prompt: fall back to a safe estimate
                 measured = (6000, size)
@@ -187,11 +199,14 @@ class SagaReAct(dspy.ReAct):
             episode.last_trajectory_chars = len(trajectory)
             if tail:
                 trajectory = f"{trajectory}\n\n{tail}" if trajectory else tail
+            kwargs = dict(extra)
+            if predictor is self.react and episode.demos is not None:
+                kwargs["demos"] = episode.demos
+            if (signature := self._signature(episode, predictor)) is not predictor.signature:
+                kwargs["signature"] = signature
             try:
                 with calls.one_call(), _begun_reply(begun):
-                    if predictor is self.react and episode.demos is not None:
-                        return predictor(**inputs, trajectory=trajectory, demos=episode.demos, **extra)
-                    return predictor(**inputs, trajectory=trajectory, **extra)
+                    return predictor(**inputs, trajectory=trajectory, **kwargs)
             except Exception as exc:  # LM clients raise many types for an overflow; anything else is re-raised
                 if not is_context_overflow(exc):
                     raise

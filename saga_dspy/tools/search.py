@@ -16,6 +16,18 @@ SEARCH_PROPERTIES = 4
 
 
 _WORDS = re.compile(r"\w+")
+_NEXT_LOOKUP = re.compile(r'^Next: get_wikidata_entry\(\{"qid": "([^"]+)"\}\)', re.M)
+
+
+def lookup_call(eid: str) -> str:
+    """The lookup a search's "Next:" line proposes, as the controller writes the action."""
+    return f'get_wikidata_entry({{"qid": "{eid}"}})'
+
+
+def named_lookup(observation: str) -> str | None:
+    """The entity id a search observation's "Next:" line proposes to look up, if any."""
+    match = _NEXT_LOOKUP.search(observation or "")
+    return match.group(1) if match else None
 
 
 def do_search(ctx: QuestionContext, query: str) -> str:
@@ -77,7 +89,7 @@ def do_search(ctx: QuestionContext, query: str) -> str:
     if items:  # a small model repeats its search unless told the next move (measured with the 1.5B model)
         pick = _hint_pick(query, items)
         tail.append(
-            f'Next: get_wikidata_entry({{"qid": "{pick.id}"}}) if {pick.id} ({clip(pick.label, 40)}) is what '
+            f"Next: {lookup_call(pick.id)} if {pick.id} ({clip(pick.label, 40)}) is what "
             f"the question means; else look up another hit or search again."
         )
     rendered = render_blocks(head, all_blocks, ctx.budget, what="hits", tail=tail)

@@ -585,6 +585,21 @@ def test_demos_are_chosen_per_question_and_not_stored(settings, endpoint, search
     assert answer_ids(pred) == {"Q42299"}
 
 
+def test_a_controller_shown_no_demonstration_reads_an_example_of_the_tool_sequence(settings, endpoint, search):
+    example = 'For example, for "Where was Douglas Adams born?": search_wikidata({"query": "Douglas Adams"})'
+    script = [answer_type("person", "Q5"), step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q)
+    system = str(lm.history[1]["messages"][0]["content"])
+    assert example in system and system.index(example) > system.index("{} for stop.")
+    assert answer_ids(pred) == {"Q42299"}
+    # a controller shown demonstrations reads the instructions without it
+    program = SagaProgram(settings.model_copy(update={"demos": 1}), endpoint, search, demo_pool=POOL)
+    lm = DummyLM(script)
+    with dspy.context(lm=lm):
+        program(question=RIEMANN_Q)
+    assert "Poincaré conjecture" in prompts(lm)[1] and "Douglas Adams" not in prompts(lm)[1]
+
+
 def test_threads_count_their_own_lm_calls(settings, endpoint, search):
     program = SagaProgram(settings.model_copy(update={"demos": 0}), endpoint, search)
     scripts = {
@@ -710,18 +725,78 @@ def test_stop_on_an_empty_final_query_is_sent_back_once(settings, endpoint, sear
 
 
 def test_a_repeated_action_is_not_run_again(settings, endpoint, search):
-    found = step("search_wikidata", query="Riemannian geometry")
-    script = [answer_type("person", "Q5"), found, found, step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
-    pred, lm = run(settings, endpoint, search, script, RIEMANN_Q)
+    unknown = step("search_wikidata", query="xqzv wrrk")  # no hits: nothing to suggest
+    script = [answer_type("person", "Q5"), unknown, unknown, step("execute_sparql", sparql=RIEMANN_SPARQL)]
+    pred, lm = run(settings, endpoint, search, script + [step("stop")], RIEMANN_Q)
     assert pred.trajectory[1]["note"] == "repeated" and "[REPEATED]" in pred.trajectory[1]["observation"]
     assert pred.counters["searches"] == 1 and pred.counters["repeated"] == 1 and pred.counters["assisted"] == 0
     assert answer_ids(pred) == {"Q42299"}
-    # a controller stuck on one action is stopped after two repeats in a row; the extract call writes the query
-    script = [answer_type("person", "Q5")] + [found] * 3 + [{"sparql": RIEMANN_SPARQL}]
+    # a controller stuck on one action with nothing left to suggest is stopped after two repeats in a row;
+    # the extract call writes the query
+    script = [answer_type("person", "Q5")] + [unknown] * 3 + [{"sparql": RIEMANN_SPARQL}]
     pred, lm = run(settings, endpoint, search, script, RIEMANN_Q)
     assert pred.counters["steps"] == 3 and pred.counters["repeated"] == 2
     assert any("repeated actions" in n for n in pred.notes)
     assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
+
+
+def test_a_repeated_search_looks_up_the_hit_its_next_line_names(settings, endpoint, search):
+    found = step("search_wikidata", query="Riemannian geometry")
+    script = [answer_type("person", "Q5"), found, found, step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert 'Next: get_wikidata_entry({"qid": "Q761383"})' in pred.trajectory[0]["observation"]
+    lookup = pred.trajectory[1]
+    assert (lookup["tool_name"], lookup["tool_args"], lookup["note"]) == (
+        "get_wikidata_entry",
+        {"qid": "Q761383"},
+        "from-repeat",
+    )
+    assert lookup["observation"].startswith("Riemannian geometry (Q761383)")
+    assert pred.counters["assisted"] == 1 and pred.counters["lookups"] == 1 and pred.counters["repeated"] == 0
+    assert answer_ids(pred) == {"Q42299"}
+    # repeated again: the named hit is looked up already, so the lookup's proposed query runs; a third time
+    # nothing is left to suggest and the episode ends on repeats
+    pred, _ = run(settings, endpoint, search, [answer_type("person", "Q5")] + [found] * 6, RIEMANN_Q)
+    assert [(s["tool_name"], s["note"]) for s in pred.trajectory[:5]] == [
+        ("search_wikidata", ""),
+        ("get_wikidata_entry", "from-repeat"),
+        ("execute_sparql", "from-repeat"),
+        ("search_wikidata", "repeated"),
+        ("search_wikidata", "repeated"),
+    ]
+    assert pred.counters["assisted"] == 2 and any("repeated actions" in n for n in pred.notes)
+    assert pred.final_source == "last-nonempty" and answer_ids(pred) == {"Q42299"}
+    # switched off with the other repeat assists
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, variant="no-repeat-assist")
+    assert pred.trajectory[1]["note"] == "repeated" and pred.counters["lookups"] == 0
+
+
+def test_an_extracted_query_with_an_unseen_unknown_id_is_repaired_or_dropped(settings, endpoint, search):
+    invented = "SELECT ?x WHERE { wd:Q761383 wdt:P930933 ?x }"  # P930933: no such property
+    script = [
+        answer_type("person", "Q5"),
+        step("search_wikidata", query="Riemannian geometry"),
+        step("get_wikidata_entry", qid="Q761383"),
+        {"sparql": invented},
+    ]
+    # the lookup's candidate query (not run at the end without the auto-run) replaces it
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=2, variant="no-auto-run")
+    assert pred.final_source == "repaired" and "P930933" not in pred.sparql and "wdt:P138" in pred.sparql
+    assert answer_ids(pred) == {"Q42299"}
+    assert any("P930933" in n and "candidate" in n for n in pred.notes)
+    # with no lookup there is no candidate: the answer is left empty, and a note says why
+    script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry"), {"sparql": invented}]
+    pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=1)
+    assert pred.sparql == "" and pred.final_source is None and pred.answers is None
+    assert any("P930933" in n and "no final query" in n for n in pred.notes)
+    # an id the observations never showed but the graph knows is kept (P138 is in the schema)
+    script = [answer_type("person", "Q5"), step("search_wikidata", query="Riemannian geometry")]
+    pred, _ = run(settings, endpoint, search, script + [{"sparql": RIEMANN_SPARQL}], RIEMANN_Q, max_steps=1)
+    assert pred.final_source == "extract" and answer_ids(pred) == {"Q42299"}
+    # the SPINACH baseline keeps what its extract wrote
+    base = [step("search_wikidata", query="Riemannian geometry"), {"sparql": invented}]
+    pred, _ = run(settings, endpoint, search, base, RIEMANN_Q, max_steps=1, variant="spinach")
+    assert pred.sparql == invented and pred.final_source == "extract"
 
 
 def test_a_repeated_lookup_runs_its_proposed_query(settings, endpoint, search):

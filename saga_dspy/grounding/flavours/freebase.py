@@ -45,6 +45,12 @@ class FreebaseFlavour(Flavour):
     property_re = PROPERTY
     has_qualifiers = False
     has_cvt = True
+    protocol_example = (
+        'For example, for "Where was Douglas Adams born?": search_wikidata({"query": "Douglas Adams"}), then '
+        'get_wikidata_entry({"qid": "m.0282x"}), then '
+        'execute_sparql({"sparql": "SELECT ?x WHERE { ns:m.0282x ns:people.person.place_of_birth ?x }"}), '
+        "then stop({})."
+    )
 
     # --- identifiers -----------------------------------------------------------------------------
     @staticmethod

@@ -50,6 +50,12 @@ class Flavour:
     # qualifier-bearing statement nodes exist (Wikidata) / CVT mediator nodes (Freebase)
     has_qualifiers = True
     has_cvt = False
+    # the tool sequence shown to a controller that has no demonstrations (one line of its instructions)
+    protocol_example = (
+        'For example, for "Where was Douglas Adams born?": search_wikidata({"query": "Douglas Adams"}), then '
+        'get_wikidata_entry({"qid": "Q42"}), then execute_sparql({"sparql": "SELECT ?x WHERE { wd:Q42 wdt:P19 ?x }"}), '
+        "then stop({})."
+    )
 
     # --- identifiers -------------------------------------------------------------------
     def normalise_entity(self, text: str) -> str | None:
