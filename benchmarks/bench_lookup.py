@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     from saga_dspy.eval.datasets import load_benchmark
     from saga_dspy.eval.gold_pairs import gold_queries
     from saga_dspy.grounding.context import QuestionContext
-    from saga_dspy.grounding.flavours import flavour_for
     from saga_dspy.kg.endpoint import open_endpoint
+    from saga_dspy.kg.flavours import flavour_for
     from saga_dspy.kg.search import open_search
     from saga_dspy.schema import load_hierarchy, load_schema_index
     from saga_dspy.tools import make_tools

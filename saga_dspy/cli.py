@@ -15,14 +15,13 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from saga_dspy.eval.errors import EvalError, Interrupted
-from saga_dspy.kg.errors import SparqlError
+from saga_dspy.errors import Interrupted, SagaError
 
 DEBUG_FLAG = "--debug"
 DEBUG_ENV = "SAGA_DEBUG"
 MAX_MESSAGE = 500
 # OSError: missing / unwritable / wrong-kind paths; ValueError: bad values, pydantic validation, JSON and UTF-8 decoding
-KNOWN_ERRORS: tuple[type[BaseException], ...] = (EvalError, SparqlError, OSError, ValueError)
+KNOWN_ERRORS: tuple[type[BaseException], ...] = (SagaError, OSError, ValueError)
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):

@@ -198,6 +198,11 @@ class Settings(BaseSettings):
     def is_embedded(self) -> bool:
         return self.endpoint.strip().lower() == "embedded"
 
+    @property
+    def on_bundled_sample(self) -> bool:
+        """The embedded store over the bundled Wikidata sample (which the bundled schema index describes)."""
+        return self.is_embedded and self.kg == "wikidata"
+
 
 SECRET_FIELDS = ("api_key",)
 

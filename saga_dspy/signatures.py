@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dspy
 
+from saga_dspy.kg.flavours import FREEBASE, WIKIDATA, flavour_for
+
 # --- answer type ----------------------------------------------------------------
 
 
@@ -39,20 +41,26 @@ class AnswerType(dspy.Signature):
     answer_type_qid: str = dspy.OutputField(desc="Wikidata QID of that class (e.g. Q5), or empty")
 
 
-FREEBASE_ANSWER_TYPE_INSTRUCTIONS = AnswerType.instructions.split("Give the class's Wikidata item")[0] + (
-    "Give the class's Freebase type id when you know it (people.person, location.country, location.citytown, "
-    "film.film, organization.organization, award.award, language.human_language, education.university, "
-    "sports.sports_team); leave it empty for the scalar types and when unsure."
-)
+_CLASS_ID_HINT = "Give the class's Wikidata item"
+# the answer type's class-id sentence for a knowledge graph that does not use Wikidata's (by `Flavour.name`)
+CLASS_ID_HINTS = {
+    FREEBASE.name: (
+        "Give the class's Freebase type id when you know it (people.person, location.country, location.citytown, "
+        "film.film, organization.organization, award.award, language.human_language, education.university, "
+        "sports.sports_team); leave it empty for the scalar types and when unsure."
+    )
+}
 
 
 def kg_signature(signature: type[dspy.Signature], kg: str) -> type[dspy.Signature]:
     """The signature worded for the knowledge graph in use (Wikidata wording is the default)."""
-    if kg != "freebase":
-        return signature
-    if signature is AnswerType:
-        return signature.with_instructions(FREEBASE_ANSWER_TYPE_INSTRUCTIONS)
-    return signature.with_instructions(signature.instructions.replace("Wikidata", "Freebase"))
+    flavour = flavour_for(kg)
+    instructions = signature.instructions
+    if signature is AnswerType and flavour.name in CLASS_ID_HINTS:
+        instructions = instructions.split(_CLASS_ID_HINT)[0] + CLASS_ID_HINTS[flavour.name]
+    else:
+        instructions = instructions.replace(WIKIDATA.kg_label, flavour.kg_label)
+    return signature if instructions == signature.instructions else signature.with_instructions(instructions)
 
 
 # --- query form ---------------------------------------------------------------------

@@ -36,12 +36,13 @@ from .eval.datasets import load_benchmark
 from .eval.gold_pairs import gold_queries
 from .grounding.checks import find_conflicts
 from .grounding.context import QuestionContext
-from .grounding.flavours import Flavour, flavour_for
-from .grounding.neighbourhood import Neighbourhood, carried_properties, fetch_neighbourhood, type_filter
+from .grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
 from .grounding.patterns import parse_query
 from .kg.endpoint import Endpoint
+from .kg.flavours import Flavour, flavour_for
 from .kg.search import Search
 from .schema import ClassHierarchy, EntityTypes, Outcome, SchemaIndex, check_domain, entity_types_many
+from .schema.carried import carried_properties
 from .services import KgServices
 
 WIKIDATA_BENCHMARKS = ("qald7", "qald9plus", "qald10", "wwq", "spinach", "lcquad2")

@@ -121,9 +121,7 @@ def _qald(path: Path, kg: str, split: str, stats: Stats) -> list[dict[str, Any]]
     return out
 
 
-def _plain_list(
-    path: Path, kg: str, split: str, stats: Stats, question_key: str = "question"
-) -> list[dict[str, Any]]:
+def _plain_list(path: Path, kg: str, split: str, stats: Stats, question_key: str = "question") -> list[dict[str, Any]]:
     """A JSON list of {id, question|utterance, sparql[, results]} (SPINACH, WWQ train/dev)."""
     out = []
     for r in _read_json(path):

@@ -153,7 +153,8 @@ def test_unexpected_errors_name_the_debug_switch(monkeypatch, capsys):
 )
 def test_run_errors_are_said_once_by_run_main(error, status, said, capsys):
     from saga_dspy.cli import run_main
-    from saga_dspy.eval.errors import EvalError, Interrupted
+    from saga_dspy.errors import Interrupted
+    from saga_dspy.eval.errors import EvalError
 
     def main(argv):
         raise {

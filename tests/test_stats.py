@@ -7,7 +7,7 @@ import json
 import pytest
 
 from saga_dspy.eval.gold_pairs import gold_queries
-from saga_dspy.grounding.flavours import WIKIDATA
+from saga_dspy.kg.flavours import WIKIDATA
 from saga_dspy.stats import conflict_stats, grounding_stats, main
 
 
@@ -56,7 +56,7 @@ def test_grounding_stats_closure_keeps_gold_properties(qald7):
 
 
 def test_candidates_carried_properties(settings, endpoint):
-    from saga_dspy.grounding.neighbourhood import carried_properties
+    from saga_dspy.schema.carried import carried_properties
 
     carried = carried_properties(endpoint, WIKIDATA, ["Q761383", "Q42299", "Q999999999"], batch=2)
     assert "P138" in carried["Q761383"] and carried["Q42299"] == {"P101"}  # Riemann: one statement in the sample

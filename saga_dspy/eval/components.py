@@ -54,11 +54,11 @@ from saga_dspy.eval.datasets import load_benchmark
 from saga_dspy.eval.gold_pairs import GoldQuery, gold_queries
 from saga_dspy.eval.metrics import answer_f1
 from saga_dspy.grounding.context import QuestionContext
-from saga_dspy.grounding.flavours import flavour_for
 from saga_dspy.grounding.incoming import incoming_order
 from saga_dspy.grounding.neighbourhood import fetch_neighbourhood
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.errors import SparqlError
+from saga_dspy.kg.flavours import flavour_for
 from saga_dspy.kg.results import SelectResult
 from saga_dspy.kg.search import Search
 from saga_dspy.schema import ClassHierarchy, SchemaIndex, entity_types_many

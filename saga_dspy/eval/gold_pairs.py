@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from saga_dspy.grounding.flavours import CLAIM, DIRECT, Flavour
 from saga_dspy.grounding.patterns import NEGATED, parse_query
+from saga_dspy.kg.flavours import CLAIM, DIRECT, Flavour
 
 
 @dataclass

@@ -22,9 +22,10 @@ from tqdm import tqdm
 from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, is_infrastructure_error
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
+from saga_dspy.errors import Interrupted
 from saga_dspy.eval.answerability import describe_subset, subset_record
 from saga_dspy.eval.datasets import BENCHMARKS
-from saga_dspy.eval.errors import EvalError, Interrupted
+from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
 from saga_dspy.eval.firewall import guard_kwargs
 from saga_dspy.eval.metrics import compute_metrics

@@ -8,8 +8,8 @@ ablation flags, and what the five schema-aware tools of `saga_dspy.tools` build 
 
 Imports only `saga_dspy.kg`, `saga_dspy.schema` and `saga_dspy.config`."""
 
+from ..kg.flavours import WIKIDATA, Flavour, flavour_for
 from .context import COUNTER_KEYS, VARIANT_FLAGS, Execution, GroundingFlags, QuestionContext
-from .flavours import WIKIDATA, Flavour, flavour_for
 from .state import AnswerType, TypeFact, TypeState
 
 __all__ = [

@@ -7,11 +7,11 @@ import re
 from dataclasses import dataclass
 
 from ..kg.errors import SparqlError
+from ..kg.flavours import CLAIM, DIRECT
 from ..kg.query_text import declared_prefixes, tokenize
 from ..kg.results import AskResult, SelectResult
 from ..schema import EntityTypes, check_domain
 from .context import QuestionContext
-from .flavours import CLAIM, DIRECT
 from .patterns import NEGATED, REQUIRED, ParsedQuery, Pattern, Term, render_pattern, render_term
 from .render import class_names, clip
 
@@ -229,7 +229,7 @@ def _seen_matches(ctx: QuestionContext, words: str, want: str | None) -> list[st
     out = []
     wset = set(words.split())
     for eid, label in reversed(list(ctx.seen.items())):
-        if want == "property" and not eid.startswith("P") and ctx.flavour.name == "wikidata":
+        if want == "property" and not eid.startswith("P") and ctx.flavour.ids_say_kind:
             continue
         lab = label.lower()
         if lab == words or (wset and wset <= set(lab.split())) or (len(words) > 3 and words in lab):
@@ -269,7 +269,7 @@ def unknown_iri_hints(
             entities[local] = tok.text
         elif kind == "property" or local.startswith("P"):
             properties[local] = tok.text
-    if flavour.name == "wikidata":  # full IRIs written out
+    if flavour.ids_say_kind:  # full IRIs written out
         for tok in tokens:
             if tok.kind != "iri":
                 continue
@@ -310,7 +310,7 @@ def unknown_iri_hints(
 
 def _suggest(ctx: QuestionContext, token: str, kind: str, local: str) -> str:
     flavour = ctx.flavour
-    if flavour.name == "wikidata" and re.fullmatch(r"[QqPp]\d+", local):
+    if flavour.ids_say_kind and re.fullmatch(r"[QqPp]\d+", local):
         other = "an item" if local.upper().startswith("Q") else "a property"
         label = ctx.seen.get(local.upper(), "")
         return f"{token}: {local.upper()} is {other}{' (' + label + ')' if label else ''}, not the kind this prefix expects."
@@ -326,10 +326,7 @@ def _suggest(ctx: QuestionContext, token: str, kind: str, local: str) -> str:
                     ctx.remember(hit.id, hit.label)
         except Exception:  # noqa: BLE001 - a failing search must not break the observation
             pass
-    example = (
-        "wd:Q42 for items, wdt:P19 for properties" if flavour.name == "wikidata" else "ns:m.0abc / ns:type.property"
-    )
-    text = f"{token} is not an identifier (write ids, e.g. {example})."
+    text = f"{token} is not an identifier (write ids, e.g. {flavour.token_examples})."
     if picks:
         text += " Did you mean: " + "; ".join(picks[:4]) + "?"
     return text

@@ -16,10 +16,10 @@ from typing import Any
 
 from ..config import Settings
 from ..kg.errors import SparqlError
+from ..kg.flavours import Flavour, flavour_for
 from ..kg.results import QueryResult, SelectResult
 from ..schema import EntityTypes, entity_types_many, load_hierarchy, load_schema_index
 from ..variants import VARIANT_FLAGS, GroundingFlags  # noqa: F401  (VARIANT_FLAGS: re-exported)
-from .flavours import Flavour, flavour_for
 from .state import TypeState
 
 PruneFn = Callable[[str, str], Sequence[str]]

@@ -160,7 +160,7 @@ def arrange_incoming(
     fit_class = answer_qid or items  # a count question's answer is a number: its counted items fit
     fitting = {pid for pid, e in edges.items() if fit_class and subjects_fit(ctx, e, fit_class)}
     ranked = ranked if ranked is not None else rank_incoming(ctx, entity_label, edges)
-    if items and ctx.flavour.name == "wikidata":
+    if items and ctx.flavour.proposes_queries:
         # the edges a proposal or the best candidate may use: the most relevant one and the first fitting one
         for pid in dict.fromkeys(
             s.pid
@@ -186,7 +186,7 @@ def arrange_incoming(
         best.relevance > max(outgoing_best, DESCRIPTION) if best.relevance > 0 else fit_alone and outgoing_best == 0
     ):
         best = None
-    if propose and best is not None and ctx.flavour.name == "wikidata":
+    if propose and best is not None and ctx.flavour.proposes_queries:
         view.proposal = view.query(eid, best.pid)
     return view
 

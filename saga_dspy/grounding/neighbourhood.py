@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..kg.errors import SparqlError
+from ..kg.flavours import Flavour
 from ..kg.results import SelectResult
+from ..kg.values import Value
 from ..schema import EntityTypes, check_domain
-from .flavours import DIRECT, Flavour
-from .values import Value
+from ..schema.compat import typed
 
 
 @dataclass
@@ -48,16 +49,10 @@ class FilterResult:
     skipped: str | None = None  # why the filter did not run (no types, switched off)
 
 
-def _entity_types_from_edges(eid: str, edges: dict[str, list[Value]], flavour: Flavour):
-    p31 = tuple(v.id for v in edges.get(flavour.type_pid, []) if v.id)
-    if flavour.name == "freebase":
-        return EntityTypes(p31, False, "freebase" if p31 else "none", eid)
-    p279 = tuple(v.id for v in edges.get(flavour.subclass_pid, []) if v.id)
-    if p31:
-        return EntityTypes(p31, bool(p279), "p31", eid, p279)
-    if p279:
-        return EntityTypes(p279, True, "p279", eid, p279)
-    return EntityTypes((), False, "none", eid)
+def _entity_types_from_edges(eid: str, edges: dict[str, list[Value]], flavour: Flavour) -> EntityTypes:
+    declared = (v.id for v in edges.get(flavour.type_pid, []) if v.id)
+    superclasses = (v.id for v in edges.get(flavour.subclass_pid, []) if v.id) if flavour.subclass_pid else ()
+    return typed(eid, declared, superclasses, flavour)
 
 
 def fetch_neighbourhood(
@@ -151,30 +146,4 @@ def type_filter(nb: Neighbourhood, schema, hierarchy, mode: str, types=None) -> 
     return FilterResult(kept, removed, decisions, None if has_types else "the entity has no types")
 
 
-def carried_properties(endpoint, flavour: Flavour, ids: list[str], batch: int = 10) -> dict[str, set[str]]:
-    """The properties each entity carries as a subject (direct statements), in batched queries (one per entity
-    where a batch's rows were capped); an entity whose query fails carries nothing known (its checks then get
-    no help from its own statements)."""
-    out: dict[str, set[str]] = {eid: set() for eid in ids}
-    by_iri = {flavour.entity_iri(eid): eid for eid in ids}
-
-    def rows(group: list[str]) -> list:
-        values = " ".join(f"<{flavour.entity_iri(eid)}>" for eid in group)
-        try:
-            result = endpoint.select(f"SELECT DISTINCT ?e ?p WHERE {{ VALUES ?e {{ {values} }} ?e ?p ?o }}")
-        except SparqlError:
-            return []
-        if result.capped and len(group) > 1:
-            return [row for eid in group for row in rows([eid])]
-        return result.rows
-
-    for start in range(0, len(ids), batch):
-        for row in rows(ids[start : start + batch]):
-            eid = by_iri.get(row["e"].value) if "e" in row else None
-            ref = flavour.prop_ref(row["p"].value) if "p" in row else None
-            if eid and ref is not None and ref.role == DIRECT:
-                out[eid].add(ref.pid)
-    return out
-
-
-__all__ = ["Value", "Neighbourhood", "FilterResult", "carried_properties", "fetch_neighbourhood", "type_filter"]
+__all__ = ["Value", "Neighbourhood", "FilterResult", "fetch_neighbourhood", "type_filter"]

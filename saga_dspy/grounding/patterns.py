@@ -14,9 +14,9 @@ import logging
 from dataclasses import dataclass, field
 
 from ..kg.errors import SparqlError
+from ..kg.flavours import CLAIM, DIRECT, STATEMENT, Flavour
 from ..kg.prefixes import missing_prefixes
 from ..kg.sparql_parse import canonical_text, close_spaced_operators, query_algebra
-from .flavours import CLAIM, DIRECT, STATEMENT, Flavour
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 
 from ..kg.errors import SparqlError
+from ..kg.flavours import Flavour
 from ..kg.query_text import declared_prefixes, tokenize
 from ..kg.results import SelectResult
 from .context import QuestionContext
-from .flavours import Flavour
 
 _WORD = re.compile(r"[\w.]+")
 MAX_CHECKED = 20  # entity ids asked about in one existence query

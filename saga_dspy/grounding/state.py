@@ -20,7 +20,7 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from .flavours import CLAIM, DIRECT, STATEMENT, Flavour
+from ..kg.flavours import CLAIM, DIRECT, STATEMENT, Flavour
 from .patterns import NEGATED, ParsedQuery, Term
 
 LOG_SIZE = 6

@@ -32,10 +32,11 @@ from ..config import Settings
 from .cache import ResultCache
 from .check_memo import CheckMemo
 from .errors import EndpointUnavailable, MalformedResponse, QueryRefused, QuerySyntaxError, QueryTimeout, SparqlError
+from .flavours import flavour_for
 from .guard import EMULATED_SERVICES, SERVICE_ALLOWLIST, check_read_only
 from .label_service import rewrite_label_service
 from .oxigraph_worker import term_tuple
-from .prefixes import FREEBASE_PREFIXES, WIKIDATA_PREFIXES, expand_dotted_names, with_prefixes
+from .prefixes import expand_dotted_names, with_prefixes
 from .results import AskResult, Binding, QueryResult, SelectResult, parse_sparql_json
 from .sparql_parse import hand_off, parse_sparql, split_declarations
 from .store import ensure_store
@@ -52,7 +53,8 @@ class Endpoint(ABC):
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self.prefixes = FREEBASE_PREFIXES if settings.kg == "freebase" else WIKIDATA_PREFIXES
+        self.flavour = flavour_for(settings.kg)
+        self.prefixes = self.flavour.prefixes
         self.cache = ResultCache(Path(settings.cache_dir) / "results.sqlite") if settings.result_cache else None
         self.check_memo = CheckMemo()
 

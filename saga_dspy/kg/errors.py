@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ..errors import SagaError
+
 MAX_MESSAGE = 400
 
 
@@ -10,7 +12,7 @@ def _clip(text: str, limit: int = MAX_MESSAGE) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class SparqlError(Exception):
+class SparqlError(SagaError):
     """Base class: the query did not produce a result."""
 
     kind = "error"

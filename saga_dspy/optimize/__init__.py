@@ -41,8 +41,9 @@ from dspy.teleprompt import BootstrapFewShot
 
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings, redact_argv
+from saga_dspy.errors import Interrupted
 from saga_dspy.eval.datasets import BENCHMARKS
-from saga_dspy.eval.errors import EvalError, Interrupted
+from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, load_eval_set
 from saga_dspy.eval.metrics import answer_f1
 from saga_dspy.eval.records import endpoint_record, fingerprint, lm_record, program_record, versions, write_json

@@ -17,10 +17,10 @@ from pathlib import Path
 from saga_dspy.cli import ArgumentParser, run_main
 
 from ..config import add_settings_args, apply_offline_env, settings_from_args
-from ..grounding.flavours import flavour_for
-from ..grounding.neighbourhood import carried_properties
 from ..kg.endpoint import open_endpoint
+from ..kg.flavours import flavour_for
 from .build import BuildOptions, build_schema_index
+from .carried import carried_properties
 from .compat import check_domain, entity_types
 from .hierarchy import load_hierarchy
 from .index import cached_index_path, index_path, load_schema_index, normalize_pid

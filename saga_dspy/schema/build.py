@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..kg.errors import SparqlError
+from ..kg.flavours import FREEBASE, WIKIDATA
 from ..kg.prefixes import WD, WIKIBASE
 from ..kg.results import SelectResult
 from .index import (
@@ -213,12 +214,10 @@ def build_schema_index(
     options = options or BuildOptions()
     log = log or (lambda msg: None)
     started = time.monotonic()
-    if kg == "freebase":
-        index = _build_freebase(endpoint, options, log)
-    elif kg == "wikidata":
-        index = _build_wikidata(endpoint, options, log)
-    else:
+    builder = _BUILDERS.get(kg)
+    if builder is None:
         raise ValueError(f"unknown kg {kg!r}")
+    index = builder(endpoint, options, log)
     index.meta.update(
         {
             "kg": kg,
@@ -525,3 +524,10 @@ def _build_freebase(endpoint: Endpoint, options: BuildOptions, log: Callable[[st
             included.setdefault(child, []).append(sup)
     log(f"{len(pids)} Freebase properties, {len(labels)} type labels, {len(included)} types with included types")
     return SchemaIndex({pid: _ordered_entry(props[pid]) for pid in pids}, labels, included, {"hierarchy_root": None})
+
+
+# how each knowledge graph's schema is read (by `Flavour.name`)
+_BUILDERS: dict[str, Callable[[Endpoint, BuildOptions, Callable[[str], None]], SchemaIndex]] = {
+    WIKIDATA.name: _build_wikidata,
+    FREEBASE.name: _build_freebase,
+}

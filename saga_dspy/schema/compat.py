@@ -43,10 +43,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Literal
 
-from ..kg.prefixes import WD
+from ..kg.flavours import FLAVOURS, Flavour, flavour_for
 from ..kg.results import SelectResult
 from .hierarchy import ClassHierarchy
-from .index import FB, ClassUsage, TypeEvidence, normalize_pid
+from .index import ClassUsage, TypeEvidence, normalize_pid
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kg.endpoint import Endpoint
@@ -111,7 +111,7 @@ class EntityTypes:
     `types`: the P31 types; for a class without P31 (e.g. Q3624078 "sovereign state"),
     its P279 superclasses, which are then its type evidence (`source == "p279"`).
     `superclasses`: the direct P279 superclasses (empty unless `is_class`).
-    `source`: "p31" | "p279" | "freebase" | "given" | "none"."""
+    `source`: "p31" | "p279" | "given" | "none", or the flavour's `types_source` ("freebase")."""
 
     types: tuple[str, ...]
     is_class: bool = False
@@ -122,7 +122,7 @@ class EntityTypes:
     @property
     def p31(self) -> tuple[str, ...]:
         """The declared instance types only (what the paper's bare filter sees)."""
-        return self.types if self.source in ("p31", "freebase", "given") else ()
+        return self.types if self.source in DECLARED_SOURCES else ()
 
     @classmethod
     def of(cls, value: EntityTypes | Iterable[str] | None) -> EntityTypes:
@@ -132,17 +132,24 @@ class EntityTypes:
         return cls(types, False, "given" if types else "none")
 
 
+# types declared by the entity itself (what the bare filter reads), by where they came from
+DECLARED_SOURCES = frozenset({"given"} | {flavour.types_source for flavour in FLAVOURS.values()})
+
+
+def typed(key: str, declared: Iterable[str], superclasses: Iterable[str], flavour: Flavour) -> EntityTypes:
+    """τ(e) from its declared types and, where the KG has subclass statements, its superclasses (the type
+    evidence of a class without declared types)."""
+    declared, superclasses = tuple(declared), tuple(superclasses)
+    if not flavour.subclass_pid:
+        return EntityTypes(declared, False, flavour.types_source if declared else "none", key)
+    if declared:
+        return EntityTypes(declared, bool(superclasses), flavour.types_source, key, superclasses)
+    if superclasses:
+        return EntityTypes(superclasses, True, "p279", key, superclasses)
+    return EntityTypes((), False, "none", key)
+
+
 # --- fetching types ----------------------------------------------------------------------------------------
-
-_TYPES_QUERY = """SELECT ?e ?k ?t WHERE {{
-  VALUES ?e {{ {values} }}
-  {{ ?e wdt:P31 ?t BIND("i" AS ?k) }} UNION {{ ?e wdt:P279 ?t BIND("s" AS ?k) }}
-}}"""
-_FB_TYPES_QUERY = """SELECT ?e ?k ?t WHERE {{ VALUES ?e {{ {values} }} ?e <http://rdf.freebase.com/ns/type.object.type> ?t BIND("i" AS ?k) }}"""
-
-
-def _kg_of(endpoint: Endpoint) -> str:
-    return getattr(getattr(endpoint, "settings", None), "kg", "wikidata")
 
 
 def entity_types(endpoint: Endpoint, qid: str) -> EntityTypes:
@@ -154,14 +161,12 @@ def entity_types(endpoint: Endpoint, qid: str) -> EntityTypes:
 def entity_types_many(endpoint: Endpoint, qids: Iterable[str], batch: int = 200) -> dict[str, EntityTypes]:
     """`entity_types` for many entities, one query per `batch` of them."""
     keys = list(dict.fromkeys(normalize_pid(q) for q in qids))
-    freebase = _kg_of(endpoint) == "freebase"
-    prefix = FB if freebase else WD
-    template = _FB_TYPES_QUERY if freebase else _TYPES_QUERY
+    flavour = flavour_for(endpoint.settings.kg)
+    prefix = flavour.entity_ns
     found: dict[str, tuple[list[str], list[str]]] = {k: ([], []) for k in keys}
     for start in range(0, len(keys), batch):
         chunk = keys[start : start + batch]
-        values = " ".join(f"<{prefix}{k}>" for k in chunk)
-        result = endpoint.query(template.format(values=values))
+        result = endpoint.query(flavour.types_query(chunk))
         if not isinstance(result, SelectResult):
             continue
         for row in result.rows:
@@ -175,17 +180,7 @@ def entity_types_many(endpoint: Endpoint, qids: Iterable[str], batch: int = 200)
             cls = t.value[len(prefix) :]
             if cls not in bucket:
                 bucket.append(cls)
-    out = {}
-    for key, (p31, p279) in found.items():
-        if freebase:
-            out[key] = EntityTypes(tuple(p31), False, "freebase" if p31 else "none", key)
-        elif p31:
-            out[key] = EntityTypes(tuple(p31), bool(p279), "p31", key, tuple(p279))
-        elif p279:
-            out[key] = EntityTypes(tuple(p279), True, "p279", key, tuple(p279))
-        else:
-            out[key] = EntityTypes((), False, "none", key)
-    return out
+    return {key: typed(key, p31, p279, flavour) for key, (p31, p279) in found.items()}
 
 
 # --- the check ---------------------------------------------------------------------------------------------------

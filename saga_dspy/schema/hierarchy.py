@@ -23,31 +23,23 @@ from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..kg.errors import SparqlError
-from ..kg.prefixes import WD
+from ..kg.flavours import WIKIDATA, Flavour, flavour_for
 from ..kg.results import SelectResult
-from .index import FB, ClassUsage, SchemaIndex, load_schema_index, normalize_pid
+from .index import ClassUsage, SchemaIndex, load_schema_index, normalize_pid
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kg.endpoint import Endpoint
 
-ROOT = "Q35120"  # entity
+ROOT = WIKIDATA.root_class  # entity
 MAX_DEPTH = 20
-
-_CLOSURE_QUERY = """SELECT DISTINCT ?sub ?sup WHERE {{
-  VALUES ?c {{ {values} }}
-  ?c wdt:P279* ?sub . ?sub wdt:P279 ?sup .
-}}"""
-_FB_CLOSURE_QUERY = """SELECT DISTINCT ?sub ?sup WHERE {{
-  VALUES ?c {{ {values} }}
-  ?c <http://rdf.freebase.com/ns/freebase.type_hints.included_types>* ?sub . ?sub <http://rdf.freebase.com/ns/freebase.type_hints.included_types> ?sup .
-}}"""
 
 
 class ClassHierarchy:
     """P279 closures (including the class itself), bounded by `max_depth` levels, cached per class.
 
     `all_known=True` declares every class known (a closed, flat schema such as Freebase's,
-    where a missing type is a real mismatch rather than a hierarchy gap)."""
+    where a missing type is a real mismatch rather than a hierarchy gap: `Flavour.closed_types`).
+    `flavour`: the vocabulary of the live backend's queries."""
 
     def __init__(
         self,
@@ -58,7 +50,7 @@ class ClassHierarchy:
         max_depth: int = MAX_DEPTH,
         all_known: bool = False,
         batch_size: int = 25,
-        kg: str = "wikidata",
+        flavour: Flavour = WIKIDATA,
         usage: ClassUsage | None = None,
     ):
         # static edges are read, never written (no copy); the live backend fills its own dict
@@ -68,7 +60,7 @@ class ClassHierarchy:
         self.max_depth = max_depth
         self.all_known = all_known
         self.batch_size = max(1, batch_size)
-        self.kg = kg
+        self.flavour = flavour
         self.usage = usage  # usage evidence per well-populated class (the index's), or None
         self._closure: dict[str, frozenset[str]] = {}
         self._parent_cache: dict[str, tuple[str, ...]] = {}  # decoded lookups of the (compact) edge table
@@ -90,20 +82,21 @@ class ClassHierarchy:
         edges = index.p279_edges
         if edges is None:
             raise ValueError("this schema index carries no P279 edges; use ClassHierarchy.from_endpoint")
-        if index.kg == "freebase":
+        flavour = flavour_for(index.kg)
+        if flavour.closed_types:
             kwargs.setdefault("root", None)
             kwargs.setdefault("all_known", True)
-            kwargs.setdefault("kg", "freebase")
+        kwargs.setdefault("flavour", flavour)
         kwargs.setdefault("usage", index.usage)
         return cls(edges, **kwargs)
 
     @classmethod
     def from_endpoint(cls, endpoint: Endpoint, **kwargs) -> ClassHierarchy:
-        kg = getattr(getattr(endpoint, "settings", None), "kg", "wikidata")
-        if kg == "freebase":
+        flavour = flavour_for(endpoint.settings.kg)
+        if flavour.closed_types:
             kwargs.setdefault("root", None)
             kwargs.setdefault("all_known", True)
-        kwargs.setdefault("kg", kg)
+        kwargs.setdefault("flavour", flavour)
         return cls(None, endpoint=endpoint, **kwargs)
 
     # --- queries ------------------------------------------------------------------------------------------
@@ -159,17 +152,16 @@ class ClassHierarchy:
             return
         with self._lock:
             todo = sorted({normalize_pid(q) for q in qids} - self._fetched - self._incomplete)
-            todo = [q for q in todo if _is_class_id(q, self.kg)]
+            todo = [q for q in todo if self.flavour.is_class_id(q)]
             for start in range(0, len(todo), self.batch_size):
                 self._fetch(todo[start : start + self.batch_size])
 
     def _fetch(self, qids: list[str]) -> None:
-        template = _FB_CLOSURE_QUERY if self.kg == "freebase" else _CLOSURE_QUERY
-        prefix = FB if self.kg == "freebase" else WD
-        values = " ".join(f"<{prefix}{q}>" for q in qids)
+        assert self.endpoint is not None  # the live backend
+        prefix = self.flavour.entity_ns
         try:
             self.queries += 1
-            result = self.endpoint.query(template.format(values=values))  # type: ignore[union-attr]
+            result = self.endpoint.query(self.flavour.closure_query(qids))
         except SparqlError:
             self._incomplete.update(qids)  # a failed fetch leaves them undecidable, never conflicts
             return
@@ -203,12 +195,6 @@ class ClassHierarchy:
             self._parents.setdefault(q, ())
         self._closure.clear()  # closures computed before may have been partial
         self._parent_cache.clear()
-
-
-def _is_class_id(qid: str, kg: str) -> bool:
-    if kg == "freebase":
-        return bool(qid) and "." in qid
-    return len(qid) > 1 and qid[0] == "Q" and qid[1:].isdigit()
 
 
 _HIERARCHIES: dict[int, tuple[object, ClassHierarchy]] = {}

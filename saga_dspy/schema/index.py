@@ -556,7 +556,7 @@ def index_path(settings: Settings) -> Path:
     embedded sample, else the one built for this endpoint in the cache."""
     if settings.schema_index:
         return Path(settings.schema_index)
-    if settings.is_embedded and settings.kg == "wikidata":
+    if settings.on_bundled_sample:
         return bundled_index_path(settings)
     return cached_index_path(settings)
 

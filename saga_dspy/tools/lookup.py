@@ -17,7 +17,7 @@ from saga_dspy.grounding.incoming import (
     rank_incoming,
 )
 from saga_dspy.grounding.lookup_view import WITH_DESCRIPTION, arrange, best_candidate, rest_block, tail_lines
-from saga_dspy.grounding.neighbourhood import Neighbourhood, Value, fetch_neighbourhood, type_filter
+from saga_dspy.grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
 from saga_dspy.grounding.ranking import id_order
 from saga_dspy.grounding.render import (
     Block,
@@ -29,6 +29,7 @@ from saga_dspy.grounding.render import (
     one_hop_query,
     render_blocks,
 )
+from saga_dspy.kg.values import Value
 from saga_dspy.schema.compat import Outcome
 from saga_dspy.tools.evidence import evidence_text
 from saga_dspy.tools.examples import do_examples

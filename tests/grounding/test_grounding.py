@@ -9,10 +9,10 @@ import pytest
 from conftest import make_settings
 
 from saga_dspy.grounding.context import QuestionContext
-from saga_dspy.grounding.flavours import WIKIDATA
 from saga_dspy.grounding.patterns import NEGATED, OPTIONAL, REQUIRED, UNION, parse_query
 from saga_dspy.grounding.render import Block, render_blocks, render_table
 from saga_dspy.grounding.state import TypeFact, TypeState
+from saga_dspy.kg.flavours import WIKIDATA
 from saga_dspy.kg.results import Binding, SelectResult
 from saga_dspy.kg.search import SearchHit
 from saga_dspy.tools import make_tools

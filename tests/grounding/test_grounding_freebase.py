@@ -10,8 +10,8 @@ import pytest
 from conftest import make_settings
 
 from saga_dspy.grounding.context import QuestionContext
-from saga_dspy.grounding.flavours.freebase import FREEBASE
 from saga_dspy.grounding.patterns import parse_query
+from saga_dspy.kg.flavours.freebase import FREEBASE
 from saga_dspy.tools import make_tools
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -4,8 +4,8 @@ where the subjects fit the expected answer type, proposed when no outgoing prope
 from __future__ import annotations
 
 from saga_dspy.grounding.context import QuestionContext
-from saga_dspy.grounding.flavours import flavour_for
 from saga_dspy.grounding.incoming import describe_incoming, fetch_incoming, incoming_order
+from saga_dspy.kg.flavours import flavour_for
 from saga_dspy.kg.results import SelectResult
 from saga_dspy.tools.lookup import do_lookup
 

@@ -106,8 +106,8 @@ def test_oversized_values_queries_are_still_refused(settings, store_path):
 
 def test_pattern_analysis_reuses_the_parse_of_the_check_it_follows(fresh, monkeypatch):
     """The execute tool checks a query, then analyses its patterns: one parse, not two."""
-    from saga_dspy.grounding.flavours import WIKIDATA
     from saga_dspy.grounding.patterns import parse_query
+    from saga_dspy.kg.flavours import WIKIDATA
 
     calls = []
     real = sparql_parse.parseQuery

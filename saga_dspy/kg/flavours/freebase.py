@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ...kg.prefixes import FREEBASE_PREFIXES
+from ..prefixes import FREEBASE_PREFIXES
 from ..values import Value
 from .wikidata import DIRECT, Flavour, PropRef
 
@@ -15,6 +15,7 @@ NS = "http://rdf.freebase.com/ns/"
 NAME = NS + "type.object.name"
 DESCRIPTION = NS + "common.topic.description"
 TYPE = NS + "type.object.type"
+INCLUDED = NS + "freebase.type_hints.included_types"
 # bookkeeping predicates that are not neighbourhood edges
 SKIP = {
     NAME,
@@ -51,6 +52,13 @@ class FreebaseFlavour(Flavour):
         'execute_sparql({"sparql": "SELECT ?x WHERE { ns:m.0282x ns:people.person.place_of_birth ?x }"}), '
         "then stop({})."
     )
+    closed_types = True
+    types_source = "freebase"
+    ids_say_kind = False
+    proposes_queries = False
+    entity_example = "m.0abc"
+    property_example = "people.person.place_of_birth"
+    token_examples = "ns:m.0abc / ns:type.property"
 
     # --- identifiers -----------------------------------------------------------------------------
     @staticmethod
@@ -97,6 +105,9 @@ class FreebaseFlavour(Flavour):
     def is_subclass_property(self, iri: str) -> bool:
         return False
 
+    def is_class_id(self, cid: str) -> bool:
+        return bool(cid) and "." in cid
+
     def short(self, iri: str) -> str:
         return f"ns:{iri[len(NS) :]}" if iri.startswith(NS) else f"<{iri}>"
 
@@ -139,7 +150,16 @@ class FreebaseFlavour(Flavour):
         return f"SELECT DISTINCT ?v ?t WHERE {{ <{NS}{eid}> ?p ?v . ?v <{TYPE}> ?t }}"
 
     def types_query(self, ids: list[str]) -> str:
-        return f'SELECT ?e ?k ?t WHERE {{ {self.values_clause("e", ids)} ?e <{TYPE}> ?t . BIND("type" AS ?k) }}'
+        values = " ".join(f"<{NS}{i}>" for i in ids)
+        return f'SELECT ?e ?k ?t WHERE {{ VALUES ?e {{ {values} }} ?e <{TYPE}> ?t BIND("i" AS ?k) }}'
+
+    def closure_query(self, ids: list[str]) -> str:
+        """The included-type edges above these types (Freebase's only type hierarchy)."""
+        values = " ".join(f"<{NS}{i}>" for i in ids)
+        return f"""SELECT DISTINCT ?sub ?sup WHERE {{
+  VALUES ?c {{ {values} }}
+  ?c <{INCLUDED}>* ?sub . ?sub <{INCLUDED}> ?sup .
+}}"""
 
     def labels_query(self, ids: list[str]) -> str:
         return (

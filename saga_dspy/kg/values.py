@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..kg.results import Binding
+from .results import Binding
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...kg.prefixes import FREEBASE_PREFIXES, WD, WDT, WIKIDATA_PREFIXES
+from ..prefixes import FREEBASE_PREFIXES, WD, WDT, WIKIDATA_PREFIXES
 from ..values import Value
 
 P_ = "http://www.wikidata.org/prop/"
@@ -56,6 +56,19 @@ class Flavour:
         'get_wikidata_entry({"qid": "Q42"}), then execute_sparql({"sparql": "SELECT ?x WHERE { wd:Q42 wdt:P19 ?x }"}), '
         "then stop({})."
     )
+    # a closed, flat type system: every class is known, and a missing type is a real mismatch, not a gap
+    closed_types = False
+    # the source tag of types read off the type property (`schema.EntityTypes.source`)
+    types_source = "p31"
+    # an id says its kind (Q… an item, P… a property), so a wrong-kind id gets a pointed hint
+    ids_say_kind = True
+    # the lookup may propose one-hop queries in this vocabulary (its ★ property, an incoming property,
+    # restricted by class or occupation)
+    proposes_queries = True
+    # ids error messages give as examples
+    entity_example = "Q42"
+    property_example = "P19"
+    token_examples = "wd:Q42 for items, wdt:P19 for properties"
 
     # --- identifiers -------------------------------------------------------------------
     def normalise_entity(self, text: str) -> str | None:
@@ -103,6 +116,10 @@ class Flavour:
     def is_subclass_property(self, iri: str) -> bool:
         ref = self.prop_ref(iri)
         return bool(ref and ref.pid == self.subclass_pid and ref.role in (DIRECT, STATEMENT))
+
+    def is_class_id(self, cid: str) -> bool:
+        """A short id that can name a class (what the hierarchy fetches closures for)."""
+        return len(cid) > 1 and cid[0] == "Q" and cid[1:].isdigit()
 
     def short(self, iri: str) -> str:
         """A compact prefixed form for display (wd:Q42, wdt:P19, or the IRI)."""
@@ -179,12 +196,20 @@ class Flavour:
         )
 
     def types_query(self, ids: list[str]) -> str:
-        """P31 types, and P279 superclasses (for class-level entities), of several entities at once."""
-        return (
-            f"SELECT ?e ?k ?t WHERE {{ {self.values_clause('e', ids)} "
-            f'{{ ?e <{WDT}{self.type_pid}> ?t . BIND("type" AS ?k) }} UNION '
-            f'{{ ?e <{WDT}{self.subclass_pid}> ?t . BIND("super" AS ?k) }} }}'
-        )
+        """P31 types (?k "i") and P279 superclasses (?k "s", for class-level entities) of several entities."""
+        values = " ".join(f"<{self.entity_iri(i)}>" for i in ids)
+        return f"""SELECT ?e ?k ?t WHERE {{
+  VALUES ?e {{ {values} }}
+  {{ ?e wdt:P31 ?t BIND("i" AS ?k) }} UNION {{ ?e wdt:P279 ?t BIND("s" AS ?k) }}
+}}"""
+
+    def closure_query(self, ids: list[str]) -> str:
+        """The subclass edges (?sub ?sup) above these classes, each class included."""
+        values = " ".join(f"<{self.entity_iri(i)}>" for i in ids)
+        return f"""SELECT DISTINCT ?sub ?sup WHERE {{
+  VALUES ?c {{ {values} }}
+  ?c wdt:P279* ?sub . ?sub wdt:P279 ?sup .
+}}"""
 
     def labels_query(self, ids: list[str]) -> str:
         return (
