@@ -1,4 +1,4 @@
-"""Grounding statistics without an LLM (paper Appendix C, Table 9; issue 3 §5).
+"""Grounding statistics without an LLM (paper Appendix C, Table 9).
 
     python -m saga_dspy.stats grounding --dataset qald10 [--filter bare|closure|calibrated|both|all] [--json]
     python -m saga_dspy.stats conflicts [--dataset NAME ...] [--json]

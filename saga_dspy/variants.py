@@ -2,8 +2,8 @@
 
 `full` is SAGA; `no-type-filter`, `no-type-state` and `no-answer-type` are the paper's ablations (Table 5);
 `no-query-form`, `no-form-rewrite`, `no-auto-run` and `no-repeat-assist` switch off, one at a time, this
-implementation's remedies around the stop decision and a stuck controller (issue 11 §4: each ablation isolates
-one mechanism); `no-incoming` drops the
+implementation's remedies around the stop decision and a stuck controller (each ablation isolates one
+mechanism); `no-incoming` drops the
 lookup's section of the properties that point at the entity;
 `spinach` is the baseline without schema annotations, with LLM pruning of every neighbourhood. Nothing
 else in the package compares variant names: it asks `variant_of(name).grounding` / `.agent` instead.

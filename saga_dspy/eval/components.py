@@ -1,4 +1,4 @@
-"""LLM-free component metrics over whole splits (issue 11, `stats components`; issue 12's targets).
+"""LLM-free component metrics over whole splits (`stats components`).
 
     python -m saga_dspy.stats components --dataset qald10 --split dev|train|test [--limit N] [--json]
 

@@ -362,7 +362,7 @@ COUNTERS = (
     "prompt_tokens",
     "completion_tokens",
     "seconds",
-    # issue 15: what each question really cost, counted by the program (agent.calls)
+    # what each question really cost, counted by the program (agent.calls)
     "lm_steps",
     "auto_runs",
     "prunes",

@@ -1,4 +1,4 @@
-"""Traces written to the store by a child process, so the evaluation's threads do not pay for it (issue 15).
+"""Traces written to the store by a child process, so the evaluation's threads do not pay for it.
 
 mlflow writes every span batch and every trace to the tracking store through SQLAlchemy (`log_spans`,
 `start_trace`): ~45 ms of interpreter time a question. Its asynchronous export moves that work to other

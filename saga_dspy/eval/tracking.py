@@ -1,4 +1,4 @@
-"""MLflow tracking for eval and optimize runs (issue 5 §5, issue 14).
+"""MLflow tracking for eval and optimize runs.
 
 Every eval variant and every optimize run is an MLflow run named for what it is
 (`full · qald10/test · local`) with the key params (dataset, split, variant, filter mode, LM,

@@ -1,4 +1,4 @@
-"""Grounding layer (issue 3 §3–5): the per-question type state Θ, the question context with its
+"""Grounding layer: the per-question type state Θ, the question context with its
 ablation flags, and what the five schema-aware tools of `saga_dspy.tools` build on (paper:
 "Type-Constrained Grounding", Algorithm 1).
 

@@ -1,4 +1,4 @@
-"""What the lookup shows, in which order, and what it proposes (issue 12).
+"""What the lookup shows, in which order, and what it proposes.
 
 The entity's properties are ranked by relevance to the question (`ranking`); the top ones are
 shown with their values (the first two also with description, qualifiers and annotations), the
@@ -104,8 +104,8 @@ def best_candidate(eid: str, arrangement: Arrangement, incoming: IncomingView | 
     """The query of the lookup's best candidate: its proposal, else the most question-relevant property
     (outgoing `wd:E wdt:P ?x`, or incoming `?x wdt:P wd:E` when that is at least as relevant and its
     subjects fit the answer type, or it is the only one). Not shown to the model: the program runs it when
-    the model stops (or the episode ends) without having executed anything, where a small model otherwise
-    ends with no query at all (13 of 30 QALD-10 dev questions with two demonstrations, session 17)."""
+    the model stops (or the episode ends) without having executed anything, which would otherwise end with no
+    query at all."""
     if arrangement.proposal:
         return arrangement.proposal
     if incoming is not None and incoming.proposal:

@@ -1,4 +1,4 @@
-"""Question-aware property ranking for the lookup (issue 12).
+"""Question-aware property ranking for the lookup.
 
 The question's content words are matched against each property's label, aliases and
 description after a light stemming ("birthdays" → birthday, "crosses" → cross, "actors" →

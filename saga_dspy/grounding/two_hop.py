@@ -1,4 +1,4 @@
-"""Two-hop proposals (issue 12): when none of the entity's own properties is both relevant to the
+"""Two-hop proposals: when none of the entity's own properties is both relevant to the
 question and fit for the expected answer type, but a property of its values is (cast member →
 human → date of birth), propose the path `wd:E wdt:P1/wdt:P2 ?x` — checked on the graph first."""
 

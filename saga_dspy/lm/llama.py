@@ -374,10 +374,8 @@ LOOP_REPEATS = 3  # ... when it ends the reply this many times in a row
 def looping(tokens: Sequence[int]) -> int:
     """The period of a block that ends `tokens` LOOP_REPEATS times in a row (0: none).
 
-    A small model greedy-decoding a long argument can fall into a loop and write the same nested
-    pattern until the cap: measured on session 16's run, one question's five replies went to 512 tokens each
-    (191 s against 35 s the session before). Three exact repetitions of 8 or more tokens are never a
-    query or a thought worth the rest of the cap."""
+    A model greedy-decoding a long argument can fall into a loop and write the same nested pattern until the
+    cap; three exact repetitions of 8 or more tokens are never a query or a thought worth the rest of it."""
     n = len(tokens)
     for period in LOOP_PERIODS:
         if n < period * LOOP_REPEATS:
@@ -615,8 +613,8 @@ class LlamaCppEngine:
             "temperature": self.temperature if config.temperature is None else float(config.temperature),
             "seed": self.seed if config.seed is None else int(config.seed),
         }
-        # A small model goes on after its reply, inventing the observation and the next steps until the
-        # cap (measured: 512 tokens, ~50 s, on 3 of 5 calls). DSPy's text adapters end a reply with this.
+        # A model may go on after its reply, inventing the observation and the next steps until the cap.
+        # DSPy's text adapters end a reply with this.
         kwargs["stop"] = stops_with_marker(config)
         if config.top_p is not None:
             kwargs["top_p"] = float(config.top_p)

@@ -294,7 +294,7 @@ def remote_lm(settings: Settings) -> dspy.LM:
     if api_key:
         kwargs["api_key"] = api_key
     if scope is not None:  # e.g. ollama_chat/: LiteLLM speaks the server's own API and sends this header along
-        kwargs["stop"] = [END_OF_REPLY]  # self-hosted small models run on past their reply (see LlamaCppEngine)
+        kwargs["stop"] = [END_OF_REPLY]  # self-hosted models may run on past their reply (see LlamaCppEngine)
         kwargs["api_base"] = settings.api_base
         kwargs["headers"] = {CACHE_SCOPE_HEADER: scope}
         kwargs["engine"] = "litellm"  # DSPy's native lm15 engine would send only max_completion_tokens

@@ -1,5 +1,5 @@
-"""Schema layer: the property schema index, the class hierarchy and the domain check
-(issue 3 §1–2). Imports only from `saga_dspy.kg` and `saga_dspy.config`."""
+"""Schema layer: the property schema index, the class hierarchy and the domain check. Imports only from
+`saga_dspy.kg`, `saga_dspy.config` and `saga_dspy.errors`."""
 
 from .build import BuildOptions, build_schema_index
 from .compat import (

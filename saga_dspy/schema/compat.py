@@ -7,7 +7,7 @@ one (P279*). A CONFLICT must be demonstrated: no relevant type reaches a domain 
 types, hierarchy gaps and soft evidence (empirical, or a "suggestion" constraint) give
 UNKNOWN. Only a CONFLICT removes a property.
 
-`calibrated` (issue 12) is `closure` with three changes.
+`calibrated` is `closure` with three changes.
 1. Hub classes: through P279* almost every class reaches a few very general classes (entity,
    object, group of humans …), so a domain listing one is satisfied by nearly anything; here a hub
    cannot satisfy a domain, and a domain made only of hubs is unknown.

@@ -129,11 +129,13 @@ def kg_name_comparisons(mods: list[Module] | None = None, *, homes: tuple[str, .
     for module in mods if mods is not None else modules():
         if any(module.rel.startswith(home) for home in homes):
             continue
+        lines = set()
         for node in ast.walk(module.tree):
             if isinstance(node, ast.Compare) and any(_is_kg_name(n) for n in (node.left, *node.comparators)):
-                out.append(f"{module.rel}:{node.lineno}")
+                lines.add(node.lineno)
             elif isinstance(node, ast.MatchValue) and _is_kg_name(node.value):
-                out.append(f"{module.rel}:{node.lineno}")
+                lines.add(node.lineno)
+        out.extend(f"{module.rel}:{line}" for line in sorted(lines))
     return out
 
 
