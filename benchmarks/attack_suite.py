@@ -131,7 +131,7 @@ def main() -> int:
         'SELECT * WHERE { SERVICE wikibase:mwapi { bd:serviceParam wikibase:api "EntitySearch" } }'
     ]:
         canary.hits = 0
-        done, outcome = bounded(lambda: embedded.query(query, timeout=5), 10)
+        done, outcome = bounded(lambda query=query: embedded.query(query, timeout=5), 10)
         refused = done and outcome[0] == "error" and isinstance(outcome[1], SparqlError)
         record("SERVICE bypass (API, embedded)", refused and canary.hits == 0)
     for query in bypasses(url):
@@ -180,7 +180,7 @@ def main() -> int:
         for query in smuggled:
             before = dump()
             ep = HttpEndpoint(settings(args.cache_dir, http_retries=1), base + path)
-            done, outcome = bounded(lambda: ep.query(query, timeout=5), 10)
+            done, outcome = bounded(lambda ep=ep, query=query: ep.query(query, timeout=5), 10)
             after = dump()
             record("update smuggling (HTTP, writable server)", after == before)
             if after != before:  # re-seed for the next attempt
@@ -262,16 +262,16 @@ def main() -> int:
     for value in ("3600", "Wed, 21 Oct 2099 07:28:00 GMT"):
         started = time.monotonic()
         done, outcome = bounded(
-            lambda: http(f"retry-{urllib.parse.quote(value)}", 3).query("ASK { ?s ?p ?o }", timeout=5), 8
+            lambda value=value: http(f"retry-{urllib.parse.quote(value)}", 3).query("ASK { ?s ?p ?o }", timeout=5), 8
         )
         record("Retry-After beyond the deadline", done and time.monotonic() - started < 6)
     for value in ("-5", "nan"):
-        done, outcome = bounded(lambda: http(f"retry-{value}", 2).query("ASK { ?s ?p ?o }", timeout=5), 8)
+        done, outcome = bounded(lambda value=value: http(f"retry-{value}", 2).query("ASK { ?s ?p ?o }", timeout=5), 8)
         record("negative / nan Retry-After", done and outcome[0] == "error" and isinstance(outcome[1], SparqlError))
     for mode in ("badjson", "html", "incomplete", "boolean"):
         cache_dir = Path(tempfile.mkdtemp(prefix="attack-cache-"))
         ep = HttpEndpoint(settings(cache_dir, http_retries=1, result_cache=True), f"{faulty_url}/{mode}")
-        done, outcome = bounded(lambda: ep.query("SELECT ?x WHERE { ?x ?p ?o }", timeout=5), 8)
+        done, outcome = bounded(lambda ep=ep: ep.query("SELECT ?x WHERE { ?x ?p ?o }", timeout=5), 8)
         kind = getattr(outcome[1], "kind", None) if done and outcome[0] == "error" else None
         record("malformed 200 answers (unavailable-kind, not cached)", kind == "unavailable" and len(ep.cache) == 0)
 
@@ -284,7 +284,7 @@ def main() -> int:
     search = LocalSearch(store / "search.sqlite")
     for n in (750, 1000):
         started = time.monotonic()
-        done, outcome = bounded(lambda: search.search(" ".join(f"w{i}x" for i in range(n))), 30)
+        done, outcome = bounded(lambda n=n: search.search(" ".join(f"w{i}x" for i in range(n))), 30)
         record("long entity search (750 / 1000 words)", done and outcome[0] == "ok" and time.monotonic() - started < 2)
 
     # 8. settings validation and a corrupt cache

@@ -80,7 +80,7 @@ def measure(model_path: str, extra: dict, prompt: str, runs: int = 2) -> dict:
         llm.eval(tokens)
         t1 = time.perf_counter()
         generated = 0
-        for tok in llm.generate([], temp=0.0, reset=False):
+        for _token in llm.generate([], temp=0.0, reset=False):
             generated += 1
             if generated >= 48:
                 break

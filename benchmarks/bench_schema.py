@@ -134,7 +134,8 @@ def main() -> int:
     ci = report["closure_index"]
     print(
         f"closures from the index, {ci['classes']} P31 classes: cold median {ci['cold']['median_ms']} ms, "
-        f"p95 {ci['cold']['p95_ms']} ms, total {ci['cold']['total_s']} s; cached median {ci['cached']['median_ms']} ms; "
+        f"p95 {ci['cold']['p95_ms']} ms, total {ci['cold']['total_s']} s; "
+        f"cached median {ci['cached']['median_ms']} ms; "
         f"known {ci['known_share']:.1%}, median closure {ci['median_closure_size']} classes"
     )
     cs = report["closure_sparql"]

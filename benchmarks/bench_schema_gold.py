@@ -180,14 +180,17 @@ def main() -> int:
         s = report[side]
         print(
             f"\n{side} pairs (check against the {role}): {s['pairs']}, with a {role} {s[f'with_{role}']} "
-            f"(formal {s[f'with_formal_{role}']}), with a {role} and a typed entity {s[f'with_{role}_and_typed_entity']}"
+            f"(formal {s[f'with_formal_{role}']}), "
+            f"with a {role} and a typed entity {s[f'with_{role}_and_typed_entity']}"
         )
         for mode in ("closure", "bare"):
             m = s[mode]
             print(
-                f"  {mode:7s} outcomes {m['outcomes']}; decidable {m['decidable_share_of_checks_with_evidence_and_types']:.1%} "
+                f"  {mode:7s} outcomes {m['outcomes']}; "
+                f"decidable {m['decidable_share_of_checks_with_evidence_and_types']:.1%} "
                 f"of checks with evidence and types "
-                f"({m['decidable_share_of_formal_checks_with_types']:.1%} of formal ones); CONFLICT on gold pairs: {m['conflicts_on_gold']} "
+                f"({m['decidable_share_of_formal_checks_with_types']:.1%} of formal ones); "
+                f"CONFLICT on gold pairs: {m['conflicts_on_gold']} "
                 f"({m['false_conflict_rate_of_all']:.1%} of all pairs)"
             )
             for f in m["flagged"]:

@@ -170,7 +170,7 @@ def main() -> int:
             cpu = time.process_time() - cpu_started
             lines = res["full"].lines
             lm_calls = calls.value - before_calls
-            q_seconds = sum(float((l.get("counters") or {}).get("seconds") or 0.0) for l in lines)
+            q_seconds = sum(float((line.get("counters") or {}).get("seconds") or 0.0) for line in lines)
             lm_wait = lm_calls * args.latency
             phase = res["full"].metrics["phase"]
             rows.append(

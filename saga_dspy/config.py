@@ -55,7 +55,8 @@ class Settings(BaseSettings):
     endpoint: str = Field("embedded", description="'embedded' (bundled sample) or a SPARQL endpoint URL")
     search: str = Field(
         "auto",
-        description="entity search: 'auto' (Wikidata's API for wikidata.org endpoints, else the bundled index), 'local', 'wikidata-api', or a wbsearchentities API URL",
+        description="entity search: 'auto' (Wikidata's API for wikidata.org endpoints, else the bundled index), "
+        "'local', 'wikidata-api', or a wbsearchentities API URL",
     )
     data_dir: Path = Field(default_factory=default_data_dir, description="bundled data directory")
     cache_dir: Path = Field(

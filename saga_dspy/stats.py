@@ -207,7 +207,7 @@ def _count_filter(
         st.raw_props += len(nb.edges)
         st.removed_props += len(fr.removed)
         st.removed_edges += sum(len(nb.edges[pid]) for pid, _ in fr.removed)
-        for pid, decision in fr.decisions.items():
+        for decision in fr.decisions.values():
             if fr.skipped:
                 st.decisions["skipped (no types)"] += 1
             else:
@@ -384,7 +384,7 @@ def conflict_stats(
         return out
 
 
-# --- printing -------------------------------------------------------------------------------------------------------------
+# --- printing ---------------------------------------------------------------------------------------------------------
 
 
 def _fmt(value, suffix="") -> str:
@@ -418,10 +418,12 @@ def print_grounding(report: dict[str, Any], out=sys.stdout, details: int = 10) -
                     str(row["raw_edges"]),
                     _fmt(row["edge_reduction_pct"], "%"),
                     f"{_fmt(row['gold_recall_in_neighbourhood_pct'], '%')} of {row['gold_pairs_in_neighbourhood']}",
-                    f"{_fmt(row['gold_recall_all_pairs_pct'], '%')} of {row['gold_pairs']} (raw {_fmt(row['raw_recall_all_pairs_pct'], '%')})",
+                    f"{_fmt(row['gold_recall_all_pairs_pct'], '%')} of {row['gold_pairs']} "
+                    f"(raw {_fmt(row['raw_recall_all_pairs_pct'], '%')})",
                     f"{row['false_conflicts_on_gold_pairs']} ({_fmt(row['false_conflict_rate_pct'], '%')})",
                     f"{_fmt(row['wrong_entity_detection_pct'], '%')} of {row['wrong_candidate_pairs']} "
-                    f"({_fmt(row['wrong_entity_detection_checkable_pct'], '%')} of {row['wrong_checkable_pairs']} checkable; "
+                    f"({_fmt(row['wrong_entity_detection_checkable_pct'], '%')} of "
+                    f"{row['wrong_checkable_pairs']} checkable; "
                     f"{_fmt(row['wrong_entity_detection_sparing_gold_pct'], '%')} sparing the gold)",
                     "/".join(str(d.get(k, 0)) for k in ("compatible", "conflict", "unknown", "skipped (no types)")),
                 ]
@@ -454,7 +456,8 @@ def print_conflicts(report: dict[str, Any], out=sys.stdout) -> None:
     for name, row in report["datasets"].items():
         print(
             f"{name} | {row['parsed']}/{row['queries']} | {row['patterns']} | {row['flagged_queries']} | "
-            f"{row['flagged_required']} | {_fmt(row['false_conflict_rate_pct'], '%')} | {row['declared_variable_notes']}",
+            f"{row['flagged_required']} | {_fmt(row['false_conflict_rate_pct'], '%')} | "
+            f"{row['declared_variable_notes']}",
             file=out,
         )
     o = report["overall"]
@@ -468,14 +471,15 @@ def print_conflicts(report: dict[str, Any], out=sys.stdout) -> None:
         for w in report["worst_offenders"]:
             kind = " (declared variable type: a note, never a block)" if w["declared_variable"] else ""
             print(
-                f"  {w['count']}× {w['property']} {w['property_label']!r} on {w['subject']} {w['subject_label']!r}{kind} "
+                f"  {w['count']}× {w['property']} {w['property_label']!r} "
+                f"on {w['subject']} {w['subject_label']!r}{kind} "
                 f"[{', '.join(w['types'][:3])}] vs domain [{', '.join(w['domain'][:4])}] "
                 f"(e.g. {w['dataset']} #{w['id']})",
                 file=out,
             )
 
 
-# --- CLI -------------------------------------------------------------------------------------------------------------------------
+# --- CLI --------------------------------------------------------------------------------------------------------------
 
 COMMON = [
     "endpoint",

@@ -211,7 +211,8 @@ SPECS: list[BenchSpec] = [
         [("qald9plus", "LICENSE_QALD_9_plus"), ("spinach", "LICENSE_spinach")],
         [
             "The files carry no answers (`source_answers` is null): the QALD-9-plus answer files were not obtainable.",
-            "QALD-9-plus is CC BY 4.0 (LICENSE_QALD_9_plus); the English extraction is SPINACH's (Apache-2.0, LICENSE_spinach).",
+            "QALD-9-plus is CC BY 4.0 (LICENSE_QALD_9_plus); the English extraction is SPINACH's "
+            "(Apache-2.0, LICENSE_spinach).",
         ],
     ),
     BenchSpec(
@@ -227,7 +228,8 @@ SPECS: list[BenchSpec] = [
             "QALD-10 gives no answer type. GRASP's copy of the test set (grasp_qald10_test.jsonl) has the same "
             "questions and queries in the same order and was not used.",
             "train: GRASP's 412-question train set, i.e. QALD-9-plus (Wikidata) with fixes; QALD-9-plus is CC BY 4.0 "
-            "(LICENSE_QALD_9_plus). No answers (`source_answers` null). GRASP's own licence file was not part of the source data.",
+            "(LICENSE_QALD_9_plus). No answers (`source_answers` null). "
+            "GRASP's own licence file was not part of the source data.",
             "QALD-10's official test ids are integers; they are stored as strings.",
         ],
     ),
@@ -258,7 +260,8 @@ SPECS: list[BenchSpec] = [
         [("spinach", "LICENSE_spinach")],
         [
             "The source `title` and `url` (the Wikidata Request-a-query thread) are not kept; no answers are stored.",
-            "The gold queries are written for query.wikidata.org: most rely on its predefined prefixes (wd:, wdt:, ...) "
+            "The gold queries are written for query.wikidata.org: "
+            "most rely on its predefined prefixes (wd:, wdt:, ...) "
             "and many on `SERVICE wikibase:label`; SPINACH scores them with its row-major F1 (`metric_mode = rows`).",
         ],
     ),
@@ -272,7 +275,8 @@ SPECS: list[BenchSpec] = [
             "(none are flagged in this copy). LC-QuAD 2.0 ships no answers.",
             "The original LC-QuAD 2.0 test set is usually reported with about 6,000 questions; this copy has fewer "
             "(GRASP's own selection, e.g. without questions lacking a text; not verified here).",
-            "Questions are kept verbatim, including LC-QuAD's template artefacts (e.g. `2009-0-0`); paraphrases are not kept.",
+            "Questions are kept verbatim, including LC-QuAD's template artefacts (e.g. `2009-0-0`); "
+            "paraphrases are not kept.",
             "No licence file was part of the source data; the upstream licence was not verified here.",
         ],
     ),
@@ -445,7 +449,8 @@ def _write_provenance(
     lines = [f"# {spec.title} — `{spec.name}`", "", f"Knowledge graph: **{kg}**.", ""]
     if spec.splits:
         lines += [
-            "| split | source (repository, path, commit) | source questions | bundled | dropped | with source answers |",
+            "| split | source (repository, path, commit) | source questions | bundled | dropped "
+            "| with source answers |",
             "|---|---|---|---|---|---|",
             *rows,
             "",
@@ -528,7 +533,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, entry in manifest.items():
             for split, s in entry["splits"].items():
                 print(
-                    f"{name:10s} {split:6s} {s['count']:6d} / {s['source_count']:6d}  {s['bytes']:9,d} B  dropped {s['dropped'] or '-'}"
+                    f"{name:10s} {split:6s} {s['count']:6d} / {s['source_count']:6d}  {s['bytes']:9,d} B  "
+                    f"dropped {s['dropped'] or '-'}"
                 )
     if args.freeze_gold:
         freeze_all(args.out, args.benchmarks, args.splits)

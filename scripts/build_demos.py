@@ -163,10 +163,12 @@ def main(argv=None) -> int:
     manifest.update(
         {
             "built": _dt.datetime.now(_dt.UTC).date().isoformat(),
-            "teacher": "gold (saga_dspy.optimize.gold_teacher.gold_trace: search labels, look up entities, execute the gold query, stop)",
+            "teacher": "gold (saga_dspy.optimize.gold_teacher.gold_trace: search labels, look up entities, "
+            "execute the gold query, stop)",
             "endpoint": "embedded",
             "versions": {k: v for k, v in versions().items() if k in ("saga_dspy", "dspy", "pyoxigraph", "git")},
-            "format": "saga_dspy.agent.demos (one solved question a line: question, answer_type, query_form, steps, sparql)",
+            "format": "saga_dspy.agent.demos "
+            "(one solved question a line: question, answer_type, query_form, steps, sparql)",
         }
     )
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -206,7 +206,8 @@ def decides(cue: AnswerCue) -> bool:
 
 def guard(cue: AnswerCue, lm_label: str, lm_qid: str) -> tuple[str, str]:
     """The LM's answer type checked against the cue: a cue that `decides` wins; a confident "who" gives way to
-    the LM's more specific class (an organization, a musician), not to its `string` or a scalar. Returns (label, qid)."""
+    the LM's more specific class (an organization, a musician), not to its `string` or a scalar.
+    Returns (label, qid)."""
     lm_label = (lm_label or "").strip()
     if not cue.confident:
         return lm_label, lm_qid

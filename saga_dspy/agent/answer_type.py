@@ -1,4 +1,5 @@
-"""The expected answer type: what the answer-type step returned, normalised (LM output is never trusted as typed data), and its built-in demonstrations."""
+"""The expected answer type: what the answer-type step returned, normalised (LM output is never trusted as typed data),
+and its built-in demonstrations."""
 
 from __future__ import annotations
 

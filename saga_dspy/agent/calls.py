@@ -75,7 +75,8 @@ class QuestionCalls(BaseCallback):
 
     @contextlib.contextmanager
     def one_call(self) -> Iterator[None]:
-        """Around a predictor call: without a spare call for it, the adapter's JSON retry of an unreadable reply is off."""
+        """Around a predictor call: without a spare call for it, the adapter's JSON retry of an unreadable reply is
+        off."""
         adapter = dspy.settings.adapter
         if self.left() >= 2 or not (
             adapter is None or (isinstance(adapter, ChatAdapter) and not isinstance(adapter, JSONAdapter))

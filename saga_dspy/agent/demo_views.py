@@ -3,8 +3,8 @@
 The bundled pools are recorded by the full variant's tools. A variant without a mechanism must not be
 shown what only that mechanism produces: `for_variant(record, variant)` removes it from the record's
 observations and controller inputs (type-filter notes, `[domain | range]` annotations, ★ marks and the
-proposed query, the incoming section, the expected answer type, the type context and knowledge log, the imposed form). What it
-cannot undo, it refuses: a record with a `[BLOCKED]` observation is dropped for a variant without the
+proposed query, the incoming section, the expected answer type, the type context and knowledge log, the imposed
+form). What it cannot undo, it refuses: a record with a `[BLOCKED]` observation is dropped for a variant without the
 conflict check. A per-variant pool file recorded by the variant's own tools
 (`<data_dir>/demos/<dataset>.<variant>.jsonl`) is preferred to this rendering wherever it exists.
 """

@@ -1,4 +1,5 @@
-"""One question's run (an Episode): the controller's inputs, the tool calls, and the stop policy that judges a final query."""
+"""One question's run (an Episode): the controller's inputs, the tool calls, and the stop policy that judges a final
+query."""
 
 from __future__ import annotations
 
@@ -173,9 +174,10 @@ class Episode:
                     name,
                     args,
                     (
-                        f"[REPEATED] You already called {name} with these arguments at step {self.done[key]}; the result "
-                        "is the same (see above). Do something else: use what you found, e.g. write the SPARQL query "
-                        "with the ids you have and execute it, or stop if the last query answered the question."
+                        f"[REPEATED] You already called {name} with these arguments at step {self.done[key]}; "
+                        "the result is the same (see above). Do something else: use what you found, e.g. write the "
+                        "SPARQL query with the ids you have and execute it, or stop if the last query answered the "
+                        "question."
                     ),
                     note="repeated",
                 )
@@ -333,8 +335,9 @@ class Episode:
                     "stop",
                     {},
                     (
-                        f"Not accepted: the final query returns no result ({status}). The question has an answer in the "
-                        "graph: change the property, its direction or the entity, execute the query again, then stop."
+                        f"Not accepted: the final query returns no result ({status}). "
+                        "The question has an answer in the graph: change the property, its direction or the entity, "
+                        "execute the query again, then stop."
                     ),
                     note="rejected",
                 )

@@ -1,4 +1,5 @@
-"""Reading the LM's tool choice: tool names with aliases and arguments as JSON, text or key=value; property lists. Never raises."""
+"""Reading the LM's tool choice: tool names with aliases and arguments as JSON, text or key=value; property lists. Never
+raises."""
 
 from __future__ import annotations
 

@@ -488,7 +488,8 @@ class SagaProgram(dspy.Module):
         if complete:
             return None
         problem = str(getattr(out, "problem", "") or "").strip()
-        return f"A check found the query incomplete: {problem or 'it does not answer the question as asked'}. Fix it, execute it, then stop."
+        problem = problem or "it does not answer the question as asked"
+        return f"A check found the query incomplete: {problem}. Fix it, execute it, then stop."
 
     # -- the final query ------------------------------------------------------------------------
 

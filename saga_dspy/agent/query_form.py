@@ -1,4 +1,5 @@
-"""The query form a question needs (ASK / COUNT / SELECT), the form a SPARQL query has, and the rewrite of a final query's head to the needed form."""
+"""The query form a question needs (ASK / COUNT / SELECT), the form a SPARQL query has, and the rewrite of a final
+query's head to the needed form."""
 
 from __future__ import annotations
 

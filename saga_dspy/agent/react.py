@@ -1,4 +1,5 @@
-"""The ReAct module: dspy.ReAct's layout (react, extract, tools) with tools bound per question and inputs refreshed per step."""
+"""The ReAct module: dspy.ReAct's layout (react, extract, tools) with tools bound per question and inputs refreshed per
+step."""
 
 from __future__ import annotations
 
@@ -89,7 +90,8 @@ class SagaReAct(dspy.ReAct):
         instr += [
             f"You act in steps. At each step you read {inputs} and the trajectory of your earlier steps "
             "(thought, action, observation), and you give `next_thought` (your reasoning about what to do next), "
-            "`next_tool_name` and `next_tool_args`. The tool's answer is added to the trajectory as the next observation.",
+            "`next_tool_name` and `next_tool_args`. "
+            "The tool's answer is added to the trajectory as the next observation.",
             "The tools are:",
         ]
         for i, (name, arg, desc) in enumerate(TOOL_SPECS.values(), start=1):

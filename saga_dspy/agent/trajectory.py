@@ -1,4 +1,5 @@
-"""A ReAct trajectory: the steps of one question and their rendering into the controller's prompt, within a character budget."""
+"""A ReAct trajectory: the steps of one question and their rendering into the controller's prompt, within a character
+budget."""
 
 from __future__ import annotations
 
@@ -85,8 +86,8 @@ def render_trajectory(
         text = render(full_from, 0, observation_chars)
     if budget is None or len(text) <= budget:
         return text
-    for full_from in range(full_from + 1, n):  # summarise more, keeping the latest step whole
-        text = render(full_from, 0, observation_chars)
+    for start in range(full_from + 1, n):  # summarise more, keeping the latest step whole
+        text = render(start, 0, observation_chars)
         if len(text) <= budget:
             return text
     full_from = n - 1

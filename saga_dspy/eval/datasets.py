@@ -429,7 +429,8 @@ def load_benchmark(
         return ds
     if not any(a is not None for a in ds["answerable"]):
         raise ValueError(
-            f"{name}/{split}: no frozen gold to filter on (run scripts/build_benchmarks.py --freeze-gold, or pass gold_file=)"
+            f"{name}/{split}: no frozen gold to filter on "
+            "(run scripts/build_benchmarks.py --freeze-gold, or pass gold_file=)"
         )
     whys = [_reason(row) for row in ds]
     reasons = Counter(w for w in whys if w is not None)

@@ -1,4 +1,5 @@
-"""The eval set: the questions of a benchmark split with their frozen gold, answerable ones by default, then the ids and limit asked for."""
+"""The eval set: the questions of a benchmark split with their frozen gold, answerable ones by default, then the ids and
+limit asked for."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Frozen gold: where it lives (bundled with the sample, or frozen into the cache per endpoint), how it is found, and how it is frozen (every gold query executed once, never during a run)."""
+"""Frozen gold: where it lives (bundled with the sample, or frozen into the cache per endpoint), how it is found, and
+how it is frozen (every gold query executed once, never during a run)."""
 
 from __future__ import annotations
 
@@ -128,8 +129,8 @@ def freeze_gold(
 
     Writes `out_path` (gzip JSON lines, benchmark order) with per id: `result` (SPARQL-JSON,
     `result.to_json()`, or null), `error` ({kind, message} or null), `answerable` (no error and
-    a non-empty, non-degenerate result: `eval.answerability`), `rows`, `endpoint` (`endpoint.name`), `date` and `source_f1` (answer
-    F1 of the frozen result against the dataset's stored answers, where it has them). Writes a
+    a non-empty, non-degenerate result: `eval.answerability`), `rows`, `endpoint` (`endpoint.name`), `date` and
+    `source_f1` (answer F1 of the frozen result against the dataset's stored answers, where it has them). Writes a
     summary next to it (`<stem>.summary.json`) and returns it: counts of answerable / empty /
     errors by kind, and agreement (F1 == 1) with `source_answers`.
     """

@@ -1,4 +1,5 @@
-"""predictions.jsonl: one line per finished question (question, gold, prediction, scores, counters, trajectory), appended and flushed under a lock; read back for --resume."""
+"""predictions.jsonl: one line per finished question (question, gold, prediction, scores, counters, trajectory),
+appended and flushed under a lock; read back for --resume."""
 
 from __future__ import annotations
 
@@ -151,10 +152,10 @@ class PredictionsFile:
                 continue
             try:
                 obj = json.loads(chunk)
-            except ValueError:
+            except ValueError as exc:
                 if pos >= len(data):  # a garbled last line
                     break
-                raise EvalError(f"{path}: a line in the middle of the file is not JSON; fix or remove it")
+                raise EvalError(f"{path}: a line in the middle of the file is not JSON; fix or remove it") from exc
             if isinstance(obj, dict) and "id" in obj:
                 lines.append(obj)
             good_end = pos

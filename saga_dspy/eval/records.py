@@ -1,4 +1,5 @@
-"""config.json: everything needed to reproduce a run (versions, endpoint, LM, variant, seeds, metric rules, the controller's instructions, the question ids)."""
+"""config.json: everything needed to reproduce a run (versions, endpoint, LM, variant, seeds, metric rules, the
+controller's instructions, the question ids)."""
 
 from __future__ import annotations
 

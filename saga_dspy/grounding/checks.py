@@ -216,7 +216,7 @@ def reversed_direction_hints(ctx: QuestionContext, parsed: ParsedQuery | None) -
     return hints
 
 
-# --- unknown IRIs -------------------------------------------------------------------------------------------------------
+# --- unknown IRIs -----------------------------------------------------------------------------------------------------
 
 _SPLIT = re.compile(r"[_\-\s]+|(?<=[a-z])(?=[A-Z])")
 
@@ -300,9 +300,8 @@ def unknown_iri_hints(
         except SparqlError:
             missing = []
         if missing:
-            recent = [f"{e} {clip(l, 30)}" for e, l in reversed(list(ctx.seen.items())) if flavour.entity_re.match(e)][
-                :4
-            ]
+            seen_ids = [(e, label) for e, label in reversed(list(ctx.seen.items())) if flavour.entity_re.match(e)]
+            recent = [f"{e} {clip(label, 30)}" for e, label in seen_ids[:4]]
             seen = f" Entities seen in this question: {', '.join(recent)}." if recent else ""
             hints.append(f"Not in the knowledge graph: {', '.join(entities[i] for i in missing[:6])}.{seen}")
     return hints
@@ -313,7 +312,8 @@ def _suggest(ctx: QuestionContext, token: str, kind: str, local: str) -> str:
     if flavour.ids_say_kind and re.fullmatch(r"[QqPp]\d+", local):
         other = "an item" if local.upper().startswith("Q") else "a property"
         label = ctx.seen.get(local.upper(), "")
-        return f"{token}: {local.upper()} is {other}{' (' + label + ')' if label else ''}, not the kind this prefix expects."
+        named = f" ({label})" if label else ""
+        return f"{token}: {local.upper()} is {other}{named}, not the kind this prefix expects."
     words = _words(local)
     want = "property" if kind == "property" else None
     ids = _seen_matches(ctx, words, want)

@@ -72,6 +72,10 @@ class ParsedQuery:
 # --- path ends -----------------------------------------------------------------------------
 
 
+def _flip(steps: tuple[Step, ...] | None) -> tuple[Step, ...] | None:
+    return tuple(Step(s.iri, not s.inverse) for s in steps) if steps is not None else None
+
+
 def _ends(path) -> tuple[tuple[Step, ...] | None, tuple[Step, ...] | None, bool]:
     """(steps touching the path's subject, steps touching its object, alternative?)."""
     from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, SequencePath
@@ -82,8 +86,7 @@ def _ends(path) -> tuple[tuple[Step, ...] | None, tuple[Step, ...] | None, bool]
         return step, step, False
     if isinstance(path, InvPath):
         first, last, alt = _ends(path.arg)
-        flip = lambda steps: tuple(Step(s.iri, not s.inverse) for s in steps) if steps is not None else None
-        return flip(last), flip(first), alt
+        return _flip(last), _flip(first), alt
     if isinstance(path, SequencePath):
         args = list(path.args)
         first, _, alt1 = _ends(args[0])
@@ -97,11 +100,11 @@ def _ends(path) -> tuple[tuple[Step, ...] | None, tuple[Step, ...] | None, bool]
         firsts: list[Step] = []
         lasts: list[Step] = []
         for arg in path.args:
-            f, l, _ = _ends(arg)
-            if f is None or l is None:
+            head, tail, _ = _ends(arg)
+            if head is None or tail is None:
                 return None, None, True
-            firsts.extend(f)
-            lasts.extend(l)
+            firsts.extend(head)
+            lasts.extend(tail)
         return tuple(firsts), tuple(lasts), True
     if isinstance(path, MulPath):
         if path.mod == "+":

@@ -195,7 +195,8 @@ def render_table(
         shown += 1
     if shown < n:
         lines.append(
-            f"[cut: {n - shown} more row{'s' if n - shown != 1 else ''} not shown; {shown} of {n}{'+' if result.capped else ''} shown]"
+            f"[cut: {n - shown} more row{'s' if n - shown != 1 else ''} not shown; "
+            f"{shown} of {n}{'+' if result.capped else ''} shown]"
         )
     elif result.capped:
         lines.append(f"[the endpoint returned more rows than the {n} kept]")

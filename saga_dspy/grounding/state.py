@@ -198,7 +198,8 @@ class TypeState:
 
     # --- knowledge log -------------------------------------------------------------------------------
     def note(self, kind: str, text: str) -> None:
-        """kind: ok | fail empty | fail blocked | fail error | info ([ok] …, [fail] empty: …, [info] type discovered: …)."""
+        """kind: ok | fail empty | fail blocked | fail error | info
+        ([ok] …, [fail] empty: …, [info] type discovered: …)."""
         if kind == "ok":
             tag = "[ok]"
         elif kind == "info":

@@ -1,8 +1,8 @@
 """One endpoint interface over the bundled store (embedded) and SPARQL HTTP servers.
 
 Every query is parsed and checked read-only (the text sent is the text checked, up to declarations of
-the endpoint's own prefixes put before it), gets the Wikidata prefixes, has one deadline, and comes back parsed once into
-`SelectResult` / `AskResult` of the form the query asked for."""
+the endpoint's own prefixes put before it), gets the flavour's prefixes, has one deadline, and comes back parsed
+once into `SelectResult` / `AskResult` of the form the query asked for."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ class Endpoint(ABC):
     @abstractmethod
     def _run(self, sparql: str, timeout: float, row_cap: int) -> QueryResult: ...
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a default: most endpoints hold nothing to close
         pass
 
     def __enter__(self):

@@ -7,7 +7,7 @@ ever looks at raw SPARQL-JSON or pyoxigraph terms.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF_LANGSTRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
@@ -98,7 +98,7 @@ class AskResult:
         return {"head": {}, "boolean": self.value}
 
 
-QueryResult = Union[SelectResult, AskResult]
+QueryResult = SelectResult | AskResult
 
 
 def parse_sparql_json(obj: Any) -> QueryResult:

@@ -1,4 +1,5 @@
-"""A value in an entity's neighbourhood: the binding, its entity id and label, its qualifiers (Wikidata) or CVT hops (Freebase), and its types. Read and built by the flavours and the neighbourhood fetch."""
+"""A value in an entity's neighbourhood: the binding, its entity id and label, its qualifiers (Wikidata) or CVT hops
+(Freebase), and its types. Read and built by the flavours and the neighbourhood fetch."""
 
 from __future__ import annotations
 

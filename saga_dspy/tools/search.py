@@ -1,4 +1,5 @@
-"""search_wikidata: entities and properties by name, with types and schema annotations, and a hint that proposes the entity the question names."""
+"""search_wikidata: entities and properties by name, with types and schema annotations, and a hint that proposes the
+entity the question names."""
 
 from __future__ import annotations
 

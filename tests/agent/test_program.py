@@ -669,7 +669,7 @@ def test_forward_never_raises(settings, endpoint, search, monkeypatch):
     assert pred.sparql == "" and pred.answers is None and pred.counters["lm_calls"] == 1
 
 
-# --- opt-in: the real local model --------------------------------------------------------------------------------------
+# --- opt-in: the real local model -------------------------------------------------------------------------------------
 
 
 @pytest.mark.llm

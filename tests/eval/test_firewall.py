@@ -27,7 +27,10 @@ WD = "http://www.wikidata.org/entity/"
 
 def test_sparql_normalisation_ignores_layout_prefixes_case_and_variable_names():
     a = "PREFIX wd: <http://www.wikidata.org/entity/>\nSELECT ?x WHERE { wd:Q42 wdt:P26 ?x . } # spouse"
-    b = "select  ?spouse where {<http://www.wikidata.org/entity/Q42> <http://www.wikidata.org/prop/direct/P26> ?spouse.}"
+    b = (
+        "select  ?spouse where {<http://www.wikidata.org/entity/Q42> "
+        "<http://www.wikidata.org/prop/direct/P26> ?spouse.}"
+    )
     assert normalise_sparql(a) == normalise_sparql(b)
     assert normalise_sparql("SELECT ?x { ?x a wd:Q5 }") == normalise_sparql(
         "SELECT ?y { ?y <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> wd:Q5 }"

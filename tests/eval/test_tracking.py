@@ -98,7 +98,8 @@ def test_mlflow_stays_offline_and_exits_fast(tmp_path):
         "t.close()\n"
         "import mlflow\n"
         "exp = mlflow.get_experiment_by_name('offline')\n"
-        f"assert exp.artifact_location == {(tmp_path.resolve() / 'mlflow' / 'artifacts').as_uri()!r}, exp.artifact_location\n"
+        f"assert exp.artifact_location == {(tmp_path.resolve() / 'mlflow' / 'artifacts').as_uri()!r}, "
+        "exp.artifact_location\n"
         "assert os.environ['MLFLOW_DISABLE_TELEMETRY'] == 'true' and os.environ['DO_NOT_TRACK'] == 'true'\n"
         "assert os.environ['MLFLOW_ENABLE_ASYNC_TRACE_LOGGING'] == 'true'\n"
         "print('closed', time.monotonic(), flush=True)\n"
@@ -434,8 +435,8 @@ def test_ctrl_c_keeps_the_traces_of_finished_questions(store_path, tmp_path):
     (the writer process, in its own session, is not interrupted; the evaluation flushes before it exits)."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     code = (
-        SCRIPTED_EVAL_PRELUDE
-        + f"settings = scripted_settings('test').model_copy(update={{'limit': 12, 'mlflow': True, 'mlflow_uri': {uri!r}}})\n"
+        SCRIPTED_EVAL_PRELUDE + "settings = scripted_settings('test')"
+        f".model_copy(update={{'limit': 12, 'mlflow': True, 'mlflow_uri': {uri!r}}})\n"
         "lm = ScriptedLM(scripted_plans(load_eval_set(settings, progress=False).items), delay=0.4)\n"
         f"evaluate(settings, ['full'], out={str(tmp_path / 'run')!r}, lm=lm, progress=False, experiment='ctrl-c')\n"
     )

@@ -54,7 +54,8 @@ def test_variable_types_from_explicit_type_patterns():
 
 
 def test_variable_types_from_domain_and_range_both_ways():
-    st = typed("""SELECT * WHERE { wd:Q1 wdt:P19 ?born . ?film wdt:P57 ?director . ?e ^wdt:P19 wd:Q90 . wd:Q90 ^wdt:P19 ?p .
+    st = typed("""SELECT * WHERE { wd:Q1 wdt:P19 ?born . ?film wdt:P57 ?director . ?e ^wdt:P19 wd:Q90 .
+                  wd:Q90 ^wdt:P19 ?p .
                   ?s p:P39 ?st . ?st ps:P39 ?office . ?a wdt:P19/wdt:P57 ?b }""")
     v = st.variables
     assert [f.cls for f in v["born"]] == ["Q2221906"] and v["born"][0].source == "range of P19"
@@ -325,7 +326,7 @@ def test_property_examples(make):
     assert ctx.counters["examples"] == 2
 
 
-# --- budgets ------------------------------------------------------------------------------------------------------------
+# --- budgets ----------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("budget", [600, 1500, 3000])
@@ -355,7 +356,7 @@ def test_render_table_clips_cells():
     assert len(out) <= 400 and "…" in out
 
 
-# --- ablations --------------------------------------------------------------------------------------------------------------
+# --- ablations --------------------------------------------------------------------------------------------------------
 
 
 def test_variants_map_to_flags_in_one_place(make, settings):
@@ -439,7 +440,7 @@ def test_spinach_mode_prunes_every_neighbourhood_without_schema(make):
     assert len(calls) == 2 and ctx.type_context() == ""
 
 
-# --- threads -------------------------------------------------------------------------------------------------------------------
+# --- threads ----------------------------------------------------------------------------------------------------------
 
 
 def test_contexts_do_not_share_state_across_threads(make):
@@ -475,8 +476,8 @@ def test_each_observation_names_the_next_move(make):
     assert ok.startswith("[OK]") and "Next: stop" in ok
     _, plain = make("no-answer-type", answer_type=("human", "Q5"), question=question)  # no ★, no concrete query
     assert (
-        plain["get_wikidata_entry"]("Q761383").splitlines()[-1]
-        == "Best matches for the question: named after (P138). Next: execute a query with the one that leads to the answer."
+        plain["get_wikidata_entry"]("Q761383").splitlines()[-1] == "Best matches for the question: named after (P138). "
+        "Next: execute a query with the one that leads to the answer."
     )
     empty = tools["execute_sparql"]("SELECT ?x WHERE { wd:Q761383 wdt:P57 ?x }")
     assert "Next: stop" not in empty

@@ -68,7 +68,8 @@ def test_property_entities_use_wikibase_vocabulary(ep):
 
 def test_label_service_is_emulated(ep):
     result = ep.select(
-        'SELECT ?x ?xLabel WHERE { wd:Q761383 wdt:P138 ?x . SERVICE wikibase:label { bd:serviceParam wikibase:language "en". } }'
+        "SELECT ?x ?xLabel WHERE { wd:Q761383 wdt:P138 ?x . "
+        'SERVICE wikibase:label { bd:serviceParam wikibase:language "en". } }'
     )
     assert result.rows[0]["xLabel"] == Binding("literal", "Bernhard Riemann", None, "en")
 
@@ -240,7 +241,10 @@ def test_prefixes_added_only_when_missing():
 
 
 def test_label_service_rewrite_keeps_explicit_label_patterns():
-    query = "SELECT ?x ?name WHERE { ?x wdt:P31 wd:Q5 SERVICE wikibase:label { bd:serviceParam wikibase:language 'en'. ?x rdfs:label ?name } }"
+    query = (
+        "SELECT ?x ?name WHERE { ?x wdt:P31 wd:Q5 "
+        "SERVICE wikibase:label { bd:serviceParam wikibase:language 'en'. ?x rdfs:label ?name } }"
+    )
     rewritten = rewrite_label_service(query)
     assert "SERVICE" not in rewritten and "?x rdfs:label ?name" in rewritten
 

@@ -82,11 +82,17 @@ def bypass_attempts(url: str) -> dict[str, str]:
         "comment ended by CRLF": f"SELECT * WHERE {{ ?s ?p ?o # note\r\nSERVICE <{url}> {{ ?a ?b ?c }} }}",
         "\\u escape hides #": f"SELECT * WHERE {{ ?s ?p <http://a/\\u0041#x> . SERVICE <{url}> {{ ?a ?b ?c }} }}",
         "\\u escaped IRI": "SELECT * WHERE { SERVICE <" + "".join(f"\\u{ord(c):04X}" for c in url) + "> { ?a ?b ?c } }",
-        "< as comparison": f"SELECT * WHERE {{ ?o ?p ?a FILTER(?o<?a&&'>'=?x) SERVICE <{url}> {{ ?a ?b ?c }} FILTER(?x!='') }}",
-        "prefix redefines wikibase": f"PREFIX wikibase: <{url}#> SELECT * WHERE {{ SERVICE wikibase:label {{ ?a ?b ?c }} }}",
+        "< as comparison": (
+            f"SELECT * WHERE {{ ?o ?p ?a FILTER(?o<?a&&'>'=?x) SERVICE <{url}> {{ ?a ?b ?c }} FILTER(?x!='') }}"
+        ),
+        "prefix redefines wikibase": (
+            f"PREFIX wikibase: <{url}#> SELECT * WHERE {{ SERVICE wikibase:label {{ ?a ?b ?c }} }}"
+        ),
         "BASE and relative IRI": f"BASE <{url}> SELECT * WHERE {{ SERVICE <> {{ ?a ?b ?c }} }}",
         "nested SILENT": f"SELECT * WHERE {{ {{ SELECT * WHERE {{ SERVICE SILENT <{url}> {{ ?a ?b ?c }} }} }} }}",
-        "label text in a string": f'SELECT * WHERE {{ ?x ?p "SERVICE wikibase:label {{ }}" SERVICE <{url}> {{ ?a ?b ?c }} }}',
+        "label text in a string": (
+            f'SELECT * WHERE {{ ?x ?p "SERVICE wikibase:label {{ }}" SERVICE <{url}> {{ ?a ?b ?c }} }}'
+        ),
         "variable target": "SELECT * WHERE { BIND(<" + url + "> AS ?u) SERVICE ?u { ?a ?b ?c } }",
         "update after a query": f"SELECT * WHERE {{ ?s ?p ?o }} ; LOAD <{url}>",
         "declared, then called": f"PREFIX wd: <http://www.wikidata.org/entity/>\nPREFIX x: <{url}>\n"

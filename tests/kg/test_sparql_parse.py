@@ -52,7 +52,10 @@ def test_errors_name_their_place_in_the_whole_text():
 
 
 def test_pattern_analysis_resolves_the_declarations_of_a_handed_off_tree():
-    text = "PREFIX ex: <http://www.wikidata.org/prop/direct/>\nSELECT ?x WHERE { <http://www.wikidata.org/entity/Q42> ex:P31 ?x }"
+    text = (
+        "PREFIX ex: <http://www.wikidata.org/prop/direct/>\n"
+        "SELECT ?x WHERE { <http://www.wikidata.org/entity/Q42> ex:P31 ?x }"
+    )
     sparql_parse.hand_off(parse_sparql(text, WIKIDATA_PREFIXES))
     algebra = query_algebra(text, {}).algebra
     assert "http://www.wikidata.org/prop/direct/P31" in str(algebra)

@@ -119,7 +119,8 @@ def test_bundled_index_is_current_versioned_small_and_fast(settings, store_path)
     assert obj["kg"] == "wikidata" and obj["endpoint"] == "embedded" and obj["created"]
     # built from this very sample: a changed sample must be followed by a rebuilt index
     assert obj["endpoint_id"] == f"embedded:{store_path.name}", (
-        "the sample changed: python -m saga_dspy.schema build --endpoint embedded --out data/schema/wikidata-sample.json.gz"
+        "the sample changed: python -m saga_dspy.schema build --endpoint embedded "
+        "--out data/schema/wikidata-sample.json.gz"
     )
     counts = obj["counts"]
     assert counts["formal"] + counts["empirical"] + counts["unknown"] == counts["properties"] == len(obj["properties"])

@@ -183,7 +183,8 @@ class Flavour:
     def qualifier_query(self, eid: str) -> str | None:
         """One row per qualifier: the statement's property and value, the qualifier and its value."""
         return (
-            f'SELECT ?ps ?v ?pp ?o ?l WHERE {{ {self.values_clause("e", [eid])} ?e ?pc ?st . FILTER(STRSTARTS(STR(?pc), "{P_}P")) '
+            f"SELECT ?ps ?v ?pp ?o ?l WHERE {{ {self.values_clause('e', [eid])} ?e ?pc ?st . "
+            f'FILTER(STRSTARTS(STR(?pc), "{P_}P")) '
             f'?st ?pp ?o . FILTER(STRSTARTS(STR(?pp), "{PQ}")) '
             f'?st ?ps ?v . FILTER(STRSTARTS(STR(?ps), "{PS}")) '
             f'OPTIONAL {{ ?o <{RDFS_LABEL}> ?l FILTER(LANG(?l) = "en") }} }}'
@@ -191,7 +192,8 @@ class Flavour:
 
     def value_types_query(self, eid: str) -> str:
         return (
-            f"SELECT DISTINCT ?v ?t WHERE {{ {self.values_clause('e', [eid])} ?e ?p ?v . ?prop <http://wikiba.se/ontology#directClaim> ?p . "
+            f"SELECT DISTINCT ?v ?t WHERE {{ {self.values_clause('e', [eid])} ?e ?p ?v . "
+            "?prop <http://wikiba.se/ontology#directClaim> ?p . "
             f"?v <{WDT}{self.type_pid}> ?t }}"
         )
 
@@ -230,7 +232,8 @@ class Flavour:
         return (
             "SELECT ?s ?sl ?v ?vl WHERE { "
             f"{{ {prop} <{WDT}{self.example_pid}> ?s . OPTIONAL {{ ?s <{WDT}{pid}> ?v . {label('v')} }} }} UNION "
-            f"{{ {prop} <{P_}{self.example_pid}> ?st . ?st <{PS}{self.example_pid}> ?s . ?st <{PQ}{pid}> ?v . {label('v')} }} "
+            f"{{ {prop} <{P_}{self.example_pid}> ?st . ?st <{PS}{self.example_pid}> ?s . "
+            f"?st <{PQ}{pid}> ?v . {label('v')} }} "
             f"{label('s')} }} LIMIT {limit * 4}"
         )
 
