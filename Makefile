@@ -1,4 +1,5 @@
-# saga-dspy: `make eval` (set up + run the main job on the embedded defaults), `make test` (set up + run the suite).
+# saga-dspy: `make eval` (set up + run the main job on the embedded defaults), `make test` (set up, `make lint`, run the
+# suite), `make lint` (ruff check, ruff format --check, mypy).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -10,7 +11,7 @@ export HF_DATASETS_OFFLINE := 1
 
 EVAL_ARGS ?= --dataset qald10 --split test --limit 5
 
-.PHONY: eval test setup local-model store bench clean
+.PHONY: eval test lint setup local-model store bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +32,12 @@ local-model: $(VENV)/.local-model
 store: $(VENV)/.installed
 	$(BIN)/python -m saga_dspy.kg build
 
-test: $(VENV)/.installed
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: $(VENV)/.installed lint
 	$(BIN)/python -m pytest -q
 
 eval: $(VENV)/.local-model store

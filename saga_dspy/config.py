@@ -10,7 +10,7 @@ import argparse
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 from urllib.parse import urlsplit
 
 import platformdirs
@@ -44,7 +44,10 @@ def default_data_dir() -> Path:
     return checkout if checkout.is_dir() else PACKAGE_DIR / "_data"
 
 
-Variant = Literal[VARIANT_NAMES]  # the names of saga_dspy.variants' one table
+if TYPE_CHECKING:  # a Literal built from a tuple is read at run time only
+    Variant = str
+else:
+    Variant = Literal[VARIANT_NAMES]  # the names of saga_dspy.variants' one table
 
 
 class Settings(BaseSettings):

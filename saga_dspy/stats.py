@@ -43,6 +43,7 @@ from .kg.flavours import Flavour, flavour_for
 from .kg.search import Search
 from .schema import ClassHierarchy, EntityTypes, Outcome, SchemaIndex, check_domain, entity_types_many
 from .schema.carried import carried_properties
+from .schema.compat import Mode
 from .services import KgServices
 
 WIKIDATA_BENCHMARKS = ("qald7", "qald9plus", "qald10", "wwq", "spinach", "lcquad2")
@@ -54,7 +55,7 @@ WRONG_CANDIDATES = 5  # search hits looked at per gold entity label
 
 @dataclass
 class FilterStats:
-    mode: str
+    mode: Mode
     raw_edges: int = 0
     removed_edges: int = 0
     raw_props: int = 0
@@ -101,7 +102,7 @@ class FilterStats:
 def grounding_stats(
     settings: Settings,
     dataset: str,
-    modes: list[str],
+    modes: list[Mode],
     *,
     endpoint: Endpoint | None = None,
     search: Search | None = None,
@@ -196,7 +197,11 @@ def _wrong_candidates(
 
 
 def _count_filter(
-    st: FilterStats, neighbourhoods: dict[str, Neighbourhood], schema: SchemaIndex, hierarchy: ClassHierarchy, mode: str
+    st: FilterStats,
+    neighbourhoods: dict[str, Neighbourhood],
+    schema: SchemaIndex,
+    hierarchy: ClassHierarchy,
+    mode: Mode,
 ) -> dict[str, set[str]]:
     """Edges and decisions of the type filter over every neighbourhood; returns what it kept per entity."""
     kept_by_entity: dict[str, set[str]] = {}
@@ -225,7 +230,7 @@ def _count_pairs(
     carried: dict[str, set[str]],
     schema: SchemaIndex,
     hierarchy: ClassHierarchy,
-    mode: str,
+    mode: Mode,
 ) -> None:
     """Gold-pair recall and false conflicts, and wrong-entity detection on the candidates (each check knows
     whether the entity carries the property, as the lookup and the execute tool's check do)."""
@@ -558,7 +563,7 @@ def components_report(
     search: Search | None,
     limit: int | None,
     answer_type: str,
-    filter_modes: list[str],
+    filter_modes: list[Mode],
     log,
 ) -> dict[str, Any]:
     """`eval.components.component_stats`, with `stats grounding`'s filter figures per mode beside it."""

@@ -147,7 +147,7 @@ def _first_head(matches) -> tuple[list[str], list[str]] | None:
 def _head_phrases(head: list[str], words: list[str]) -> list[str]:
     """The phrases of a head that may name the class, best first: "danish movies" → itself, "danish", "movies";
     "form of government" → itself, "government"; "capital of france" → itself, "capital"."""
-    phrases = (" ".join(words), words[0], words[-1])
+    phrases: tuple[str, ...] = (" ".join(words), words[0], words[-1])
     if len(head) == 3 and head[1] == "of":
         phrases = (" ".join(head), head[2]) if head[0] in _OF_WORDS else (" ".join(head), head[0])
     return list(dict.fromkeys(phrases))

@@ -294,10 +294,11 @@ class DemoPool:
         self.dropped = 0  # records the variant's tools could not have produced
         for record in records:
             if variant is not None and isinstance(record, dict):
-                record = for_variant(record, variant)
-                if record is None:
+                viewed = for_variant(record, variant)
+                if viewed is None:
                     self.dropped += 1
                     continue
+                record = viewed
             try:
                 render = functools.partial(
                     record_to_example, record, spinach=spinach, observation_chars=observation_chars

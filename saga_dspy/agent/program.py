@@ -192,7 +192,7 @@ class SagaProgram(dspy.Module):
         self.prune = dspy.Predict(PruneNeighborhood)
         self.check = dspy.Predict(CheckAnswer)
         self._demo_pool_arg = demo_pool
-        self._demo_pool = None
+        self._demo_pool: DemoPool | None = None
         self._pool_lock = _SharedLock()
         if settings.program:  # a compiled program named in the settings
             self._load_state(settings.program)
@@ -212,8 +212,7 @@ class SagaProgram(dspy.Module):
         self._load_state(path, **kwargs)
         return self
 
-    @classmethod
-    def _load_new(
+    def _load_new(  # bound to the class by `load` below
         cls,
         path,
         settings: Settings | None = None,
@@ -226,7 +225,7 @@ class SagaProgram(dspy.Module):
         program._load_state(path, **load_kwargs)
         return program
 
-    load = _HybridMethod(_load_new.__func__, _load_into)
+    load = _HybridMethod(_load_new, _load_into)
 
     # -- resources -------------------------------------------------------------------------
 

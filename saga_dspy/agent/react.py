@@ -223,7 +223,7 @@ class SagaReAct(dspy.ReAct):
                 log.warning("context window exceeded; shrinking the trajectory (scale %.2f)", episode.budget_scale)
         raise ContextWindowExceededError(message=f"the prompt does not fit even after shrinking: {last}")
 
-    def forward(self, episode: Episode):  # type: ignore[override]
+    def forward(self, episode: Episode):
         failures = 0
         limit = episode.max_steps
         index = 0
@@ -231,7 +231,7 @@ class SagaReAct(dspy.ReAct):
             index += 1
             # after a repeated action, sample instead of decoding greedily: the same prompt prefix
             # would otherwise give the same reply again
-            extra = {"config": {"temperature": REPEAT_TEMPERATURE}} if episode.repeats else {}
+            extra: dict[str, Any] = {"config": {"temperature": REPEAT_TEMPERATURE}} if episode.repeats else {}
             try:
                 pred = self._call(episode, self.react, **extra)
             except (AdapterParseError, ValueError) as exc:

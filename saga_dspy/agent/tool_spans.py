@@ -63,10 +63,10 @@ def small_value(value: Any, limit: int = 2000, items: int = ITEMS, depth: int = 
             out["…"] = f"{len(value) - items} more keys"
         return out
     if isinstance(value, (list, tuple)):
-        out = [small_value(v, limit, items, depth + 1) for v in list(value)[:items]]
+        seq = [small_value(v, limit, items, depth + 1) for v in list(value)[:items]]
         if len(value) > items:
-            out.append(f"… {len(value) - items} more")
-        return out
+            seq.append(f"… {len(value) - items} more")
+        return seq
     return f"<{type(value).__name__}>"
 
 

@@ -433,7 +433,7 @@ def load_benchmark(
             "(run scripts/build_benchmarks.py --freeze-gold, or pass gold_file=)"
         )
     whys = [_reason(row) for row in ds]
-    reasons = Counter(w for w in whys if w is not None)
+    reasons = dict(sorted(Counter(w for w in whys if w is not None).items()))
     ds = ds.filter(
         lambda _row, i: whys[i] is None, with_indices=True, keep_in_memory=True, new_fingerprint=_fresh_fingerprint()
     )
@@ -444,7 +444,7 @@ def load_benchmark(
         "total": len(whys),
         "kept": len(ds),
         "left_out": len(whys) - len(ds),
-        "reasons": dict(sorted(reasons.items())),
+        "reasons": reasons,
     }
     log.info(
         "%s/%s: kept %d of %d answerable questions; left out %d (%s)",
@@ -453,7 +453,7 @@ def load_benchmark(
         report["kept"],
         report["total"],
         report["left_out"],
-        ", ".join(f"{k} {v}" for k, v in report["reasons"].items()) or "none",
+        ", ".join(f"{k} {v}" for k, v in reasons.items()) or "none",
     )
     ds.info.description = json.dumps({"answerable_filter": report})
     return ds

@@ -35,7 +35,7 @@ class EvalItem:
 
     @property
     def is_boolean(self) -> bool:
-        return bool(self.gold) and '"boolean"' in self.gold and '"results"' not in self.gold
+        return self.gold is not None and '"boolean"' in self.gold and '"results"' not in self.gold
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> EvalItem:

@@ -228,7 +228,8 @@ class Firewall:
 
     def partition(self, records: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, int]]:
         """(records that collide with nothing here, counts of the dropped ones by colliding source)."""
-        kept, dropped = [], Counter()
+        kept: list[dict[str, Any]] = []
+        dropped: Counter[str] = Counter()
         for rec in records:
             hits = self.collisions(rec.get("question"), rec.get("sparql"))
             if hits:

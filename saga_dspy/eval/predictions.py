@@ -11,11 +11,11 @@ import threading
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem
-from saga_dspy.eval.metrics import answer_f1
+from saga_dspy.eval.metrics import MetricMode, answer_f1
 from saga_dspy.eval.rundir import open_private
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,9 @@ def _is_empty_answer(answers: Any) -> bool:
     return False
 
 
-def score_answers(answers: Any, gold: Any, mode: str, answerable: bool | None = None) -> tuple[float, str | None]:
+def score_answers(
+    answers: Any, gold: Any, mode: MetricMode, answerable: bool | None = None
+) -> tuple[float, str | None]:
     """(F1, why it could not be computed or None) of answers against the frozen gold result.
 
     A gold result that is not answerable (`eval.answerability`: empty, COUNT 0, unconfirmed ASK
@@ -74,7 +76,7 @@ def score_answers(answers: Any, gold: Any, mode: str, answerable: bool | None = 
 def score_prediction(
     item: EvalItem,
     pred: Any,
-    mode: str,
+    mode: MetricMode,
     *,
     error: str | None = None,
     error_kind: str | None = None,
@@ -127,7 +129,7 @@ class PredictionsFile:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.lock = threading.Lock()
-        self._fh = None
+        self._fh: IO[str] | None = None
         self.closed = False
 
     @staticmethod

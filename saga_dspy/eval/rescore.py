@@ -15,7 +15,7 @@ from typing import Any
 
 from saga_dspy.config import Settings
 from saga_dspy.eval.answerability import subset_record
-from saga_dspy.eval.metrics import compute_metrics
+from saga_dspy.eval.metrics import MetricMode, compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_answers
 from saga_dspy.eval.records import CONFIG, METRICS, write_json
 from saga_dspy.kg.errors import SparqlError
@@ -27,7 +27,7 @@ RESCORED = "metrics.rescored.json"
 RUN_FACTS = ("interrupted", "stopped", "warmup_seconds", "phase")
 
 
-def rescore_line(line: dict[str, Any], mode: str, answers: Any = None) -> dict[str, Any]:
+def rescore_line(line: dict[str, Any], mode: MetricMode, answers: Any = None) -> dict[str, Any]:
     """The line with `f1`/`em`/`metric_error` recomputed (answers: re-executed ones, if any)."""
     out = dict(line)
     if answers is not None:
@@ -52,7 +52,7 @@ def _execute_missing(lines: list[dict[str, Any]], settings: Any) -> int:
 
 
 def rescore(
-    run_dir: str | Path, metric_mode: str | None = None, *, settings: Any = None, out: str | Path | None = None
+    run_dir: str | Path, metric_mode: MetricMode | None = None, *, settings: Any = None, out: str | Path | None = None
 ) -> dict[str, Any]:
     """Recompute the run's metrics from its predictions; writes and returns them."""
     run_dir = Path(run_dir)
@@ -60,7 +60,7 @@ def rescore(
     if not pred_path.is_file():
         raise FileNotFoundError(f"{run_dir} has no {PREDICTIONS}")
     config = json.loads((run_dir / CONFIG).read_text(encoding="utf-8")) if (run_dir / CONFIG).is_file() else {}
-    mode = metric_mode or config.get("metric_mode") or "answers"
+    mode: MetricMode = metric_mode or config.get("metric_mode") or "answers"  # a recorded mode: answer_f1 checks it
     latest = last_by_id(PredictionsFile.read(pred_path))
     ids = config.get("ids") or list(latest)
     lines = [latest[i] for i in ids if i in latest]

@@ -28,7 +28,7 @@ from saga_dspy.eval.datasets import BENCHMARKS
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
 from saga_dspy.eval.firewall import guard_kwargs
-from saga_dspy.eval.metrics import compute_metrics
+from saga_dspy.eval.metrics import MetricMode, compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_prediction
 from saga_dspy.eval.records import CONFIG, METRICS, fingerprint, run_config, write_json
 from saga_dspy.eval.report import markdown_table, summary_table
@@ -78,7 +78,7 @@ def run_questions(
     items: Sequence[EvalItem],
     predictions: PredictionsFile,
     *,
-    mode: str,
+    mode: MetricMode,
     num_threads: int = 1,
     lm: Any = None,
     progress: bool = True,

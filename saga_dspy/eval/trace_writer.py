@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any, cast
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,8 @@ class TraceWriter:
         self._sender.join(timeout)
         if self._child is not None:
             with contextlib.suppress(OSError):
-                self._child.stdin.close()
+                if self._child.stdin is not None:
+                    self._child.stdin.close()
             try:
                 self._child.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -126,9 +128,11 @@ class TraceWriter:
         """Write one message to the child. A failed write raises before the message counts as sent, so the
         caller writes it here (a cut-off pickle is nothing the child can read)."""
         data = pickle.dumps(_serialise(message), protocol=pickle.HIGHEST_PROTOCOL)
-        self._child.stdin.write(data)
+        stdin = self._child.stdin if self._child is not None else None
+        assert stdin is not None  # sent only while the child runs (its stdin a pipe)
+        stdin.write(data)
         if message[0] == "flush":
-            self._child.stdin.flush()
+            stdin.flush()
             self._flushes_sent = message[1]
         elif message[0] == "trace":
             with self._cond:
@@ -169,7 +173,9 @@ class TraceWriter:
     # -- the acknowledgement reader ---------------------------------------------------------------------------
 
     def _read_loop(self) -> None:
-        for line in self._child.stdout:
+        stdout = self._child.stdout if self._child is not None else None
+        assert stdout is not None  # started only with the child (its stdout a pipe)
+        for line in stdout:
             with contextlib.suppress(ValueError):
                 n = int(line)
                 with self._cond:
@@ -189,6 +195,7 @@ def _serialise(message: Message) -> tuple:
 
 _live: TraceWriter | None = None  # the process's writer (one store at a time)
 _live_lock = threading.Lock()
+_original_factory: Callable[..., Any] | None = None  # mlflow's span processor factory while ours is installed
 
 
 def writer_for(tracking_uri: str, write_locally: LocalWrite) -> TraceWriter:
@@ -255,14 +262,15 @@ def install(tracking_uri: str) -> TraceWriter:
     exporter = ProcessSpanExporter(tracking_uri=tracking_uri)
     writer = writer_for(tracking_uri, exporter.write_here)
     exporter.writer = writer
-    original = getattr(provider, "_saga_original_processor_factory", provider._get_mlflow_span_processor)
+    global _original_factory
+    original = _original_factory or provider._get_mlflow_span_processor
 
     def processor_factory(tracking_uri: str):
         return MlflowV3SpanProcessor(
             span_exporter=exporter, export_metrics=provider.should_export_otlp_metrics(), use_batch_processor=False
         )
 
-    provider._saga_original_processor_factory = original
+    _original_factory = original
     provider._get_mlflow_span_processor = processor_factory
     provider.reset()
     return writer
@@ -272,10 +280,10 @@ def uninstall() -> None:
     """mlflow's own span processor again for the next traces."""
     import mlflow.tracing.provider as provider
 
-    original = getattr(provider, "_saga_original_processor_factory", None)
-    if original is not None:
-        provider._get_mlflow_span_processor = original
-        del provider._saga_original_processor_factory
+    global _original_factory
+    if _original_factory is not None:
+        provider._get_mlflow_span_processor = _original_factory
+        _original_factory = None
         provider.reset()
 
 
@@ -311,11 +319,11 @@ def main() -> int:
             except queue.Empty:
                 break
         traces = [Trace.from_dict(m[1]) for m in batch if m is not None and m[0] == "trace"]
-        by_experiment: dict[str, list] = {}
+        by_experiment: dict[str | None, list] = {}
         for trace in traces:
             by_experiment.setdefault(trace.info.experiment_id, []).extend(trace.data.spans)
         for experiment_id, spans in by_experiment.items():
-            exporter._log_spans(experiment_id, spans)
+            exporter._log_spans(cast(str, experiment_id), spans)  # a trace sent to the store has its experiment
         for trace in traces:
             exporter._log_trace(trace, [])
         for message in batch:

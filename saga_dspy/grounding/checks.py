@@ -49,7 +49,7 @@ class Conflict:
 
 def _domain_steps(p: Pattern, flavour) -> list[tuple[Term, str]]:
     """(term, pid) pairs where `term` sits in the subject position of property `pid` (domain applies)."""
-    out = []
+    out: list[tuple[Term, str]] = []
     if p.alternative:
         return out
     for steps, term, is_subject in ((p.subject_steps, p.subject, True), (p.object_steps, p.obj, False)):
@@ -106,7 +106,7 @@ def find_conflicts(ctx: QuestionContext, parsed: ParsedQuery | None) -> list[Con
     for p, term, pid in todo:
         if term.kind == "iri":
             eid = flavour.entity_id(term.value)
-            et = types.get(eid)
+            et = types.get(eid) if eid else None
             is_declared = False
         else:
             eid = None

@@ -65,7 +65,7 @@ class _CountingEndpoint:
     def __init__(self, endpoint, counters: Counter):
         self._endpoint = endpoint
         self._counters = counters
-        self.settings = getattr(endpoint, "settings", None)
+        self.settings: Settings | None = getattr(endpoint, "settings", None)
         self.name = getattr(endpoint, "name", "endpoint")
 
     def query(self, sparql: str, timeout: float | None = None) -> QueryResult:

@@ -119,8 +119,14 @@ def best_candidate(eid: str, arrangement: Arrangement, incoming: IncomingView | 
         ),
         None,
     )
-    if inc is not None and (
-        out is None or inc.relevance > out.relevance or (inc.relevance == out.relevance and inc.fits and not out.fits)
+    if (
+        incoming is not None
+        and inc is not None
+        and (
+            out is None
+            or inc.relevance > out.relevance
+            or (inc.relevance == out.relevance and inc.fits and not out.fits)
+        )
     ):
         return incoming.query(eid, inc.pid)
     if out is not None:

@@ -15,10 +15,10 @@ from typing import Any
 
 from ..kg.errors import SparqlError
 from ..kg.flavours import Flavour
-from ..kg.results import SelectResult
+from ..kg.results import QueryResult, SelectResult
 from ..kg.values import Value
 from ..schema import EntityTypes, check_domain
-from ..schema.compat import typed
+from ..schema.compat import Mode, typed
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Neighbourhood:
     label: str = ""
     description: str = ""
     edges: OrderedDict[str, list[Value]] = field(default_factory=OrderedDict)  # pid → values
-    types: Any = None  # schema.EntityTypes
+    types: EntityTypes = field(default_factory=lambda: EntityTypes((), source="none"))  # τ(e), read off the edges
     capped: bool = False
     queries: int = 0
     error: str | None = None
@@ -99,7 +99,7 @@ def fetch_neighbourhood(
         if q:
             try:
                 nb.queries += 1
-                _attach_qualifiers(endpoint.query(q), nb, by_key, flavour)
+                _attach_qualifiers(endpoint.query(q), by_key, flavour)
             except SparqlError:
                 pass
     if value_types and nb.edges:
@@ -120,13 +120,13 @@ def fetch_neighbourhood(
     return nb
 
 
-def _attach_qualifiers(result, nb: Neighbourhood, by_key: dict, flavour: Flavour) -> None:
+def _attach_qualifiers(result: QueryResult, by_key: dict[tuple[str, str], Value], flavour: Flavour) -> None:
     if not isinstance(result, SelectResult):
         return
-    flavour.attach_qualifiers(result, nb, by_key)
+    flavour.attach_qualifiers(result, by_key)
 
 
-def type_filter(nb: Neighbourhood, schema, hierarchy, mode: str, types=None) -> FilterResult:
+def type_filter(nb: Neighbourhood, schema, hierarchy, mode: Mode, types=None) -> FilterResult:
     """Eq. 3 with three outcomes: keep unless the domain check demonstrates a conflict.
     With no types the filter is skipped (every property kept, decisions UNKNOWN). Every property of a
     neighbourhood is one the entity carries (what the calibrated mode's inferred conflicts yield to)."""

@@ -166,7 +166,7 @@ def _term(node) -> Term | None:
 
 
 def _triples(raw) -> list[tuple]:
-    out = []
+    out: list[tuple] = []
     if not raw:
         return out
     items = list(raw)

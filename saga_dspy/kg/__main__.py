@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from saga_dspy.cli import ArgumentParser, run_main
 
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = settings_from_args(args)
     except ValueError as exc:  # pydantic's ValidationError: one line per bad setting
-        errors = getattr(exc, "errors", lambda: [])()
+        errors: list[dict[str, Any]] = getattr(exc, "errors", lambda: [])()
         lines = [f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}" for e in errors] or [str(exc)]
         print("error: " + "; ".join(lines), file=sys.stderr)
         return 2

@@ -113,14 +113,15 @@ class Endpoint(ABC):
     def query(self, sparql: str, timeout: float | None = None) -> QueryResult:
         prepared, form = self._checked(sparql)
         row_cap = self.settings.row_cap
-        key = ResultCache.key(self.cache_id, prepared, row_cap) if self.cache is not None else None
-        if key and (hit := self.cache.get(key)) is not None:
+        cache = self.cache
+        key = ResultCache.key(self.cache_id, prepared, row_cap) if cache is not None else None
+        if cache is not None and key and (hit := cache.get(key)) is not None:
             return hit
         result = self._run(prepared, timeout or self.settings.query_timeout, row_cap)
         if not isinstance(result, RESULT_TYPES[form]):
             raise MalformedResponse(f"{self.name}: a {form} query was answered with a {type(result).__name__}")
-        if key:
-            self.cache.put(key, result)
+        if cache is not None and key:
+            cache.put(key, result)
         return result
 
     def select(self, sparql: str, timeout: float | None = None) -> SelectResult:
@@ -171,6 +172,8 @@ class _Worker:
             # address-space limit that reservation, not the query, would abort it
             env={**os.environ, "RUST_BACKTRACE": "0", "MALLOC_ARENA_MAX": "2"},
         )
+        assert self.process.stdin is not None and self.process.stdout is not None  # both are pipes
+        self.stdin, self.stdout = self.process.stdin, self.process.stdout
         self.ready = False
 
     def request(self, message: tuple, timeout: float) -> tuple:
@@ -178,16 +181,16 @@ class _Worker:
         deadline = time.monotonic() + timeout
         if not self.ready:  # the child greets once its store is open
             self._wait(deadline)
-            pickle.load(self.process.stdout)
+            pickle.load(self.stdout)
             self.ready = True
-        pickle.dump(message, self.process.stdin)
-        self.process.stdin.flush()
+        pickle.dump(message, self.stdin)
+        self.stdin.flush()
         self._wait(deadline)
-        return pickle.load(self.process.stdout)
+        return pickle.load(self.stdout)
 
     def _wait(self, deadline: float) -> None:
         remaining = max(0.0, deadline - time.monotonic())
-        readable, _, _ = select.select([self.process.stdout], [], [], remaining)
+        readable, _, _ = select.select([self.stdout], [], [], remaining)
         if not readable:
             raise _Deadline()
 
@@ -203,7 +206,7 @@ class _Worker:
             self.process.wait(5)
         except (OSError, subprocess.TimeoutExpired):
             pass
-        for pipe in (self.process.stdin, self.process.stdout):
+        for pipe in (self.stdin, self.stdout):
             try:
                 pipe.close()
             except OSError:
@@ -461,12 +464,15 @@ def open_connection(url: str, timeout: float, headers: dict[str, str]) -> tuple[
     tunnelled with CONNECT, plain HTTP is sent to the proxy in absolute form; a `user:password@` in the
     proxy URL becomes a Proxy-Authorization header (added to `headers` for plain HTTP)."""
     target = urllib.parse.urlsplit(url)
+    host = target.hostname
+    if not host:
+        raise EndpointUnavailable(f"{url}: no host to connect to")
     path = (target.path or "/") + (f"?{target.query}" if target.query else "")
     https = target.scheme == "https"
     proxy = proxy_for(url)
     if proxy is None:
         connection_type = http.client.HTTPSConnection if https else http.client.HTTPConnection
-        return connection_type(target.hostname, target.port, timeout=timeout), path
+        return connection_type(host, target.port, timeout=timeout), path
     via = urllib.parse.urlsplit(proxy)
     if via.scheme != "http" or not via.hostname:
         raise EndpointUnavailable(f"proxy {proxy.split('@')[-1]!r} for {url}: only http:// proxy URLs are supported")
@@ -477,7 +483,7 @@ def open_connection(url: str, timeout: float, headers: dict[str, str]) -> tuple[
     proxy_port = via.port or (443 if via.scheme == "https" else 80)
     if https:
         conn = http.client.HTTPSConnection(via.hostname, proxy_port, timeout=timeout)
-        conn.set_tunnel(target.hostname, target.port or 443, headers=auth)
+        conn.set_tunnel(host, target.port or 443, headers=auth)
         return conn, path
     headers.update(auth)
     return http.client.HTTPConnection(via.hostname, proxy_port, timeout=timeout), urllib.parse.urlunsplit(

@@ -79,7 +79,7 @@ def build_label_index(store, path: Path) -> None:
         """
     )
     rows = []
-    alias_rows = []
+    alias_rows: list[tuple[str, int]] = []
     for rowid, qid in enumerate(sorted(entries, key=lambda x: (x[0], int(x[1:]) if x[1:].isdigit() else 0)), 1):
         e = entries[qid]
         aliases = sorted(set(e["aliases"]))

@@ -26,7 +26,7 @@ def term_tuple(term):
     if isinstance(term, pyoxigraph.BlankNode):
         return ("bnode", term.value, None, None)
     if isinstance(term, pyoxigraph.Literal):
-        datatype = term.datatype.value
+        datatype: str | None = term.datatype.value
         if term.language or datatype in (XSD_STRING, RDF_LANGSTRING):
             datatype = None
         return ("literal", term.value, datatype, term.language)
@@ -46,7 +46,8 @@ def answer(store, sparql: str, row_cap: int, prefixes: dict) -> tuple:
         else:  # CONSTRUCT / DESCRIBE: triples as subject/predicate/object rows
             variables = ["subject", "predicate", "object"]
             items = ([t.subject, t.predicate, t.object] for t in result)
-        rows, capped = [], False
+        rows: list[list[tuple]] = []
+        capped = False
         for item in items:
             if len(rows) >= row_cap:
                 capped = True

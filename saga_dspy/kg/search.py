@@ -150,9 +150,8 @@ class LocalSearch:
         named: dict[str, tuple[tuple, int]] = {}
         for row in rows:  # the best-known entity of each phrase only: homonyms must not crowd out
             phrase = row[1].lower()  # the hits that match the whole query ("Star Wars Episode IV")
-            content = phrases.pop(phrase, None)  # popped: later (less known) homonyms are skipped
-            if content is not None:
-                named[row[0]] = (row, content)
+            if phrase in phrases:  # popped: later (less known) homonyms are skipped
+                named[row[0]] = (row, phrases.pop(phrase))
         return named
 
     def _exact(self, lc: str, kind_sql: str, kind_args: list) -> list[tuple]:

@@ -212,7 +212,8 @@ def _refuse_if_update(text: str) -> None:
             update = parseUpdate(text)
     except Exception:
         return
-    names = [getattr(op, "name", "") for op in update.get("request", []) if getattr(op, "name", "")]
+    requests = update.get("request", [])  # type: ignore[arg-type]  # rdflib's stub types the default as bool
+    names = [getattr(op, "name", "") for op in requests if getattr(op, "name", "")]
     if not names:  # an empty text is a valid (empty) update: nothing to refuse
         return
     word = _UPDATE_NAMES.get(names[0], names[0])

@@ -100,7 +100,8 @@ def _build(settings: Settings, path: Path, log) -> None:
     for dump in dump_files(settings):
         log(f"loading {dump.name}")
         with gzip.open(dump, "rb") as handle:
-            store.bulk_load(handle, format=pyoxigraph.RdfFormat.N_TRIPLES)
+            # a GzipFile is a binary file object; pyoxigraph's stub names typing.IO only
+            store.bulk_load(handle, format=pyoxigraph.RdfFormat.N_TRIPLES)  # type: ignore[arg-type]
     store.flush()
     store.optimize()
     log("building the label index")

@@ -283,7 +283,7 @@ def remote_lm(settings: Settings) -> dspy.LM:
     if scope is not None and _provider(settings.lm) in OPENAI_COMPATIBLE_PREFIXES:  # our engine stops at END_OF_REPLY
         kwargs["user"] = CACHE_SCOPE_USER + scope
         engine = OpenAICompatibleEngine(
-            settings.api_base,
+            settings.api_base or "",  # set: a scope names it
             api_key=api_key or os.environ.get("OPENAI_API_KEY"),
             timeout=settings.lm_timeout,
             max_tokens=settings.max_tokens,

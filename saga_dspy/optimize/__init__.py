@@ -45,7 +45,7 @@ from saga_dspy.errors import Interrupted
 from saga_dspy.eval.datasets import BENCHMARKS
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, load_eval_set
-from saga_dspy.eval.metrics import answer_f1
+from saga_dspy.eval.metrics import MetricMode, answer_f1
 from saga_dspy.eval.records import endpoint_record, fingerprint, lm_record, program_record, versions, write_json
 from saga_dspy.eval.report import markdown_table, summary_table
 from saga_dspy.eval.rundir import locked_run_dir, make_private, open_private
@@ -100,7 +100,7 @@ def refuse_test_split(dataset: str, split: str, data_file: str | None = None) ->
 Metric = Callable[..., Any]  # dspy's metric: (example, prediction, trace=None) -> float | bool
 
 
-def make_metric(mode: str = "answers", threshold: float = 0.5) -> Metric:
+def make_metric(mode: MetricMode = "answers", threshold: float = 0.5) -> Metric:
     """F1 of the prediction's answers against the example's frozen gold; with `trace` set
     (bootstrapping), whether F1 >= threshold."""
 
@@ -403,6 +403,7 @@ def _compile(
 ) -> SagaProgram:
     """The compiled program: gold demos alone, BootstrapFewShot or MIPROv2 (then topped up with gold demos)."""
     if options.optimizer == "none":
+        assert teacher is not None  # `none` compiles gold demos only (checked with the options)
         return teacher
     if options.optimizer == "bootstrap":
         compiled = _bootstrap(student, teacher, trainset, metric, options)

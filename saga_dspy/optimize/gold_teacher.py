@@ -31,7 +31,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import dspy
 from tqdm import tqdm
@@ -91,7 +91,7 @@ def property_constants(sparql: str) -> list[str]:
 def _strip_prefixes(sparql: str, keep_unknown: bool = False) -> str:
     """The query without PREFIX declarations; with `keep_unknown`, the ones our endpoints do not
     predeclare come back first, one a line, if the query uses them."""
-    kept: list[str] = []
+    kept: list[tuple[str, str]] = []
 
     def drop(m: re.Match) -> str:
         if keep_unknown and WIKIDATA_PREFIXES.get(m.group(1) or "") != m.group(2):
@@ -457,8 +457,8 @@ def gold_traces(
         try:
             records.append(
                 gold_trace(
-                    get("question"),
-                    sparql,
+                    cast(str, get("question")),
+                    cast(str, sparql),
                     settings=settings,
                     endpoint=endpoint,
                     search=search,

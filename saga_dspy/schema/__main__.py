@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                         ev,
                         hierarchy,
                         mode,
-                        pid=pid,  # type: ignore[arg-type]
+                        pid=pid,
                         carried=normalize_pid(pid) in carried,
                     )
                     print(f"  {pid} {mode:10s} {d.outcome.value:10s} {d.reason}")

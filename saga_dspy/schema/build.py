@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..kg.errors import SparqlError
 from ..kg.flavours import FREEBASE, WIKIDATA
 from ..kg.prefixes import WD, WIKIBASE
-from ..kg.results import SelectResult
+from ..kg.results import Binding, SelectResult
 from .index import (
     FB,
     FREEBASE_LITERAL_TYPES,
@@ -244,7 +244,7 @@ def _build_wikidata(endpoint: Endpoint, options: BuildOptions, log: Callable[[st
     if options.properties is not None:
         wanted_pids = [normalize_pid(p) for p in options.properties]
         props = {pid: {"label": ""} for pid in wanted_pids}
-        rows = [
+        rows: Iterable[dict[str, Binding]] = [
             r
             for chunk in _batches(wanted_pids, options.values_batch)
             for r in _select_values(endpoint, _DATATYPES_QUERY, chunk)
@@ -271,7 +271,7 @@ def _build_wikidata(endpoint: Endpoint, options: BuildOptions, log: Callable[[st
     formal: dict[tuple[str, str], dict[str, Any]] = {}
     for chunk in _batches(pids, batch):
         for row in _select_values(endpoint, _TERMS_QUERY, chunk):
-            entry = props[_local(row["p"].value, WD)]
+            entry = props[_local(row["p"].value, WD) or ""]
             if row["k"].value == "alias":
                 entry.setdefault("aliases", []).append(row["v"].value)
             else:
@@ -434,11 +434,11 @@ def _sample_types(
     out: dict[str, dict[str, dict[str, set[str]]]] = {}
     for pid, items in pairs.items():
         side: dict[str, dict[str, set[str]]] = {"s": {}, "o": {}}
-        for s, o in items:
-            if s:
-                side["s"][s] = types.get(s, set())
-            if o:
-                side["o"][o] = types.get(o, set())
+        for subject, value in items:
+            if subject:
+                side["s"][subject] = types.get(subject, set())
+            if value:
+                side["o"][value] = types.get(value, set())
         out[pid] = side
     return out
 

@@ -41,15 +41,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from ..kg.flavours import FLAVOURS, Flavour, flavour_for
+from ..kg.flavours import FLAVOURS, WIKIDATA, Flavour, flavour_for
 from ..kg.results import SelectResult
 from .hierarchy import ClassHierarchy
 from .index import ClassUsage, TypeEvidence, normalize_pid
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..kg.endpoint import Endpoint
+    from ..config import Settings
+    from ..kg.results import QueryResult
 
 Mode = Literal["closure", "bare", "calibrated"]
 MODES = ("closure", "bare", "calibrated")
@@ -152,16 +153,30 @@ def typed(key: str, declared: Iterable[str], superclasses: Iterable[str], flavou
 # --- fetching types ----------------------------------------------------------------------------------------
 
 
-def entity_types(endpoint: Endpoint, qid: str) -> EntityTypes:
+class TypeSource(Protocol):
+    """What reading types needs of an endpoint (a `kg.endpoint.Endpoint`, or one seen through a counter)."""
+
+    @property
+    def settings(self) -> Settings | None: ...
+
+    def query(self, sparql: str, timeout: float | None = None) -> QueryResult: ...
+
+
+def _flavour_of(endpoint: TypeSource) -> Flavour:
+    settings = endpoint.settings
+    return flavour_for(settings.kg) if settings is not None else WIKIDATA  # a stand-in without settings
+
+
+def entity_types(endpoint: TypeSource, qid: str) -> EntityTypes:
     """τ(e) in one query: the P31 types, and the P279 superclasses when the entity is a class."""
     key = normalize_pid(qid)
     return entity_types_many(endpoint, [key])[key]
 
 
-def entity_types_many(endpoint: Endpoint, qids: Iterable[str], batch: int = 200) -> dict[str, EntityTypes]:
+def entity_types_many(endpoint: TypeSource, qids: Iterable[str], batch: int = 200) -> dict[str, EntityTypes]:
     """`entity_types` for many entities, one query per `batch` of them."""
     keys = list(dict.fromkeys(normalize_pid(q) for q in qids))
-    flavour = flavour_for(endpoint.settings.kg)
+    flavour = _flavour_of(endpoint)
     prefix = flavour.entity_ns
     found: dict[str, tuple[list[str], list[str]]] = {k: ([], []) for k in keys}
     for start in range(0, len(keys), batch):

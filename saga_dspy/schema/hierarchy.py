@@ -187,10 +187,10 @@ class ClassHierarchy:
         self._fetched.update(qids)
         self._fetched.update(edges)  # every node of a fetched closure has its own closure fetched too
         for sups in edges.values():
-            for sup in sups:
-                if sup not in edges:  # a top node: no parents
-                    self._parents.setdefault(sup, ())
-                    self._fetched.add(sup)
+            for top in sups:
+                if top not in edges:  # a top node: no parents
+                    self._parents.setdefault(top, ())
+                    self._fetched.add(top)
         for q in qids:
             self._parents.setdefault(q, ())
         self._closure.clear()  # closures computed before may have been partial

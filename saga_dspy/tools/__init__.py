@@ -57,7 +57,7 @@ def make_tools(ctx: QuestionContext) -> list[Callable[..., str]]:
     def stop() -> str:
         return _guarded(ctx, "stop", "", lambda: do_stop(ctx))
 
-    tools = [search_wikidata, get_wikidata_entry, get_property_examples, execute_sparql, stop]
+    tools: list[Callable[..., str]] = [search_wikidata, get_wikidata_entry, get_property_examples, execute_sparql, stop]
     for tool in tools:
         tool.__doc__ = TOOL_SPECS[tool.__name__].description
     return tools

@@ -52,7 +52,7 @@ def _learn_from_result(
     ctx: QuestionContext, parsed: ParsedQuery | None, result: SelectResult, sample: dict[str, list[str]], types: dict
 ) -> list[str]:
     """Θ updates from a non-empty result: entity types, observed variable types, trace-local ranges."""
-    learnt = []
+    learnt: list[str] = []
     if not ctx.flags.type_state:
         return learnt
     for var, ids in sample.items():
@@ -80,11 +80,11 @@ def _learn_from_result(
         if ps is not None and ps.range is not None:
             continue
         ids = sample.get(p.obj.value, [])
-        classes = [t for eid in ids for t in (types.get(eid).types if types.get(eid) else ())]
+        classes = [t for eid in ids if (et := types.get(eid)) for t in et.types]
         if classes:
             ctx.state.add_range_evidence(ref.pid, classes)
-            top = ctx.state.observed_range(ref.pid, 2)
-            learnt.append(f"{ref.pid} returns {', '.join(ctx.class_label(c) for c in top)}")
+            observed = ctx.state.observed_range(ref.pid, 2)
+            learnt.append(f"{ref.pid} returns {', '.join(ctx.class_label(c) for c in observed)}")
     return learnt
 
 
@@ -121,12 +121,12 @@ def do_execute(ctx: QuestionContext, sparql: str) -> str:
     required_conflicts = [c for c in conflicts if c.required and not c.declared]
     _record_constants(ctx, constants, types, const_labels)
 
-    is_ask = isinstance(result, AskResult)
-    ask_false = is_ask and not result.value
+    ask = result if isinstance(result, AskResult) else None
+    ask_false = ask is not None and not ask.value
     if isinstance(result, SelectResult) and result.rows:
         lines, status = _observe_rows(ctx, sparql, parsed, result, constants, sample, types, conflicts), "ok"
-    elif is_ask and result.value:
-        lines, status = _observe_ask_true(ctx, sparql, result, conflicts), "ok"
+    elif ask is not None and ask.value:
+        lines, status = _observe_ask_true(ctx, sparql, ask, conflicts), "ok"
     elif required_conflicts:
         lines, status = _observe_blocked(ctx, sparql, parsed, required_conflicts, ask_false), "blocked"
     else:

@@ -317,7 +317,8 @@ def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], pr
     if ctx.flags.prune_all:
         fits = {pid: (prior and _fits_answer(ctx, pid, nb.edges[pid])) for pid in kept}
         return None, sorted(kept, key=lambda p: (not fits[p], _group(ctx, p), id_order(p))), fits
-    confident = prior and ctx.state.answer_type.label not in ("", "entity")
+    at = ctx.state.answer_type
+    confident = prior and at is not None and at.label not in ("", "entity")
     arrangement = arrange(
         ctx,
         eid,
@@ -412,7 +413,7 @@ def _head_lines(
     elif sel.filtered:
         head.append("Type filter: no property conflicts.")
     head.extend(sel.notes)
-    if prior and any(fits.values()):
+    if prior and ctx.state.answer_type is not None and any(fits.values()):
         head.append(
             f"★ = range fits the expected answer type ({ctx.state.answer_type.render()})"
             + ("; listed first." if arrangement is None else " and it is the question's clear best match.")

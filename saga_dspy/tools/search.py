@@ -86,14 +86,14 @@ def do_search(ctx: QuestionContext, query: str) -> str:
     if prop_blocks:
         all_blocks.append(Block("Properties:", "Properties:", ""))
         all_blocks.extend(prop_blocks)
-    tail = []
+    next_move: list[str] = []
     if items:  # a small model repeats its search unless told the next move (measured with the 1.5B model)
         pick = _hint_pick(query, items)
-        tail.append(
+        next_move.append(
             f"Next: {lookup_call(pick.id)} if {pick.id} ({clip(pick.label, 40)}) is what "
             f"the question means; else look up another hit or search again."
         )
-    rendered = render_blocks(head, all_blocks, ctx.budget, what="hits", tail=tail)
+    rendered = render_blocks(head, all_blocks, ctx.budget, what="hits", tail=next_move)
     return rendered.text
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from ..prefixes import FREEBASE_PREFIXES
+from ..results import SelectResult
 from ..values import Value
 from .wikidata import DIRECT, Flavour, PropRef
 
@@ -117,7 +118,7 @@ class FreebaseFlavour(Flavour):
     def property_token(self, pid: str) -> str:
         return f"ns:{pid}"
 
-    def id_prefixes(self):
+    def id_prefixes(self) -> dict[str, tuple[str, re.Pattern[str]]]:
         any_id = re.compile(rf"({ENTITY.pattern})|({PROPERTY.pattern})|({TYPE_ID.pattern})")
         return {"ns": ("any", any_id), "fb": ("any", any_id)}
 
@@ -186,7 +187,7 @@ class FreebaseFlavour(Flavour):
         ref = self.prop_ref(iri)
         return ref.pid if ref else None
 
-    def attach_qualifiers(self, result, nb, by_key) -> None:
+    def attach_qualifiers(self, result: SelectResult, by_key: dict[tuple[str, str], Value]) -> None:
         """Flatten CVT nodes one hop: their edges hang on the value as (property, value) pairs."""
         for row in result.rows:
             p, st, pp, o = row.get("p"), row.get("st"), row.get("pp"), row.get("o")

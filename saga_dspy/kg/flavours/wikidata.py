@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from ..prefixes import FREEBASE_PREFIXES, WD, WDT, WIKIDATA_PREFIXES
+from ..results import SelectResult
 from ..values import Value
 
 P_ = "http://www.wikidata.org/prop/"
@@ -136,7 +137,7 @@ class Flavour:
 
     # --- IRIs written by an agent that may not exist --------------------------------------
     # prefix → (kind, regex a well-formed local name must match)
-    def id_prefixes(self) -> dict[str, tuple[str, re.Pattern]]:
+    def id_prefixes(self) -> dict[str, tuple[str, re.Pattern[str]]]:
         return {
             "wd": ("entity", re.compile(r"^[QP][1-9]\d*$")),
             "wdt": ("property", self.property_re),
@@ -228,7 +229,10 @@ class Flavour:
         """Usage examples (P1855): the example subject, with the example value (qualifier) or the
         subject's own value for the property when the knowledge graph has it."""
         prop = f"<{self.entity_iri(pid)}>"
-        label = lambda var: f'OPTIONAL {{ ?{var} <{RDFS_LABEL}> ?{var}l FILTER(LANG(?{var}l) = "en") }}'  # noqa: E731
+
+        def label(var: str) -> str:
+            return f'OPTIONAL {{ ?{var} <{RDFS_LABEL}> ?{var}l FILTER(LANG(?{var}l) = "en") }}'
+
         return (
             "SELECT ?s ?sl ?v ?vl WHERE { "
             f"{{ {prop} <{WDT}{self.example_pid}> ?s . OPTIONAL {{ ?s <{WDT}{pid}> ?v . {label('v')} }} }} UNION "
@@ -261,7 +265,7 @@ class Flavour:
         ref = self.prop_ref(iri)
         return ref.pid if ref and ref.role == DIRECT else None
 
-    def attach_qualifiers(self, result, nb, by_key) -> None:
+    def attach_qualifiers(self, result: SelectResult, by_key: dict[tuple[str, str], Value]) -> None:
         """Hang each qualifier on the neighbourhood value its statement carries."""
         for row in result.rows:
             ps, v, pp, o = row.get("ps"), row.get("v"), row.get("pp"), row.get("o")
