@@ -31,7 +31,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
-from saga_dspy.lm.llama import LOCAL_PREFIX_CACHE_BYTES, admit, common_prefix  # noqa: E402
+from saga_dspy.lm.llama import LOCAL_PREFIX_CACHE_BYTES  # noqa: E402
+from saga_dspy.lm.prefix_cache import admit, common_prefix  # noqa: E402
 from saga_dspy.tools.specs import TOOL_NAMES  # noqa: E402
 
 apply_offline_env()

@@ -18,7 +18,6 @@ PENDING_NOTEBOOK = ("agent/", "tools/")
 PENDING_LONG_MODULES = (
     "agent/program.py",
     "eval/runner.py",
-    "lm/llama.py",
     "optimize/__init__.py",
     "optimize/gold_teacher.py",
     "stats.py",

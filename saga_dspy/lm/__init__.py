@@ -29,14 +29,7 @@ from pathlib import Path
 import dspy
 
 from saga_dspy.config import Settings
-from saga_dspy.lm.llama import (
-    LlamaCppEngine,
-    LocalLlamaLM,
-    PrefixStateCache,
-    llama_cpp_available,
-    local_lm,
-    require_llama_cpp,
-)
+from saga_dspy.lm.llama import LlamaCppEngine, LocalLlamaLM, llama_cpp_available, local_lm, require_llama_cpp
 from saga_dspy.lm.model_files import (
     LOCAL_LM_MODEL,
     LOCAL_MODEL_SHA256,
@@ -46,6 +39,7 @@ from saga_dspy.lm.model_files import (
     local_model_path,
     model_part_files,
 )
+from saga_dspy.lm.prefix_cache import PrefixStateCache
 from saga_dspy.lm.remote import CACHE_SCOPE_HEADER, CACHE_SCOPE_USER, OpenAICompatibleEngine, lm_cache_scope, remote_lm
 from saga_dspy.lm.wire import END_OF_REPLY
 

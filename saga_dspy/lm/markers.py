@@ -5,7 +5,7 @@ A ChatAdapter reply reads `[[ ## next_thought ## ]]\\n…\\n\\n[[ ## next_tool_n
 whose text and order the last user message has already spelt out ("Respond with the corresponding output fields,
 starting with the field …"). The local model generates a token at a time (~70 ms at a question's context length
 on this CPU), but evaluates a batch of known tokens at a fraction of that, so the local engine writes the markers
-(`lm.llama.marked_reply`) and the model writes the values. Only the text is read here; nothing imports DSPy's adapters.
+(`lm.marked_reply`) and the model writes the values. Only the text is read here; nothing imports DSPy's adapters.
 """
 
 from __future__ import annotations

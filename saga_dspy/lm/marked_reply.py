@@ -1,0 +1,168 @@
+"""A chat completion over a llama-cpp-python model in which the engine writes the fixed text itself: the reply a
+final assistant message began and the field markers of a DSPy chat-format reply (`lm.markers`), the model the
+values; a reply caught in a loop ends."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from saga_dspy.lm.markers import OPENING, marker, next_field
+from saga_dspy.lm.prefix_cache import common_prefix
+
+
+def _token_text(llama: Any, token: int) -> str:
+    return llama.detokenize([token], special=True).decode("utf-8", "replace") if token != -1 else ""
+
+
+@functools.lru_cache(maxsize=4)
+def _compiled_template(template: str) -> Any:
+    """A chat template compiled once per process (a model has one), not at every continuation."""
+    from jinja2.ext import loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    return ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols]).from_string(
+        template
+    )
+
+
+def chat_prompt(llama: Any, messages: list[dict[str, str]]) -> str:
+    """The text llama-cpp-python's `create_chat_completion` builds for `messages` with the model's own (GGUF) chat
+    template and the generation prompt: a sandboxed Jinja render with its options and names (a real-model test
+    compares the tokens)."""
+
+    def raise_exception(message: str) -> None:
+        raise ValueError(message)
+
+    return _compiled_template(llama.metadata["tokenizer.chat_template"]).render(
+        messages=messages,
+        eos_token=_token_text(llama, llama.token_eos()),
+        bos_token=_token_text(llama, llama.token_bos()),
+        add_generation_prompt=True,
+        raise_exception=raise_exception,
+        strftime_now=lambda f: time.strftime(f),
+    )
+
+
+def _end_of_turn(llama: Any) -> Any:
+    """llama.cpp's end-of-generation test (every EOG token of the vocabulary: Qwen's <|im_end|> and
+    <|endoftext|>); an object that is not llama-cpp-python's (a test double) ends at its eos token."""
+    if not hasattr(llama, "_model") or importlib.util.find_spec("llama_cpp") is None:
+        eos = llama.token_eos()
+        return lambda token: token == eos
+    from llama_cpp import llama_cpp as native
+
+    vocab = llama._model.vocab
+    return lambda token: bool(native.llama_vocab_is_eog(vocab, token))
+
+
+LOOP_PERIODS = range(8, 65)  # token lengths of a block whose repetition is a degenerate loop
+LOOP_REPEATS = 3  # ... when it ends the reply this many times in a row
+
+
+def looping(tokens: Sequence[int]) -> int:
+    """The period of a block that ends `tokens` LOOP_REPEATS times in a row (0: none).
+
+    A model greedy-decoding a long argument can fall into a loop and write the same nested pattern until the
+    cap; three exact repetitions of 8 or more tokens are never a query or a thought worth the rest of it."""
+    n = len(tokens)
+    for period in LOOP_PERIODS:
+        if n < period * LOOP_REPEATS:
+            break
+        block = tokens[n - period :]
+        if all(tokens[n - (i + 1) * period : n - i * period] == block for i in range(1, LOOP_REPEATS)):
+            return period
+    return 0
+
+
+def marked_reply(
+    llama: Any, messages: list[dict[str, str]], kwargs: dict[str, Any], fields: list[str]
+) -> dict[str, Any]:
+    """A chat completion whose fixed text the engine writes: the reply a final assistant message began (the model
+    continues it, and the completion is only what follows, as OpenAI-compatible servers return a continued
+    message) and the field markers of `fields` (`lm.markers`).
+
+    The messages are rendered as `create_chat_completion` renders them (`chat_prompt`, so the prefix cache
+    matches). A fresh reply begins with the first field's marker, evaluated with the prompt; when the model
+    begins a marker (`\\n\\n[[`), the rest of the next field's marker is evaluated in one batch behind it; the
+    marker that would close the reply (`[[ ## completed`) ends it. The model writes every value; where it
+    would have written a marker itself, the text is the same. With no fields this is a plain continuation."""
+    begun = messages[-1]["content"] if messages and messages[-1]["role"] == "assistant" else ""
+    prompt_text = chat_prompt(llama, messages[:-1] if begun else messages) + begun
+    opened = marker(fields[0]) if fields and not begun else ""
+    # the prompt's tokens, then the opening marker's: a marker line begins a new token after the generation
+    # prompt's newline (checked with the bundled tokenizer), so this is the tokenization of the whole text
+    prompt_ids = llama.tokenize(prompt_text.encode("utf-8"), add_bos=True, special=True)
+    head = prompt_ids + (llama.tokenize(opened.encode("utf-8"), add_bos=False, special=True) if opened else [])
+    if len(head) >= llama.n_ctx():
+        raise ValueError(f"Requested tokens ({len(head)}) exceed context window of {llama.n_ctx()}")
+    budget = min(int(kwargs.get("max_tokens") or 1 << 30), llama.n_ctx() - len(head))
+    eos = _token_text(llama, llama.token_eos())  # the end of the assistant's turn, as text
+    stops = [s for s in dict.fromkeys([*kwargs.get("stop", []), eos]) if s]
+    sampling = {
+        "temp": float(kwargs.get("temperature", 0.0)),
+        "top_k": int(kwargs.get("top_k", 40)),
+        "top_p": float(kwargs.get("top_p", 0.95)),
+        "min_p": 0.05,
+        "repeat_penalty": 1.0,
+        "frequency_penalty": float(kwargs.get("frequency_penalty", 0.0)),
+        "presence_penalty": float(kwargs.get("presence_penalty", 0.0)),
+    }
+    if llama.cache:  # as create_completion: a longer evaluated prefix saved earlier is restored first
+        try:
+            saved = llama.cache[head]
+            if common_prefix(saved.input_ids.tolist(), head) > common_prefix(llama._input_ids.tolist(), head):
+                llama.load_state(saved)
+        except KeyError:
+            pass
+    ends_turn = _end_of_turn(llama)
+    llama.set_seed(int(kwargs.get("seed", 0)))
+    added: list[int] = []  # after the head: the model's tokens and the markers written for it
+    text, finish, running = "", "length", True
+    while running and len(added) < budget:
+        running = False
+        for token in llama.generate(head + added, **sampling):
+            if ends_turn(token):
+                finish = "stop"
+                break
+            added.append(token)
+            text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
+            cut = min((text.index(s) for s in stops if s in text), default=-1)
+            if cut >= 0:
+                text, finish = text[:cut], "stop"
+                break
+            if fields and (begun + opened + text).endswith(OPENING):
+                field = next_field(fields, begun + opened + text)
+                if field is None:  # the closing marker: the reply is complete
+                    text, finish = text[: -len(OPENING)], "stop"
+                    break
+                rest = llama.tokenize(marker(field)[len("[[") :].encode("utf-8"), add_bos=False, special=True)
+                added += rest[: budget - len(added)]  # the cap counts the markers written too
+                text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
+                running = True  # generate again: the marker is evaluated in one batch with the model's "[["
+                break
+            if len(added) >= budget:
+                break
+            period = looping(added)
+            if period:  # one copy of the block stays: the reply reads as cut at the cap, which it would reach
+                del added[len(added) - (LOOP_REPEATS - 1) * period :]
+                text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
+                break
+    if llama.cache:
+        llama.cache[head + added] = llama.save_state()
+    n_prompt = len(prompt_ids)
+    return {
+        "id": f"cmpl-{uuid.uuid4()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": opened + text}, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": n_prompt,
+            "completion_tokens": len(head) - n_prompt + len(added),
+            "total_tokens": len(head) + len(added),
+        },
+    }
