@@ -11,6 +11,7 @@ import time
 
 import dspy
 import pytest
+from helpers.dspy_cache import fresh_dspy_cache  # noqa: F401  (autouse: a memory-only DSPy cache)
 
 from saga_dspy import lm as lm_mod
 from saga_dspy.config import Settings

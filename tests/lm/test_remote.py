@@ -6,6 +6,7 @@ import json
 
 import dspy
 import pytest
+from helpers.dspy_cache import fresh_dspy_cache  # noqa: F401  (autouse: a memory-only DSPy cache)
 from helpers.openai_stub import OpenAIStub
 
 from saga_dspy.config import Settings

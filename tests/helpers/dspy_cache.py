@@ -1,4 +1,5 @@
-"""What every saga_dspy.lm test shares: a memory-only DSPy cache per test."""
+"""A memory-only DSPy cache per test, for test modules that import it (`from helpers.dspy_cache import
+fresh_dspy_cache  # noqa: F401`): nothing leaks between tests or to ~/.dspy_cache."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def fresh_dspy_cache(monkeypatch):
-    """A memory-only DSPy cache per test: nothing leaks between tests or to ~/.dspy_cache."""
     from dspy.clients.cache import Cache
 
     monkeypatch.setattr(dspy, "cache", Cache(enable_disk_cache=False, enable_memory_cache=True, disk_cache_dir=None))
