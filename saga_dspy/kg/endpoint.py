@@ -1,8 +1,8 @@
 """One endpoint interface over the bundled store (embedded) and SPARQL HTTP servers.
 
-Every query is parsed and checked read-only (the text sent is the text checked, up to declarations of
-the endpoint's own prefixes put before it), gets the flavour's prefixes, has one deadline, and comes back parsed
-once into `SelectResult` / `AskResult` of the form the query asked for."""
+Every query is parsed and checked read-only (the text sent is the text checked: `kg.guard`), gets the
+flavour's prefixes, has one deadline, and comes back parsed once into `SelectResult` / `AskResult` of the
+form the query asked for."""
 
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ from .flavours import flavour_for
 from .guard import EMULATED_SERVICES, SERVICE_ALLOWLIST, check_read_only
 from .label_service import rewrite_label_service
 from .oxigraph_worker import term_tuple
-from .prefixes import expand_dotted_names, with_prefixes
+from .prefixes import expand_dotted_names, missing_prefixes
 from .results import AskResult, Binding, QueryResult, SelectResult, parse_sparql_json
-from .sparql_parse import hand_off, parse_sparql, split_declarations
+from .sparql_parse import SparqlParse, hand_off, parse_sparql, with_declarations
 from .store import ensure_store
 
 WDQS_HOSTS = {"query.wikidata.org"}
@@ -68,44 +68,34 @@ class Endpoint(ABC):
         return SERVICE_ALLOWLIST if self.native_label_service else EMULATED_SERVICES
 
     def _checked(self, sparql: str) -> tuple[str, str]:
-        """(text to send, query form). Every text sent has been parsed and checked as it is sent
-        (or is a shape checked before with its VALUES IRIs put back: `kg.check_memo`)."""
+        """(text to send, query form), remembered by the exact text (`kg.check_memo`)."""
         if len(sparql) > self.settings.max_query_chars:
-            return self._check(sparql)  # refused with the reason, whatever its shape
+            return self._check(sparql)  # refused with the reason
         return self.check_memo.checked(sparql, self._check)
 
     def _check(self, sparql: str) -> tuple[str, str]:
+        """Every text returned is the `.text` of a parse that passed the guard (`kg.guard`): a rewrite (the
+        label-service emulation, Freebase's dotted names, the prefix declarations) is parsed and checked as
+        it will be sent."""
         parsed = check_read_only(self._parse(sparql), self.service_allowlist, self.prefixes)
-        text = parsed.text
-        if not self.native_label_service:
-            text = rewrite_label_service(parsed, self.prefixes)
-        body = expand_dotted_names(text, self.prefixes)
-        text = self._finish(body)
-        declared_before = (
-            body == parsed.text and text.endswith(body) and self._declarations_only(text[: len(text) - len(body)])
-        )
-        if text != parsed.text and not declared_before:
-            final = check_read_only(
-                self._parse(text),
-                frozenset() if not self.native_label_service else self.service_allowlist,
-                self.prefixes,
-            )
-            if final.form != parsed.form:
-                raise QueryRefused("refused: rewriting the query changed its form")
         hand_off(parsed)
-        return text, parsed.form
+        after = self.service_allowlist if self.native_label_service else frozenset()
+        text = parsed.text if self.native_label_service else rewrite_label_service(parsed, self.prefixes)
+        text = expand_dotted_names(text, self.prefixes)
+        sent = parsed
+        if text != parsed.text:
+            sent = check_read_only(self._parse(text, len(text)), after, self.prefixes)
+            if sent.form != parsed.form:
+                raise QueryRefused("refused: rewriting the query changed its form")
+        sent = check_read_only(self._finish(sent), after, self.prefixes)
+        return sent.text, sent.form
 
-    def _declarations_only(self, head: str) -> bool:
-        """`head` is nothing but declarations of this endpoint's own prefixes: put before a checked query, it
-        binds names and can do nothing else, so the text is not parsed again for it."""
-        declared, rest = split_declarations(head)
-        return not rest.strip() and all(self.prefixes.get(name) == iri for name, iri in declared.items())
+    def _parse(self, text: str, max_chars: int = 0) -> SparqlParse:
+        return parse_sparql(text, self.prefixes, max(max_chars, self.settings.max_query_chars))
 
-    def _parse(self, text: str):
-        return parse_sparql(text, self.prefixes, self.settings.max_query_chars)
-
-    def _finish(self, text: str) -> str:
-        return text
+    def _finish(self, parsed: SparqlParse) -> SparqlParse:
+        """The parse of the text as this endpoint sends it."""
+        return parsed
 
     def prepare(self, sparql: str) -> str:
         return self._checked(sparql)[0]
@@ -362,8 +352,9 @@ class HttpEndpoint(Endpoint):
         host = urllib.parse.urlparse(url).hostname or ""
         self.native_label_service = host in WDQS_HOSTS
 
-    def _finish(self, text: str) -> str:
-        return with_prefixes(text, self.prefixes)
+    def _finish(self, parsed: SparqlParse) -> SparqlParse:
+        """With declarations of the known prefixes it uses: a server's own predeclared ones may differ."""
+        return with_declarations(parsed, missing_prefixes(parsed.text, self.prefixes), self.prefixes)
 
     def _run(self, sparql: str, timeout: float, row_cap: int) -> QueryResult:
         deadline = time.monotonic() + timeout

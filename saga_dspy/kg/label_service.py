@@ -1,14 +1,16 @@
 """Emulate WDQS's `SERVICE wikibase:label` on stores that lack it (Oxigraph, QLever).
 
-Works on the parse: each label SERVICE clause the parser found (its exact source text)
-is replaced by OPTIONAL label patterns: explicit `?x rdfs:label ?xLabel` triples inside
-the clause are kept, and every `?fooLabel` / `?fooDescription` / `?fooAltLabel` variable
+Works on the parse: each label SERVICE clause the parser found (at its span in the text, not
+a copy of its text elsewhere, say in a string literal) is replaced by OPTIONAL label patterns:
+explicit `?x rdfs:label ?xLabel` triples inside the clause are kept, and every `?fooLabel` / `?fooDescription` / `?fooAltLabel` variable
 of the query whose base `?foo` also occurs gets the matching English term, as WDQS
-would bind it. The endpoint parses and checks the rewritten text again before sending.
+would bind it. The rewritten text is what the endpoint then parses, checks (no SERVICE
+left) and sends.
 """
 
 from __future__ import annotations
 
+from .errors import QueryRefused
 from .guard import LABEL_SERVICE, check_read_only
 from .prefixes import WIKIDATA_PREFIXES
 from .sparql_parse import Service, SparqlParse, resolve_iri, simple_triples, term_text
@@ -58,7 +60,12 @@ def rewrite_label_service(query: str | SparqlParse, prefixes: dict[str, str] = W
     parsed = query if isinstance(query, SparqlParse) else check_read_only(query, prefixes=prefixes)
     text = parsed.text
     known = {**prefixes, **parsed.prefixes}
-    for service in parsed.services:
-        if service.iri == LABEL_SERVICE:
-            text = text.replace(service.source, _replacement(service, parsed.variables, known))
+    labels = sorted((s for s in parsed.services if s.iri == LABEL_SERVICE), key=lambda s: s.span, reverse=True)
+    end = len(text) + 1
+    for service in labels:  # from the last: the spans before it stay where they are
+        start, stop = service.span
+        if stop > end:
+            raise QueryRefused("refused: a label service nested in another cannot be emulated")
+        text = text[:start] + _replacement(service, parsed.variables, known) + text[stop:]
+        end = start
     return text

@@ -1,11 +1,11 @@
-"""The endpoint's check memo: a shape checked once is not parsed again, and nothing unchecked is sent."""
+"""The endpoint's check memo: a text checked once is not parsed again, and nothing unchecked is sent."""
 
 from __future__ import annotations
 
 import pytest
 
 from saga_dspy.kg import sparql_parse
-from saga_dspy.kg.check_memo import CheckMemo, query_shape
+from saga_dspy.kg.check_memo import CheckMemo
 from saga_dspy.kg.endpoint import EmbeddedEndpoint
 from saga_dspy.kg.errors import QueryRefused, QuerySyntaxError
 from tests.conftest import make_settings
@@ -35,24 +35,25 @@ def _forbid_parsing(monkeypatch):
     monkeypatch.setattr(sparql_parse, "parseQuery", lambda q: pytest.fail(f"parsed again: {q[:80]}"))
 
 
-def test_a_query_of_a_checked_shape_is_not_parsed_and_answers_for_its_own_iris(fresh, monkeypatch):
+def test_the_same_text_is_not_parsed_again_and_another_is(fresh, monkeypatch):
     first = fresh.select(_labels(["Q42"]))
     assert {b.value for b in first.column("e")} == {WD + "Q42"}
-    _forbid_parsing(monkeypatch)
-    second = fresh.select(_labels(["Q64", "Q90"]))
+    calls = []
+    real = sparql_parse.parseQuery
+    monkeypatch.setattr(sparql_parse, "parseQuery", lambda q: calls.append(q) or real(q))
+    again = fresh.select(_labels(["Q42"]))
+    assert again.rows == first.rows and calls == []
+    second = fresh.select(_labels(["Q64", "Q90"]))  # other IRIs: another text, checked in full
     assert {b.value for b in second.column("e")} == {WD + "Q64", WD + "Q90"}
-    assert fresh.check_memo.hits == 1 and fresh.check_memo.misses == 1
-    again = fresh.select(_labels(["Q42"]))  # the very same text: a hit as well
-    assert again.rows == first.rows
+    assert len(calls) == 1 and fresh.check_memo.hits == 1 and fresh.check_memo.misses == 2
 
 
-def test_shapes_lift_only_iri_lists_of_values_blocks():
-    shape, lists = query_shape(
-        'SELECT * WHERE { VALUES ?a { <x:1>  <x:2> } VALUES ?b { "lit" } VALUES ?c { <x:3> } ?a ?p ?c }'
-    )
-    assert lists == ["<x:1> <x:2>", "<x:3>"]
-    assert "<urn:saga:values:0>" in shape and "<urn:saga:values:1>" in shape and '"lit"' in shape
-    assert query_shape("SELECT * WHERE { VALUES ?a { <x y> } }")[1] == []  # not an IRIREF: parsed with the rest
+def test_an_iri_that_closes_a_string_is_never_pasted_into_a_checked_text(fresh):
+    """An IRI may hold quote and # characters: lifted out of a VALUES block inside a long string and pasted
+    back after the check, it closed the string and opened a comment, so the text sent was another query."""
+    hidden = "SELECT * WHERE { ?s ?p '''VALUES ?v { <x:a'''#> }\nSERVICE <http://127.0.0.1:9/x> { ?a ?b ?c } # '''\n}"
+    with pytest.raises(QueryRefused, match="SERVICE"):
+        fresh.prepare(hidden)
 
 
 @pytest.mark.parametrize("name", list(bypass_attempts("http://x")))
@@ -71,19 +72,12 @@ def test_bypass_attempts_beside_a_checked_values_block_are_still_refused(name, f
             fresh.query(query)
 
 
-def test_a_query_that_names_a_placeholder_itself_is_checked_in_full(fresh):
-    fresh.select(_labels(["Q42"]))
-    query = "SELECT ?e ?x WHERE { VALUES ?e { <http://www.wikidata.org/entity/Q42> } BIND(<urn:saga:values:0> AS ?x) }"
-    result = fresh.select(query)
-    assert [(r["e"].value, r["x"].value) for r in result.rows] == [(WD + "Q42", "urn:saga:values:0")]
-
-
 def test_refusals_name_the_query_as_written_and_are_not_remembered(fresh):
     bad = _labels(["Q42"]).replace("SELECT", "SELEKT")
     for _ in range(2):
         with pytest.raises(QuerySyntaxError) as err:
             fresh.query(bad)
-        assert "urn:saga" not in str(err.value)
+        assert "SELEKT" in str(err.value)
     assert fresh.check_memo.hits == 0
 
 

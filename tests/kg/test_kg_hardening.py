@@ -99,6 +99,16 @@ def bypass_attempts(url: str) -> dict[str, str]:
         f"SELECT * WHERE {{ SERVICE x: {{ ?a ?b ?c }} }}",
         "declarations before an update": f"PREFIX wd: <http://www.wikidata.org/entity/> PREFIX x: <{url}> LOAD x:",
         "LOAD": f"LOAD <{url}>",
+        "escaped CR ends a comment": f"SELECT * WHERE {{ ?s ?p ?o # note\\u000DSERVICE <{url}> {{ ?a ?b ?c }}\n}}",
+        "escaped CRLF ends a comment": f"SELECT * WHERE {{ ?s ?p ?o # n\\u000D\\u000ASERVICE <{url}> {{ ?a ?b ?c }} }}",
+        "line separator ends a comment": f"SELECT * WHERE {{ ?s ?p ?o # note\u2028SERVICE <{url}> {{ ?a ?b ?c }}\n}}",
+        "form feed ends a comment": f"SELECT * WHERE {{ ?s ?p ?o # note\x0cSERVICE <{url}> {{ ?a ?b ?c }}\n}}",
+        "VALUES IRI closes a string": "SELECT * WHERE { ?s ?p '''VALUES ?v { <x:a'''#> }\n"
+        f"SERVICE <{url}> {{ ?a ?b ?c }} # '''\n}}",
+        "escaped VALUES IRI closes a string": "SELECT * WHERE { ?s ?p '''VALUES ?v { <x:a'''#> }\\u000A"
+        f"SERVICE <{url}> {{ ?a ?b ?c }} # '''\\u000A}}",
+        "IRI with # before the clause": f"SELECT * WHERE {{ ?s <http://a/#b> ?o SERVICE <{url}> {{ ?a ?b ?c }} }}",
+        "update word after an IRI-like comparison": "ASK { ?o ?p ?a FILTER(?o<?a&&'>'=?x) FILTER(?x != ' DELETE ') }",
     }
 
 
@@ -135,6 +145,42 @@ def test_bypass_attempts_never_reach_the_canary_through_the_cli(canary, settings
         assert json.loads(out.stdout)["error"]["kind"] in ("refused", "syntax"), name
         assert "Traceback" not in out.stderr
     assert canary.requests == []
+
+
+def _wait_for_http(url: str, proc: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except OSError as exc:
+            if getattr(exc, "code", None):  # an HTTP answer of any status: it is up
+                return
+            time.sleep(0.2)
+    raise AssertionError(f"{url} did not come up")
+
+
+def test_bypass_attempts_never_reach_the_canary_through_kg_serve(canary, settings, store_path):
+    """The project's own server is Oxigraph, which runs any SERVICE it is sent: only the guard stands between."""
+    port = free_port()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "saga_dspy.kg", "serve", "--port", str(port), "--cache-dir", str(settings.cache_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _wait_for_http(f"http://127.0.0.1:{port}/", serve)
+        ep = HttpEndpoint(make_settings(http_retries=1), f"http://127.0.0.1:{port}/query")
+        assert ep.ask("ASK { wd:Q761383 wdt:P138 wd:Q42299 }") is True
+        canary.requests.clear()
+        for name, query in bypass_attempts(_canary_url(canary)).items():
+            with pytest.raises((QueryRefused, QuerySyntaxError)):
+                ep.query(query)
+            assert canary.requests == [], name
+    finally:
+        os.killpg(serve.pid, signal.SIGTERM)
+        serve.wait(10)
 
 
 def test_bypass_attempts_never_reach_the_canary_through_the_execute_tool(canary, settings, endpoint, search):

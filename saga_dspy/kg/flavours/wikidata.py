@@ -156,8 +156,7 @@ class Flavour:
     def neighbourhood_query(self, eid: str) -> str:
         """Outgoing edges with English value labels, and the entity's own English label and description.
         Statement links (p:) and aliases are left out in the query; other non-claim predicates in Python.
-        The entity comes in a VALUES block, as in every per-entity query: one checked shape for all
-        entities (`kg.check_memo`)."""
+        The entity comes in a VALUES block, as in every per-entity query."""
         return (
             f"SELECT ?p ?v ?l WHERE {{ {self.values_clause('e', [eid])} ?e ?p ?v . "
             f'FILTER(!STRSTARTS(STR(?p), "{P_}P") && ?p != <{SKOS_ALT}> '
