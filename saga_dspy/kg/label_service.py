@@ -2,9 +2,9 @@
 
 Works on the parse: each label SERVICE clause the parser found (at its span in the text, not
 a copy of its text elsewhere, say in a string literal) is replaced by OPTIONAL label patterns:
-explicit `?x rdfs:label ?xLabel` triples inside the clause are kept, and every `?fooLabel` / `?fooDescription` / `?fooAltLabel` variable
-of the query whose base `?foo` also occurs gets the matching English term, as WDQS
-would bind it. The rewritten text is what the endpoint then parses, checks (no SERVICE
+explicit `?x rdfs:label ?xLabel` triples inside the clause are kept, and every `?fooLabel` /
+`?fooDescription` / `?fooAltLabel` variable of the query whose base `?foo` also occurs gets the
+matching English term, as WDQS would bind it. The rewritten text is what the endpoint then parses, checks (no SERVICE
 left) and sends.
 """
 
