@@ -84,7 +84,7 @@ def _service_clause(instring: str, loc: int, tokens: Any) -> CompValue:
     return node
 
 
-rdflib_grammar.ServiceGraphPattern.postParse = _service_clause
+rdflib_grammar.ServiceGraphPattern.postParse = _service_clause  # type: ignore[method-assign,assignment]
 
 
 @dataclass(frozen=True)
