@@ -36,7 +36,7 @@ from saga_dspy.eval.tracking import SHARED_VIEW, apply_mlflow_env  # noqa: E402
 apply_mlflow_env()  # the offline MLflow environment before mlflow is imported
 
 from conftest import make_settings  # noqa: E402
-from helpers.scripted_lm import ScriptedLM, scripted_plans  # noqa: E402
+from helpers.scripted_lm import TwoVariantLM, scripted_plans, wrong_plan  # noqa: E402
 from mlflow import MlflowClient  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
@@ -58,24 +58,6 @@ CHROMIUM_ARGS = [
 def run_eval(store: Path, questions: int) -> str:
     """Two variants into a new store; returns the tracking URI."""
 
-    class TwoVariantLM(ScriptedLM):
-        """spinach's controller (no answer_type input) answers every other question wrongly."""
-
-        def __init__(self, plans, wrong):
-            super().__init__(plans)
-            self.wrong = wrong
-
-        def respond(self, outputs, fields):
-            question = fields.get("question", "")
-            if "next_tool_name" in outputs and "answer_type" not in fields and question in self.wrong:
-                saved = self.plans
-                self.plans = {question: self.wrong[question]}
-                try:
-                    return super().respond(outputs, fields)
-                finally:
-                    self.plans = saved
-            return super().respond(outputs, fields)
-
     uri = f"sqlite:///{store / 'mlflow.db'}"
     settings = make_settings(
         dataset="qald10",
@@ -89,14 +71,7 @@ def run_eval(store: Path, questions: int) -> str:
     )
     evalset = load_eval_set(settings, progress=False)
     plans = scripted_plans(evalset.items)
-    wrong = {
-        item.question: [
-            ("search_wikidata", {"query": item.question.split()[-1]}),
-            ("execute_sparql", {"sparql": "SELECT ?x WHERE { VALUES ?x { wd:Q42 } }"}),
-            ("stop", {}),
-        ]
-        for item in evalset.items[1::2]
-    }
+    wrong = {item.question: wrong_plan(item.question) for item in evalset.items[1::2]}
     evaluate(
         settings,
         ["full", "spinach"],

@@ -122,3 +122,6 @@ def oxigraph_server(store_path):
     yield url
     proc.terminate()
     proc.wait(10)
+
+
+from helpers.runs import two_variant_run  # noqa: E402, F401 (a fixture: run directories of a scripted eval)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
+from saga_dspy.eval.breakdown import breakdown
 from saga_dspy.kg.results import XSD, AskResult, Binding, QueryResult, SelectResult, parse_sparql_json
 
 MetricMode = Literal["answers", "rows"]
@@ -75,7 +76,10 @@ METRIC_RULES: dict[str, Any] = {
     "aggregate": (
         "summarize(): means over questions of F1 and EM; empty_rate = share whose final query returned nothing "
         "or failed; Boolean (ASK gold) and factoid groups separately; means of the per-question counters; "
-        "shares of final_status ok/blocked/error. A mean over no questions is None."
+        "shares of final_status ok/blocked/error. A mean over no questions is None. Also F1 per answer kind of "
+        "the gold (count: one number from a COUNT query; entity: only IRIs; literal: the rest), the share of ASK "
+        "golds that are true, and the share of final queries the model executed, its extract call wrote, or "
+        "the program ran for it (eval.breakdown)."
     ),
 }
 
@@ -490,6 +494,7 @@ def compute_metrics(lines: Iterable[dict[str, Any]], *, total: int | None = None
     out["n_infra_failed"] = sum(1 for line in lines if line.get("error_kind") == "infrastructure")
     out["n_no_query"] = sum(1 for line in lines if line.get("final_status") == "none")
     out["n_metric_errors"] = sum(1 for line in lines if line.get("metric_error"))
+    out.update(breakdown(lines))  # F1 per answer kind, ASK golds that are true, who chose the final query
     if total is not None:
         out["n_total"] = total
         out["complete"] = len(lines) >= total

@@ -1,31 +1,89 @@
-"""The summary table printed at the end of a run (variants side by side), as text and markdown."""
+"""The tables printed at the end of a run (variants side by side), as text and markdown: the scores with each
+variant's paired bootstrap CI of F1 against the first variant, then F1 by answer kind and who chose the final
+query. Every text table fits in `MAX_WIDTH` characters; headers are words."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-TABLE_COLUMNS = (
-    ("n", "n", "{:d}"),
+from saga_dspy.eval.significance import PairedComparison, paired_by_id
+
+MAX_WIDTH = 120
+
+# (header, metrics key, format); "pct": a rate in percent, "k": thousands
+SCORE_COLUMNS = (
+    ("questions", "n", "int"),
     ("F1", "f1", "pct"),
     ("EM", "em", "pct"),
     ("empty", "empty_rate", "pct"),
-    ("bool F1", "boolean_f1", "pct"),
-    ("fact F1", "factoid_f1", "pct"),
+    ("failed", "n_failed", "int"),
+    ("seconds", "mean_seconds", "{:.1f}"),
+)
+# what a question cost, means per question ("kt": thousands of prompt + completion tokens; evaluated / reused:
+# prompt tokens a local model computed / took from its prefix cache)
+COST_COLUMNS = (
     ("steps", "mean_steps", "{:.1f}"),
-    ("lookups", "mean_lookups", "{:.1f}"),
-    ("LM calls", "mean_lm_calls", "{:.1f}"),
-    ("tokens", "mean_tokens", "{:.0f}"),
     ("LM steps", "mean_lm_steps", "{:.1f}"),
-    ("AT", "mean_answer_type_calls", "{:.1f}"),
+    ("LM calls", "mean_lm_calls", "{:.1f}"),
+    ("type calls", "mean_answer_type_calls", "{:.1f}"),
     ("prunes", "mean_prunes", "{:.1f}"),
     ("extracts", "mean_extracts", "{:.1f}"),
     ("auto-runs", "mean_auto_runs", "{:.1f}"),
-    ("ktok eval", "mean_prompt_tokens_evaluated", "k"),
-    ("ktok reused", "mean_prompt_tokens_reused", "k"),
-    ("s/q", "mean_seconds", "{:.1f}"),
-    ("blocked", "blocked_rate", "pct"),
-    ("failed", "n_failed", "{:d}"),
+    ("ktokens", "mean_tokens", "k"),
+    ("kt evaluated", "mean_prompt_tokens_evaluated", "k"),
+    ("kt reused", "mean_prompt_tokens_reused", "k"),
 )
+CI_HEADER = "F1 change [95% CI]"
+WLT_HEADER = "wins/losses/ties"
+# F1 per answer kind (its questions in brackets), the trivial ASK baseline, who chose the final query
+KIND_COLUMNS = (
+    ("boolean", "boolean", "kind"),
+    ("ASK true", "boolean_true_rate", "pct"),
+    ("count", "count", "kind"),
+    ("entity list", "entity", "kind"),
+    ("literal", "literal", "kind"),
+    ("by model", "source_model_rate", "pct"),
+    ("by extract", "source_extract_rate", "pct"),
+    ("by program", "source_program_rate", "pct"),
+)
+KINDS_NOTE = (
+    "F1 by the gold's answer kind (questions); ASK true: share of ASK golds that are true (what always "
+    "answering yes scores); final query chosen by the model (executed), its extract call, or the program (the "
+    "lookup's proposal run for it), in percent of questions"
+)
+
+COST_NOTE = (
+    "means per question: steps, steps the LM chose, LM calls, answer-type calls, prune calls, extract calls, "
+    "queries the program ran for the model, thousands of tokens (all; prompt tokens evaluated; reused from a "
+    "prefix cache)"
+)
+
+
+def f1_by_id(lines: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    return {str(line["id"]): float(line.get("f1") or 0.0) for line in lines}
+
+
+def against_first(lines: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, PairedComparison]:
+    """Each variant after the first against the first: the paired bootstrap of F1 over the questions both ran."""
+    names = list(lines)
+    if len(names) < 2:
+        return {}
+    base = f1_by_id(lines[names[0]])
+    return {name: paired_by_id(base, f1_by_id(lines[name])) for name in names[1:]}
+
+
+def comparison_metrics(comparison: PairedComparison) -> dict[str, float]:
+    """A comparison as flat metrics (what the tracked runs and comparison.json carry)."""
+    return {
+        "f1_delta": comparison.delta,
+        "f1_delta_low": comparison.low,
+        "f1_delta_high": comparison.high,
+        "f1_wins": comparison.wins,
+        "f1_losses": comparison.losses,
+        "f1_ties": comparison.ties,
+        "f1_paired_n": comparison.n,
+    }
 
 
 def _cell(value: Any, fmt: str) -> str:
@@ -35,29 +93,122 @@ def _cell(value: Any, fmt: str) -> str:
         return f"{100.0 * value:.1f}"
     if fmt == "k":  # thousands of tokens
         return f"{value / 1000:.1f}"
-    if fmt == "{:d}":
+    if fmt == "int":
         return str(int(value))
     return fmt.format(value)
 
 
-def summary_table(results: dict[str, dict[str, Any]], title: str = "") -> str:
-    """Variants side by side (rows), metrics in columns; percentages for rates."""
-    header = ["variant", *[c[0] for c in TABLE_COLUMNS]]
-    rows = [[name, *[_cell(m.get(key), fmt) for _, key, fmt in TABLE_COLUMNS]] for name, m in results.items()]
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = []
-    if title:
-        lines.append(title)
-    lines.append("  ".join(h.ljust(widths[0]) if i == 0 else h.rjust(widths[i]) for i, h in enumerate(header)))
-    lines.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        lines.append("  ".join(str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i]) for i, c in enumerate(r)))
-    return "\n".join(lines)
+def _kind_cell(metrics: Mapping[str, Any], kind: str) -> str:
+    n = metrics.get(f"{kind}_n")
+    if not n:
+        return "-"
+    return f"{_cell(metrics.get(f'{kind}_f1'), 'pct')} ({int(n)})"
 
 
-def markdown_table(results: dict[str, dict[str, Any]]) -> str:
-    header = ["variant", *[c[0] for c in TABLE_COLUMNS]]
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+def _ci_cells(comparison: PairedComparison | None) -> list[str]:
+    if comparison is None:
+        return ["-", "-"]
+    c = comparison
+    return [
+        f"{100 * c.delta:+.1f} [{100 * c.low:+.1f}, {100 * c.high:+.1f}]",
+        f"{c.wins}/{c.losses}/{c.ties}",
+    ]
+
+
+def score_rows(
+    results: Mapping[str, Mapping[str, Any]], against: Mapping[str, PairedComparison] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """The score table's header and rows (the CI columns only when there is a comparison)."""
+    header = ["variant", *[c[0] for c in SCORE_COLUMNS]]
+    if against:
+        header[3:3] = [CI_HEADER, WLT_HEADER]  # right after F1
+    rows = []
     for name, m in results.items():
-        out.append("| " + " | ".join([name, *[_cell(m.get(key), fmt) for _, key, fmt in TABLE_COLUMNS]]) + " |")
+        cells = [_cell(m.get(key), fmt) for _, key, fmt in SCORE_COLUMNS]
+        row = [name, *cells]
+        if against:
+            row[3:3] = _ci_cells(against.get(name))
+        rows.append(row)
+    return header, rows
+
+
+def kind_rows(results: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    header = ["variant", *[c[0] for c in KIND_COLUMNS]]
+    rows = [
+        [name, *[_kind_cell(m, key) if fmt == "kind" else _cell(m.get(key), fmt) for _, key, fmt in KIND_COLUMNS]]
+        for name, m in results.items()
+    ]
+    return header, rows
+
+
+def cost_rows(results: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    header = ["variant", *[c[0] for c in COST_COLUMNS]]
+    rows = [[name, *[_cell(m.get(key), fmt) for _, key, fmt in COST_COLUMNS]] for name, m in results.items()]
+    return header, rows
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i]) for i, c in enumerate(cells))
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *[line(r) for r in rows]])
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(out)
+
+
+def _against_note(results: Mapping[str, Any], against: Mapping[str, PairedComparison] | None) -> str:
+    if not against:
+        return ""
+    first = next(iter(results))
+    n = {c.n for c in against.values()}
+    return (
+        f"F1 change: each variant minus {first} on the same questions, in points, with its paired bootstrap 95% "
+        f"interval ({next(iter(against.values())).resamples} resamples; n={'/'.join(map(str, sorted(n)))}); "
+        f"wins/losses/ties: questions where it scored higher / lower / the same"
+    )
+
+
+def summary_table(
+    results: Mapping[str, Mapping[str, Any]], title: str = "", against: Mapping[str, PairedComparison] | None = None
+) -> str:
+    """Variants side by side (rows): scores, CI against the first variant, then F1 by answer kind and sources."""
+    parts = [title] if title else []
+    parts.append(text_table(*score_rows(results, against)))
+    note = _against_note(results, against)
+    if note:
+        parts.append(_wrap(note))
+    parts += ["", text_table(*kind_rows(results)), _wrap(KINDS_NOTE)]
+    parts += ["", text_table(*cost_rows(results)), _wrap(COST_NOTE)]
+    return "\n".join(parts)
+
+
+def markdown_table(
+    results: Mapping[str, Mapping[str, Any]], against: Mapping[str, PairedComparison] | None = None
+) -> str:
+    """comparison.md: the same two tables in markdown."""
+    parts = [md_table(*score_rows(results, against))]
+    note = _against_note(results, against)
+    if note:
+        parts += ["", note + "."]
+    parts += ["", md_table(*kind_rows(results)), "", KINDS_NOTE + "."]
+    parts += ["", md_table(*cost_rows(results)), "", COST_NOTE + "."]
+    return "\n".join(parts)
+
+
+def _wrap(text: str, width: int = MAX_WIDTH) -> str:
+    words, lines, current = text.split(), [], ""
+    for word in words:
+        if current and len(current) + 1 + len(word) > width:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}" if current else word
+    if current:
+        lines.append(current)
+    return "\n".join(lines)

@@ -31,7 +31,7 @@ from saga_dspy.eval.firewall import guard_kwargs
 from saga_dspy.eval.metrics import MetricMode, compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_prediction
 from saga_dspy.eval.records import CONFIG, METRICS, fingerprint, run_config, write_json
-from saga_dspy.eval.report import markdown_table, summary_table
+from saga_dspy.eval.report import against_first, comparison_metrics, markdown_table, summary_table
 from saga_dspy.eval.rundir import locked_run_dir
 from saga_dspy.eval.tracking import Tracker, comparison_chart, run_name
 from saga_dspy.kg.endpoint import Endpoint
@@ -649,17 +649,22 @@ def _run_variants(
 def _write_comparison(
     evalset: EvalSet, results: dict[str, VariantResult], out_dir: Path, tracker: Tracker, several: bool, first: str
 ) -> None:
-    """comparison.png / .json / .md in the run directory, and in the tracked run(s)."""
-    table = {v: r.metrics for v, r in results.items()}
+    """comparison.png / .json / .md in the run directory, and in the tracked run(s). comparison.json: each
+    variant's metrics, those after the first with `f1_delta` (its paired bootstrap CI, wins / losses / ties
+    against the first variant: `report.comparison_metrics`)."""
+    against = against_first({v: r.lines for v, r in results.items()})
+    table = {v: {**r.metrics, **(comparison_metrics(against[v]) if v in against else {})} for v, r in results.items()}
     what = " vs ".join(results) if len(results) > 1 else next(iter(results), "")
     chart = comparison_chart(
         table, out_dir / "comparison.png", title=f"{what}: {evalset.name} ({len(evalset)} questions)"
     )
     write_json(out_dir / "comparison.json", table)
-    (out_dir / "comparison.md").write_text(markdown_table(table) + "\n", encoding="utf-8")
+    (out_dir / "comparison.md").write_text(markdown_table(table, against) + "\n", encoding="utf-8")
     if tracker.enabled:
+        for variant, comparison in against.items():  # on the variant's own (closed) run, beside its f1
+            tracker.log_metrics_to(results[variant].run_id, comparison_metrics(comparison))
         if several:  # the parent run carries the comparison on its own
-            tracker.log_comparison({v: (r.metrics, r.lines) for v, r in results.items()})
+            tracker.log_comparison({v: (table[v], r.lines) for v, r in results.items()})
             tracker.log_eval_set(evalset.rows(), evalset.name)
             tracker.log_artifacts([chart, out_dir / "comparison.json", out_dir / "comparison.md"])
         else:  # one variant: its run is closed; attach the chart to it
@@ -672,9 +677,10 @@ def print_outcome(
     """The summary table, the run directory, and how to continue an interrupted run."""
     title = (
         f"{evalset.name} on {settings.endpoint}, LM {settings.lm}, "
-        f"coverage {settings.schema_coverage}%, metric {settings.metric_mode} (percent)"
+        f"coverage {settings.schema_coverage}%, metric {settings.metric_mode} (percent; seconds per question)"
     )
-    print("\n" + summary_table({v: r.metrics for v, r in results.items()}, title), file=stream)
+    against = against_first({v: r.lines for v, r in results.items()})
+    print("\n" + summary_table({v: r.metrics for v, r in results.items()}, title, against), file=stream)
     print(describe_subset(subset_record(evalset.filter_report, len(evalset))), file=stream)
     warmups = {
         v: r.metrics.get("warmup_seconds") for v, r in results.items() if r.metrics.get("warmup_seconds") is not None

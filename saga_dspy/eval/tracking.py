@@ -42,6 +42,7 @@ import math
 import os
 import queue
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -357,6 +358,13 @@ class Tracker:
         if self.enabled and run_id and path is not None and Path(path).exists():
             self._mlflow.MlflowClient().log_artifact(run_id, str(path), artifact_path=artifact_path)
 
+    def log_metrics_to(self, run_id: str | None, metrics: Mapping[str, Any]) -> None:
+        """Metrics onto a run that is no longer active."""
+        values = numeric_metrics(metrics)
+        if self.enabled and run_id and values:
+            metrics_list = [self._mlflow.entities.Metric(k, v, _now_ms(), 0) for k, v in values.items()]
+            self._mlflow.MlflowClient().log_batch(run_id, metrics=metrics_list)
+
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         if self.enabled:
             self._mlflow.set_tags({k: str(v) for k, v in tags.items()})
@@ -434,6 +442,10 @@ class Tracker:
 
                 mlflow.dspy.autolog(disable=True, silent=True)  # no traces into this store after the run
             self._autologging = False
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _drain_trace_queue(timeout: float = 600.0) -> Any:

@@ -202,6 +202,9 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
         assert len(table) == 4 and set(table["variant"]) == {variant}
         assert {"question", "gold", "prediction", "f1", "status", "steps"} <= set(table.columns)
     assert len(mlflow.load_table(TABLE_FILE, run_ids=[parent.info.run_id])) == 8
+    # spinach's paired comparison with full sits beside its own f1 (the same script: no difference)
+    assert children["spinach"].data.metrics["f1_delta"] == 0.0 and children["spinach"].data.metrics["f1_ties"] == 4
+    assert "f1_delta" not in children["full"].data.metrics
     # every question's trace is in the store once evaluate() returned, with a span per tool call, bounded
     traces = client.search_traces(locations=[exp.experiment_id], max_results=100)
     assert len(traces) == 8

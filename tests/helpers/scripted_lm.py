@@ -125,3 +125,32 @@ def scripted_plans(items) -> dict[str, list[tuple[str, dict]]]:
         plan += [("execute_sparql", {"sparql": item.gold_sparql}), ("stop", {})]
         plans[item.question] = plan
     return plans
+
+
+class TwoVariantLM(ScriptedLM):
+    """A ScriptedLM under which the spinach controller (the one without an `answer_type` input) follows
+    `spinach_plans[question]` where given, so the variants of one run differ on those questions."""
+
+    def __init__(self, plans, spinach_plans, answer_types=None):
+        super().__init__(plans, answer_types)
+        self.spinach_plans = spinach_plans
+
+    def respond(self, outputs, fields):
+        question = fields.get("question", "")
+        if "next_tool_name" in outputs and "answer_type" not in fields and question in self.spinach_plans:
+            saved = self.plans
+            self.plans = {question: self.spinach_plans[question]}
+            try:
+                return super().respond(outputs, fields)
+            finally:
+                self.plans = saved
+        return super().respond(outputs, fields)
+
+
+def wrong_plan(question: str) -> list[tuple[str, dict]]:
+    """A plan that answers `question` with an item no gold holds (F1 0)."""
+    return [
+        ("search_wikidata", {"query": question.split()[-1]}),
+        ("execute_sparql", {"sparql": "SELECT ?x WHERE { VALUES ?x { wd:Q42 } }"}),
+        ("stop", {}),
+    ]
