@@ -5,6 +5,9 @@
     python -m saga_dspy.eval --resume --out runs/my-run          # continue an interrupted run
     python -m saga_dspy.eval freeze-gold --dataset qald10 --split test --endpoint URL
     python -m saga_dspy.eval rescore runs/my-run                  # metrics again from predictions.jsonl
+    python -m saga_dspy.eval compare runs/a runs/b                # question by question, with the paired CI
+    python -m saga_dspy.eval export runs/my-run --format qald     # QALD-JSON (GERBIL)
+    python -m saga_dspy.eval report runs/qald10 runs/qald7        # one results table across benchmarks
 
 Each variant writes into its run directory (`--out`; with several variants, one
 sub-directory per variant):
@@ -35,17 +38,23 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import dspy
 
 from saga_dspy.cli import ArgumentParser, append_help, one_line, run_main
 from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.answerability import describe_subset
+from saga_dspy.eval.compare import compare_markdown, compare_runs
 from saga_dspy.eval.datasets import catalogue_text
+from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import parse_ids
+from saga_dspy.eval.export import FORMATS, export_run
 from saga_dspy.eval.gold import freeze
+from saga_dspy.eval.report import RUN_NAME_COLUMNS, md_table, results_table, runs_rows, text_table
 from saga_dspy.eval.rescore import RESCORED, rescore
 from saga_dspy.eval.runner import COVERAGES, evaluate, program_has_controller_demos
+from saga_dspy.eval.runs import expand_runs, run_labels
 from saga_dspy.lm import cli_lm
 from saga_dspy.variants import VARIANT_NAMES
 
@@ -98,9 +107,11 @@ SETTINGS_FLAGS = (
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="python -m saga_dspy.eval",
-        description="Evaluate the SAGA agent on a benchmark split (sub-commands: freeze-gold, rescore).",
+        description="Evaluate the SAGA agent on a benchmark split "
+        "(sub-commands: freeze-gold, rescore, compare, export, report).",
         epilog="Run `python -m saga_dspy.eval freeze-gold -h` for freezing gold answers on a live endpoint, "
-        "`python -m saga_dspy.eval rescore -h` for recomputing a run's metrics from its predictions.",
+        "`rescore -h` for recomputing a run's metrics from its predictions, `compare -h` for two or more runs "
+        "question by question, `export -h` for QALD-JSON, `report -h` for a table across benchmarks.",
     )
     add_settings_args(parser, SETTINGS_FLAGS)
     append_help(parser, "dataset", catalogue_text())
@@ -200,13 +211,94 @@ def rescore_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def build_compare_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="python -m saga_dspy.eval compare",
+        description="Compare runs question by question: each run's F1 and final SPARQL, each later run's change "
+        "against the first (rows sorted by the second run's change, losses first) and its paired bootstrap 95% CI. "
+        "A directory with several variants stands for its variants.",
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (at least two runs in all)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    parser.add_argument("--out", help="also write the comparison to OUT.md and OUT.json")
+    return parser
+
+
+def compare_main(argv: Sequence[str]) -> int:
+    args = build_compare_parser().parse_args(argv)
+    result = compare_runs(expand_runs(args.runs))
+    text = compare_markdown(result)
+    if args.out:
+        Path(f"{args.out}.md").write_text(text, encoding="utf-8")
+        Path(f"{args.out}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=1, ensure_ascii=False) if args.json else text)
+    return 0
+
+
+def build_export_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="python -m saga_dspy.eval export",
+        description="Write a run's final queries and answers in a benchmark format (qald: QALD-JSON, the format "
+        "of QALD-10 and of GERBIL's QA experiments). A directory with several variants exports each.",
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory")
+    parser.add_argument("--format", dest="fmt", choices=FORMATS, required=True, help="the output format")
+    parser.add_argument("--out", help="output file (default: RUN_DIR/<format>.json; one run only)")
+    parser.add_argument("--dataset-id", help="the file's dataset id (default: <dataset>-<split>-<variant>)")
+    return parser
+
+
+def export_main(argv: Sequence[str]) -> int:
+    args = build_export_parser().parse_args(argv)
+    runs = expand_runs([args.run_dir])
+    if args.out and len(runs) > 1:
+        raise EvalError(f"--out names one file, but {args.run_dir} holds {len(runs)} runs; leave --out out")
+    for run in runs:
+        path = export_run(run, args.fmt, args.out, args.dataset_id)
+        print(f"{run.variant}: {len(run.lines)} questions -> {path}")
+    return 0
+
+
+def build_report_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="python -m saga_dspy.eval report",
+        description="One results table across benchmarks from run directories: a row per variant (and LM, when "
+        "the runs used several), a column per benchmark with F1 and its questions; then a row per run.",
+    )
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories")
+    parser.add_argument("--markdown", action="store_true", help="markdown instead of text")
+    return parser
+
+
+def report_main(argv: Sequence[str]) -> int:
+    args = build_report_parser().parse_args(argv)
+    runs = expand_runs(args.runs)
+    several_lms = len({r.lm for r in runs}) > 1
+    labels = [f"{r.variant} · {r.lm}" if several_lms else r.variant for r in runs]
+    across = results_table([(lab, r.benchmark, r.metrics) for lab, r in zip(labels, runs)])
+    each = runs_rows([(r.benchmark, lab, r.lm, r.metrics) for lab, r in zip(run_labels(runs), runs)])
+    if args.markdown:
+        print(md_table(*across) + "\n\n" + md_table(*each))
+    else:
+        print(text_table(*across) + "\n\n" + text_table(*each, left=RUN_NAME_COLUMNS))
+    print("\nF1, EM and empty in percent; seconds per question; runs: " + ", ".join(str(r.path) for r in runs))
+    return 0
+
+
+SUBCOMMANDS = {
+    "freeze-gold": freeze_main,
+    "rescore": rescore_main,  # metrics again from predictions.jsonl, no LM
+    "compare": compare_main,
+    "export": export_main,
+    "report": report_main,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     apply_offline_env()
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "freeze-gold":
-        return freeze_main(argv[1:])
-    if argv and argv[0] == "rescore":  # metrics again from predictions.jsonl, no LM
-        return rescore_main(argv[1:])
+    if argv and argv[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[argv[0]](argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

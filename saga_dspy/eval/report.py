@@ -147,11 +147,12 @@ def cost_rows(results: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list
     return header, rows
 
 
-def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
+    """Columns padded to their widest cell: the first `left` (names) flush left, the rest (numbers) right."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i]) for i, c in enumerate(cells))
+        return "  ".join(str(c).ljust(widths[i]) if i < left else str(c).rjust(widths[i]) for i, c in enumerate(cells))
 
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *[line(r) for r in rows]])
 
@@ -212,3 +213,45 @@ def _wrap(text: str, width: int = MAX_WIDTH) -> str:
     if current:
         lines.append(current)
     return "\n".join(lines)
+
+
+def results_table(entries: Sequence[tuple[str, str, Mapping[str, Any]]]) -> tuple[list[str], list[list[str]]]:
+    """Results across benchmarks: one row per label (a variant, or variant · LM), one column per benchmark with
+    F1 and its questions, and the mean over benchmarks for a row that has every one. `entries`: (label,
+    benchmark, metrics) per run; a later run of the same label and benchmark replaces an earlier one."""
+    labels = list(dict.fromkeys(label for label, _, _ in entries))
+    benchmarks = list(dict.fromkeys(bench for _, bench, _ in entries))
+    cells = {(label, bench): m for label, bench, m in entries}
+    header = ["variant", *benchmarks]
+    if len(benchmarks) > 1:
+        header.append("mean F1")
+    rows = []
+    for label in labels:
+        found = [cells.get((label, b)) for b in benchmarks]
+        row = [label, *[_cell_f1(m) for m in found]]
+        if len(benchmarks) > 1:
+            complete = all(m is not None and m.get("f1") is not None for m in found)
+            row.append(_cell(sum(m["f1"] for m in found) / len(found), "pct") if complete else "-")  # type: ignore[index]
+        rows.append(row)
+    return header, rows
+
+
+def _cell_f1(metrics: Mapping[str, Any] | None) -> str:
+    if metrics is None:
+        return "-"
+    return f"{_cell(metrics.get('f1'), 'pct')} ({_cell(metrics.get('n'), 'int')})"
+
+
+RUN_COLUMNS = (("F1", "f1", "pct"), ("EM", "em", "pct"), ("empty", "empty_rate", "pct"), *SCORE_COLUMNS[4:])
+RUN_NAME_COLUMNS = 3  # benchmark, variant, LM
+
+
+def runs_rows(entries: Sequence[tuple[str, str, str, Mapping[str, Any]]]) -> tuple[list[str], list[list[str]]]:
+    """One row per run: benchmark, variant, LM, questions, scores, seconds. `entries`: (benchmark, label, LM,
+    metrics)."""
+    header = ["benchmark", "variant", "LM", "questions", *[c[0] for c in RUN_COLUMNS]]
+    rows = [
+        [bench, label, lm, _cell(m.get("n"), "int"), *[_cell(m.get(key), fmt) for _, key, fmt in RUN_COLUMNS]]
+        for bench, label, lm, m in entries
+    ]
+    return header, rows

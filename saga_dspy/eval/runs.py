@@ -1,0 +1,102 @@
+"""Finished run directories read back (what `eval compare`, `eval export` and `eval report` work on): a variant's
+directory holds predictions.jsonl, config.json and metrics.json; an invocation with several variants holds one
+such directory per variant (and comparison.json, which gives their order)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from saga_dspy.eval.errors import EvalError
+from saga_dspy.eval.metrics import compute_metrics
+from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id
+from saga_dspy.eval.records import CONFIG, METRICS
+
+
+@dataclass
+class Run:
+    """One variant's finished run: its directory, config.json, metrics.json (recomputed from the predictions when
+    missing) and predictions lines in the order of the run's question ids."""
+
+    path: Path
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    lines: list[dict[str, Any]]
+
+    @property
+    def variant(self) -> str:
+        return str(self.config.get("variant") or self.path.name)
+
+    @property
+    def benchmark(self) -> str:
+        """`dataset/split` as the run's config names them."""
+        return f"{self.config.get('dataset', '?')}/{self.config.get('split', '?')}"
+
+    @property
+    def lm(self) -> str:
+        lm = self.config.get("lm")
+        return str(lm.get("model") if isinstance(lm, dict) else lm or "?")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise EvalError(f"{path}: cannot be read ({exc})") from None
+    if not isinstance(data, dict):
+        raise EvalError(f"{path}: not a JSON object")
+    return data
+
+
+def read_run(path: str | Path) -> Run:
+    """The variant run in `path`; an EvalError when it holds no predictions."""
+    path = Path(path)
+    if not (path / PREDICTIONS).is_file():
+        raise EvalError(f"{path}: no {PREDICTIONS} (not a run directory)")
+    config = _read_json(path / CONFIG)
+    latest = last_by_id(PredictionsFile.read(path / PREDICTIONS))
+    order = [str(i) for i in config.get("ids") or []]
+    ids = [i for i in order if i in latest] + [i for i in latest if i not in set(order)]
+    lines = [latest[i] for i in ids]
+    metrics = _read_json(path / METRICS) or compute_metrics(lines)
+    return Run(path, config, metrics, lines)
+
+
+def variant_dirs(path: Path) -> list[Path]:
+    """The variant directories of an invocation directory, in its comparison's order."""
+    subdirs = [p for p in sorted(path.iterdir()) if (p / PREDICTIONS).is_file()] if path.is_dir() else []
+    order = list(_read_json(path / "comparison.json"))
+    rank = {name: i for i, name in enumerate(order)}
+    return sorted(subdirs, key=lambda p: (rank.get(p.name, len(rank)), p.name))
+
+
+def expand_runs(paths: Iterable[str | Path]) -> list[Run]:
+    """Each path's runs: itself when it is a variant's directory, else the variant directories inside it (a
+    directory named twice is read once)."""
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise EvalError(f"{path}: no such run directory")
+        inside = [path] if (path / PREDICTIONS).is_file() else variant_dirs(path)
+        if not inside:
+            raise EvalError(f"{path}: no {PREDICTIONS} in it or in its sub-directories (not a run directory)")
+        found += [p for p in inside if p.resolve() not in {q.resolve() for q in found}]
+    return [read_run(p) for p in found]
+
+
+def run_labels(runs: Sequence[Run]) -> list[str]:
+    """A short unique name per run: its variant, else variant and the directory that tells it apart, else the
+    directory path."""
+    variants = [r.variant for r in runs]
+
+    def where(run: Run) -> str:
+        return run.path.parent.name if run.path.name == run.variant else run.path.name
+
+    labels = [v if variants.count(v) == 1 else f"{v} ({where(r)})" for v, r in zip(variants, runs)]
+    return [lab if labels.count(lab) == 1 else str(r.path) for lab, r in zip(labels, runs)]

@@ -1,0 +1,148 @@
+"""`eval compare`, `eval export --format qald` and `eval report` on real run directories of a scripted-LM eval."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import jsonschema
+import pytest
+from conftest import REPO, scripted_settings
+from helpers.scripted_lm import ScriptedLM, scripted_plans
+
+from saga_dspy.cli import run_main
+from saga_dspy.eval.__main__ import main
+from saga_dspy.eval.metrics import answer_f1
+from saga_dspy.eval.report import f1_by_id
+from saga_dspy.eval.runs import read_run
+from saga_dspy.eval.significance import paired_by_id
+
+SCHEMA = json.loads((REPO / "tests" / "fixtures" / "qald-json.schema.json").read_text())
+
+
+def _cli(argv, capsys) -> tuple[int, str, str]:
+    rc = run_main(main, argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_compare_lists_questions_by_change_with_the_ci(two_variant_run, tmp_path, capsys):
+    out, evalset, _ = two_variant_run
+    rc, text, _ = _cli(
+        ["compare", str(out / "full"), str(out / "spinach"), "--json", "--out", str(tmp_path / "c")], capsys
+    )
+    assert rc == 0
+    result = json.loads(text)
+    assert [r["label"] for r in result["runs"]] == ["full", "spinach"]
+    full, spinach = read_run(out / "full"), read_run(out / "spinach")
+    expected = paired_by_id(f1_by_id(full.lines), f1_by_id(spinach.lines))
+    (against,) = result["against"]
+    assert (against["delta"], against["low"], against["high"]) == pytest.approx(
+        (expected.delta, expected.low, expected.high)
+    )
+    assert (against["wins"], against["losses"], against["ties"]) == (0, 2, 4)
+    # the two questions spinach missed come first (most negative change), each with both runs' F1 and SPARQL
+    missed = {evalset.items[1].id, evalset.items[4].id}
+    first_two = result["questions"][:2]
+    assert {q["id"] for q in first_two} == missed
+    for q in first_two:
+        assert q["delta"]["spinach"] == pytest.approx(-1.0)
+        assert q["runs"]["full"]["f1"] == 1.0 and q["runs"]["spinach"]["f1"] == 0.0
+        assert "wd:Q42" in q["runs"]["spinach"]["sparql"] and q["runs"]["full"]["sparql"]
+        assert q["question"]
+    deltas = [q["delta"]["spinach"] for q in result["questions"]]
+    assert deltas == sorted(deltas) and len(deltas) == 6
+    # the same as markdown (written by --out), and an invocation directory stands for its variants
+    md = (tmp_path / "c.md").read_text()
+    assert expected.describe() in md
+    assert "| id | question | F1 full | F1 spinach | change spinach | SPARQL full | SPARQL spinach |" in md
+    assert md.index(f"| {first_two[0]['id']} |") < md.index(f"| {result['questions'][-1]['id']} |")
+    assert json.loads((tmp_path / "c.json").read_text()) == result
+    rc, text, _ = _cli(["compare", str(out)], capsys)
+    assert rc == 0 and text.startswith("# Per-question comparison") and expected.describe() in text
+
+
+def test_compare_refuses_a_single_run_and_a_missing_directory(two_variant_run, tmp_path, capsys):
+    out, _, _ = two_variant_run
+    rc, _, err = _cli(["compare", str(out / "full")], capsys)
+    assert rc == 2 and err.startswith("error: compare needs at least two runs")
+    rc, _, err = _cli(["compare", str(out / "full"), str(tmp_path / "nope")], capsys)
+    assert rc == 2 and "no such run directory" in err and len(err.splitlines()) == 1
+
+
+def _bundled_qald_loader():
+    """scripts/build_benchmarks.py's QALD reader: the one that reads QALD-10's qald_10.json into the bundle."""
+    spec = importlib.util.spec_from_file_location("build_benchmarks", REPO / "scripts" / "build_benchmarks.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("build_benchmarks", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_export_writes_qald_json_the_qald10_loader_reads(two_variant_run, tmp_path, capsys):
+    out, evalset, _ = two_variant_run
+    rc, text, _ = _cli(["export", str(out), "--format", "qald"], capsys)
+    assert rc == 0 and "full: 6 questions" in text and "spinach: 6 questions" in text
+    build = _bundled_qald_loader()
+    gold = {item.id: item.gold for item in evalset.items}
+    for variant in ("full", "spinach"):
+        path = out / variant / "qald.json"
+        exported = json.loads(path.read_text())
+        jsonschema.validate(exported, SCHEMA)  # QALD-10's file format
+        assert exported["dataset"]["id"] == f"qald10-test-{variant}"
+        assert all(isinstance(q["id"], int) for q in exported["questions"])  # as QALD-10's numeric ids
+        records = build._qald(path, "wikidata", "test", build.Stats())
+        run = read_run(out / variant)
+        assert [r["id"] for r in records] == [line["id"] for line in run.lines]
+        for record, line in zip(records, run.lines):
+            assert record["question"] == line["question"] and record["sparql"] == line["sparql"].strip()
+            # the exported answers score what the run scored against the frozen gold
+            assert answer_f1(record["source_answers"], gold[line["id"]]) == pytest.approx(line["f1"])
+    rc, _, err = _cli(["export", str(out), "--format", "qald", "--out", str(tmp_path / "x.json")], capsys)
+    assert rc == 2 and "--out names one file" in err
+
+
+def test_export_of_a_question_without_a_query_is_an_empty_result(two_variant_run, tmp_path):
+    from saga_dspy.eval.export import qald_json
+
+    out, _, _ = two_variant_run
+    run = read_run(out / "full")
+    run.lines[0] = {**run.lines[0], "sparql": "", "answers": None, "id": "q-1"}
+    obj = qald_json(run, dataset_id="mine")
+    jsonschema.validate(obj, SCHEMA)
+    first = obj["questions"][0]
+    assert first["id"] == "q-1" and first["query"] == {"sparql": ""}
+    assert first["answers"] == [{"head": {"vars": []}, "results": {"bindings": []}}]
+    assert obj["dataset"]["id"] == "mine"
+
+
+def test_report_is_one_table_across_benchmarks(two_variant_run, endpoint, search, tmp_path, capsys):
+    from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.runner import evaluate
+
+    out, _, _ = two_variant_run
+    settings = scripted_settings("test").model_copy(update={"dataset": "qald7", "limit": 2})
+    plans = scripted_plans(load_eval_set(settings, progress=False).items)
+    other = tmp_path / "qald7"
+    evaluate(settings, ["full"], out=other, lm=ScriptedLM(plans), endpoint=endpoint, search=search, progress=False)
+    capsys.readouterr()  # the run's own summary
+    rc, text, _ = _cli(["report", str(out), str(other)], capsys)
+    assert rc == 0
+    lines = text.splitlines()
+    assert lines[0].split() == ["variant", "qald10/test", "qald7/test", "mean", "F1"]
+    full_f1 = read_run(out / "full").metrics["f1"]
+    q7 = read_run(other).metrics["f1"]
+    full_row = next(line for line in lines if line.startswith("full "))
+    assert full_row.split()[1:] == [
+        f"{100 * full_f1:.1f}",
+        "(6)",
+        f"{100 * q7:.1f}",
+        "(2)",
+        f"{100 * (full_f1 + q7) / 2:.1f}",
+    ]
+    spinach_row = next(line for line in lines if line.startswith("spinach "))
+    assert spinach_row.split()[-2:] == ["-", "-"]  # no qald7 run: no mean
+    assert any(line.startswith("qald7/test") and " full " in line for line in lines)  # a row per run
+    rc, text, _ = _cli(["report", str(out), "--markdown"], capsys)
+    assert rc == 0 and text.startswith("| variant | qald10/test |")
