@@ -25,7 +25,14 @@ KNOWN_ERRORS: tuple[type[BaseException], ...] = (SagaError, OSError, ValueError)
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Defaults shown after each flag's help; descriptions kept as written."""
+    """Defaults shown after each flag's help, once: not where the help already says its default, nor where there
+    is none to say (None, an off switch); descriptions kept as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "(default" in text or action.default is None or action.default is False:
+            return text
+        return super()._get_help_string(action)
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -242,15 +242,23 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add_settings_args(parser: argparse.ArgumentParser, names: Iterable[str]) -> None:
-    """Add one flag per named Settings field; help text and type come from the field."""
+def add_settings_args(
+    parser: argparse.ArgumentParser, names: Iterable[str], defaults: dict[str, Any] | None = None
+) -> None:
+    """Add one flag per named Settings field; help text and type come from the field. `defaults`: a command's own
+    default for a field (optimize compiles on train, not on the settings' test split), shown in --help and set
+    when the flag is not given; the other flags are left out of the namespace when not given."""
+    defaults = defaults or {}
     for name in names:
         info = Settings.model_fields[name]
         annotation = info.annotation
+        shown = str(defaults[name]).replace("%", "%%") if name in defaults else _default_text(name)
         kwargs: dict[str, Any] = {
             "dest": name,
-            "default": argparse.SUPPRESS,
-            "help": f"{info.description} (default: {_default_text(name)})",
+            "default": defaults.get(name, argparse.SUPPRESS),
+            "help": info.description
+            if "(default" in str(info.description)
+            else f"{info.description} (default: {shown})",
         }
         if annotation is bool:
             parser.add_argument(_flag(name), action=argparse.BooleanOptionalAction, **kwargs)

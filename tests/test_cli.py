@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -90,6 +91,7 @@ BAD_EVAL_INPUTS = {
 }
 
 EXPECTED = {
+    "unknown dataset": "unknown benchmark 'nope'",
     "corrupt config.json on resume": "cannot be read",
     "freebase benchmark on the wikidata sample": "webqsp is a freebase benchmark",
     "endpoint with another scheme": "http(s)://",
@@ -107,6 +109,7 @@ def test_eval_bad_input_is_one_line_and_a_nonzero_exit(case, bad_files, store_pa
     assert len(errors) == 1, proc.stderr[-2000:]
     if case in EXPECTED:
         assert EXPECTED[case] in errors[0]
+    assert "freezing" not in proc.stderr  # no gold is frozen for a run that cannot start
     assert not list(bad_files.glob("o*/predictions.jsonl"))  # nothing run
 
 
@@ -283,3 +286,40 @@ def test_a_local_models_runtime_is_kept_with_the_metrics(endpoint, tmp_path, mon
         progress=False,
     )
     assert "lm_runtime" not in plain["full"].metrics
+
+
+def _parsers():
+    from saga_dspy.eval import __main__ as eval_main
+    from saga_dspy.optimize.__main__ import build_parser as optimize_parser
+    from saga_dspy.schema.__main__ import _parser as schema_parser
+
+    parsers = {"eval": eval_main.build_parser(), "optimize": optimize_parser(), "schema": schema_parser()}
+    for name in ("freeze", "rescore", "compare", "export", "report"):
+        parsers[f"eval {name}"] = getattr(eval_main, f"build_{name}_parser")()
+    return parsers
+
+
+def test_help_says_each_default_once_and_optimize_compiles_on_train():
+    for name, parser in _parsers().items():
+        flat = " ".join(parser.format_help().split())
+        assert not re.search(r"\(default: [^()]*\) \(default:", flat), name
+        assert "(default: None)" not in flat, name  # nothing to say
+    eval_help = " ".join(_parsers()["eval"].format_help().split())
+    assert "compare them side by side (default: full)" in eval_help
+    from saga_dspy.optimize.__main__ import build_parser
+
+    optimize = build_parser()
+    assert "--split SPLIT benchmark split (default: train)" in " ".join(optimize.format_help().split())
+    assert optimize.parse_args([]).split == "train" and optimize.parse_args(["--split", "dev"]).split == "dev"
+
+
+@pytest.mark.parametrize(
+    "args,bad",
+    [(["Qfoo", "P19"], "'Qfoo' is not an entity id"), (["Q42", "born"], "'born' is not a property id")],
+)
+def test_schema_check_refuses_what_is_no_id(args, bad, capsys):
+    from saga_dspy.schema.__main__ import main
+
+    assert main(["check", *args, "--cache-dir", str(TEST_CACHE)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {bad} of Wikidata") and err.count("\n") == 1

@@ -69,6 +69,7 @@ def find_gold(
         f"--endpoint {settings.endpoint}" + (f" --data-file {data_file}" if data_file else "")
     )
     if settings.is_embedded and freeze_if_missing:
+        load_records(dataset, split, settings, data_file)  # an unknown dataset or split says so before any freezing
         print(
             f"No frozen gold for {dataset}/{resolved} on the embedded sample; freezing it now into {cached} "
             f"(once; same as `{command}`).",

@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile the SAGA program (BootstrapFewShot / MIPROv2 / gold-teacher demos) on a train or dev "
         "split.",
     )
-    add_settings_args(parser, SETTINGS_FLAGS)
+    add_settings_args(parser, SETTINGS_FLAGS, defaults={"split": "train"})  # never the test split
     append_help(parser, "dataset", catalogue_text())
     parser.add_argument(
         "--optimizer",
@@ -131,8 +131,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    if "split" not in vars(args):
-        args.split = "train"  # Settings' default split is 'test', which optimize refuses
     settings = settings_from_args(args)
     options = OptimizeOptions(
         optimizer=args.optimizer,

@@ -105,6 +105,15 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {role} [{ev.source}{' ' + extra if extra else ''}]: {names}")
         return 0
     if args.command == "check":
+        flavour = flavour_for(settings.kg)
+        qid = flavour.normalise_entity(args.qid)
+        pids = [flavour.normalise_property(p) for p in args.pids]
+        if qid is None or None in pids:
+            bad = args.qid if qid is None else args.pids[pids.index(None)]
+            what = "an entity" if qid is None else "a property"
+            print(f"error: {bad!r} is not {what} id of {flavour.kg_label} (--kg {settings.kg})", file=sys.stderr)
+            return 2
+        args.qid, args.pids = qid, pids
         with open_endpoint(settings) as endpoint:
             hierarchy = load_hierarchy(settings, endpoint, index)
             types = entity_types(endpoint, args.qid)
