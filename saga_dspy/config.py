@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 from urllib.parse import urlsplit
 
 import platformdirs
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from saga_dspy.variants import VARIANT_NAMES
@@ -49,6 +49,31 @@ if TYPE_CHECKING:  # a Literal built from a tuple is read at run time only
 else:
     Variant = Literal[VARIANT_NAMES]  # the names of saga_dspy.variants' one table
 
+WDQS = "https://query.wikidata.org/sparql"
+QLEVER_WIKIDATA = "https://qlever.cs.uni-freiburg.de/api/wikidata"
+
+# `--kg-preset NAME`: a live knowledge graph in one flag. Each entry gives settings a run would otherwise need
+# several flags for; a flag or SAGA_ variable given explicitly wins. The schema index is the bundled one:
+# Wikidata's own property constraints (P2302) as read when the sample was built (`--schema-index FILE` for one
+# that `python -m saga_dspy.schema build` wrote for the endpoint).
+KG_PRESETS: dict[str, dict[str, Any]] = {
+    "wikidata-live": {
+        "kg": "wikidata",
+        "endpoint": WDQS,
+        "search": "wikidata-api",
+        "freeze_on_first_use": True,
+        "schema_index": "bundled",
+    },
+    "qlever-wikidata": {
+        "kg": "wikidata",
+        "endpoint": QLEVER_WIKIDATA,
+        "search": "wikidata-api",
+        "freeze_on_first_use": True,
+        "schema_index": "bundled",
+    },
+}
+BUNDLED_SCHEMA_INDEX = Path("schema") / "wikidata-sample.json.gz"  # under data_dir
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SAGA_", extra="ignore")
@@ -58,8 +83,8 @@ class Settings(BaseSettings):
     endpoint: str = Field("embedded", description="'embedded' (bundled sample) or a SPARQL endpoint URL")
     search: str = Field(
         "auto",
-        description="entity search: 'auto' (Wikidata's API for wikidata.org endpoints, else the bundled index), "
-        "'local', 'wikidata-api', or a wbsearchentities API URL",
+        description="entity search: 'auto' (Wikidata's API for wikidata.org endpoints, the bundled index for the "
+        "embedded sample, refused for any other URL), 'local', 'wikidata-api', or a wbsearchentities API URL",
     )
     data_dir: Path = Field(default_factory=default_data_dir, description="bundled data directory")
     cache_dir: Path = Field(
@@ -84,6 +109,22 @@ class Settings(BaseSettings):
     user_agent: str = Field(
         "saga-dspy/0.1 (https://github.com/saga-dspy/saga-dspy; research KGQA agent)",
         description="HTTP User-Agent (query.wikidata.org requires one)",
+    )
+    kg_preset: Literal[tuple(KG_PRESETS)] | None = Field(  # type: ignore[valid-type]
+        None,
+        description="a live graph in one flag: wikidata-live (query.wikidata.org, Wikidata's search API, gold "
+        "frozen on first use, the bundled schema index) or qlever-wikidata (the same over QLever's Wikidata); "
+        "flags given explicitly win",
+    )
+    freeze_on_first_use: bool = Field(
+        False,
+        description="on a live endpoint, freeze a split's gold when a run first needs it (the embedded sample "
+        "always does); off: a run without frozen gold stops and names the freeze-gold command",
+    )
+    preflight: bool = Field(
+        True,
+        description="before the first question, check that the LM answers one tiny request and the endpoint "
+        "answers ASK {}; a failure stops the run with one line (exit 2)",
     )
 
     # --- schema and grounding -------------------------------------------
@@ -187,6 +228,23 @@ class Settings(BaseSettings):
         description="stop the run after this many questions in a row fail for the infrastructure "
         "(endpoint or LM unreachable / timed out)",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_kg_preset(cls, data: Any) -> Any:
+        """The preset's settings where none was given (a flag or SAGA_ variable wins)."""
+        if not isinstance(data, dict) or not data.get("kg_preset"):
+            return data
+        preset = KG_PRESETS.get(str(data["kg_preset"]))
+        if preset is None:
+            return data  # the field's own validation names the choices
+        out = dict(data)
+        for key, value in preset.items():
+            if out.get(key) is None:
+                if key == "schema_index" and value == "bundled":
+                    value = Path(out.get("data_dir") or default_data_dir()) / BUNDLED_SCHEMA_INDEX
+                out[key] = value
+        return out
 
     @field_validator("endpoint")
     @classmethod

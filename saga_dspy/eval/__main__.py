@@ -60,12 +60,16 @@ from saga_dspy.variants import VARIANT_NAMES
 
 # Settings fields exposed as flags (flag <-> field through config.add_settings_args).
 SETTINGS_FLAGS = (
+    "kg_preset",
     "dataset",
     "split",
     "limit",
     "endpoint",
     "kg",
     "search",
+    "user_agent",
+    "freeze_on_first_use",
+    "preflight",
     "cache_dir",
     "query_timeout",
     "result_cache",
@@ -157,7 +161,18 @@ def build_freeze_parser() -> argparse.ArgumentParser:
     )
     add_settings_args(
         parser,
-        ("dataset", "split", "endpoint", "kg", "cache_dir", "query_timeout", "result_cache", "row_cap", "user_agent"),
+        (
+            "kg_preset",
+            "dataset",
+            "split",
+            "endpoint",
+            "kg",
+            "cache_dir",
+            "query_timeout",
+            "result_cache",
+            "row_cap",
+            "user_agent",
+        ),
     )
     parser.add_argument("--data-file", help="benchmark file in our schema instead of a bundled one")
     parser.add_argument(

@@ -18,6 +18,7 @@ from saga_dspy.eval.answerability import unanswerable_reason
 from saga_dspy.eval.datasets import BENCHMARKS, bundled_gold_path, gold_file_name, load_records, write_jsonl_gz
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.metrics import answer_f1
+from saga_dspy.eval.preflight import check_endpoint
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.errors import SparqlError
 from saga_dspy.services import KgServices
@@ -49,8 +50,8 @@ def find_gold(
     progress: bool = True,
 ) -> Path | None:
     """The frozen gold for this dataset/split/endpoint: `gold_file`, the bundled file (embedded),
-    or the cache (`freeze-gold`). On the embedded sample a missing file is frozen into the cache
-    now; on a live endpoint a missing file is an error that says how to freeze it."""
+    or the cache (`freeze-gold`). On the embedded sample (and with `freeze_on_first_use`, on a live
+    endpoint) a missing file is frozen into the cache now; else it is an error that says how to freeze it."""
     if gold_file is not None:
         path = Path(gold_file)
         if not path.exists():
@@ -68,10 +69,11 @@ def find_gold(
         f"python -m saga_dspy.eval freeze-gold --dataset {dataset} --split {split} "
         f"--endpoint {settings.endpoint}" + (f" --data-file {data_file}" if data_file else "")
     )
-    if settings.is_embedded and freeze_if_missing:
+    if (settings.is_embedded or settings.freeze_on_first_use) and freeze_if_missing:
         load_records(dataset, split, settings, data_file)  # an unknown dataset or split says so before any freezing
+        where = "the embedded sample" if settings.is_embedded else settings.endpoint
         print(
-            f"No frozen gold for {dataset}/{resolved} on the embedded sample; freezing it now into {cached} "
+            f"No frozen gold for {dataset}/{resolved} on {where}; freezing it now into {cached} "
             f"(once; same as `{command}`).",
             file=sys.stderr,
         )
@@ -98,6 +100,7 @@ def freeze(
     resolved = resolve_split(dataset, split)
     path = Path(out) if out is not None else cached_gold_path(settings, dataset, resolved)
     with KgServices(settings, endpoint) as services:
+        check_endpoint(settings, services)  # a dead endpoint would freeze every gold query as failed
         summary = freeze_gold(
             dataset, split, services.endpoint, path, settings=settings, data_file=data_file, progress=progress
         )

@@ -30,6 +30,7 @@ from saga_dspy.eval.evalset import EvalItem, EvalSet, describe_filter, load_eval
 from saga_dspy.eval.firewall import guard_kwargs
 from saga_dspy.eval.metrics import MetricMode, compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_prediction
+from saga_dspy.eval.preflight import preflight
 from saga_dspy.eval.records import CONFIG, METRICS, fingerprint, run_config, write_json
 from saga_dspy.eval.report import against_first, comparison_metrics, markdown_table, summary_table
 from saga_dspy.eval.rundir import locked_run_dir
@@ -196,23 +197,11 @@ def prepare_out_dir(
 ) -> list[dict[str, Any]]:
     """Check/prepare the run directory; returns the finished lines kept (resume) or []."""
     pred_path = out_dir / PREDICTIONS
-    cfg_path = out_dir / CONFIG
+    check_out_dir(out_dir, settings, resume=resume, overwrite=overwrite)
     if not resume:
-        if pred_path.exists() and pred_path.stat().st_size > 0 and not overwrite:
-            raise EvalError(
-                f"{pred_path} already exists: pass --resume to continue that run, --overwrite to "
-                f"start it again, or another --out"
-            )
         for name in (PREDICTIONS, METRICS):
             (out_dir / name).unlink(missing_ok=True)
         return []
-    if cfg_path.exists():
-        old = read_config(cfg_path).get("fingerprint") or {}
-        new = fingerprint(settings)
-        diff = {k: (old.get(k), new.get(k)) for k in new if k in old and old.get(k) != new.get(k)}
-        if diff:
-            what = "; ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in ((k, *v) for k, v in diff.items()))
-            raise EvalError(f"--resume: {out_dir} was run with other settings ({what}); use another --out")
     lines = PredictionsFile.read(pred_path, repair=True)
     latest = last_by_id(lines)
     if len(latest) != len(lines):  # duplicates (should not happen): keep the last line per id
@@ -227,6 +216,27 @@ def prepare_out_dir(
             PredictionsFile.rewrite(pred_path, keep)
         return keep
     return list(latest.values())
+
+
+def check_out_dir(out_dir: Path, settings: Settings, *, resume: bool, overwrite: bool) -> None:
+    """An EvalError when the run directory cannot take this run: finished predictions there without --resume or
+    --overwrite, or (--resume) a config.json that cannot be read or was written with other settings."""
+    pred_path = out_dir / PREDICTIONS
+    cfg_path = out_dir / CONFIG
+    if not resume:
+        if pred_path.exists() and pred_path.stat().st_size > 0 and not overwrite:
+            raise EvalError(
+                f"{pred_path} already exists: pass --resume to continue that run, --overwrite to "
+                f"start it again, or another --out"
+            )
+        return
+    if cfg_path.exists():
+        old = read_config(cfg_path).get("fingerprint") or {}
+        new = fingerprint(settings)
+        diff = {k: (old.get(k), new.get(k)) for k in new if k in old and old.get(k) != new.get(k)}
+        if diff:
+            what = "; ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in ((k, *v) for k, v in diff.items()))
+            raise EvalError(f"--resume: {out_dir} was run with other settings ({what}); use another --out")
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -484,6 +494,12 @@ def evaluate(
     tracker = Tracker(settings, experiment or f"saga-eval-{evalset.dataset}-{evalset.split}")
     with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
         try:
+            several = len(variants) > 1
+            for variant in variants:  # what the run directory says against this run, before any server is asked
+                vsettings = settings.model_copy(update={"variant": variant})
+                check_out_dir(out_dir / variant if several else out_dir, vsettings, resume=resume, overwrite=overwrite)
+            if settings.preflight:
+                preflight(settings, services, lm)
             results = _run_variants(
                 settings,
                 variants,

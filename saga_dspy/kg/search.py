@@ -249,10 +249,19 @@ WIKIDATA_HOSTS = {"query.wikidata.org", "www.wikidata.org", "wikidata.org"}
 
 
 def open_search(settings, endpoint=None) -> Search:
-    """The search that fits the endpoint: Wikidata's API for the live graph, else the bundled index."""
+    """The search that fits the endpoint: Wikidata's API for the live graph, the bundled index for the embedded
+    sample; `auto` with any other URL is a ValueError (the bundled index would answer for a graph it does not
+    know)."""
     choice = settings.search
     if choice == "auto":
         host = urllib.parse.urlparse(settings.endpoint).hostname if not settings.is_embedded else None
+        if host is not None and host not in WIKIDATA_HOSTS:
+            raise ValueError(
+                f"--search auto: {settings.endpoint} is not Wikidata's own endpoint, and the bundled search index "
+                f"knows only the embedded sample's labels; choose one: --search wikidata-api (Wikidata's labels, "
+                f"for a Wikidata copy such as QLever's), --search local (the bundled index, for a server over the "
+                f"sample), or --search URL (a wbsearchentities API)"
+            )
         choice = "wikidata-api" if host in WIKIDATA_HOSTS else "local"
     if choice == "wikidata-api":
         return WikidataApiSearch(user_agent=settings.user_agent)

@@ -38,11 +38,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..config import Settings
+from ..config import BUNDLED_SCHEMA_INDEX, Settings
 
 FORMAT = "saga-schema-index"
 FORMAT_VERSION = 1
-BUNDLED_NAME = "wikidata-sample.json.gz"
 
 Source = Literal["p2302", "empirical", "freebase-schema"]
 FORMAL_SOURCES = frozenset({"p2302", "freebase-schema"})
@@ -537,7 +536,7 @@ def compute_counts(index: SchemaIndex) -> dict[str, Any]:
 
 
 def bundled_index_path(settings: Settings) -> Path:
-    return Path(settings.data_dir) / "schema" / BUNDLED_NAME
+    return Path(settings.data_dir) / BUNDLED_SCHEMA_INDEX
 
 
 def endpoint_slug(endpoint: str, kg: str = "wikidata") -> str:
