@@ -48,7 +48,8 @@ def check_lm(settings: Settings, lm: Any) -> float | None:
         return None
     started = time.monotonic()
     try:
-        lm(messages=PROBE, max_tokens=PROBE_TOKENS, cache=False)
+        with dspy.context(callbacks=[]):  # not a question: no trace, no span
+            lm(messages=PROBE, max_tokens=PROBE_TOKENS, cache=False)
     except Exception as exc:  # whatever the provider raises: unreachable, refused, unknown model, bad key
         where = f" at {settings.api_base}" if settings.api_base else ""
         text = one_line(exc)

@@ -239,6 +239,15 @@ def check_out_dir(out_dir: Path, settings: Settings, *, resume: bool, overwrite:
             raise EvalError(f"--resume: {out_dir} was run with other settings ({what}); use another --out")
 
 
+def questions_left(out_dir: Path, evalset: EvalSet, *, resume: bool, retry_failed: bool) -> int:
+    """How many of the set's questions a run into `out_dir` will answer (all, unless it resumes)."""
+    if not resume:
+        return len(evalset)
+    done = last_by_id(PredictionsFile.read(out_dir / PREDICTIONS))
+    kept = {qid for qid, line in done.items() if not (retry_failed and line.get("error"))}
+    return sum(1 for qid in evalset.data["id"] if qid not in kept)
+
+
 def read_config(path: Path) -> dict[str, Any]:
     """A run's config.json; an EvalError when it cannot be read (a resume must never skip the settings check)."""
     try:
@@ -495,10 +504,13 @@ def evaluate(
     with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
         try:
             several = len(variants) > 1
+            todo = 0
             for variant in variants:  # what the run directory says against this run, before any server is asked
+                vdir = out_dir / variant if several else out_dir
                 vsettings = settings.model_copy(update={"variant": variant})
-                check_out_dir(out_dir / variant if several else out_dir, vsettings, resume=resume, overwrite=overwrite)
-            if settings.preflight:
+                check_out_dir(vdir, vsettings, resume=resume, overwrite=overwrite)
+                todo += questions_left(vdir, evalset, resume=resume, retry_failed=retry_failed)
+            if settings.preflight and todo:
                 preflight(settings, services, lm)
             results = _run_variants(
                 settings,

@@ -65,6 +65,8 @@ from saga_dspy.eval.runner import evaluate
 
 class Held(ScriptedLM):  # answers only once the test releases it, so the run holds its directory meanwhile
     def respond(self, outputs, fields):
+        if not outputs:  # the preflight's probe, before the first question
+            return super().respond(outputs, fields)
         deadline = time.monotonic() + 300
         while not os.path.exists({release!r}) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -214,6 +216,9 @@ def test_a_dead_endpoint_is_an_infrastructure_failure(tmp_path):
                 "--no-mlflow",
                 "--query-timeout",
                 "3",
+                "--search",
+                "local",
+                "--no-preflight",  # the questions meet the dead endpoint (the preflight would stop the run first)
             ),
             cwd=REPO,
             env=_env(),
