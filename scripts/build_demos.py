@@ -12,8 +12,9 @@ gold query, stop — with real observations from our tools. The records (the for
 observations from that variant's own tools), in benchmark order; the agent picks its
 per-question demonstrations from them by BM25 (`--demos N`).
 
-A train question that collides (`saga_dspy.eval.firewall`: same text, content-word Jaccard >= 0.8, or
-the same normalised gold SPARQL) with any test or dev question of a benchmark on the same graph
+A train question that collides (`saga_dspy.eval.firewall`: same text, content-word Jaccard >= 0.8,
+the same normalised gold SPARQL up to pattern order, or the same query form and constants at Jaccard
+>= 0.5) with any test or dev question of a benchmark on the same graph
 is left out, so a pool leaks into no evaluation it may be used for. Train is already train minus
 dev (`saga_dspy.eval.splits`). `<out>/MANIFEST.json` records counts, skip reasons, the endpoint,
 the schema index and the versions.

@@ -324,14 +324,20 @@ class SagaProgram(dspy.Module):
         # 1. answer type, once (not in the ablation without it, nor in the SPINACH baseline)
         answer_type: AnswerTypeInfo | None = None
         notes: list[str] = []
+        type_dropped = 0  # the answer-type step's demos (built in or compiled) the test firewall refused
         step = self.variant_def.agent.answer_type_step
         cue = rule_answer_type(str(question), self.services.schema) if step and settings.kg == "wikidata" else None
         if cue is not None and decides(cue):
             answer_type = AnswerTypeInfo.from_raw(cue.label, cue.qid, settings.kg)  # the LM could not change it
         elif step and calls.take("answer_type"):
+            type_demos, type_dropped = (
+                demo_guard.filter_demos(self.answer_type.demos) if demo_guard else (self.answer_type.demos, 0)
+            )
             try:
                 with calls.one_call():
-                    raw = self.answer_type(question=str(question), config={"max_tokens": ANSWER_TYPE_MAX_TOKENS})
+                    raw = self.answer_type(
+                        question=str(question), demos=type_demos, config={"max_tokens": ANSWER_TYPE_MAX_TOKENS}
+                    )
                 answer_type = AnswerTypeInfo.from_raw(
                     getattr(raw, "answer_type_label", ""), getattr(raw, "answer_type_qid", ""), settings.kg
                 )
@@ -380,7 +386,7 @@ class SagaProgram(dspy.Module):
             max_steps=settings.max_steps,
             notes=notes,
             calls=calls,
-            demos_dropped=dropped,
+            demos_dropped=dropped + type_dropped,
             deadline=deadline,
         )
         box.append(episode)

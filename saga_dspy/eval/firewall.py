@@ -9,7 +9,11 @@ questions *collide* when
 * their normalised text is equal (lower case, words only), or
 * the Jaccard similarity of their content words (stop words removed) is >= `JACCARD`, or
 * their gold SPARQL is equal after normalisation (comments and whitespace dropped, prefixes
-  expanded to full IRIs, keywords upper-cased, variables renamed in order of appearance).
+  expanded to full IRIs, keywords upper-cased, variables renamed in order of appearance), or
+  equal up to the order of the patterns inside each group (`;` / `,` lists expanded to triples), or
+* their gold SPARQL has the same query form (ASK | COUNT | SELECT) and the same non-empty set of
+  constants (the graph's entity and property ids; vocabulary IRIs such as rdfs:label left out)
+  and their content-word Jaccard is >= `NEAR_JACCARD` ("least inhabitants" / "most inhabitants").
 
 Pure functions and one index (`Firewall`); every place that picks training material checks it:
 the demo-pool build, the run-time demo choice (`QuestionGuard`, handed to the program per
@@ -30,6 +34,7 @@ from typing import Any
 from saga_dspy.kg.prefixes import FREEBASE_PREFIXES, WIKIDATA_PREFIXES
 
 JACCARD = 0.8
+NEAR_JACCARD = 0.5  # the text bar for two questions whose queries share their form and constants
 
 STOPWORDS = frozenset(
     """a an the of in on at to for from by with and or is are was were be been being does do did has have had
@@ -41,6 +46,11 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 # Prefixes a query may use without declaring them (query.wikidata.org predefines them; Freebase's ns:/fb:).
 DEFAULT_PREFIXES = {**FREEBASE_PREFIXES, **WIKIDATA_PREFIXES}
 RDF_TYPE = f"<{WIKIDATA_PREFIXES['rdf']}type>"
+# Namespaces of vocabulary, not of the graph's data: their IRIs are no constants of a question.
+VOCABULARY = tuple(
+    WIKIDATA_PREFIXES[p]
+    for p in ("rdf", "rdfs", "xsd", "owl", "skos", "schema", "wikibase", "bd", "prov", "geo", "geof", "mwapi", "hint")
+)
 
 _TOKEN = re.compile(
     r"""(?P<iri><[^<>"{}|^`\\\s]*>)
@@ -94,11 +104,10 @@ def _tokens(sparql: str) -> list[tuple[str, str]]:
     return out
 
 
-def normalise_sparql(sparql: str | None) -> str:
-    """A canonical form of a query: equal for queries that differ only in layout, prefixes,
-    keyword case, variable names and optional tokens (WHERE, a dot before `}`). "" for no query."""
+def _normal_tokens(sparql: str | None) -> list[str]:
+    """The tokens of `normalise_sparql` (prefixes expanded, variables renamed `?v0`, `?v1`, ...)."""
     if not sparql or not sparql.strip():
-        return ""
+        return []
     tokens = [t for t in _tokens(sparql) if t[0] != "comment"]
     prefixes = dict(DEFAULT_PREFIXES)
     body: list[tuple[str, str]] = []
@@ -115,7 +124,7 @@ def normalise_sparql(sparql: str | None) -> str:
         body.append((kind, value))
         i += 1
     variables: dict[str, str] = {}
-    out = []
+    out: list[str] = []
     for kind, value in body:
         if kind == "var":
             out.append(variables.setdefault(value[1:], f"?v{len(variables)}"))
@@ -129,7 +138,162 @@ def normalise_sparql(sparql: str | None) -> str:
             out[-1] = value  # the dot before a closing brace is optional
         else:
             out.append(value)
-    return " ".join(t for t in out if t != "WHERE")  # WHERE is optional too
+    return [t for t in out if t != "WHERE"]  # WHERE is optional too
+
+
+def normalise_sparql(sparql: str | None) -> str:
+    """A canonical form of a query: equal for queries that differ only in layout, prefixes,
+    keyword case, variable names and optional tokens (WHERE, a dot before `}`). "" for no query."""
+    return " ".join(_normal_tokens(sparql))
+
+
+# --------------------------------------------------------------------------- pattern order
+
+_CLOSE = {"{": "}", "(": ")", "[": "]"}
+_QUERY_WORDS = frozenset({"SELECT", "ASK", "CONSTRUCT", "DESCRIBE"})
+_BLOCK_WORDS = frozenset({"OPTIONAL", "MINUS", "GRAPH", "SERVICE", "VALUES"})  # keyword ... { group }
+_CALL_WORDS = frozenset({"FILTER", "BIND"})  # keyword ... ( expression ) or EXISTS { group }
+_PATH_OPS = frozenset("/|^*+?!")
+
+
+def _end(tokens: list[str], i: int) -> int:
+    """The index after the bracket that closes `tokens[i]` (its end when unbalanced)."""
+    stack = []
+    for j in range(i, len(tokens)):
+        t = tokens[j]
+        if t in _CLOSE:
+            stack.append(_CLOSE[t])
+        elif stack and t == stack[-1]:
+            stack.pop()
+            if not stack:
+                return j + 1
+    return len(tokens)
+
+
+def _unordered(tokens: list[str]) -> list[str]:
+    """`tokens` with every group's patterns in a canonical order (a sub-query's clauses keep theirs)."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        if tokens[i] == "{":
+            j = _end(tokens, i)
+            out += ["{", *_group(tokens[i + 1 : j - 1]), "}"]
+            i = j
+        else:
+            out.append(tokens[i])
+            i += 1
+    return out
+
+
+def _group(tokens: list[str]) -> list[str]:
+    """A group's patterns (triples, FILTERs, OPTIONALs, unions, ...) sorted by their constants, each ended by `.`."""
+    if tokens and tokens[0] in _QUERY_WORDS:  # a sub-query
+        return _unordered(tokens)
+    elements: list[list[str]] = []
+    i, n = 0, len(tokens)
+    while i < n:
+        t = tokens[i]
+        if t == ".":
+            i += 1
+            continue
+        j = i + 1
+        if t == "{":
+            j = _end(tokens, i)
+            while j + 1 < n and tokens[j] == "UNION" and tokens[j + 1] == "{":
+                j = _end(tokens, j + 1)
+        elif t in _BLOCK_WORDS or t in _CALL_WORDS:
+            stop = ("{",) if t in _BLOCK_WORDS else ("{", "(")
+            while j < n and tokens[j] not in stop and tokens[j] != ".":
+                j = _end(tokens, j) if tokens[j] in _CLOSE else j + 1
+            j = _end(tokens, j) if j < n and tokens[j] in stop else j
+        else:
+            j = i
+            while j < n and tokens[j] not in (".", "{") and tokens[j] not in _BLOCK_WORDS | _CALL_WORDS:
+                j = _end(tokens, j) if tokens[j] in _CLOSE else j + 1
+            elements += _triples(tokens[i:j])
+            i = j
+            continue
+        elements.append(_unordered(tokens[i:j]))
+        i = j
+    elements.sort(key=lambda e: ([t if not t.startswith("?v") else "?" for t in e], e))
+    return [t for e in elements for t in (*e, ".")]
+
+
+def _triples(block: list[str]) -> list[list[str]]:
+    """A triples block as one triple per element (`s p o ; p2 o2 , o3` expanded); as it is when it
+    holds anything this does not read (blank nodes, collections)."""
+    if not block or any(t in _CLOSE for t in block):
+        return [block] if block else []
+    subject, rest = block[0], block[1:]
+    out: list[list[str]] = []
+    for segment in _split(rest, ";"):
+        p = 0
+        while p < len(segment) and segment[p] in _PATH_OPS:  # a path's leading ^ or !
+            p += 1
+        p += 1  # the first path element
+        while p < len(segment) and segment[p] in _PATH_OPS:
+            p += 2 if segment[p] in "/|" else 1
+        predicate, objects = segment[:p], segment[p:]
+        if not predicate or not objects:
+            return [block]
+        out += [[subject, *predicate, *obj] for obj in _split(objects, ",")]
+    return out
+
+
+def _split(tokens: list[str], sep: str) -> list[list[str]]:
+    parts: list[list[str]] = [[]]
+    for t in tokens:
+        if t == sep:
+            parts.append([])
+        else:
+            parts[-1].append(t)
+    return [p for p in parts if p]
+
+
+def _renamed(tokens: list[str]) -> list[str]:
+    names: dict[str, str] = {}
+    return [names.setdefault(t, f"?v{len(names)}") if t.startswith("?v") else t for t in tokens]
+
+
+def unordered_sparql(sparql: str | None) -> str:
+    """`normalise_sparql` up to the order of the patterns inside each group: equal for the same
+    query written with its triples in another order or as a `;` list. "" for no query."""
+    tokens = _normal_tokens(sparql)
+    return " ".join(_renamed(_unordered(tokens))) if tokens else ""
+
+
+def _form(tokens: list[str]) -> str:
+    """ASK | COUNT | SELECT (also for CONSTRUCT / DESCRIBE) of normalised tokens."""
+    for i, t in enumerate(tokens):
+        if t == "ASK":
+            return "ASK"
+        if t == "SELECT":
+            head = [x for x in tokens[i + 1 : i + 4] if x not in ("DISTINCT", "REDUCED")]
+            return "COUNT" if head[:2] == ["(", "COUNT"] else "SELECT"
+    return "SELECT"
+
+
+_LANGUAGE_LITERAL = re.compile(r"(?:\[auto_language\],?)?(?:[a-z]{2,3}(?:-[a-z]+)?,?)*")  # "en", "[AUTO_LANGUAGE],en"
+
+
+def _constants(tokens: list[str]) -> frozenset[str]:
+    """The graph's ids and the values a query names: the local name of each IRI outside the vocabularies
+    (`wd:Q42` and `<…/entity/Q42>` are `Q42`; `wdt:P26`, `p:P26`, `ps:P26` are all `P26`) and each
+    string or number inside its pattern ("twitter", 1000000), language codes left out."""
+    out = set()
+    depth = 0
+    for t in tokens:
+        depth += (t == "{") - (t == "}")
+        if t.startswith("<") and t.endswith(">"):
+            if not t[1:].startswith(VOCABULARY):
+                out.add(re.split(r"[/#]", t[1:-1])[-1])
+        elif depth > 0 and t[:1] in "\"'":
+            value = t.strip("\"'").lower()
+            if not _LANGUAGE_LITERAL.fullmatch(value):
+                out.add(repr(value))
+        elif depth > 0 and (t[:1].isdigit() or t[:1] in "+-." and t[1:2].isdigit()):
+            out.add(t)
+    return frozenset(out - {""})
 
 
 # --------------------------------------------------------------------------- collisions
@@ -144,15 +308,21 @@ class Entry:
     text: str
     words: frozenset[str]
     sparql: str
+    unordered: str = ""  # the query up to pattern order (`unordered_sparql`)
+    shape: tuple[str, frozenset[str]] | None = None  # (query form, constants); None without constants
 
     @classmethod
     def of(cls, question: str | None, sparql: str | None = None, *, id: Any = None, source: str = "") -> Entry:
+        tokens = _normal_tokens(sparql)
+        names = _constants(tokens)
         return cls(
             None if id is None else str(id),
             source,
             normalise_text(question),
             content_words(question),
-            normalise_sparql(sparql),
+            " ".join(tokens),
+            " ".join(_renamed(_unordered(tokens))) if tokens else "",
+            (_form(tokens), names) if names else None,
         )
 
 
@@ -160,35 +330,49 @@ class Entry:
 class Collision:
     id: str | None
     source: str
-    reason: str  # 'text' | 'jaccard' | 'sparql'
+    reason: str  # 'text' | 'jaccard' | 'sparql' | 'pattern_order' | 'constants'
 
 
-def collision_reason(a: Entry, b: Entry) -> str | None:
-    """Why `a` and `b` are the same question, or None."""
+def collision_reason(a: Entry, b: Entry, near: bool = True) -> str | None:
+    """Why `a` and `b` are the same question, or None. `near=False`: the first rule only (text, Jaccard,
+    equal normalised SPARQL), under which the bundled dev splits were carved."""
     if a.text and a.text == b.text:
         return "text"
-    if a.words and b.words and jaccard(a.words, b.words) >= JACCARD:
+    similarity = jaccard(a.words, b.words) if a.words and b.words else 0.0
+    if similarity >= JACCARD:
         return "jaccard"
     if a.sparql and a.sparql == b.sparql:
         return "sparql"
+    if not near:
+        return None
+    if a.unordered and a.unordered == b.unordered:
+        return "pattern_order"
+    if a.shape is not None and a.shape == b.shape and similarity >= NEAR_JACCARD:
+        return "constants"
     return None
 
 
 class Firewall:
     """The questions that must not be shown or trained on, indexed for fast collision checks."""
 
-    def __init__(self, entries: Iterable[Entry] = ()):
+    def __init__(self, entries: Iterable[Entry] = (), *, near: bool = True):
+        """`near`: also the near-twin reasons (pattern order, shared constants); see `collision_reason`."""
+        self.near = near
         self.entries: list[Entry] = []
         self._by_text: dict[str, list[int]] = {}
         self._by_sparql: dict[str, list[int]] = {}
+        self._by_unordered: dict[str, list[int]] = {}
+        self._by_shape: dict[tuple[str, frozenset[str]], list[int]] = {}
         self._by_word: dict[str, list[int]] = {}
         for entry in entries:
             self.add(entry)
 
     @classmethod
-    def of_records(cls, records: Iterable[dict[str, Any]], source: str = "") -> Firewall:
+    def of_records(cls, records: Iterable[dict[str, Any]], source: str = "", *, near: bool = True) -> Firewall:
         """From benchmark records (`question`, `sparql`, `id`)."""
-        return cls(Entry.of(r.get("question"), r.get("sparql"), id=r.get("id"), source=source) for r in records)
+        return cls(
+            (Entry.of(r.get("question"), r.get("sparql"), id=r.get("id"), source=source) for r in records), near=near
+        )
 
     def add(self, entry: Entry) -> None:
         n = len(self.entries)
@@ -197,6 +381,9 @@ class Firewall:
             self._by_text.setdefault(entry.text, []).append(n)
         if entry.sparql:
             self._by_sparql.setdefault(entry.sparql, []).append(n)
+            self._by_unordered.setdefault(entry.unordered, []).append(n)
+        if entry.shape is not None:
+            self._by_shape.setdefault(entry.shape, []).append(n)
         for w in entry.words:
             self._by_word.setdefault(w, []).append(n)
 
@@ -221,6 +408,12 @@ class Firewall:
                     found[i] = "jaccard"
         for i in self._by_sparql.get(probe.sparql, ()) if probe.sparql else ():
             found.setdefault(i, "sparql")
+        if self.near:
+            for i in self._by_unordered.get(probe.unordered, ()) if probe.unordered else ():
+                found.setdefault(i, "pattern_order")
+            for i in self._by_shape.get(probe.shape, ()) if probe.shape is not None and probe.words else ():
+                if i not in found and jaccard(probe.words, self.entries[i].words) >= NEAR_JACCARD:
+                    found[i] = "constants"
         return [Collision(self.entries[i].id, self.entries[i].source, why) for i, why in sorted(found.items())]
 
     def collides(self, question: str | None, sparql: str | None = None) -> bool:
@@ -302,6 +495,7 @@ __all__ = [
     "Entry",
     "Firewall",
     "JACCARD",
+    "NEAR_JACCARD",
     "QuestionGuard",
     "collision_reason",
     "content_words",
@@ -310,4 +504,5 @@ __all__ = [
     "jaccard",
     "normalise_sparql",
     "normalise_text",
+    "unordered_sparql",
 ]

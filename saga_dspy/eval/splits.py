@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from saga_dspy.config import Settings
-from saga_dspy.eval.datasets import BENCHMARKS, load_records
+from saga_dspy.eval.datasets import BENCHMARKS, benchmarks_dir, load_records
 from saga_dspy.eval.firewall import Firewall
 
 DEV_SEED = 11
@@ -83,17 +83,14 @@ def benchmark_firewall(
     names: Iterable[str], settings: Settings | None = None, roles: Iterable[str] = ("test", "dev")
 ) -> Firewall:
     """The firewall over the test (and dev) splits of the named benchmarks (unknown names and
-    missing files are skipped: a user file has no bundled held-out split)."""
+    splits not bundled are skipped: a user file has no bundled held-out split; any other failure to
+    read one raises, so a firewall never silently lacks a split)."""
     firewall = Firewall()
     for name in dict.fromkeys(names):
         info = BENCHMARKS.get(name)
         for split in dict.fromkeys(getattr(info, role, None) for role in roles) if info else ():
-            if not split:
-                continue
-            try:
+            if split and (benchmarks_dir(settings) / name / f"{split}.jsonl.gz").is_file():
                 firewall.extend(Firewall.of_records(load_records(name, split, settings), f"{name}/{split}"))
-            except FileNotFoundError:
-                continue
     return firewall
 
 

@@ -17,6 +17,7 @@ from saga_dspy.eval.firewall import (
     demo_queries,
     normalise_sparql,
     normalise_text,
+    unordered_sparql,
 )
 
 WD = "http://www.wikidata.org/entity/"
@@ -57,6 +58,70 @@ def test_collision_reasons():
         is None
     )
     assert normalise_text("When did the Celtics win?") == "when did the celtics win"
+
+
+def test_gold_sparql_equal_up_to_pattern_order_collides():
+    """WWQ train's "which country has adopted the euro" writes QALD-7 test's query as a `;` list, in
+    the other order: the first rule saw two queries."""
+    wwq = "SELECT DISTINCT ?x WHERE { ?x wdt:P38 wd:Q4916; wdt:P31 wd:Q6256. }"
+    qald7 = (
+        "SELECT DISTINCT ?uri WHERE { ?uri <http://www.wikidata.org/prop/direct/P31> "
+        "<http://www.wikidata.org/entity/Q6256> . ?uri <http://www.wikidata.org/prop/direct/P38> "
+        "<http://www.wikidata.org/entity/Q4916> . }"
+    )
+    a = Entry.of("which country has adopted the euro as its currency ( 1 point )?", wwq)
+    b = Entry.of("Which countries adopted the Euro?", qald7)
+    assert normalise_sparql(wwq) != normalise_sparql(qald7) and unordered_sparql(wwq) == unordered_sparql(qald7)
+    assert collision_reason(a, b) == "pattern_order" and collision_reason(a, b, near=False) is None
+    assert Firewall([b]).collisions(a.text, wwq)[0].reason == "pattern_order"
+    assert not Firewall([b], near=False).collides(a.text, wwq)
+    # filters, optionals and unions move with their group; a sub-query keeps its clauses
+    one = (
+        "SELECT ?c WHERE { ?c wdt:P31 wd:Q6256 ; wdt:P1082 ?p . FILTER(?p > 5) "
+        "OPTIONAL { ?c rdfs:label ?l . FILTER(LANG(?l) = 'en') } { ?c wdt:P30 wd:Q46 } UNION { ?c wdt:P30 wd:Q48 } }"
+    )
+    other = (
+        "SELECT ?x { { ?x wdt:P30 wd:Q46 } UNION { ?x wdt:P30 wd:Q48 } OPTIONAL { ?x rdfs:label ?n "
+        "FILTER(LANG(?n) = 'en') } ?x wdt:P1082 ?q FILTER(?q > 5) ?x wdt:P31 wd:Q6256 }"
+    )
+    assert unordered_sparql(one) == unordered_sparql(other)
+    # another constant, another join or swapped union branches' contents is another query
+    assert unordered_sparql(one) != unordered_sparql(one.replace("Q48", "Q49"))
+    assert unordered_sparql("SELECT ?a { ?a wdt:P1 ?b . ?b wdt:P2 ?c }") != unordered_sparql(
+        "SELECT ?a { ?a wdt:P1 ?b . ?c wdt:P2 ?b }"
+    )
+    assert unordered_sparql("SELECT ?a ?b { ?a wdt:P1 ?b }") != unordered_sparql("SELECT ?b ?a { ?a wdt:P1 ?b }")
+    assert unordered_sparql("") == "" and unordered_sparql(None) == ""
+
+
+def test_questions_sharing_constants_and_form_collide_at_half_the_words():
+    most = "SELECT ?c WHERE { ?c wdt:P31 wd:Q6256 ; wdt:P1082 ?n } ORDER BY DESC(?n) LIMIT 1"
+    least = "SELECT ?x WHERE { ?x wdt:P1082 ?p . ?x wdt:P31 wd:Q6256 } ORDER BY ?p LIMIT 1"
+    a = Entry.of("Which country has the most inhabitants?", most)
+    b = Entry.of("Which country has the least inhabitants?", least)
+    assert collision_reason(a, b) == "constants" and collision_reason(a, b, near=False) is None
+    held = Firewall([b])
+    assert [c.reason for c in held.collisions(a.text, most)] == ["constants"]
+    # another form, another literal, another constant or too few shared words: no collision
+    count = "SELECT (COUNT(?x) AS ?k) WHERE { ?x wdt:P1082 ?p . ?x wdt:P31 wd:Q6256 }"
+    assert not held.collides("How many country inhabitants are there?", count)
+    assert held.collides("Which country of Europe has least inhabitants?", least)  # Jaccard 0.75
+    assert not held.collides("Which country of Europe has least inhabitants?", least.replace("Q6256", "Q515"))
+    assert not held.collides("Which people live in the biggest state?", most)
+    twitter = Entry.of(
+        "Which items have a website containing twitter?",
+        "SELECT ?i { ?i wdt:P856 ?u FILTER(CONTAINS(STR(?u), 'twitter')) }",
+    )
+    bbc = Entry.of(
+        "Which items have a website containing bbc.com?",
+        "SELECT ?i { ?i wdt:P856 ?u FILTER(CONTAINS(STR(?u), 'bbc.com')) }",
+    )
+    assert collision_reason(twitter, bbc) is None
+    # language codes and vocabulary IRIs are no constants: a label service does not make another question
+    labelled = most.replace("LIMIT 1", "").replace(
+        "}", ' SERVICE wikibase:label { bd:serviceParam wikibase:language "[AUTO_LANGUAGE],en". } }'
+    )
+    assert Entry.of("x", labelled).shape == a.shape
 
 
 def test_firewall_index_finds_every_collision_and_partitions():
@@ -120,6 +185,19 @@ def test_bundled_pools_collide_with_no_held_out_question(pool, held_out):
     assert len(held_out) > 8000
     leaks = _pool_collisions(pool, held_out)
     assert not leaks, f"{len(leaks)} pool questions collide with held-out questions, e.g. {leaks[:3]}"
+
+
+def test_answer_type_demos_pass_the_firewall():
+    """The built-in answer-type demos are no benchmark's held-out question (one was QALD-9-plus test
+    "How many moons does Mars have?" verbatim)."""
+    from saga_dspy.agent.answer_type import answer_type_demos
+    from saga_dspy.eval.splits import held_out_firewall
+
+    for kg in ("wikidata", "freebase"):
+        firewall = held_out_firewall(None, kg)
+        assert len(firewall) > 1000
+        assert [d.question for d in answer_type_demos(kg) if firewall.collides(d.question)] == []
+    assert held_out_firewall(None, "wikidata").collides("How many moons does Mars have?")  # the check can fail
 
 
 # --------------------------------------------------------------------------- run time
@@ -228,6 +306,30 @@ def test_compiled_demos_are_filtered_too(store_path, endpoint):
         None,
         0,
     )
+
+
+def test_answer_type_demos_are_filtered_too(store_path, endpoint):
+    """A compiled answer-type demo that is a twin of the evaluated question is never in the prompt."""
+    import dspy
+
+    from saga_dspy.agent.program import SagaProgram
+
+    question = "Who founded the zebra sanctuary of the Serengeti?"  # "who": the answer-type step runs
+    lm = ScriptedLM({question: [("stop", {})]}, {question: ("person", "Q5")})
+    program = SagaProgram(scripted_settings("test"), endpoint=endpoint, lm=lm)
+    twin = dspy.Example(
+        question="who founded zebra sanctuary of serengeti", answer_type_label="person", answer_type_qid="Q5"
+    ).with_inputs("question")
+    other = dspy.Example(question="Who wrote Hamlet?", answer_type_label="person", answer_type_qid="Q5").with_inputs(
+        "question"
+    )
+    program.answer_type.demos = [twin, other]
+    pred = program(question=question, demo_guard=QuestionGuard(question))
+    prompts = json.dumps([h.get("messages") for h in lm.history], default=str)
+    assert "answer_type_label" in prompts  # the step ran
+    assert "Who wrote Hamlet?" in prompts and twin.question not in prompts
+    assert pred.demos_dropped == 1
+    assert program.answer_type.demos == [twin, other]  # for this call only
 
 
 def test_optimize_drops_train_questions_colliding_with_the_evaluated_test_split(store_path, capsys):

