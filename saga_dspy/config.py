@@ -129,6 +129,11 @@ class Settings(BaseSettings):
 
     # --- schema and grounding -------------------------------------------
     schema_index: Path | None = Field(None, description="schema index JSON (default: the bundled one)")
+    lexicon: str = Field(
+        "bundled",
+        description="grounding lexicon mined from train questions: 'bundled' (data/lexicon/<kg>.json.gz), "
+        "'none' (grammar only), or a file",
+    )
     filter_mode: Literal["closure", "bare", "calibrated"] = Field(
         "closure",
         description="domain check through P279*, the paper's bare P31 intersection, or calibrated "

@@ -349,6 +349,7 @@ COMMON = [
     "cache_dir",
     "data_dir",
     "schema_index",
+    "lexicon",
     "schema_coverage",
     "coverage_seed",
     "query_timeout",

@@ -35,6 +35,7 @@ from saga_dspy.agent.react import SagaReAct
 from saga_dspy.agent.trajectory import one_line
 from saga_dspy.config import Settings
 from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.lexicon import load_lexicon
 from saga_dspy.grounding.provenance import mentioned_ids, unseen_ids
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.errors import SparqlError
@@ -326,7 +327,12 @@ class SagaProgram(dspy.Module):
         notes: list[str] = []
         type_dropped = 0  # the answer-type step's demos (built in or compiled) the test firewall refused
         step = self.variant_def.agent.answer_type_step
-        cue = rule_answer_type(str(question), self.services.schema) if step and settings.kg == "wikidata" else None
+        lexicon = load_lexicon(settings)
+        cue = (
+            rule_answer_type(str(question), self.services.schema, lexicon)
+            if step and settings.kg == "wikidata"
+            else None
+        )
         if cue is not None and decides(cue):
             answer_type = AnswerTypeInfo.from_raw(cue.label, cue.qid, settings.kg)  # the LM could not change it
         elif step and calls.take("answer_type"):
@@ -355,7 +361,7 @@ class SagaProgram(dspy.Module):
         agent_flags = self.variant_def.agent
         # the form is decided where it is imposed or used to rewrite the final query; 'ANY' leaves it open
         form = (
-            decide_query_form(answer_type, str(question))
+            decide_query_form(answer_type, str(question), lexicon)
             if agent_flags.query_form or agent_flags.form_rewrite
             else "ANY"
         )
@@ -365,7 +371,7 @@ class SagaProgram(dspy.Module):
             str(question),
             answer_type,
             calls,
-            items=items_class(str(question), self.services.schema) if cue is not None else "",
+            items=items_class(str(question), self.services.schema, lexicon) if cue is not None else "",
         )
         tools = self._tools(ctx)
         pool = self.demo_pool()

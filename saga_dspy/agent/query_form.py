@@ -7,18 +7,13 @@ import re
 from typing import Any, Literal
 
 from saga_dspy.agent.answer_type import AnswerTypeInfo
+from saga_dspy.grounding.lexicon import Lexicon, question_keys
 from saga_dspy.kg.query_text import matching_brace, query_form, tokenize
 from saga_dspy.kg.results import SelectResult
 
 QueryForm = Literal["ASK", "COUNT", "SELECT", "ANY"]
-# "how often did / was …" counts events (marriages, wins); "how often are the games held" asks a frequency
-_HOW_MANY = re.compile(
-    r"\bhow\s+(many|much)\b|\bhow\s+often\s+(did|was|were|has|have|had)\b|\bnumber\s+of\b|"
-    r"\bcount\s+(the|all)\b",
-    re.IGNORECASE,
-)
-
-
+_HOW_MANY = re.compile(r"\bhow\s+many\b", re.IGNORECASE)  # grammar: the English counting question
+# grammar: a question opening with an auxiliary verb is a yes/no question
 _YES_NO = re.compile(
     r"^\s*(is|are|was|were|does|do|did|has|have|had|can|could|will|would|should|shall|may|might)\b",
     re.IGNORECASE,
@@ -29,22 +24,26 @@ def is_yes_no_question(question: str) -> bool:
     return bool(_YES_NO.match(question or ""))
 
 
-def is_how_many_question(question: str) -> bool:
-    return bool(_HOW_MANY.search(question or ""))
+def is_how_many_question(question: str, lexicon: Lexicon | None = None) -> bool:
+    """A counting question: "how many", or a wording whose train questions' gold queries were mostly COUNTs
+    (the lexicon: "how often did" -> COUNT where the train data says so)."""
+    if _HOW_MANY.search(question or ""):
+        return True
+    return lexicon is not None and lexicon.vote(question_keys(question or ""), "form") == "COUNT"
 
 
-def decide_query_form(answer_type: AnswerTypeInfo | None, question: str) -> QueryForm:
-    """ASK for a boolean answer, COUNT for a 'how many' quantity, SELECT otherwise.
+def decide_query_form(answer_type: AnswerTypeInfo | None, question: str, lexicon: Lexicon | None = None) -> QueryForm:
+    """ASK for a boolean answer, COUNT for a counting quantity question (`is_how_many_question`), SELECT otherwise.
 
     `None` (no answer-type step: the `no-answer-type` ablation removes the prior only) decides
-    from the question's wording alone: ASK for a yes/no question, COUNT for 'how many', else SELECT."""
+    from the question's wording alone: ASK for a yes/no question, COUNT for a counting one, else SELECT."""
     if answer_type is None:
         if is_yes_no_question(question):
             return "ASK"
-        return "COUNT" if is_how_many_question(question) else "SELECT"
+        return "COUNT" if is_how_many_question(question, lexicon) else "SELECT"
     if answer_type.is_boolean:
         return "ASK"
-    if answer_type.label == "quantity" and is_how_many_question(question):
+    if answer_type.label == "quantity" and is_how_many_question(question, lexicon):
         return "COUNT"
     if not answer_type.label and is_yes_no_question(question):
         return "ASK"

@@ -97,6 +97,7 @@ SETTINGS_FLAGS = (
     "filter_mode",
     "coverage_seed",
     "schema_index",
+    "lexicon",
     "observation_chars",
     "max_steps",
     "demos",

@@ -55,6 +55,7 @@ from saga_dspy.eval.gold_pairs import GoldQuery, gold_queries
 from saga_dspy.eval.metrics import answer_f1
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.incoming import incoming_order
+from saga_dspy.grounding.lexicon import Lexicon, load_lexicon
 from saga_dspy.grounding.neighbourhood import fetch_neighbourhood
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.errors import SparqlError
@@ -216,11 +217,13 @@ def _first_hint(ctx: QuestionContext, observation: str) -> str | None:
     return None
 
 
-def rule_answer_type(question: str, mode: str, schema: SchemaIndex | None = None) -> tuple[str, str, bool, str] | None:
+def rule_answer_type(
+    question: str, mode: str, schema: SchemaIndex | None = None, lexicon: Lexicon | None = None
+) -> tuple[str, str, bool, str] | None:
     """(label, qid, confident, items) the program can know without an LLM. `none`: only the yes/no fallback."""
     if mode == "rules":
-        cue = cue_answer_type(question, schema)
-        return cue.label, cue.qid, cue.confident, items_class(question, schema)
+        cue = cue_answer_type(question, schema, lexicon)
+        return cue.label, cue.qid, cue.confident, items_class(question, schema, lexicon)
     return ("boolean", "", True, "") if is_yes_no_question(question) else None
 
 
@@ -251,6 +254,7 @@ def component_stats(
             except Exception:  # noqa: BLE001 - no label index for this endpoint: entity linking is not measured
                 search = None
         flavour = flavour_for(settings.kg)
+        lexicon = load_lexicon(settings)
         records = [dict(r) for r in load_benchmark(dataset, split, settings)]
         if limit:
             records = records[:limit]
@@ -264,7 +268,7 @@ def component_stats(
         tally = _Tally(settings, endpoint, search, schema, hierarchy, flavour)
         for n, q in enumerate(queries):
             rec = by_id[q.qid]
-            at = rule_answer_type(rec.get("question") or "", answer_type, schema)
+            at = rule_answer_type(rec.get("question") or "", answer_type, schema, lexicon)
             tally.answer_type(rec, at)
             tally.lookups(q, rec, at)
             if n and n % 100 == 0:

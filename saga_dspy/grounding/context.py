@@ -20,6 +20,7 @@ from ..kg.flavours import Flavour, flavour_for
 from ..kg.results import QueryResult, SelectResult
 from ..schema import EntityTypes, entity_types_many, load_hierarchy, load_schema_index
 from ..variants import VARIANT_FLAGS, GroundingFlags  # noqa: F401  (VARIANT_FLAGS: re-exported)
+from .lexicon import load_lexicon
 from .state import TypeState
 
 PruneFn = Callable[[str, str], Sequence[str]]
@@ -120,6 +121,7 @@ class QuestionContext:
             hierarchy = load_hierarchy(settings, endpoint, schema)
         self.schema = schema
         self.hierarchy = hierarchy
+        self.lexicon = load_lexicon(settings)
         self.flavour: Flavour = flavour_for(kg or settings.kg)
         self.flags = flags if flags is not None else GroundingFlags.for_variant(variant or settings.variant)
         self.filter_mode = settings.filter_mode

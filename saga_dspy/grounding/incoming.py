@@ -127,7 +127,14 @@ def rank_incoming(ctx: QuestionContext, entity_label: str, edges: dict[str, Inco
     """The incoming properties by the question's words (niche ones last), ties to the most used property (not
     the lowest id); `arrange_incoming` then puts those whose subjects fit the answer type first among equals."""
     scores = rank_properties(
-        ctx.question, list(edges), ctx.schema, entity_label=entity_label, label_of=ctx.property_label, header=()
+        ctx.question,
+        list(edges),
+        ctx.schema,
+        entity_label=entity_label,
+        label_of=ctx.property_label,
+        header=(),
+        lexicon=ctx.lexicon,
+        direction="in",
     )
     used = {pid: i for i, pid in enumerate(edges)}
     return sorted(scores, key=lambda s: (s.niche, -s.relevance, used[s.pid]))

@@ -81,6 +81,8 @@ def arrange(
         label_of=ctx.property_label,
         header=(ctx.flavour.type_pid, ctx.flavour.subclass_pid),
         values=values,
+        lexicon=ctx.lexicon,
+        direction="out",
     )
     full = [s.pid for s in scores[:TOP_FULL]]
     full += [s.pid for s in scores[TOP_FULL : TOP_FULL + STRONG_EXTRA] if s.relevance >= STRONG and not s.niche]

@@ -1,132 +1,32 @@
 """Question-aware property ranking for the lookup.
 
-The question's content words are matched against each property's label, aliases and
-description after a light stemming ("birthdays" → birthday, "crosses" → cross, "actors" →
-actor) and a few verb → noun forms ("born" → birth, "married" → spouse); a shared word prefix of
-five letters counts as a weaker match ("birthday" meets "birth"). A question word is one piece of evidence:
-it scores by its best form, not once per form; inflections (played, higher, grandchildren) reach the forms; a
-yes/no question's words may also meet the entity's values ("a democrat"). The score orders the
-properties; the range's fit to the expected answer type only breaks ties, so it never puts an
-irrelevant property first. Identifier, media and Commons properties go last unless the question
-names them. Lexical only: no model, no network.
+The question's content words are matched against each property's label, aliases and description after a
+light stemming ("birthdays" -> birthday, "crosses" -> cross, "actors" -> actor) and inflection ("played" ->
+play, "higher" -> high, `grounding.words`); a shared word prefix of five letters counts as a weaker match
+("birthday" meets "birth"). Beside the labels, the mined lexicon (`grounding.lexicon`) says which properties
+the train questions that use a word asked for ("born" -> place / date of birth, "wife" -> spouse): the
+share of those questions is the word's evidence for a property where its label says less. A question word
+is one piece of evidence: it scores by its best form or its lexicon share, not once per form; a yes/no
+question's words may also meet the entity's values ("a democrat"). The score orders the properties; the
+range's fit to the expected answer type only breaks ties, so it never puts an irrelevant property first.
+Identifier, media and Commons properties go last unless the question names them. No model, no network.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from saga_dspy.grounding.lexicon import Lexicon
+from saga_dspy.grounding.words import STOPWORDS, base_forms, stem
+from saga_dspy.grounding.words import WORD as _WORD
 from saga_dspy.schema.index import id_order  # one Wikidata id order (numeric, other ids after)
 
-_WORD = re.compile(r"[a-z0-9]+")
-STOPWORDS = frozenset(
-    """
-a an the of in on at to for from by with about as into onto over under than then and or nor but not no
-is are was were be been being am do does did done has have had having will would shall should can could may might must
-what which who whom whose when where why how that this these those there here it its it's he she they them his her their
-i me my we our you your give list show tell name all any some each every many much one ones also
-please find me get whats whos wheres
-""".split()
-)
-# verb and adjective forms whose property label is a noun (linguistic, not tuned per question)
-WORD_FORMS: Mapping[str, tuple[str, ...]] = {
-    "born": ("birth",),
-    "bear": ("birth",),
-    "die": ("death",),
-    "died": ("death",),
-    "dead": ("death",),
-    "kill": ("killed", "death"),
-    "marry": ("spouse",),
-    "married": ("spouse",),
-    "wife": ("spouse",),
-    "husband": ("spouse",),
-    "wrote": ("author",),
-    "write": ("author",),
-    "written": ("author",),
-    "writer": ("author",),
-    "directed": ("director",),
-    "direct": ("director",),
-    "star": ("cast",),
-    "starred": ("cast",),
-    "actor": ("cast",),
-    "actress": ("cast",),
-    "play": ("cast", "performer"),
-    "found": ("founded", "inception", "founder"),
-    "founded": ("inception", "founder"),
-    "live": ("residence",),
-    "lived": ("residence",),
-    "speak": ("language",),
-    "spoken": ("language",),
-    "bury": ("burial",),
-    "buried": ("burial",),
-    "located": ("location",),
-    "flow": ("mouth", "watercourse"),
-    "pass": ("crosses",),
-    "tall": ("height",),
-    "high": ("height", "elevation"),
-    "old": ("age", "birth", "inception"),
-    "big": ("area",),
-    "large": ("area",),
-    "long": ("length",),
-    "deep": ("depth",),
-    "won": ("award",),
-    "win": ("award",),
-    "child": ("child",),
-    "kid": ("child",),
-    "son": ("child",),
-    "daughter": ("child",),
-    "father": ("father",),
-    "mother": ("mother",),
-    "parent": ("father", "mother"),
-    "capital": ("capital",),
-    "population": ("population",),
-    "inhabitants": ("population",),
-    "people": ("population",),
-    "currency": ("currency",),
-    "money": ("currency",),
-    "creator": ("creator", "author"),
-    "created": ("creator",),
-    "invent": ("inventor",),
-    "invented": ("inventor",),
-    "discover": ("discoverer",),
-    "discovered": ("discoverer",),
-    "designed": ("architect", "designer"),
-    "built": ("architect", "inception"),
-    "study": ("educated",),
-    "studied": ("educated",),
-    "attend": ("educated",),
-    "graduate": ("educated",),
-    "team": ("team",),
-    "birthplace": ("birth",),
-    "birthday": ("birth",),
-    "hometown": ("birth", "residence"),
-    "job": ("occupation",),
-    "profession": ("occupation",),
-    "career": ("occupation",),
-    "famous": ("occupation", "notable"),
-    "known": ("occupation", "notable"),
-    "senator": ("position",),
-    "secretary": ("position",),
-    "elected": ("position",),
-    "office": ("position",),
-    "beside": ("border",),
-    "near": ("border",),
-    "neighbor": ("border",),
-    "neighbour": ("border",),
-    "neighboring": ("border",),
-    "neighbouring": ("border",),
-    "adjacent": ("border",),
-    "around": ("border",),
-    "political": ("government",),
-    "regime": ("government",),
-}
-IRREGULAR_PLURALS: Mapping[str, str] = {"children": "child", "men": "man", "women": "woman", "wives": "wife"}
-KINSHIP_PREFIXES = ("great", "grand")  # grandchildren, greatgrandson; "great-grandfather" splits: grandfather
 NICHE_DATATYPES = frozenset(
     {"ExternalId", "CommonsMedia", "Url", "GeoShape", "TabularData", "Math", "MusicalNotation", "type.key", "type.id"}
 )
+# grammar: the words of Wikidata's identifier, media and Commons property labels (a label vocabulary)
 NICHE_WORDS = frozenset(
     {
         "commons",
@@ -155,27 +55,13 @@ VALUE = (
     0.6  # a question word naming one of the entity's values for the property ("a democrat": member of political party)
 )
 PARTIAL = 0.6
-
-
-def stem(word: str) -> str:
-    """A light English stemmer: plural and common verb endings (enough to meet property labels)."""
-    w = word.lower()
-    if w in IRREGULAR_PLURALS:
-        return IRREGULAR_PLURALS[w]
-    if len(w) <= 3:
-        return w
-    for suffix, repl in (("ies", "y"), ("sses", "ss"), ("ches", "ch"), ("shes", "sh"), ("xes", "x"), ("oes", "o")):
-        if w.endswith(suffix) and len(w) > len(suffix) + 1:
-            return w[: -len(suffix)] + repl
-    if w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        return w[:-1]
-    return w
+LEXICON = 1.0  # a lexicon share of 1 weighs as much as the word meeting the label
 
 
 def word_groups(text: str, drop: Iterable[str] = ()) -> list[tuple[str, ...]]:
-    """One group a content word of the text (stopwords and `drop` words removed): its stem, then its word forms
-    that the text does not say itself. A word is one piece of evidence, scored by its best-matching form, never
-    once per form; and a concept the question names ("what language … speak") is counted once."""
+    """One group a content word of the text (stopwords and `drop` words removed): its stem, then its base forms
+    by inflection that the text does not say itself. A word is one piece of evidence, scored by its best form,
+    never once per form; and a concept the question names twice ("birthplace … born") is counted once."""
     dropped = {stem(w) for w in drop}
     # "egyptians", "canadian", "japanese" name the entity Egypt, Canada, Japan: a shared 5-letter word start
     entity_starts = {d[:PREFIX] for d in dropped if len(d) >= PREFIX}
@@ -190,31 +76,13 @@ def word_groups(text: str, drop: Iterable[str] = ()) -> list[tuple[str, ...]]:
         words.append((word, s))
         own.add(s)
     return [
-        tuple(dict.fromkeys((s, *(f for f in (*word_forms(word), *word_forms(s)) if f not in own))))
+        tuple(dict.fromkeys((s, *(f for f in (*base_forms(word), *base_forms(s)) if f not in own))))
         for word, s in words
     ]
 
 
-def word_forms(word: str) -> tuple[str, ...]:
-    """The noun forms of a word (WORD_FORMS), also through its inflections: past tense ("played" → play,
-    "starred" → star, "married" → marry), comparative and superlative ("higher", "biggest"), and the kinship
-    prefixes grand-/great- ("grandchildren" → child)."""
-    if word in WORD_FORMS:
-        return WORD_FORMS[word]
-    for prefix in KINSHIP_PREFIXES:
-        if word.startswith(prefix) and len(word) > len(prefix) + 2:
-            return (word[len(prefix) :], *word_forms(word[len(prefix) :]), *word_forms(stem(word[len(prefix) :])))
-    for suffix, repl in (("ied", "y"), ("ed", ""), ("ed", "e"), ("iest", "y"), ("ier", "y"), ("est", ""), ("er", "")):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 2:
-            base = word[: -len(suffix)] + repl
-            for candidate in (base, base[:-1] if len(base) > 2 and base[-1] == base[-2] else None):
-                if candidate and candidate in WORD_FORMS:
-                    return WORD_FORMS[candidate]
-    return ()
-
-
 def content_stems(text: str, drop: Iterable[str] = ()) -> list[str]:
-    """The stems of the text's content words (stopwords and `drop` words removed), with word forms added."""
+    """The stems of the text's content words (stopwords and `drop` words removed), with their base forms."""
     return list(dict.fromkeys(form for group in word_groups(text, drop) for form in group))
 
 
@@ -227,8 +95,9 @@ def _field_stems(text: str) -> frozenset[str]:
     return frozenset([*(stem(w) for w in words if w not in STOPWORDS), *(stem(j) for j in joined)])
 
 
-def _match(word: str, stems: frozenset[str]) -> float:
-    return _matched(word, stems)[0]
+def label_match(word: str, text: str) -> float:
+    """How well a word (a stem) meets a label or alias: 1 itself, PARTIAL a shared five-letter start, else 0."""
+    return _matched(word, _field_stems(text))[0]
 
 
 def _matched(word: str, stems: frozenset[str]) -> tuple[float, str | None]:
@@ -256,9 +125,11 @@ def relevance(
     aliases: Iterable[str] = (),
     description: str = "",
     values: Iterable[str] = (),
+    prior: Sequence[float] = (),
 ) -> float:
     """Sum over the question's words (a stem, or a `word_groups` group scored by its best form) of the best
-    field match (label 1.0, aliases 0.9, a value's label 0.6, description 0.25)."""
+    field match (label 1.0, aliases 0.9, a value's label 0.6, description 0.25), or of the word's lexicon share
+    for the property (`prior`, one a word, LEXICON weight) where that is more."""
     fields = [(LABEL, _field_stems(label or ""))]
     fields += [(ALIAS, _field_stems(a)) for a in aliases]
     fields += [(VALUE, _field_stems(v)) for v in values if v]
@@ -276,14 +147,24 @@ def relevance(
         return max(found, default=(0.0, None))
 
     total = 0.0
-    for word in words:
+    for i, word in enumerate(words):
         group = (word,) if isinstance(word, str) else word
         own, _ = best(group[0])
         form, token = max((best(f) for f in group[1:]), default=(0.0, None))
         # a form that matches is the evidence; the word itself meeting another field word ("birthdays": "date
         # of birth" and "birthdate") adds half; meeting the form's own word ("located", "location") adds nothing
-        total += form + OWN_BESIDE_FORM * best(group[0], besides=token)[0] if form > own else own
+        lexical = form + OWN_BESIDE_FORM * best(group[0], besides=token)[0] if form > own else own
+        total += max(lexical, LEXICON * prior[i]) if i < len(prior) else lexical
     return total
+
+
+def word_priors(
+    words: Sequence[tuple[str, ...]], pid: str, lexicon: Lexicon | None, direction: str | None = None
+) -> list[float]:
+    """Each word group's lexicon share for `pid` (its best form's), [] without a lexicon."""
+    if not lexicon:
+        return []
+    return [max(lexicon.property_prior(f, pid, direction) for f in group) for group in words]
 
 
 def is_niche(label: str, datatype: str | None) -> bool:
@@ -302,10 +183,14 @@ def rank_properties(
     label_of=None,
     header: Iterable[str] = ("P31",),
     values: Mapping[str, Iterable[str]] | None = None,
+    lexicon: Lexicon | None = None,
+    direction: str | None = None,
 ) -> list[PropertyScore]:
     """The properties ordered by relevance to the question, then answer-type fit, niche last, then id.
     `header` properties (the types, already in the lookup's header) come after the others of equal relevance;
-    `values`: the labels of the entity's values for each property (a yes/no question names its object)."""
+    `values`: the labels of the entity's values for each property (a yes/no question names its object);
+    `lexicon`: the mined word -> property shares (`direction`: `out` for the entity's own statements, `in` for
+    those naming it as their value; None: either)."""
     header = frozenset(header)
     words = word_groups(question, drop=_WORD.findall((entity_label or "").lower()))
     asked = {form for group in words for form in group}
@@ -315,7 +200,8 @@ def rank_properties(
         label = (ps.label if ps and ps.label else "") or (label_of(pid) if label_of else pid)
         aliases = ps.aliases if ps is not None else ()
         desc = ps.description if ps is not None else ""
-        score = relevance(words, label, aliases, desc, (values or {}).get(pid, ()))
+        prior = word_priors(words, pid, lexicon, direction)
+        score = relevance(words, label, aliases, desc, (values or {}).get(pid, ()), prior)
         niche = is_niche(label, ps.datatype if ps else None) and not (asked & _field_stems(label))
         out.append(PropertyScore(pid, round(score, 3), bool((fits or {}).get(pid)), niche))
     out.sort(key=lambda s: (s.niche, -s.relevance, not s.fits, s.pid in header, id_order(s.pid)))
@@ -330,5 +216,7 @@ __all__ = [
     "rank_properties",
     "relevance",
     "stem",
+    "word_priors",
     "is_niche",
+    "label_match",
 ]

@@ -8,7 +8,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .context import QuestionContext
-from .ranking import DESCRIPTION, PropertyScore, id_order, relevance, word_groups
+from .lexicon import Lexicon
+from .ranking import DESCRIPTION, PropertyScore, id_order, relevance, word_groups, word_priors
 
 FIRST_HOPS = 3
 SECOND_HOPS = 4
@@ -26,9 +27,16 @@ class TwoHop:
 
 
 def second_hop_candidates(
-    question: str, schema, fits: Callable[[str], bool], *, entity_label: str = "", exclude: Sequence[str] = ()
+    question: str,
+    schema,
+    fits: Callable[[str], bool],
+    *,
+    entity_label: str = "",
+    exclude: Sequence[str] = (),
+    lexicon: Lexicon | None = None,
 ) -> list[tuple[float, str]]:
-    """Schema properties whose label or aliases match the question and whose range fits the answer type."""
+    """Schema properties whose label or aliases (or lexicon share) match the question and whose range fits the
+    answer type."""
     words = word_groups(question, drop=entity_label.lower().split())
     if not words:
         return []
@@ -39,7 +47,7 @@ def second_hop_candidates(
         ps = schema.get(pid)
         if ps is None:
             continue
-        score = relevance(words, ps.label, ps.aliases)
+        score = relevance(words, ps.label, ps.aliases, prior=word_priors(words, pid, lexicon))
         if score > 0 and fits(pid):
             out.append((score, pid))
     out.sort(key=lambda t: (-t[0], id_order(t[1])))
@@ -60,7 +68,7 @@ def propose_two_hop(
     if not firsts:
         return None
     seconds = second_hop_candidates(
-        ctx.question, ctx.schema, fits, entity_label=entity_label, exclude=[s.pid for s in firsts]
+        ctx.question, ctx.schema, fits, entity_label=entity_label, exclude=[s.pid for s in firsts], lexicon=ctx.lexicon
     )
     pairs = sorted(((f.relevance + r, f.pid, p) for f in firsts for r, p in seconds), key=lambda t: -t[0])
     for _, p1, p2 in pairs[:CHECKS]:

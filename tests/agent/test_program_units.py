@@ -143,12 +143,21 @@ def test_form_problem():
     assert form_problem("COUNT", "SELECT ?x ?n WHERE { ?x wdt:P1128 ?n }", mixed)
 
 
-def test_how_often_did_counts_events_and_how_often_are_asks_a_frequency():
+def test_a_counting_wording_is_grammar_or_data():
+    """ "how many" counts by grammar; any other wording counts where the lexicon's train questions mostly had
+    COUNT gold queries (MIN_SUPPORT of them), never by a hand rule."""
+    from saga_dspy.grounding.lexicon import Lexicon
+
     quantity = AnswerTypeInfo.from_raw("quantity", "")
-    assert decide_query_form(quantity, "How often did Jane Fonda marry?") == "COUNT"
-    assert decide_query_form(quantity, "How often was Naomi Novik nominated for a Hugo Award?") == "COUNT"
-    assert decide_query_form(quantity, "How often are the Paralympic games held?") == "SELECT"
-    assert decide_query_form(None, "How often did the Mongols try to invade Japan?") == "COUNT"
+    lexicon = Lexicon(
+        patterns={"how often did": {"form": {"COUNT": 3}}, "how often are": {"form": {"SELECT": 2}}},
+    )
+    assert decide_query_form(quantity, "How often did Jane Fonda marry?", lexicon) == "COUNT"
+    assert decide_query_form(quantity, "How often are the Paralympic games held?", lexicon) == "SELECT"
+    assert decide_query_form(quantity, "How often did Jane Fonda marry?") == "SELECT"  # no data, no rule
+    assert decide_query_form(None, "How often did the Mongols try to invade Japan?", lexicon) == "COUNT"
+    one = Lexicon(patterns={"how often did": {"form": {"COUNT": 1}}})
+    assert decide_query_form(quantity, "How often did Jane Fonda marry?", one) == "SELECT"  # one question
 
 
 # --- tool calls from LM text ---------------------------------------------------------------------

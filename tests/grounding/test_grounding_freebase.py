@@ -69,7 +69,7 @@ def freebase(tmp_path_factory):
 @pytest.fixture
 def fb(freebase):
     settings, ep, index, hierarchy = freebase
-    ctx = QuestionContext(settings, ep, None, index, hierarchy, question="Who is Steven Spielberg's wife?")
+    ctx = QuestionContext(settings, ep, None, index, hierarchy, question="Who is Steven Spielberg's spouse?")
     return ctx, {t.__name__: t for t in make_tools(ctx)}
 
 
@@ -87,7 +87,7 @@ def test_lookup_types_and_cvt_flattened(fb):
     out = tools["get_wikidata_entry"]("m.06pj8")
     assert out.startswith("Steven Spielberg (m.06pj8)")
     assert "Person (people.person)" in out and "Film director (film.director)" in out
-    # the question asks for the wife: the spouse property is shown in full, place of birth named on the rest line
+    # the question asks for the spouse: the spouse property is shown in full, place of birth named on the rest line
     rest = next(line for line in out.splitlines() if line.startswith("Other properties: "))
     assert "Place of birth (people.person.place_of_birth)" in rest
     # the marriage CVT node is shown with its own edges, one hop

@@ -1,34 +1,34 @@
-"""Issue 12: question-aware property ranking, the lookup's arrangement (top properties in full, hints only
-when relevance and the answer type agree) and two-hop proposals (real store and index)."""
+"""Question-aware property ranking (labels, inflections, the mined lexicon), the lookup's arrangement (top
+properties in full, hints only when relevance and the answer type agree) and two-hop proposals (real store and
+index)."""
 
 from __future__ import annotations
 
 import pytest
 
 from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.lexicon import Lexicon, load_lexicon
 from saga_dspy.grounding.ranking import content_stems, rank_properties, relevance, stem, word_groups
 from saga_dspy.tools.lookup import do_lookup
 
 
-def test_stemming_meets_property_words():
+@pytest.fixture(scope="module")
+def lexicon(settings):
+    return load_lexicon(settings)
+
+
+def test_stemming_and_inflection_meet_property_words():
     assert stem("birthdays") == "birthday" and stem("crosses") == "cross" and stem("actors") == "actor"
-    assert "birth" in content_stems("What are the birthdays of the cast?")
+    assert "play" in content_stems("Who played Agent Smith?") and "high" in content_stems("higher mountains")
 
 
 @pytest.mark.parametrize(
     "question,gold,others",
     [
-        ("What are the birthdays of the cast?", "P569", ["P373", "P18", "P570", "P161"]),
         ("Which river does the bridge cross?", "P177", ["P373", "P17", "P131", "P31"]),
         ("Which actors played in the film?", "P161", ["P57", "P373", "P136", "P577"]),
-        # word forms: what a person does, offices held, neighbours, forms of government
-        ("What was her job?", "P106", ["P19", "P21", "P27", "P569"]),
-        ("When was he elected senator?", "P39", ["P19", "P26", "P40", "P737"]),
-        ("Which countries are near it?", "P47", ["P36", "P530", "P6", "P1082"]),
-        ("What kind of political system does it have?", "P122", ["P361", "P530", "P625", "P832"]),
-        # inflections reach the word forms: past tense, comparatives, kinship prefixes, irregular plurals
+        # inflections reach the labels: past tense, kinship prefixes, irregular plurals
         ("Who played Agent Smith in it?", "P161", ["P57", "P58", "P86", "P364"]),
-        ("Which mountains are higher than it?", "P2044", ["P17", "P131", "P625", "P793"]),
         ("Give me the grandchildren of him.", "P40", ["P19", "P21", "P27", "P20"]),
         # the noun the question asks for beats a verb several "located in …" labels share
         ("What continent is it located in?", "P30", ["P706", "P206", "P421", "P36"]),
@@ -41,10 +41,39 @@ def test_the_question_ranks_its_property_first(schema, question, gold, others):
     assert ranked[0].pid == gold and ranked[0].relevance > 0
 
 
+@pytest.mark.parametrize(
+    "question,gold,others",
+    [
+        # words whose property no label or alias says: the train questions that used them asked for it
+        ("Who wrote it?", "P50", ["P57", "P136", "P495", "P577"]),
+        ("What did she do for a living?", "P106", ["P19", "P21", "P27", "P569"]),
+        ("Where did she grow up?", "P19", ["P20", "P27", "P551", "P106"]),
+        ("Who inspired him?", "P737", ["P22", "P25", "P40", "P26"]),
+    ],
+)
+def test_the_lexicon_ranks_what_train_questions_with_the_word_asked_for(schema, lexicon, question, gold, others):
+    alone = {s.pid: s.relevance for s in rank_properties(question, others + [gold], schema)}
+    assert alone[gold] == 0  # no label or alias of the property says the word
+    ranked = rank_properties(question, others + [gold], schema, lexicon=lexicon)
+    assert ranked[0].pid == gold and ranked[0].relevance > 0
+
+
+def test_a_lexicon_share_is_evidence_only_with_support_and_by_direction():
+    lexicon = Lexicon(
+        words={"wed": 4, "once": 1},
+        properties={"wed": {"P26": {"out/answer": 3.0, "in/answer": 1.0}}, "once": {"P26": {"out/answer": 1.0}}},
+    )
+    assert lexicon.property_prior("wed", "P26") == 1.0
+    assert lexicon.property_prior("wed", "P26", "out") == 0.75 and lexicon.property_prior("wed", "P26", "in") == 0.25
+    assert lexicon.property_prior("once", "P26") == 0.0  # one question is an anecdote
+    assert relevance([("wed",)], "spouse", prior=[0.75]) == 0.75
+    assert relevance([("spouse",)], "spouse", prior=[0.2]) == 1.0  # a word scores its best evidence, once
+
+
 def test_a_word_is_one_piece_of_evidence():
     assert word_groups("what continent is syria located in", drop=["syria"]) == [
         ("continent",),
-        ("located", "location"),
+        ("located", "locat", "locate"),
     ]
     # a form the question says itself is not counted a second time through another word
     assert word_groups("what language do brazilians speak", drop=["brazil"]) == [("language",), ("speak",)]

@@ -1,0 +1,190 @@
+"""The grounding lexicon: what the words of training questions meant in their gold SPARQL, counted.
+
+Mined by `scripts/mine_lexicon.py` from the train splits of the Wikidata benchmarks (only questions that
+collide with no test or dev question, `eval.firewall`), committed as `data/lexicon/<kg>.json`. Four tables,
+each a count of train questions:
+
+- `properties`: a question word (stemmed) -> the gold properties of the questions that say it, with the
+  direction (`out`: the question's entity is the subject, `in`: its value, `var`: between variables) and
+  position (`answer`: the triple touches a projected variable, `inner` otherwise); `words`: how many questions
+  say the word at all. A word that meets a property's label or alias counts for that property alone; the
+  others are shared by the query's properties no word names. `property_prior(word, pid)` is the share.
+- `classes`: a phrase (1-3 stemmed words) -> the class constants of the gold query (`?x wdt:P31 wd:C`,
+  `?x wdt:P106 wd:C`), through the class's label and aliases or as the question's head noun.
+- `answers`: a head noun phrase -> what the gold answers are: `boolean`, `quantity`, `date`, `string`, or
+  the most common type (P31) of the answer entities.
+- `people`: the classes the graph gives people as their occupation or position (`?x wdt:P106|P39 wd:C` for a
+  human `?x`) with how many: "actors", "politicians" ask for humans, whatever the class's own instances.
+- `patterns`: a question pattern (`words.question_patterns`: the words that open a wh-phrase, "how often did")
+  and a head noun phrase (`head:` ...) -> the gold query form (ASK / COUNT / SELECT) and answer kind.
+
+A lookup decides only with MIN_SUPPORT questions behind it and a MIN_SHARE majority: one question's word is
+an anecdote, not data. No model, no network: a dictionary lookup."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from saga_dspy.grounding.words import head_phrases, phrase_key, question_patterns
+
+LEXICON_VERSION = 1
+MIN_SUPPORT = 2  # questions behind an entry before it decides anything
+MIN_SHARE = 0.5  # the majority an entry needs to decide a class, an answer kind or a form
+KINDS = ("boolean", "quantity", "date", "string", "entity")
+FORMS = ("ASK", "COUNT", "SELECT")
+
+
+def head_key(phrase: str) -> str:
+    """The `patterns` key of a head noun phrase (kept apart from the wh-phrase openings)."""
+    return f"head:{phrase}"
+
+
+def question_keys(question: str) -> list[str]:
+    """A question's `patterns` keys, the most specific first: its wh-phrase openings, then its head noun's."""
+    return question_patterns(question) + [head_key(phrase_key(p)) for p in head_phrases(question, counted=True)]
+
+
+def _majority(counts: Mapping[str, int] | None) -> str | None:
+    """The value most questions of an entry agree on, when MIN_SUPPORT questions and MIN_SHARE of them do."""
+    if not counts:
+        return None
+    total = sum(counts.values())
+    best = max(sorted(counts), key=lambda k: counts[k])
+    if total >= MIN_SUPPORT and counts[best] >= MIN_SUPPORT and counts[best] >= MIN_SHARE * total:
+        return best
+    return None
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """The mined tables (module docstring); an empty lexicon decides nothing (`Lexicon()`)."""
+
+    words: Mapping[str, int] = field(default_factory=dict)
+    properties: Mapping[str, Mapping[str, Mapping[str, float]]] = field(default_factory=dict)
+    classes: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    answers: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    patterns: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
+    people: Mapping[str, int] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.words or self.classes or self.answers or self.patterns or self.people)
+
+    def __hash__(self) -> int:  # immutable after loading; identity is enough for the caches keyed by it
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    # --- lookups -------------------------------------------------------------------------------------------
+    def property_prior(self, word: str, pid: str, direction: str | None = None) -> float:
+        """The share of the train questions saying `word` (a stem) whose gold query has `pid` (in that
+        direction, when given); 0 below MIN_SUPPORT questions."""
+        n = self.words.get(word, 0)
+        if n < MIN_SUPPORT:
+            return 0.0
+        rows = self.properties.get(word, {}).get(pid)
+        if not rows:
+            return 0.0
+        count = sum(c for key, c in rows.items() if direction is None or key.split("/")[0] in (direction, "var"))
+        return min(1.0, count / n)
+
+    def item_class(self, phrase: str) -> str:
+        """The class the train questions' gold queries restrict their items to when they say `phrase`, or ""."""
+        return _majority(self.classes.get(phrase)) or ""
+
+    def answer(self, phrase: str) -> str:
+        """What the gold answers of questions with this head noun are (a kind or a class id), or ""."""
+        return _majority(self.answers.get(phrase)) or ""
+
+    def names_people(self, qid: str) -> bool:
+        """Whether the graph gives MIN_SUPPORT humans or more this class as occupation or position."""
+        return self.people.get(qid, 0) >= MIN_SUPPORT
+
+    def vote(self, keys: list[str], table: str) -> str | None:
+        """The form (`table="form"`) or answer kind (`"kind"`) of the first key an entry decides, else None."""
+        for key in keys:
+            found = _majority(self.patterns.get(key, {}).get(table))
+            if found is not None:
+                return found
+        return None
+
+    # --- files ----------------------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": LEXICON_VERSION,
+            "meta": dict(self.meta),
+            "words": dict(sorted(self.words.items())),
+            "properties": {k: self.properties[k] for k in sorted(self.properties)},
+            "classes": {k: self.classes[k] for k in sorted(self.classes)},
+            "answers": {k: self.answers[k] for k in sorted(self.answers)},
+            "patterns": {k: self.patterns[k] for k in sorted(self.patterns)},
+            "people": dict(sorted(self.people.items())),
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Lexicon:
+        if obj.get("version") != LEXICON_VERSION:
+            raise ValueError(f"lexicon version {obj.get('version')!r}, this code reads {LEXICON_VERSION}")
+        return cls(
+            obj.get("words", {}),
+            obj.get("properties", {}),
+            obj.get("classes", {}),
+            obj.get("answers", {}),
+            obj.get("patterns", {}),
+            obj.get("people", {}),
+            obj.get("meta", {}),
+        )
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(self.to_json(), ensure_ascii=False, sort_keys=False, separators=(",", ":"))
+        with gzip.open(path, "wt", encoding="utf-8", compresslevel=9) as f:
+            f.write(text)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Lexicon:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return cls.from_json(json.load(f))
+
+
+def bundled_lexicon_path(data_dir: str | Path, kg: str) -> Path:
+    return Path(data_dir) / "lexicon" / f"{kg}.json.gz"
+
+
+@lru_cache(maxsize=8)
+def _load(path: str) -> Lexicon:
+    return Lexicon.load(path)
+
+
+def load_lexicon(settings) -> Lexicon:
+    """The lexicon `settings.lexicon` names: `bundled` (the graph's committed file; empty where it has none),
+    `none` (the grammar alone: an ablation), or a file path. Shared per process."""
+    choice = getattr(settings, "lexicon", "bundled")
+    if choice == "none":
+        return Lexicon()
+    path = bundled_lexicon_path(settings.data_dir, settings.kg) if choice == "bundled" else Path(choice)
+    if choice == "bundled" and not path.is_file():
+        return Lexicon()
+    return _load(str(path))
+
+
+__all__ = [
+    "FORMS",
+    "KINDS",
+    "Lexicon",
+    "MIN_SHARE",
+    "MIN_SUPPORT",
+    "bundled_lexicon_path",
+    "head_key",
+    "load_lexicon",
+    "question_keys",
+]

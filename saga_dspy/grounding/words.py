@@ -1,0 +1,126 @@
+"""The English grammar the grounding reads a question with: stemming, inflection, function words, the
+question's wh-phrase openings and its head noun. Every list here is closed-class grammar (function words,
+question words, inflectional endings), not a map from a word to a class, property or query form: those are
+data, mined from train questions (`grounding.lexicon`). The miner and every lookup read questions through
+these functions, so a mined key and a looked-up key are the same string."""
+
+from __future__ import annotations
+
+import re
+
+WORD = re.compile(r"[a-z0-9]+")
+# grammar: English function words (articles, auxiliaries, pronouns, prepositions, request verbs)
+STOPWORDS = frozenset(
+    """
+a an the of in on at to for from by with about as into onto over under than then and or nor but not no
+is are was were be been being am do does did done has have had having will would shall should can could may might must
+what which who whom whose when where why how that this these those there here it its it's he she they them his her their
+i me my we our you your give list show tell name all any some each every many much one ones also
+please find me get whats whos wheres
+""".split()
+)
+# grammar: English irregular plurals (inflection)
+IRREGULAR_PLURALS = {"children": "child", "men": "man", "women": "woman", "wives": "wife", "people": "person"}
+KINSHIP_PREFIXES = ("great", "grand")  # grammar: kinship prefixes (grandchildren, greatgrandson)
+# grammar: English past-tense / comparative / superlative endings and their base forms
+_INFLECTIONS = (("ied", "y"), ("ed", ""), ("ed", "e"), ("iest", "y"), ("ier", "y"), ("est", ""), ("er", ""))
+# grammar: the English question words that open the phrases `question_patterns` reads
+QUESTION_WORDS = frozenset({"how", "what", "when", "where", "which", "who", "whom", "whose", "why"})
+PATTERN_WORDS = 3  # a pattern is a question word and up to two more
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: plural and common verb endings (enough to meet property labels)."""
+    w = word.lower()
+    if w in IRREGULAR_PLURALS:
+        return IRREGULAR_PLURALS[w]
+    if len(w) <= 3:
+        return w
+    for suffix, repl in (("ies", "y"), ("sses", "ss"), ("ches", "ch"), ("shes", "sh"), ("xes", "x"), ("oes", "o")):
+        if w.endswith(suffix) and len(w) > len(suffix) + 1:
+            return w[: -len(suffix)] + repl
+    if w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    return w
+
+
+def base_forms(word: str) -> tuple[str, ...]:
+    """The word's base forms by inflection, nearest first: past tense ("played" -> play, "starred" -> star),
+    comparative and superlative ("higher" -> high), kinship prefixes ("grandchildren" -> children, child)."""
+    out: list[str] = []
+    for prefix in KINSHIP_PREFIXES:
+        if word.startswith(prefix) and len(word) > len(prefix) + 2:
+            rest = word[len(prefix) :]
+            out += [rest, stem(rest), *base_forms(rest)]
+    for suffix, repl in _INFLECTIONS:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)] + repl
+            out.append(base)
+            if len(base) > 2 and base[-1] == base[-2]:
+                out.append(base[:-1])
+    return tuple(f for f in dict.fromkeys(out) if f != word)
+
+
+def phrase_key(phrase: str) -> str:
+    """A phrase as the lexicon keys it: its words stemmed ("danish movies" -> "danish movie", "u.s. states" ->
+    "u.s. state")."""
+    return " ".join(stem(w) for w in (phrase or "").lower().split())
+
+
+def question_patterns(question: str) -> list[str]:
+    """The question's wh-phrase openings, longest first: "How often did Jane Fonda marry?" -> "how often did",
+    "how often", "how"."""
+    words = WORD.findall((question or "").lower())
+    out: list[str] = []
+    for i, word in enumerate(words):
+        if word in QUESTION_WORDS:
+            out.extend(" ".join(words[i : i + n]) for n in range(min(PATTERN_WORDS, len(words) - i), 0, -1))
+    return sorted(dict.fromkeys(out), key=lambda p: -p.count(" "))
+
+
+# --- the head noun --------------------------------------------------------------------------------------------
+
+_HEAD_WORD = r"(?:[a-z](?:\.[a-z])+\.?|[a-z][a-z-]*)"  # a word, or a dotted abbreviation ("U.S.")
+# grammar: the request and wh-determiner phrases a head noun follows ("which", "give me all", "a list of")
+_HEAD = re.compile(
+    r"\b(?:which|what|(?:give\s+me\s+|show\s+me\s+)?(?:a\s+)?list\s+of(?:\s+all)?|list(?:\s+all)?|"
+    r"give\s+me(?:\s+all)?|show\s+me(?:\s+all)?|name(?:\s+all)?|all)\s+"
+    rf"(?:(?:the|of the|are the|is the|was the|were the)\s+)?({_HEAD_WORD}(?:\s+of\s+{_HEAD_WORD}|\s+{_HEAD_WORD})?)",
+    re.I,
+)
+_HOW_MANY = re.compile(rf"\bhow\s+many\s+({_HEAD_WORD}(?:\s+{_HEAD_WORD})?)", re.I)
+# grammar: light nouns whose "of" phrase names the class ("what form of government")
+_OF_WORDS = frozenset({"form", "forms", "kind", "kinds", "type", "types", "sort", "sorts", "name", "names"})
+# grammar: function words and light nouns that are never the head noun itself
+_NOT_HEAD = STOPWORDS | {"kind", "type", "sort"}
+
+
+def head_phrases(question: str, counted: bool = False) -> list[str]:
+    """The phrases of the question's head noun that may name its answers' class, best first ("Give me all Danish
+    movies" -> "danish movies", "danish", "movies"; "what form of government" -> itself, "government"; "capital
+    of france" -> itself, "capital"); `counted`: the counted noun of a "how many" question first. [] for none."""
+    q = " ".join((question or "").split())
+    count = _HOW_MANY.search(q) if counted else None
+    for m in [count] if count else _HEAD.finditer(q):
+        head = m.group(1).lower().split()
+        words = [w for w in head if w not in _NOT_HEAD]
+        if not words:
+            continue
+        phrases: tuple[str, ...] = (" ".join(words), words[0], words[-1])
+        if len(head) == 3 and head[1] == "of":
+            phrases = (" ".join(head), head[2]) if head[0] in _OF_WORDS else (" ".join(head), head[0])
+        return list(dict.fromkeys(phrases))
+    return []
+
+
+__all__ = [
+    "IRREGULAR_PLURALS",
+    "QUESTION_WORDS",
+    "STOPWORDS",
+    "WORD",
+    "base_forms",
+    "head_phrases",
+    "phrase_key",
+    "question_patterns",
+    "stem",
+]
