@@ -26,6 +26,7 @@ from saga_dspy.agent import formatting
 from saga_dspy.agent.answer_cues import decides, guard, items_class, rule_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.calls import QuestionCalls
+from saga_dspy.agent.compiled_pool import STATE_KEY, CompiledPool
 from saga_dspy.agent.demos import DemoGuard, DemoPool, load_demo_pool
 from saga_dspy.agent.episode import Episode, nonempty
 from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, InfrastructureError, is_infrastructure_error
@@ -195,6 +196,7 @@ class SagaProgram(dspy.Module):
         self._demo_pool_arg = demo_pool
         self._demo_pool: DemoPool | None = None
         self._pool_lock = _SharedLock()
+        self.compiled_pool: CompiledPool | None = None  # the pool and k a compiled program carries
         if settings.program:  # a compiled program named in the settings
             self._load_state(settings.program)
 
@@ -208,6 +210,30 @@ class SagaProgram(dspy.Module):
             raise ValueError(
                 f"{path} is not a saved SagaProgram (the program.json that optimize writes): it has no entry {exc}"
             ) from None
+        except ValueError as exc:  # a compiled pool this version cannot read
+            raise ValueError(f"{path} cannot be loaded: {exc}") from None
+
+    def dump_state(self, json_mode=True):
+        """dspy's per-predictor state, plus the compiled demo pool and k (`agent.compiled_pool`) where there is one."""
+        state = super().dump_state(json_mode=json_mode)
+        if self.compiled_pool is not None:
+            state[STATE_KEY] = self.compiled_pool.to_state()
+        return state
+
+    def load_state(self, state, **kwargs):
+        compiled = CompiledPool.from_state(state.get(STATE_KEY))  # checked before anything is loaded
+        super().load_state(state, **kwargs)
+        if compiled is not None:
+            self.use_pool(compiled)
+        return self
+
+    def use_pool(self, compiled: CompiledPool) -> None:
+        """Pick the per-question demos from `compiled` (its k a question) instead of the dataset's pool file."""
+        self.compiled_pool = compiled
+        self.settings = self.settings.model_copy(update={"demos": compiled.k})
+        with self._pool_lock:
+            self._demo_pool_arg = list(compiled.records)
+            self._demo_pool = None
 
     def _load_into(self, path, **kwargs):
         self._load_state(path, **kwargs)

@@ -1,154 +1,102 @@
-"""`python -m saga_dspy.optimize`: compile the SAGA program on train/dev questions.
+"""`python -m saga_dspy.optimize`: compile the SAGA program, choosing by answer F1 on a valset.
 
-    python -m saga_dspy.optimize --optimizer bootstrap --dataset qald10 --split train --limit 20
-    python -m saga_dspy.optimize --optimizer none --teacher gold --gold-demos 3      # gold demos alone
-    python -m saga_dspy.optimize --optimizer bootstrap --teacher gold --holdout 8    # gold-seeded, + before/after
-    python -m saga_dspy.optimize --optimizer mipro --auto light                     # needs the `mipro` extra
+    python -m saga_dspy.optimize --optimizer random-search --dataset qald10      # valset: half of dev
+    python -m saga_dspy.optimize --optimizer mipro --auto light
+    python -m saga_dspy.optimize --optimizer gepa --max-metric-calls 60 --reflection-model openai/...
+    python -m saga_dspy.optimize --optimizer none --teacher gold                  # gold-teacher pool, no LM
 
-The metric is the answer F1 against frozen gold (`metrics.answer_f1`); while bootstrapping
-(`trace` set) it says whether F1 reaches `--threshold`. Gold answers come from frozen gold
-only (never re-queried). A test split is refused, and the training questions that collide with
-a test/dev question of the benchmark compiled for (`--firewall NAME` for others; `eval.firewall`)
-are dropped, with a count.
+The sets (`optimize.sets`): demonstrations come from the train split (firewalled against every test and dev
+question of the graph's benchmarks), candidates are scored on the valset (default: a seeded half of the dev
+split; `--valset`), and the report set (default: the other half) is never used for a choice: on it the
+compiled program and the default program run interleaved, and the table gives their F1 with the paired
+bootstrap interval of the difference (`optimize.comparison`). Test splits are refused.
 
-`--teacher gold` builds ReAct demonstrations from the train questions' gold SPARQL by running
-our tools (`saga_dspy.optimize.gold_teacher`): with `--optimizer none` they are the controller's demos; with
-`bootstrap`/`mipro` they seed the teacher program (and top up the student's demos).
+What is compiled is what the default program has: a per-question demo pool, k demos a question, the
+predictors' instructions (`agent.compiled_pool`). The pool starts from gold-teacher records (the bundled
+pool, or `--teacher gold`: the gold teacher run on the train questions) and `bootstrap` adds the model's own
+successful train runs (`optimize.bootstrap`). `random-search` scores candidate pools and k on the valset
+(`optimize.candidates`); `mipro` and `gepa` search the controller's instructions with DSPy's MIPROv2 / GEPA
+over the bootstrapped pool (`optimize.instructions`). Each candidate's valset F1 is printed and logged (a
+child MLflow run each, and one step of `candidate_f1`).
 
-Writes to `--out`: `program.json` (load with `eval --program` / `ask --program`), `config.json`,
-`metrics.json`, `gold_demos.jsonl` (with `--teacher gold`), and with `--holdout N` a
-before/after evaluation on N train questions held back from compiling (`holdout/`).
-The compiled program's controller demos replace the per-question demo pool only when the
-pool is off (`--demos 0`), which `eval --program` does automatically for such a program.
+Writes to `--out`: `program.json` (the chosen program, best so far while running; `eval --program` /
+`ask --program`), `config.json`, `metrics.json`, `pool.jsonl` (the compiled pool, each record's `source`),
+`candidates/NN/` (each candidate's valset run), `report/{default,compiled}/` and `report/report.md`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import importlib.util
 import json
-import logging
+import math
 import random
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import dspy
-from dspy.teleprompt import BootstrapFewShot
 
+from saga_dspy.agent.compiled_pool import GOLD, CompiledPool
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings, redact_argv
 from saga_dspy.errors import Interrupted
-from saga_dspy.eval.datasets import BENCHMARKS
-from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.evalset import EvalItem, EvalSet, load_eval_set
-from saga_dspy.eval.metrics import MetricMode, answer_f1
+from saga_dspy.eval.firewall import normalise_text
 from saga_dspy.eval.records import endpoint_record, fingerprint, lm_record, program_record, versions, write_json
-from saga_dspy.eval.report import markdown_table, summary_table
-from saga_dspy.eval.rundir import locked_run_dir, make_private, open_private
-from saga_dspy.eval.runner import run_variant, sigterm_as_interrupt
-from saga_dspy.eval.splits import benchmark_firewall
-from saga_dspy.eval.tracking import Tracker, comparison_chart, run_name
-from saga_dspy.kg.endpoint import Endpoint
-from saga_dspy.kg.search import Search
-from saga_dspy.optimize.gold_teacher import apply_gold_demos, controller_predictor, gold_traces, pick_records
+from saga_dspy.eval.rundir import locked_run_dir, open_private
+from saga_dspy.eval.runner import sigterm_as_interrupt
+from saga_dspy.eval.tracking import Tracker, run_name
+from saga_dspy.optimize.bootstrap import bootstrap_traces
+from saga_dspy.optimize.candidates import (
+    DEFAULT,
+    Candidate,
+    Scorer,
+    build_program,
+    default_pool,
+    instructions_of,
+    merge_pool,
+    pool_candidates,
+    save_program,
+)
+from saga_dspy.optimize.comparison import compare_on_report
+from saga_dspy.optimize.gold_teacher import gold_traces
+from saga_dspy.optimize.instructions import TunedProgram, check_available, run_gepa, run_mipro
+from saga_dspy.optimize.metric import feedback_metric, make_metric, to_examples
+from saga_dspy.optimize.sets import REST, OptimizeError, OptimizeSets, build_sets, refuse_test_split
 from saga_dspy.services import KgServices
 
-log = logging.getLogger("saga_dspy.optimize")
-
-OPTIMIZERS = ("bootstrap", "mipro", "none")
-TEACHERS = ("none", "gold")
-MIPRO_MISSING = (
-    "MIPROv2 needs optuna, the optional extra `mipro`: pip install -e '.[mipro]' (or pip install optuna); "
-    "or use --optimizer bootstrap"
-)
-
-
-class OptimizeError(EvalError):
-    pass
-
-
-# --------------------------------------------------------------------------- split guard
-
-
-def refuse_test_split(dataset: str, split: str, data_file: str | None = None) -> str:
-    """The resolved split, or OptimizeError for a test split (never compile on test questions)."""
-    info = BENCHMARKS.get(dataset)
-    resolved = split
-    if info is not None and data_file is None:
-        try:
-            resolved = info.resolve_split(split)
-        except ValueError as exc:
-            raise OptimizeError(str(exc)) from exc
-        if resolved == info.test or split == "test":
-            usable = [s for s in info.splits if s != info.test]
-            raise OptimizeError(
-                f"refusing to optimize on {dataset}/{resolved}: it is the test split (compile on "
-                f"{' or '.join(usable) if usable else 'another benchmark: this one has only a test split'})"
-            )
-    elif "test" in split.lower():
-        raise OptimizeError(f"refusing to optimize on a split named {split!r}: it looks like a test split")
-    return resolved
-
-
-# --------------------------------------------------------------------------- metric
-
-
-Metric = Callable[..., Any]  # dspy's metric: (example, prediction, trace=None) -> float | bool
-
-
-def make_metric(mode: MetricMode = "answers", threshold: float = 0.5) -> Metric:
-    """F1 of the prediction's answers against the example's frozen gold; with `trace` set
-    (bootstrapping), whether F1 >= threshold."""
-
-    def saga_f1(example, pred, trace=None, *args, **kwargs):
-        gold = getattr(example, "gold", None) if not isinstance(example, dict) else example.get("gold")
-        answers = getattr(pred, "answers", None)
-        try:
-            f1 = float(answer_f1(answers, gold, mode=mode)) if gold is not None else 0.0
-        except ValueError:
-            f1 = 0.0
-        if trace is None:
-            return f1
-        return f1 >= threshold
-
-    saga_f1.__name__ = f"saga_f1_{mode}"
-    return saga_f1
-
-
-def to_examples(items: Sequence[EvalItem]) -> list[dspy.Example]:
-    return [
-        dspy.Example(question=i.question, id=i.id, gold=i.gold, gold_sparql=i.gold_sparql).with_inputs("question")
-        for i in items
-    ]
-
-
-# --------------------------------------------------------------------------- options
+OPTIMIZERS = ("bootstrap", "random-search", "mipro", "gepa", "none")
+TEACHERS = ("pool", "gold")
+SECONDS_PER_RUN = 50.0  # the bundled 1.5B model on 2 idle cores, one question (docs/RESULTS.md)
+PROGRAM = "program.json"
 
 
 @dataclass
 class OptimizeOptions:
     optimizer: str = "bootstrap"
-    teacher: str = "none"
-    threshold: float = 0.5
-    max_demos: int = 3  # bootstrapped demos per predictor
-    max_labeled_demos: int = 0  # raw question/answer demos (useless for the ReAct controller)
-    max_rounds: int = 1
-    max_errors: int | None = None
-    gold_demos: int = 3  # gold-teacher demos put on the controller
-    gold_step: str = "execute"
-    gold_pool: int | None = None  # train questions the gold teacher runs on (None: all of the trainset)
-    holdout: int = 0
-    shuffle_seed: int = 0
+    teacher: str = "pool"  # gold records: the dataset's bundled pool, or the gold teacher run on the train questions
+    threshold: float = 1.0  # F1 a bootstrapped run must reach to become a demo
+    max_traces: int = 8  # bootstrapped traces kept
+    k: int | None = None  # demos a question in the compiled program (None: Settings.demos)
+    k_choices: tuple[int, ...] = (1, 2, 3)  # random-search's k
+    num_candidates: int = 6  # random-search candidates (the default program included); mipro with --auto none
+    train_split: str = "train"
+    valset: str = "dev"  # SPLIT of --dataset or BENCHMARK:SPLIT
+    report_set: str = REST  # the valset split's other questions, or BENCHMARK:SPLIT
+    valset_size: int | None = None  # None: half of the valset split when the report set is the rest, else all
+    report_size: int | None = None
+    train_size: int | None = None  # train questions bootstrapped on (None: all, until max_traces pass)
+    gold_pool: int | None = None  # --teacher gold: the first N train questions
+    seed: int = 0
     auto: str | None = "light"
     num_trials: int | None = None
-    num_candidates: int | None = None
-    minibatch_size: int = 35
-    firewall: tuple[str, ...] = ()  # benchmarks evaluated with the result (default: the one compiled on)
-    extra: dict[str, Any] = field(default_factory=dict)
+    max_metric_calls: int | None = None
+    tune: tuple[str, ...] = ("react.react",)
+    budget_minutes: float | None = None
+    seconds_per_run: float = SECONDS_PER_RUN
 
 
 @dataclass
@@ -158,42 +106,244 @@ class OptimizeResult:
     program_path: Path
     metrics: dict[str, Any]
     config: dict[str, Any]
+    candidates: list[Candidate] = field(default_factory=list)
 
 
-def demo_counts(program: Any) -> dict[str, int]:
-    return {name: len(getattr(p, "demos", []) or []) for name, p in program.named_predictors()}
+def check_options(options: OptimizeOptions) -> None:
+    """An OptimizeError for options that do not go together (before anything is loaded)."""
+    if options.optimizer not in OPTIMIZERS:
+        raise OptimizeError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}")
+    if options.teacher not in TEACHERS:
+        raise OptimizeError(f"--teacher must be one of {', '.join(TEACHERS)}")
+    if options.num_candidates < 1 or any(k < 0 for k in options.k_choices) or not options.k_choices:
+        raise OptimizeError("--num-candidates must be >= 1 and --k-choices whole numbers >= 0")
+    check_available(options.optimizer)
 
 
-def split_items(items: Sequence[EvalItem], holdout: int, limit: int | None, seed: int) -> tuple[list, list]:
-    """(train, holdout): a seeded shuffle; the last `holdout` questions are held back, then
-    `limit` caps the train part."""
-    items = list(items)
-    random.Random(seed).shuffle(items)
-    held = items[len(items) - holdout :] if holdout > 0 else []
-    train = items[: len(items) - len(held)]
-    if limit is not None:
-        train = train[: max(0, limit)]
-    return train, held
+# --------------------------------------------------------------------------- the estimate
 
 
-def apply_firewall(evalset: EvalSet, benchmarks: Sequence[str], settings: Settings, stream) -> dict[str, Any]:
-    """Drop the training questions that collide with a test/dev question of `benchmarks`
-    (`eval.firewall`); says how many."""
-    firewall = benchmark_firewall(benchmarks, settings)
-    before = len(evalset)
-    evalset.data = evalset.data.filter(lambda row: not firewall.collides(row["question"], row["sparql"]))
-    report = {"benchmarks": list(benchmarks), "held_out_questions": len(firewall), "dropped": before - len(evalset)}
-    print(
-        f"firewall: dropped {report['dropped']} of {before} training questions that collide with a "
-        f"test/dev question of {', '.join(benchmarks)}",
-        file=stream,
+def train_questions(sets: OptimizeSets, pooled: Sequence[dict[str, Any]], options: OptimizeOptions) -> list:
+    """The train questions to bootstrap on, in a seeded order with those not in the pool yet first (a trace of one
+    that is replaces its gold record: `candidates.merge_pool`), at most `options.train_size`."""
+    pooled_text = {normalise_text(r.get("question")) for r in pooled}
+    items = sets.train.items
+    random.Random(options.seed).shuffle(items)
+    items.sort(key=lambda i: normalise_text(i.question) in pooled_text)
+    return items[: options.train_size] if options.train_size is not None else items
+
+
+def estimate_runs(options: OptimizeOptions, sets: OptimizeSets) -> dict[str, int]:
+    """Program runs (one question each) the compile will make at most, by phase."""
+    n_train, n_val = len(sets.train), len(sets.valset)
+    if options.train_size is not None:
+        n_train = min(n_train, options.train_size)
+    runs = {"bootstrap": 0 if options.optimizer == "none" else n_train}
+    if options.optimizer == "random-search":
+        runs["candidates"] = options.num_candidates * n_val
+    elif options.optimizer == "mipro":
+        tuned = max(1, len(options.tune))
+        trials = options.num_trials or int(max(2 * tuned * math.log2(6), 1.5 * 6)) if options.auto else 4
+        runs["candidates"] = (trials + 2) * n_val + n_train  # its trials, the baseline, its own bootstrap
+    elif options.optimizer == "gepa":
+        runs["candidates"] = options.max_metric_calls or dspy.GEPA.auto_budget(
+            None, len(options.tune), 6, n_val
+        )  # what GEPA's auto=light allots
+    runs["report"] = 2 * len(sets.report)
+    return runs
+
+
+def estimate_text(options: OptimizeOptions, runs: dict[str, int]) -> str:
+    total = sum(runs.values())
+    minutes = total * options.seconds_per_run / 60
+    parts = ", ".join(f"{k} {v}" for k, v in runs.items())
+    budget = f"; --budget-minutes {options.budget_minutes:g} bounds it" if options.budget_minutes else ""
+    return (
+        f"estimate: at most {total} program runs ({parts}), about {minutes:.0f} min at {options.seconds_per_run:g} s "
+        f"a run (the bundled model on 2 cores); LM cache hits are free{budget}"
     )
-    return report
 
 
-def make_student(settings: Settings, endpoint: Endpoint, search: Search) -> SagaProgram:
-    # The compiled demos live on the predictors; the per-question pool would replace them.
-    return SagaProgram(settings.model_copy(update={"demos": 0, "program": None}), endpoint=endpoint, search=search)
+# --------------------------------------------------------------------------- the compile
+
+
+class _Compile:
+    """One compile's state: the services, the sets, the program saved so far (a usable one at every moment)."""
+
+    def __init__(self, settings, options, sets, services, out_dir, tracker, lm, progress, stream, deadline):
+        self.settings = settings
+        self.options = options
+        self.sets = sets
+        self.services = services
+        self.out_dir = out_dir
+        self.tracker = tracker
+        self.lm = lm
+        self.progress = progress
+        self.stream = stream
+        self.deadline = deadline
+        self.k = options.k if options.k is not None else settings.demos
+        self.program_path = out_dir / PROGRAM
+        self.program: SagaProgram | None = None
+        self.chosen: str | None = None
+        self.gold: list[dict[str, Any]] = []
+        self.traces: list[dict[str, Any]] = []
+        self.bootstrap_counts: dict[str, int] = {}
+        self.gold_skipped: dict[str, int] = {}
+        self.scored: list[Candidate] = []
+        self.prompt_lm: Any = None  # MIPROv2's proposals (default: the task LM)
+        self.reflection_lm: Any = None  # GEPA's reflection (default: the task LM)
+
+    def keep(self, program: SagaProgram, name: str) -> None:
+        """`program` is the best so far: saved at once, so an interrupted compile leaves it."""
+        self.program, self.chosen = program, name
+        save_program(program, self.program_path)
+
+    # -- the pool ---------------------------------------------------------------------
+
+    def gold_records(self) -> list[dict[str, Any]]:
+        """Gold-teacher records, none of them colliding with a held-out, valset or report question."""
+        if self.options.teacher == "gold":
+            items = self.sets.train.items[: self.options.gold_pool]
+            records, self.gold_skipped = gold_traces(
+                items,
+                settings=self.settings,
+                endpoint=self.services.endpoint,
+                search=self.services.search,
+                progress=self.progress,
+            )
+            records = [{**r, "source": GOLD} for r in records]
+        else:
+            records = list(default_pool(self.settings).records)
+        held = self.sets.held_out
+        kept = [r for r in records if not held.collides(r.get("question"), r.get("sparql"))]
+        where = "the gold teacher on the train questions" if self.options.teacher == "gold" else "the bundled pool"
+        print(
+            f"gold records: {len(kept)} from {where} ({len(records) - len(kept)} colliding with a held-out, "
+            "valset or report question dropped)",
+            file=self.stream,
+        )
+        return kept
+
+    def train_items(self) -> list:
+        """The train questions bootstrapped on (and MIPROv2's / GEPA's trainset): seeded, none already in the pool,
+        at most `train_size`."""
+        return train_questions(self.sets, self.gold, self.options)
+
+    def bootstrap(self) -> None:
+        teacher = build_program(self.settings, self.services, Candidate("gold", CompiledPool.of(self.gold, self.k)))
+        self.traces, self.bootstrap_counts = bootstrap_traces(
+            teacher,
+            self.train_items(),
+            threshold=self.options.threshold,
+            max_traces=self.options.max_traces,
+            mode=self.settings.metric_mode,
+            lm=self.lm,
+            deadline=self.deadline,
+            progress=self.progress,
+        )
+        print(f"bootstrap: {len(self.traces)} traces kept ({self.bootstrap_counts})", file=self.stream)
+
+    def pool(self, k: int | None = None) -> CompiledPool:
+        return CompiledPool.of(merge_pool(self.gold, self.traces), self.k if k is None else k)
+
+    # -- the optimizers ------------------------------------------------------------------
+
+    def run(self) -> None:
+        self.gold = self.gold_records()
+        if self.options.optimizer == "none":
+            self.keep(build_program(self.settings, self.services, Candidate("gold", self.pool())), "gold")
+            return
+        self.bootstrap()
+        seeded = build_program(self.settings, self.services, Candidate("gold+bootstrap", self.pool()))
+        self.keep(seeded, "gold+bootstrap")
+        if self.options.optimizer == "random-search":
+            self.random_search()
+        elif self.options.optimizer in ("mipro", "gepa"):
+            self.instructions()
+
+    def scorer(self) -> Scorer:
+        return Scorer(
+            self.settings,
+            self.sets.valset,
+            self.services,
+            self.out_dir,
+            self.tracker,
+            lm=self.lm,
+            progress=self.progress,
+            stream=self.stream,
+            on_best=lambda cand, program: self.keep(program, cand.name),
+        )
+
+    def random_search(self) -> None:
+        candidates = pool_candidates(
+            default_pool(self.settings),
+            self.gold,
+            self.traces,
+            k=self.k,
+            k_choices=self.options.k_choices,
+            n=self.options.num_candidates,
+            seed=self.options.seed,
+        )
+        scorer = self.scorer()
+        self.scored = scorer.scored
+        for candidate in candidates:
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                print(f"budget spent: {len(candidates) - len(scorer.scored)} candidates not scored", file=self.stream)
+                break
+            scorer.score(candidate)
+
+    def instructions(self) -> None:
+        student = build_program(self.settings, self.services, Candidate("gold+bootstrap", self.pool()), TunedProgram)
+        student.tuned = tuple(self.options.tune)
+        trainset, valset = to_examples(self.train_items()), to_examples(self.sets.valset.items)
+        common = {"num_threads": self.settings.num_threads, "seed": self.options.seed}
+        if self.options.optimizer == "mipro":
+            best, trials = run_mipro(
+                student,
+                trainset,
+                valset,
+                make_metric(self.settings.metric_mode),
+                auto=self.options.auto,
+                num_trials=self.options.num_trials,
+                num_candidates=self.options.num_candidates,
+                prompt_lm=self.prompt_lm,
+                task_lm=self.lm,
+                **common,
+            )
+        else:
+            best, trials = run_gepa(
+                student,
+                trainset,
+                valset,
+                feedback_metric(self.settings.metric_mode),
+                reflection_lm=self.reflection_lm or self.lm or dspy.settings.lm,
+                auto=self.options.auto,
+                max_metric_calls=self.options.max_metric_calls,
+                log_dir=str(self.out_dir / "gepa"),
+                deadline=self.deadline,
+                **common,
+            )
+        for index, trial in enumerate(trials):
+            self.log_trial(index, trial)
+        self.scored = trials
+        program = build_program(
+            self.settings,
+            self.services,
+            Candidate(self.options.optimizer, self.pool(), instructions_of(best, student)),
+        )
+        self.keep(program, f"{self.options.optimizer} best")
+
+    def log_trial(self, index: int, trial: Candidate) -> None:
+        """A trial DSPy's optimizer scored on the valset: printed, a child run, one step of `candidate_f1`."""
+        print(f"candidate {index} {trial.name}: valset F1 {trial.f1:.3f}", file=self.stream)
+        with self.tracker.run(f"candidate {index}: {trial.name}", tags={"kind": "optimize-candidate"}, nested=True):
+            self.tracker.log_metrics({"f1": trial.f1})
+            for name, text in trial.instructions.items():
+                path = self.out_dir / "candidates" / f"{index:02d}" / f"{name}.instructions.txt"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+                self.tracker.log_artifact(path)
+        self.tracker.log_metrics({"candidate_f1": trial.f1}, step=index)
 
 
 def optimize(
@@ -204,399 +354,195 @@ def optimize(
     data_file: str | Path | None = None,
     gold_file: str | Path | None = None,
     lm: dspy.BaseLM | None = None,
-    endpoint: Endpoint | None = None,
-    search: Search | None = None,
+    prompt_lm: dspy.BaseLM | None = None,
+    reflection_lm: dspy.BaseLM | None = None,
+    endpoint=None,
+    search=None,
     progress: bool = True,
     experiment: str | None = None,
     stream=None,
 ) -> OptimizeResult:
-    """Compile the program on `settings.dataset`/`settings.split`; see the module docstring."""
+    """Compile the program (see the module docstring); Ctrl-C leaves the best program so far in `--out`."""
     stream = stream or sys.stdout
     check_options(options)
-    split = refuse_test_split(settings.dataset, settings.split, str(data_file) if data_file else None)
-    all_settings = settings.model_copy(update={"limit": None})
-    evalset = load_eval_set(
-        all_settings, data_file=data_file, gold_file=gold_file, answerable_only=True, progress=progress
+    started = time.monotonic()
+    deadline = started + 60 * options.budget_minutes if options.budget_minutes else None
+    sets = build_sets(
+        settings,
+        train_split=options.train_split,
+        valset=options.valset,
+        report_set=options.report_set,
+        valset_size=options.valset_size,
+        report_size=options.report_size,
+        seed=options.seed,
+        data_file=str(data_file) if data_file else None,
+        gold_file=str(gold_file) if gold_file else None,
+        progress=progress,
+        stream=stream,
     )
-    firewall_report = apply_firewall(evalset, options.firewall or (settings.dataset,), settings, stream)
-    train_items, held_items = split_items(evalset.items, options.holdout, settings.limit, options.shuffle_seed)
-    if not train_items:
-        raise OptimizeError("no training questions (check --limit / --holdout)")
-    out_dir = (
-        Path(out)
-        if out is not None
-        else (
-            Path(settings.out)
-            if settings.out
-            else Path("runs") / f"optimize-{settings.dataset}-{split}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-        )
-    )
-    print(
-        f"{settings.dataset}/{split}: {len(train_items)} training questions, {len(held_items)} held back "
-        f"(of {len(evalset)} answerable)",
-        file=stream,
-    )
-
-    tracker = Tracker(settings, experiment or f"saga-optimize-{settings.dataset}-{split}")
+    out_dir = Path(out) if out is not None else Path(settings.out) if settings.out else _default_out(settings)
+    print(sets.describe(), file=stream)
+    runs = estimate_runs(options, sets)
+    print(estimate_text(options, runs), file=stream)
+    tracker = Tracker(settings, experiment or f"saga-optimize-{settings.dataset}")
     lm_ctx = dspy.context(lm=lm) if lm is not None else contextlib.nullcontext()
-    # one run at a time in out_dir (the lock creates it)
+    interrupted: str | None = None
+    report: dict[str, Any] | None = None
     with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
         try:
-            what = f"{options.optimizer}{'+gold' if options.teacher == 'gold' else ''} {settings.variant}"
             with (
                 lm_ctx,
                 tracker.run(
-                    run_name(what, settings.dataset, split, settings.lm),
-                    params=_run_params(settings, options, split, train_items, held_items),
+                    run_name(
+                        f"{options.optimizer} {settings.variant}", settings.dataset, sets.valset.split, settings.lm
+                    ),
+                    params=_run_params(settings, options, sets),
                     tags={"kind": "optimize", "out_dir": str(out_dir)},
                 ),
             ):
-                student = make_student(settings, services.endpoint, services.search)
-                gold = _gold_teacher(settings, options, train_items, services, student, out_dir, progress, stream)
-                compiled = _compile(
-                    student,
-                    gold.program,
-                    to_examples(train_items),
-                    make_metric(settings.metric_mode, options.threshold),
-                    options,
-                    settings,
-                )
-                counts = demo_counts(compiled)
-                print(f"compiled demos per predictor: {counts}", file=stream)
-                program_path = out_dir / "program.json"
-                compiled.save(str(program_path))
-                make_private(program_path)
-                holdout_metrics = _before_after(
-                    settings,
-                    options,
-                    evalset,
-                    held_items,
-                    compiled,
-                    services,
-                    lm,
-                    out_dir,
-                    tracker,
-                    progress,
-                    stream,
-                    split,
-                    program_path,
-                )
-                metrics = _metrics(train_items, held_items, gold, counts, holdout_metrics)
-                config = _config(
-                    settings,
-                    options,
-                    split,
-                    evalset,
-                    train_items,
-                    held_items,
-                    gold,
-                    compiled,
-                    services.endpoint,
-                    program_path,
-                    firewall_report,
-                )
-                _write_and_track(out_dir, tracker, metrics, config, counts, program_path, gold)
+                job = _Compile(settings, options, sets, services, out_dir, tracker, lm, progress, stream, deadline)
+                job.prompt_lm, job.reflection_lm = prompt_lm, reflection_lm
+                try:
+                    job.run()
+                except (KeyboardInterrupt, Interrupted) as exc:
+                    interrupted = f"interrupted ({exc or 'Ctrl-C'})"
+                    if job.program is None:
+                        raise Interrupted(f"{interrupted} before any program was compiled") from None
+                print(f"chosen: {job.chosen} (k={job.program.settings.demos})", file=stream)
+                compile_minutes = (time.monotonic() - started) / 60
+                if not interrupted and len(sets.report):
+                    report = _report(job, settings, sets, services, lm, tracker, progress, stream)
+                metrics = _metrics(job, sets, runs, compile_minutes, report, interrupted)
+                config = _config(settings, options, sets, job, services.endpoint)
+                _write_and_track(out_dir, tracker, metrics, config, job)
         finally:
             tracker.close()
-    print(f"\nprogram: {program_path}\nuse it:  {config['use']}", file=stream)
-    return OptimizeResult(compiled, out_dir, program_path, metrics, config)
+    print(f"\nprogram: {job.program_path}\nuse it:  {config['use']}", file=stream)
+    if interrupted:
+        raise Interrupted(f"{interrupted}; the best program so far is saved: {job.program_path}")
+    return OptimizeResult(job.program, out_dir, job.program_path, metrics, config, job.scored)
 
 
-def check_options(options: OptimizeOptions) -> None:
-    """An OptimizeError for options that do not go together (before anything is loaded)."""
-    if options.optimizer not in OPTIMIZERS:
-        raise OptimizeError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}")
-    if options.teacher not in TEACHERS:
-        raise OptimizeError(f"--teacher must be one of {', '.join(TEACHERS)}")
-    if options.optimizer == "none" and options.teacher != "gold":
-        raise OptimizeError("--optimizer none only makes sense with --teacher gold (gold demos alone)")
-    if options.optimizer == "mipro" and importlib.util.find_spec("optuna") is None:
-        raise OptimizeError(MIPRO_MISSING)
+def _default_out(settings: Settings) -> Path:
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"optimize-{settings.dataset}-{stamp}"
 
 
-def _run_params(
-    settings: Settings,
-    options: OptimizeOptions,
-    split: str,
-    train_items: Sequence[EvalItem],
-    held_items: Sequence[EvalItem],
-) -> dict[str, Any]:
+def _report(job: _Compile, settings, sets, services, lm, tracker, progress, stream) -> dict[str, Any]:
+    """Compiled vs the default program on the report set, interleaved (the programs anew: no shared state)."""
+    default = build_program(settings, services, Candidate(DEFAULT))
+    compiled = SagaProgram(
+        settings.model_copy(update={"program": job.program_path}), endpoint=services.endpoint, search=services.search
+    )
+    return compare_on_report(
+        sets.report,
+        {"default": (default, settings), "compiled": (compiled, compiled.settings)},
+        job.out_dir,
+        endpoint=services.endpoint,
+        lm=lm,
+        tracker=tracker,
+        progress=progress,
+        stream=stream,
+    )
+
+
+def _run_params(settings: Settings, options: OptimizeOptions, sets: OptimizeSets) -> dict[str, Any]:
     return {
         "dataset": settings.dataset,
-        "split": split,
+        "split": sets.train.split,
+        "valset": sets.valset.name,
+        "report_set": sets.report.name,
         "variant": settings.variant,
         "lm": settings.lm,
-        "filter_mode": settings.filter_mode,
         "endpoint": settings.endpoint,
+        "filter_mode": settings.filter_mode,
         "schema_coverage": settings.schema_coverage,
-        "program": None,
+        "metric_mode": settings.metric_mode,
         "optimizer": options.optimizer,
         "teacher": options.teacher,
         "threshold": options.threshold,
-        "max_demos": options.max_demos,
-        "max_labeled_demos": options.max_labeled_demos,
-        "max_rounds": options.max_rounds,
-        "gold_demos": options.gold_demos,
-        "gold_step": options.gold_step,
-        "n_train": len(train_items),
-        "n_holdout": len(held_items),
+        "max_traces": options.max_traces,
+        "k": options.k if options.k is not None else settings.demos,
+        "num_candidates": options.num_candidates,
         "auto": options.auto,
-        "num_trials": options.num_trials,
-        "metric_mode": settings.metric_mode,
+        "n_train": len(sets.train),
+        "n_valset": len(sets.valset),
+        "n_report": len(sets.report),
+        "budget_minutes": options.budget_minutes,
     }
 
 
-@dataclass
-class GoldDemos:
-    """What the gold teacher produced: all its records, the ones used, the skip counts, the seeded program."""
-
-    records: list[dict[str, Any]] = field(default_factory=list)
-    picked: list[dict[str, Any]] = field(default_factory=list)
-    skipped: dict[str, int] = field(default_factory=dict)
-    program: SagaProgram | None = None
-
-
-def _gold_teacher(
-    settings: Settings,
-    options: OptimizeOptions,
-    train_items: Sequence[EvalItem],
-    services: KgServices,
-    student: SagaProgram,
-    out_dir: Path,
-    progress: bool,
-    stream,
-) -> GoldDemos:
-    """With --teacher gold: demonstrations from the train questions' gold SPARQL (saved to gold_demos.jsonl)."""
-    if options.teacher != "gold":
-        return GoldDemos()
-    pool_items = train_items if options.gold_pool is None else train_items[: options.gold_pool]
-    records, skipped = gold_traces(
-        pool_items,
-        settings=settings,
-        endpoint=services.endpoint,
-        search=services.search,
-        variant=settings.variant,
-        progress=progress,
-    )
-    picked = pick_records(records, options.gold_demos)
-    with open_private(out_dir / "gold_demos.jsonl") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-    print(
-        f"gold teacher: {len(records)} of {len(pool_items)} questions became demos "
-        f"(skipped: {skipped or 'none'}); using {len(picked)}",
-        file=stream,
-    )
-    if not picked:
-        raise OptimizeError("the gold teacher produced no demonstration")
-    program = apply_gold_demos(student.deepcopy(), picked, which=options.gold_step)
-    return GoldDemos(records, picked, skipped, program)
-
-
-def _compile(
-    student: SagaProgram,
-    teacher: SagaProgram | None,
-    trainset: list[dspy.Example],
-    metric: Metric,
-    options: OptimizeOptions,
-    settings: Settings,
-) -> SagaProgram:
-    """The compiled program: gold demos alone, BootstrapFewShot or MIPROv2 (then topped up with gold demos)."""
-    if options.optimizer == "none":
-        assert teacher is not None  # `none` compiles gold demos only (checked with the options)
-        return teacher
-    if options.optimizer == "bootstrap":
-        compiled = _bootstrap(student, teacher, trainset, metric, options)
-    else:
-        compiled = _mipro(student, teacher, trainset, metric, options, settings)
-    if teacher is not None:
-        _top_up(compiled, teacher, options.max_demos)
-    return compiled
-
-
-def _before_after(
-    settings: Settings,
-    options: OptimizeOptions,
-    evalset: EvalSet,
-    held_items: list[EvalItem],
-    compiled: SagaProgram,
-    services: KgServices,
-    lm: dspy.BaseLM | None,
-    out_dir: Path,
-    tracker: Tracker,
-    progress: bool,
-    stream,
-    split: str,
-    program_path: Path,
-) -> dict[str, dict[str, Any]]:
-    """Zero-shot vs compiled on the held-back questions ({} without --holdout)."""
-    holdout_metrics: dict[str, dict[str, Any]] = {}
-    if not held_items:
-        return holdout_metrics
-    held = replace(
-        evalset.select_ids([item.id for item in held_items]),
-        selection={"holdout": len(held_items), "seed": options.shuffle_seed},
-    )
-    zero_shot = make_student(settings, services.endpoint, services.search)
-    for name, prog in (("zero-shot", zero_shot), ("compiled", compiled)):
-        res = run_variant(
-            settings.model_copy(update={"demos": 0}),
-            held,
-            out_dir / "holdout" / name,
-            program=prog,
-            endpoint=services.endpoint,
-            lm=lm,
-            overwrite=True,
-            progress=progress,
-            extra_config={"role": name},
-            desc=f"hold-out {name}",
-        )
-        holdout_metrics[name] = res.metrics
-        if res.interrupted:
-            raise Interrupted(f"interrupted during the held-back evaluation ({name}); {program_path} is saved")
-    print(
-        "\n"
-        + summary_table(
-            holdout_metrics, f"held-back {settings.dataset}/{split} questions ({len(held_items)}), percent"
-        ),
-        file=stream,
-    )
-    chart = comparison_chart(
-        holdout_metrics,
-        out_dir / "holdout.png",
-        title=f"held-back {settings.dataset}/{split}: zero-shot vs {options.optimizer}",
-    )
-    (out_dir / "holdout.md").write_text(markdown_table(holdout_metrics) + "\n", encoding="utf-8")
-    tracker.log_artifacts([chart, out_dir / "holdout.md"])
-    return holdout_metrics
-
-
-def _metrics(
-    train_items: Sequence[EvalItem],
-    held_items: Sequence[EvalItem],
-    gold: GoldDemos,
-    counts: dict[str, int],
-    holdout_metrics: dict[str, dict[str, Any]],
-) -> dict[str, Any]:
-    metrics: dict[str, Any] = {
-        "n_train": len(train_items),
-        "n_holdout": len(held_items),
-        "gold_records": len(gold.records),
-        "gold_skipped": gold.skipped,
-        "demos": counts,
+def _metrics(job: _Compile, sets: OptimizeSets, runs, minutes: float, report, interrupted) -> dict[str, Any]:
+    program = job.program
+    pool = program.compiled_pool
+    best = max(job.scored, key=lambda c: c.f1 or 0.0, default=None)
+    return {
+        "n_train": len(sets.train),
+        "n_valset": len(sets.valset),
+        "n_report": len(sets.report),
+        "firewall": sets.firewall,
+        "gold_records": len(job.gold),
+        "gold_skipped": job.gold_skipped,
+        "bootstrap": job.bootstrap_counts,
+        "pool": pool.sources() if pool is not None else {},
+        "k": program.settings.demos,
+        "chosen": job.chosen,
+        "valset_f1": best.f1 if best is not None else None,
+        "candidates": [c.summary() for c in job.scored],
+        "estimated_runs": runs,
+        "compile_minutes": round(minutes, 2),
+        "report": report,
+        "interrupted": interrupted,
     }
-    for name, m in holdout_metrics.items():
-        for key in ("f1", "em", "empty_rate", "mean_steps"):
-            metrics[f"holdout_{name.replace('-', '_')}_{key}"] = m.get(key)
-    return metrics
 
 
-def _config(
-    settings: Settings,
-    options: OptimizeOptions,
-    split: str,
-    evalset: EvalSet,
-    train_items: Sequence[EvalItem],
-    held_items: Sequence[EvalItem],
-    gold: GoldDemos,
-    compiled: SagaProgram,
-    endpoint: Endpoint,
-    program_path: Path,
-    firewall: dict[str, Any],
-) -> dict[str, Any]:
-    """config.json of an optimize run (what `eval --program` reads back: kind, variant)."""
+def _config(settings, options, sets: OptimizeSets, job: _Compile, endpoint) -> dict[str, Any]:
+    """config.json of an optimize run (`eval --program` reads `kind` and `variant` from it)."""
     return {
         "kind": "optimize",
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": [sys.executable, "-m", "saga_dspy.optimize", *redact_argv(sys.argv[1:])],
         "dataset": settings.dataset,
-        "split": split,
+        "split": sets.train.split,
         "variant": settings.variant,
-        "options": {k: v for k, v in vars(options).items()},
-        "train_ids": [i.id for i in train_items],
-        "holdout_ids": [i.id for i in held_items],
-        "gold_demo_ids": [r.get("id") for r in gold.picked],
-        "firewall": firewall,
+        "options": dict(vars(options)),
+        "sets": {name: {"name": s.name, "ids": [i.id for i in s.items]} for name, s in _named_sets(sets)},
+        "firewall": sets.firewall,
         "lm": lm_record(settings),
         "endpoint": endpoint_record(settings, endpoint),
-        "gold": {"file": evalset.gold_file, "summary": evalset.gold_summary},
         "versions": versions(),
-        "prompts": program_record(compiled),
+        "prompts": program_record(job.program),
         "fingerprint": fingerprint(settings),
-        "program": str(program_path),
-        "use": f"python -m saga_dspy.eval --program {program_path} --variant {settings.variant}",
+        "program": str(job.program_path),
+        "use": f"python -m saga_dspy.eval --program {job.program_path} --variant {settings.variant} "
+        f"--dataset {settings.dataset} --split dev",
     }
 
 
-def _write_and_track(
-    out_dir: Path,
-    tracker: Tracker,
-    metrics: dict[str, Any],
-    config: dict[str, Any],
-    counts: dict[str, int],
-    program_path: Path,
-    gold: GoldDemos,
-) -> None:
+def _named_sets(sets: OptimizeSets) -> Sequence[tuple[str, Any]]:
+    return (("train", sets.train), ("valset", sets.valset), ("report", sets.report))
+
+
+def _write_and_track(out_dir: Path, tracker: Tracker, metrics, config, job: _Compile) -> None:
+    pool = job.program.compiled_pool
+    with open_private(out_dir / "pool.jsonl") as fh:
+        for record in pool.records if pool is not None else ():
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
     write_json(out_dir / "config.json", config)
     write_json(out_dir / "metrics.json", metrics)
-    tracker.log_metrics({k: v for k, v in metrics.items() if not isinstance(v, dict)})
-    tracker.log_metrics(counts, prefix="demos_")
-    tracker.log_artifacts(
-        [
-            program_path,
-            out_dir / "config.json",
-            out_dir / "metrics.json",
-            out_dir / "gold_demos.jsonl" if gold.records else None,
-        ]
-    )
+    tracker.log_metrics({k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)})
+    tracker.set_tags({"chosen": job.chosen})
+    tracker.log_artifacts([job.program_path, out_dir / "config.json", out_dir / "metrics.json", out_dir / "pool.jsonl"])
 
 
-def _bootstrap(student, teacher, trainset, metric, options: OptimizeOptions):
-    kwargs: dict[str, Any] = {}
-    if options.max_errors is not None:
-        kwargs["max_errors"] = options.max_errors
-    optimizer = BootstrapFewShot(
-        metric=metric,
-        max_bootstrapped_demos=options.max_demos,
-        max_labeled_demos=options.max_labeled_demos,
-        max_rounds=options.max_rounds,
-        **kwargs,
-    )
-    return optimizer.compile(student, teacher=teacher, trainset=trainset)
-
-
-def _mipro(student, teacher, trainset, metric, options: OptimizeOptions, settings: Settings):
-    auto = None if options.auto in (None, "none") else options.auto
-    kwargs: dict[str, Any] = {}
-    if auto is None:
-        kwargs["num_candidates"] = options.num_candidates or 3
-    optimizer = dspy.MIPROv2(
-        metric=metric,
-        auto=auto,
-        max_bootstrapped_demos=options.max_demos,
-        max_labeled_demos=options.max_labeled_demos,
-        num_threads=settings.num_threads,
-        seed=options.shuffle_seed,
-        max_errors=options.max_errors,
-        **kwargs,
-    )
-    compile_kwargs: dict[str, Any] = {
-        "trainset": trainset,
-        "teacher": teacher,
-        "minibatch_size": min(options.minibatch_size, max(1, len(trainset) // 2)),
-    }
-    if auto is None:
-        compile_kwargs["num_trials"] = options.num_trials or 5
-    return optimizer.compile(student, **compile_kwargs)
-
-
-def _top_up(compiled, teacher_program, max_demos: int) -> None:
-    """Fill the controller's demo slots left free by bootstrapping with the gold demos."""
-    target = controller_predictor(compiled)
-    gold = controller_predictor(teacher_program).demos
-    have = list(target.demos or [])
-    for demo in gold:
-        if len(have) >= max(max_demos, 1):
-            break
-        have.append(demo)
-    target.demos = have
+__all__ = [
+    "OPTIMIZERS",
+    "TEACHERS",
+    "OptimizeError",
+    "OptimizeOptions",
+    "OptimizeResult",
+    "estimate_runs",
+    "make_metric",
+    "optimize",
+    "refuse_test_split",
+]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
@@ -11,23 +10,15 @@ from collections.abc import Sequence
 import dspy
 
 from saga_dspy.cli import ArgumentParser, append_help, run_main
-from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
+from saga_dspy.config import Settings, add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.datasets import catalogue_text
-from saga_dspy.lm import cli_lm, configure_lm_cache
-from saga_dspy.optimize import (
-    MIPRO_MISSING,
-    OPTIMIZERS,
-    TEACHERS,
-    OptimizeError,
-    OptimizeOptions,
-    optimize,
-    refuse_test_split,
-)
+from saga_dspy.lm import build_lm, cli_lm, configure_lm_cache
+from saga_dspy.optimize import OPTIMIZERS, SECONDS_PER_RUN, TEACHERS, OptimizeOptions, optimize
+from saga_dspy.optimize.instructions import check_available
+from saga_dspy.optimize.sets import REST, parse_set, refuse_test_split
 
 SETTINGS_FLAGS = (
     "dataset",
-    "split",
-    "limit",
     "endpoint",
     "kg",
     "search",
@@ -48,6 +39,7 @@ SETTINGS_FLAGS = (
     "question_budget",
     "max_infra_failures",
     "variant",
+    "demos",
     "num_threads",
     "metric_mode",
     "out",
@@ -65,63 +57,119 @@ SETTINGS_FLAGS = (
 )
 
 
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="python -m saga_dspy.optimize",
-        description="Compile the SAGA program (BootstrapFewShot / MIPROv2 / gold-teacher demos) on a train or dev "
-        "split.",
+        description=(
+            "Compile the SAGA program: demonstrations from the train split, candidates scored by answer F1 on a "
+            "valset (default: a seeded half of the dev split), compiled vs default on a report set never used "
+            "for selection (default: the other half). Test splits are refused."
+        ),
     )
-    add_settings_args(parser, SETTINGS_FLAGS, defaults={"split": "train"})  # never the test split
+    add_settings_args(parser, SETTINGS_FLAGS)
     append_help(parser, "dataset", catalogue_text())
     parser.add_argument(
         "--optimizer",
         choices=OPTIMIZERS,
         default="bootstrap",
-        help="bootstrap (BootstrapFewShot), mipro (MIPROv2, needs the mipro extra), none (only --teacher gold)",
+        help="bootstrap: the model's successful train runs added to the demo pool; random-search: candidate pools "
+        "and k scored on the valset; mipro: MIPROv2 over the controller's instructions; gepa: GEPA (reflection on "
+        "F1 and feedback); none: the gold records alone, no LM",
     )
     parser.add_argument(
         "--teacher",
         choices=TEACHERS,
-        default="none",
-        help="gold: demonstrations from the gold SPARQL run through our tools",
-    )
-    parser.add_argument("--threshold", type=float, default=0.5, help="F1 a bootstrapped trace must reach")
-    parser.add_argument("--max-demos", type=int, default=3, help="bootstrapped demos per predictor")
-    parser.add_argument("--max-labeled-demos", type=int, default=0, help="raw labeled demos per predictor")
-    parser.add_argument("--max-rounds", type=int, default=1, help="BootstrapFewShot rounds per question")
-    parser.add_argument("--max-errors", type=int, default=None, help="errors tolerated while compiling")
-    parser.add_argument("--gold-demos", type=int, default=3, help="gold-teacher demos on the controller")
-    parser.add_argument(
-        "--gold-step",
-        choices=("execute", "last", "all"),
-        default="execute",
-        help="which step of a gold trace is the demo's output",
+        default="pool",
+        help="where the gold records come from: the dataset's bundled pool, or the gold teacher run on train",
     )
     parser.add_argument(
-        "--gold-pool", type=int, default=None, help="run the gold teacher on the first N train questions"
+        "--split",
+        dest="valset",
+        default="dev",
+        help="the valset: SPLIT of --dataset or BENCHMARK:SPLIT (--valset is the same flag); demonstrations always "
+        "come from --train-split",
     )
+    parser.add_argument("--valset", dest="valset", help=argparse.SUPPRESS)
+    parser.add_argument("--train-split", default="train", help="the split demonstrations come from")
     parser.add_argument(
-        "--holdout", type=int, default=0, help="hold N train questions back and evaluate zero-shot vs compiled on them"
+        "--report-set",
+        default=REST,
+        help=f"'{REST}' (the valset split's questions not drawn for the valset) or BENCHMARK:SPLIT",
     )
-    parser.add_argument("--shuffle-seed", type=int, default=0, help="seed of the train/holdout shuffle")
+    parser.add_argument("--valset-size", type=int, default=None, help="valset questions (default: half of the split)")
+    parser.add_argument("--report-size", type=int, default=None, help="report questions (default: all of them)")
+    parser.add_argument("--train-size", type=int, default=None, help="train questions to bootstrap on (default: all)")
+    parser.add_argument("--threshold", type=float, default=1.0, help="F1 a bootstrapped run needs to become a demo")
+    parser.add_argument("--max-traces", type=int, default=8, help="bootstrapped traces kept")
     parser.add_argument(
-        "--auto", choices=("light", "medium", "heavy", "none"), default="light", help="MIPROv2 budget preset"
+        "--k", type=int, default=None, help="demos a question in the compiled program (default: --demos)"
+    )
+    parser.add_argument("--k-choices", type=_ints, default=(1, 2, 3), help="random-search's k, comma-separated")
+    parser.add_argument("--num-candidates", type=int, default=6, help="random-search candidates (the default included)")
+    parser.add_argument("--gold-pool", type=int, default=None, help="--teacher gold: on the first N train questions")
+    parser.add_argument("--shuffle-seed", type=int, default=0, help="seed of the set draws and random search")
+    parser.add_argument(
+        "--auto", choices=("light", "medium", "heavy", "none"), default="light", help="MIPROv2 / GEPA budget preset"
     )
     parser.add_argument("--num-trials", type=int, default=None, help="MIPROv2 trials (with --auto none)")
-    parser.add_argument("--num-candidates", type=int, default=None, help="MIPROv2 candidates (with --auto none)")
+    parser.add_argument("--max-metric-calls", type=int, default=None, help="GEPA's budget in program runs")
     parser.add_argument(
-        "--firewall",
-        action="append",
-        metavar="BENCHMARK",
-        help="drop train questions colliding with this benchmark's test/dev questions "
-        "(repeatable; default: the --dataset compiled on)",
+        "--tune", default="react.react", help="predictors MIPROv2 / GEPA rewrite, comma-separated (the controller)"
     )
-    parser.add_argument("--data-file", help="benchmark file in our schema instead of a bundled one")
-    parser.add_argument("--gold-file", help="frozen gold file")
+    parser.add_argument("--prompt-model", help="MIPROv2's proposal model (a dspy/litellm model; default: --lm)")
+    parser.add_argument("--reflection-model", help="GEPA's reflection model (a dspy/litellm model; default: --lm)")
+    parser.add_argument(
+        "--budget-minutes",
+        type=float,
+        default=None,
+        help="stop bootstrapping / scoring candidates (GEPA: proposing) past this; the best program so far is kept",
+    )
+    parser.add_argument(
+        "--seconds-per-question", type=float, default=SECONDS_PER_RUN, help="for the estimate printed before start"
+    )
+    parser.add_argument("--data-file", help="train questions in our schema instead of the bundled train split")
+    parser.add_argument("--gold-file", help="frozen gold file of --data-file")
     parser.add_argument("--experiment", help="MLflow experiment name")
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("-v", "--verbose", action="store_true")
     return parser
+
+
+def options_from_args(args: argparse.Namespace) -> OptimizeOptions:
+    return OptimizeOptions(
+        optimizer=args.optimizer,
+        teacher=args.teacher,
+        threshold=args.threshold,
+        max_traces=args.max_traces,
+        k=args.k,
+        k_choices=args.k_choices,
+        num_candidates=args.num_candidates,
+        train_split=args.train_split,
+        valset=args.valset,
+        report_set=args.report_set,
+        valset_size=args.valset_size,
+        report_size=args.report_size,
+        train_size=args.train_size,
+        gold_pool=args.gold_pool,
+        seed=args.shuffle_seed,
+        auto=args.auto,
+        num_trials=args.num_trials,
+        max_metric_calls=args.max_metric_calls,
+        tune=tuple(t.strip() for t in args.tune.split(",") if t.strip()),
+        budget_minutes=args.budget_minutes,
+        seconds_per_run=args.seconds_per_question,
+    )
+
+
+def _other_lm(settings: Settings, model: str | None) -> dspy.BaseLM | None:
+    """A served model for proposals / reflection (the task LM's server settings), or None: the task LM."""
+    if not model or model == settings.lm:
+        return None
+    return build_lm(settings.model_copy(update={"lm": model}))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -131,31 +179,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    settings = settings_from_args(args)
-    options = OptimizeOptions(
-        optimizer=args.optimizer,
-        teacher=args.teacher,
-        threshold=args.threshold,
-        max_demos=args.max_demos,
-        max_labeled_demos=args.max_labeled_demos,
-        max_rounds=args.max_rounds,
-        max_errors=args.max_errors,
-        gold_demos=args.gold_demos,
-        gold_step=args.gold_step,
-        gold_pool=args.gold_pool,
-        holdout=args.holdout,
-        shuffle_seed=args.shuffle_seed,
-        auto=args.auto,
-        num_trials=args.num_trials,
-        num_candidates=args.num_candidates,
-        firewall=tuple(args.firewall or ()),
-    )
+    settings = settings_from_args(args, split=args.train_split)
+    options = options_from_args(args)
     # refuse bad requests before loading a model (OptimizeError: one line, exit 2, by cli.run_main)
-    refuse_test_split(settings.dataset, settings.split, args.data_file)
-    if options.optimizer == "mipro" and importlib.util.find_spec("optuna") is None:
-        raise OptimizeError(MIPRO_MISSING)
+    refuse_test_split(settings.dataset, options.train_split, args.data_file)
+    parse_set(options.valset, settings.dataset)
+    if options.report_set != REST:
+        parse_set(options.report_set, settings.dataset)
+    check_available(options.optimizer)
     lm = None
-    if options.optimizer == "none" and options.holdout <= 0:  # gold demos alone: no LM call
+    if options.optimizer == "none" and options.report_size == 0:  # the gold records alone: no LM call
         configure_lm_cache(settings)
     else:
         lm = cli_lm(settings)
@@ -168,9 +201,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_file=args.data_file,
         gold_file=args.gold_file,
         lm=lm,
+        prompt_lm=_other_lm(settings, args.prompt_model),
+        reflection_lm=_other_lm(settings, args.reflection_model),
         progress=not args.no_progress,
         experiment=args.experiment,
-    )  # errors: cli.run_main
+    )  # errors, Ctrl-C: cli.run_main (one line; 130 after an interrupt, the best program so far saved)
     return 0
 
 

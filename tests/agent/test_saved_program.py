@@ -35,3 +35,40 @@ def test_a_file_that_is_no_program_fails_with_a_clear_message(tmp_path):
     path.write_text(json.dumps({"kind": "optimize", "variant": "full"}))
     with pytest.raises(ValueError, match="is not a saved SagaProgram"):
         SagaProgram.load(path, make_settings(demos=0), endpoint=object(), search=object())
+
+
+def _pool_records(n: int) -> list[dict]:
+    from saga_dspy.agent.demos import default_pool_path
+
+    path = default_pool_path(make_settings())
+    return [{**json.loads(line), "source": "gold"} for line in path.read_text().splitlines()[:n]]
+
+
+def test_a_compiled_pool_program_saves_and_loads_its_pool_k_and_instructions(tmp_path):
+    from saga_dspy.agent.compiled_pool import CompiledPool
+
+    program = SagaProgram(make_settings(demos=2), endpoint=object(), search=object())
+    program.use_pool(CompiledPool.of(_pool_records(4), 3))
+    program.react.react.signature = program.react.react.signature.with_instructions("COMPILED INSTRUCTIONS")
+    path = tmp_path / "program.json"
+    program.save(str(path))
+    loaded = SagaProgram(make_settings(demos=0, program=str(path)), endpoint=object(), search=object())
+    assert loaded.settings.demos == 3 and len(loaded.demo_pool()) == 4
+    assert loaded.compiled_pool.sources() == {"gold": 4}
+    assert loaded.react.react.signature.instructions == "COMPILED INSTRUCTIONS"
+    assert len(loaded.demo_pool().select("What is the capital of the Philippines?", 3)) == 3
+
+
+def test_a_compiled_pool_this_version_cannot_read_fails_in_one_line(tmp_path):
+    from saga_dspy.agent.compiled_pool import CompiledPool
+
+    program = SagaProgram(make_settings(), endpoint=object(), search=object())
+    program.use_pool(CompiledPool.of(_pool_records(1), 2))
+    path = tmp_path / "program.json"
+    program.save(str(path))
+    state = json.loads(path.read_text())
+    for key, value, why in (("format", 9, "format 9"), ("k", -1, "k must be"), ("records", [{"q": 1}], "records")):
+        path.write_text(json.dumps({**state, "saga_demo_pool": {**state["saga_demo_pool"], key: value}}))
+        with pytest.raises(ValueError, match=why) as err:
+            SagaProgram.load(path, make_settings(), endpoint=object(), search=object())
+        assert "\n" not in str(err.value) and str(path) in str(err.value)

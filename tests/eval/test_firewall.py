@@ -332,14 +332,13 @@ def test_answer_type_demos_are_filtered_too(store_path, endpoint):
     assert program.answer_type.demos == [twin, other]  # for this call only
 
 
-def test_optimize_drops_train_questions_colliding_with_the_evaluated_test_split(store_path, capsys):
-    import io
-
+def test_optimize_drops_train_questions_colliding_with_the_evaluated_test_split(store_path):
     from datasets import Dataset
 
     from saga_dspy.eval.datasets import load_questions, load_records
     from saga_dspy.eval.evalset import EvalSet
-    from saga_dspy.optimize import apply_firewall
+    from saga_dspy.eval.splits import benchmark_firewall
+    from saga_dspy.optimize.sets import drop_colliding
 
     q9 = load_records("qald9plus", "test")[:2]
     own = {
@@ -350,10 +349,7 @@ def test_optimize_drops_train_questions_colliding_with_the_evaluated_test_split(
     }
     data = Dataset.from_list([*q9, own], features=load_questions("qald9plus", "test").features)
     evalset = EvalSet(data, "qald10", "train", None, None)
-    out = io.StringIO()
-    report = apply_firewall(evalset, ("qald9plus",), make_settings(), out)
-    assert report["dropped"] == 2 and [i.id for i in evalset.items] == ["own"]
-    assert isinstance(evalset.data, Dataset)
-    assert "dropped 2 of 3" in out.getvalue()
-    evalset = EvalSet(data, "qald10", "train", None, None)
-    assert apply_firewall(evalset, ("qald7",), make_settings(), out)["dropped"] == 0
+    kept, dropped = drop_colliding(evalset, benchmark_firewall(("qald9plus",), make_settings()))
+    assert dropped == 2 and [i.id for i in kept.items] == ["own"]
+    assert isinstance(kept.data, Dataset)
+    assert drop_colliding(evalset, benchmark_firewall(("qald7",), make_settings()))[1] == 0

@@ -118,11 +118,11 @@ def test_mlflow_stays_offline_and_exits_fast(tmp_path):
 def test_optimize_run_is_tracked(store_path, endpoint, search, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     settings = make_settings(
-        dataset="qald10", split="train", limit=6, demos=0, lm="scripted", lm_cache=False, mlflow=True, mlflow_uri=uri
+        dataset="qald10", split="train", demos=2, lm="scripted", lm_cache=False, mlflow=True, mlflow_uri=uri
     )
     optimize(
         settings,
-        OptimizeOptions(optimizer="none", teacher="gold", gold_demos=2),
+        OptimizeOptions(optimizer="none", teacher="gold", gold_pool=6, report_size=0),
         out=tmp_path / "o",
         endpoint=endpoint,
         search=search,
@@ -134,11 +134,12 @@ def test_optimize_run_is_tracked(store_path, endpoint, search, tmp_path):
     (run,) = client.search_runs([exp.experiment_id])
     assert run.data.params["optimizer"] == "none" and run.data.params["teacher"] == "gold"
     assert run.data.params["dataset"] == "qald10" and run.data.params["split"] == "train"
-    assert run.data.metrics["demos_react.react"] == 2.0
+    assert run.data.params["valset"] == "qald10/dev" and run.data.metrics["k"] == 2.0
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert {"program.json", "config.json", "metrics.json", "gold_demos.jsonl"} <= artifacts
+    assert {"program.json", "config.json", "metrics.json", "pool.jsonl"} <= artifacts
     program = client.download_artifacts(run.info.run_id, "program.json", str(tmp_path / "dl"))
-    assert len(json.loads(open(program).read())["react.react"]["demos"]) == 2
+    pool = json.loads(open(program).read())["saga_demo_pool"]
+    assert pool["k"] == 2 and pool["records"] and {r["source"] for r in pool["records"]} == {"gold"}
 
 
 def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint, search, tmp_path, monkeypatch):

@@ -42,6 +42,8 @@ class _ScriptedEngine(DummyEngine):
         system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
         begun = messages[-1]["content"] if messages and messages[-1]["role"] == "assistant" else ""
         user = messages[-2 if begun else -1]["content"] if messages else ""
+        owner.demos_shown = sum(m["role"] == "assistant" for m in messages) - bool(begun)  # demo turns of this call
+        owner.system_prompt = system
         outputs = owner.respond(output_fields(system), prompt_fields(user))
         with owner.lock:
             owner.calls += 1
@@ -86,6 +88,8 @@ class ScriptedLM(DummyLM):
         self.answer_types = answer_types or {}
         self.delay = delay
         self.calls = 0
+        self.demos_shown = 0  # demonstrations (user/assistant pairs) in the prompt of the latest call
+        self.system_prompt = ""  # the system message (the instructions) of the latest call
         self.lock = threading.Lock()
         self._engine_spec = _ScriptedEngine(self)
         self._async_engine_spec = AsyncDummyEngine(self._engine_spec)

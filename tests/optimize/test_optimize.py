@@ -1,34 +1,108 @@
-"""`python -m saga_dspy.optimize` on a scripted LM: BootstrapFewShot writes a program whose
-demos load back and reach the prompt; gold-teacher demos alone; test splits are refused."""
+"""`python -m saga_dspy.optimize` on a scripted LM: the sets (train demos, valset, report set, firewall), each
+optimizer (bootstrap, random-search, mipro, gepa, none) scoring candidates on the valset and saving a program
+that loads back with its pool, k and instructions; compiled vs default on the report set; Ctrl-C."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import dspy
 import pytest
-from conftest import make_settings, scripted_settings
+from conftest import make_settings
 from helpers.scripted_lm import ScriptedLM
+
+from saga_dspy.eval.firewall import normalise_text
 
 
 @pytest.fixture(scope="module")
 def opt_settings(store_path):
-    return scripted_settings("train")
+    return make_settings(dataset="qald10", split="train", demos=2, max_steps=6, mlflow=False, lm="scripted")
 
 
 @pytest.fixture(scope="module")
-def train_script(opt_settings):
-    """Every answerable train question solved by executing its gold query, then stop."""
+def plans(opt_settings, store_path):
+    """Every answerable train and dev question solved by executing its gold query, then stop; a question whose
+    gold query runs into a 5 s timeout on the sample is given up at once (the tests need no slow query)."""
     from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.kg.endpoint import EmbeddedEndpoint
 
-    items = load_eval_set(opt_settings, progress=False).items
-    plans, types = {}, {}
-    for item in items:
-        plans[item.question] = [("execute_sparql", {"sparql": item.gold_sparql}), ("stop", {})]
-        if '"boolean"' in item.gold:
-            types[item.question] = ("boolean", "")
-    return plans, types
+    out = {}
+    probe = EmbeddedEndpoint(make_settings(query_timeout=5.0), store_path)
+    try:
+        for split in ("train", "dev"):
+            for item in load_eval_set(opt_settings.model_copy(update={"split": split}), progress=False).items:
+                try:
+                    probe.query(item.gold_sparql)
+                except Exception:  # too slow here
+                    out[item.question] = [("stop", {})]
+                    continue
+                out[item.question] = [("execute_sparql", {"sparql": item.gold_sparql}), ("stop", {})]
+    finally:
+        probe.close()
+    return out
+
+
+class DemoCountLM(ScriptedLM):
+    """Follows the plan only when the controller's prompt shows exactly `solves_with` demos; else it stops at once
+    (so only a candidate with that k answers anything)."""
+
+    def __init__(self, plans, solves_with: int):
+        super().__init__(plans)
+        self.solves_with = solves_with
+
+    def respond(self, outputs, fields):
+        if "next_tool_name" in outputs and self.demos_shown != self.solves_with:
+            return {"next_thought": "I stop.", "next_tool_name": "stop", "next_tool_args": "{}"}
+        return super().respond(outputs, fields)
+
+
+class InstructionLM(ScriptedLM):
+    """Follows the plan only when the controller's instructions contain `cue` (so only a rewritten program answers)."""
+
+    def __init__(self, plans, cue: str):
+        super().__init__(plans)
+        self.cue = cue
+
+    def respond(self, outputs, fields):
+        if "next_tool_name" in outputs and self.cue not in self.system_prompt:
+            return {"next_thought": "I stop.", "next_tool_name": "stop", "next_tool_args": "{}"}
+        return super().respond(outputs, fields)
+
+
+PROPOSAL_FIELDS = (
+    "proposed_instruction",
+    "new_instruction",
+    "observations",
+    "summary",
+    "program_description",
+    "module_description",
+)
+
+
+def text_lm(text: str) -> dspy.utils.DummyLM:
+    """MIPROv2's proposal model: the same text for every field its proposer asks for."""
+    return dspy.utils.DummyLM({"": dict.fromkeys(PROPOSAL_FIELDS, text)})
+
+
+def run(settings, options, tmp_path, lm, endpoint, search, **kwargs):
+    from saga_dspy.optimize import optimize
+
+    return optimize(
+        settings, options, out=tmp_path / "o", lm=lm, endpoint=endpoint, search=search, progress=False, **kwargs
+    )
+
+
+def small(**kwargs):
+    from saga_dspy.optimize import OptimizeOptions
+
+    base = {"train_size": 3, "valset_size": 3, "report_size": 2, "max_traces": 2}
+    return OptimizeOptions(**{**base, **kwargs})
+
+
+def dev_questions(settings) -> set[str]:
+    from saga_dspy.eval.datasets import load_records
+
+    return {normalise_text(r["question"]) for r in load_records("qald10", "dev", settings)}
 
 
 def test_metric_is_f1_and_a_pass_when_tracing():
@@ -43,9 +117,27 @@ def test_metric_is_f1_and_a_pass_when_tracing():
     assert metric(example, dspy.Prediction(answers=AskResult(True)), trace=[]) is True
 
 
+def test_the_feedback_metric_names_the_gold_answers_what_came_back_and_the_step_that_went_wrong():
+    from saga_dspy.optimize.metric import feedback_metric
+
+    gold = {"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "uri", "value": "http://e/Q1"}}]}}
+    got = {"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "uri", "value": "http://e/Q2"}}]}}
+    example = dspy.Example(question="q", gold=json.dumps(gold)).with_inputs("question")
+    steps = [{"tool_name": "search_wikidata", "note": ""}, {"tool_name": "execute_sparql", "note": ""}]
+    pred = dspy.Prediction(
+        answers=got, sparql="SELECT ?x {}", trajectory=steps, final_source="stop", final_status="ok", error=None
+    )
+    out = feedback_metric()(example, pred, None, "react.react", None)
+    assert out.score == 0.0
+    assert "Gold answers: http://e/Q1" in out.feedback and "returned: http://e/Q2" in out.feedback
+    assert "differ from the gold answers" in out.feedback
+    lost = dspy.Prediction(answers=None, sparql="", trajectory=steps[:1], final_source=None, final_status="none")
+    assert "No query was executed" in feedback_metric()(example, lost, None, None, None).feedback
+
+
 def test_test_splits_are_refused(opt_settings, capsys):
     from saga_dspy.cli import run_main
-    from saga_dspy.optimize import OptimizeError, OptimizeOptions, optimize, refuse_test_split
+    from saga_dspy.optimize import OptimizeError, optimize, refuse_test_split
     from saga_dspy.optimize.__main__ import main
 
     with pytest.raises(OptimizeError, match="test split"):
@@ -55,65 +147,234 @@ def test_test_splits_are_refused(opt_settings, capsys):
     with pytest.raises(OptimizeError, match="test split"):
         refuse_test_split("anything", "my-test", data_file="x.jsonl")
     assert refuse_test_split("wwq", "dev") == "dev" and refuse_test_split("qald10", "train") == "train"
-    with pytest.raises(OptimizeError):
-        optimize(opt_settings.model_copy(update={"split": "test"}), OptimizeOptions(), progress=False)
+    for bad in ({"valset": "test"}, {"train_split": "test"}, {"report_set": "qald7:test"}):
+        with pytest.raises(OptimizeError, match="test split"):
+            optimize(opt_settings, small(**bad), progress=False)
     # the CLI refuses before building any LM, in one line (cli.run_main)
-    assert run_main(main, ["--dataset", "qald10", "--split", "test", "--lm", "no/such-model", "--no-mlflow"]) == 2
-    assert "refusing to optimize on qald10/test" in capsys.readouterr().err
+    for flags in (["--split", "test"], ["--report-set", "qald9plus:test"], ["--train-split", "test"]):
+        assert run_main(main, ["--dataset", "qald10", *flags, "--lm", "no/such-model", "--no-mlflow"]) == 2
+        assert "refusing to optimize on" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(importlib.util.find_spec("optuna") is not None, reason="optuna is installed")
-def test_mipro_without_optuna_says_how_to_install(capsys):
-    from saga_dspy.cli import run_main
-    from saga_dspy.optimize.__main__ import main
+def test_the_sets_keep_dev_out_of_the_demos_and_the_report_set_out_of_selection(opt_settings):
+    import io
 
-    assert run_main(main, ["--optimizer", "mipro", "--dataset", "qald10", "--split", "train", "--no-mlflow"]) == 2
-    assert "pip install -e '.[mipro]'" in capsys.readouterr().err
+    from saga_dspy.eval.splits import held_out_firewall
+    from saga_dspy.optimize.sets import build_sets
 
-
-def test_bootstrap_writes_a_program_that_loads_and_changes_the_demos(
-    opt_settings, train_script, endpoint, search, tmp_path
-):
-    from saga_dspy.agent.program import SagaProgram
-    from saga_dspy.eval.runner import evaluate
-    from saga_dspy.optimize import OptimizeOptions, optimize
-
-    plans, types = train_script
-    lm = ScriptedLM(plans, types)
-    settings = opt_settings.model_copy(update={"limit": 4})
-    result = optimize(
-        settings,
-        OptimizeOptions(optimizer="bootstrap", max_demos=2),
-        out=tmp_path / "opt",
-        lm=lm,
-        endpoint=endpoint,
-        search=search,
-        progress=False,
+    out = io.StringIO()
+    sets = build_sets(opt_settings, seed=3, stream=out)
+    val, report = {i.id for i in sets.valset.items}, {i.id for i in sets.report.items}
+    assert sets.valset.name == sets.report.name == "qald10/dev" and not val & report
+    assert len(val) == (len(val) + len(report) + 1) // 2  # a seeded half of the answerable dev questions
+    held = held_out_firewall(opt_settings)
+    assert not any(held.collides(i.question, i.gold_sparql) for i in sets.train.items)
+    dropped = sets.firewall["train_dropped"]
+    assert dropped > 0 and f"dropped {dropped} of the {len(sets.train) + dropped} answerable" in out.getvalue()
+    other = build_sets(opt_settings, valset="dev", report_set="qald9plus:dev", valset_size=5)
+    assert other.report.name == "qald9plus/dev" and len(other.valset) == 5
+    assert not any(
+        normalise_text(i.question) in {normalise_text(v.question) for v in other.valset.items}
+        for i in other.report.items
     )
-    path = tmp_path / "opt" / "program.json"
-    assert result.program_path == path and path.exists()
-    compiled = result.program.react.react.demos
-    assert len(compiled) == 2 and all(d.get("augmented") for d in compiled)
-    assert all(d["next_tool_name"] in ("execute_sparql", "stop") for d in compiled)
-    # the answer-type predictor learns from the bootstrapped questions whose cues left the type to the LM
-    from saga_dspy.agent.answer_cues import decides, rule_answer_type
-    from saga_dspy.schema import load_schema_index
 
-    schema = load_schema_index(settings)
-    asked = [d["question"] for d in compiled if not decides(rule_answer_type(d["question"], schema))]
-    assert [d["question"] for d in result.program.answer_type.demos] == asked and asked
 
-    fresh = SagaProgram(settings, endpoint=endpoint, search=search)
-    assert fresh.react.react.demos == []
-    loaded = SagaProgram(settings.model_copy(update={"program": path}), endpoint=endpoint, search=search)
-    assert [d["trajectory"] for d in loaded.react.react.demos] == [d["trajectory"] for d in compiled]
-    assert [d["next_tool_args"] for d in loaded.react.react.demos] == [d["next_tool_args"] for d in compiled]
-    config = json.loads((tmp_path / "opt" / "config.json").read_text())
-    assert config["kind"] == "optimize" and len(config["train_ids"]) == 4 and config["split"] == "train"
-    assert config["prompts"]["react.react"]["demos"] == 2
+def test_random_search_scores_candidates_on_the_valset_and_the_metric_picks_k(
+    opt_settings, plans, endpoint, search, tmp_path
+):
+    """Only k=3 answers: the search scores each candidate on the valset (the default's k=2 and the k=1 ones
+    score 0), keeps a k=3 one, saves it; it loads with its pool and k; no dev question is in the pool; the
+    report set runs both programs, re-scorable."""
+    from mlflow.tracking import MlflowClient
 
-    # eval --program: the compiled demos are in the controller's prompt
-    demo_question = compiled[0]["question"]
+    from saga_dspy.agent.program import SagaProgram
+    from saga_dspy.eval.rescore import rescore
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    settings = opt_settings.model_copy(update={"mlflow": True, "mlflow_uri": uri, "trace": "none"})
+    lm = DemoCountLM(plans, solves_with=3)
+    result = run(
+        settings,
+        small(optimizer="random-search", k=3, num_candidates=5, k_choices=(1, 3), report_size=3),
+        tmp_path,
+        lm,
+        endpoint,
+        search,
+        experiment="opt-test",
+    )
+    scored = result.candidates
+    assert [c.name for c in scored][0] == "default" and len(scored) >= 3
+    assert all(
+        c.f1 is not None and (tmp_path / "o" / "candidates" / f"{n:02d}" / "predictions.jsonl").exists()
+        for n, c in enumerate(scored)
+    )
+    assert {c.pool.k: c.f1 for c in scored if c.pool.k != 3} == {2: 0.0, 1: 0.0}
+    assert all(c.f1 > 0.5 for c in scored if c.pool.k == 3)
+    assert result.metrics["chosen"] == scored[1].name == "gold k=3" and result.metrics["k"] == 3
+    assert any(c.pool.sources().get("bootstrap") for c in scored)
+    loaded = SagaProgram(
+        opt_settings.model_copy(update={"program": result.program_path, "demos": 0}), endpoint=endpoint, search=search
+    )
+    assert loaded.settings.demos == 3 and loaded.compiled_pool is not None
+    records = loaded.compiled_pool.records
+    assert records and {r["source"] for r in records} <= {"gold", "bootstrap"}
+    assert not {normalise_text(r["question"]) for r in records} & dev_questions(opt_settings)
+    assert len(loaded.demo_pool()) == len(records)
+    # compiled vs default on the report set: both runs, interleaved, with the paired interval
+    report = result.metrics["report"]
+    assert report["metrics"]["compiled"]["f1"] > 0.5 and report["metrics"]["default"]["f1"] == 0.0
+    assert report["paired"]["wins"] >= 2 and report["paired"]["losses"] == 0
+    assert not set(report["ids"]) & {i for c in scored for i in c.per_question}  # never used for selection
+    assert rescore(tmp_path / "o" / "report" / "compiled")["f1"] == report["metrics"]["compiled"]["f1"]
+    delta = f"compiled - default F1: {100 * report['paired']['delta']:+.1f}"
+    assert delta in (tmp_path / "o" / "report" / "report.md").read_text()
+    # MLflow: the compile run, a child run per candidate with its F1, one candidate_f1 step each, the comparison
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("opt-test").experiment_id])
+    (parent,) = [r for r in runs if r.data.tags.get("kind") == "optimize"]
+    children = [r for r in runs if r.data.tags.get("kind") == "optimize-candidate"]
+    assert len(children) == len(scored)
+    assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
+    assert sorted(c.data.metrics["f1"] for c in children) == sorted(c.f1 for c in scored)
+    history = client.get_metric_history(parent.info.run_id, "candidate_f1")
+    assert [m.step for m in history] == list(range(len(scored)))
+    assert parent.data.metrics["report_compiled_f1"] == report["metrics"]["compiled"]["f1"]
+    assert "report_ci_low" in parent.data.metrics and parent.data.tags["chosen"] == "gold k=3"
+    assert "program.json" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+
+
+def test_bootstrap_adds_the_models_own_successful_train_runs_to_the_pool(
+    opt_settings, plans, endpoint, search, tmp_path
+):
+    lm = ScriptedLM(plans)
+    result = run(
+        opt_settings, small(optimizer="bootstrap", train_size=8, report_size=0), tmp_path, lm, endpoint, search
+    )
+    pool = result.program.compiled_pool
+    traces = [r for r in pool.records if r["source"] == "bootstrap"]
+    assert len(traces) == 2 and result.metrics["pool"] == {"bootstrap": 2, "gold": len(pool.records) - 2}
+    for trace in traces:
+        assert [s["tool_name"] for s in trace["steps"]] == ["execute_sparql", "stop"]
+        first, stop = trace["steps"]  # each with the state the controller read before it (from the dspy trace)
+        assert "Known entity types" in first["type_context"] and first["knowledge_log"] != stop["knowledge_log"]
+        assert trace["f1"] == 1.0
+    gold_questions = {normalise_text(r["question"]) for r in pool.records if r["source"] == "gold"}
+    assert not {normalise_text(t["question"]) for t in traces} & gold_questions
+    assert result.metrics["k"] == 2 and result.candidates == []  # no choice made, so nothing scored
+    lines = (tmp_path / "o" / "pool.jsonl").read_text().splitlines()
+    assert len(lines) == len(pool.records)
+
+
+def test_mipro_searches_the_controllers_instructions_over_the_pool(opt_settings, plans, endpoint, search, tmp_path):
+    from saga_dspy.agent.program import SagaProgram
+
+    lm = ScriptedLM(plans)
+    result = run(
+        opt_settings,
+        small(optimizer="mipro", auto="none", num_trials=2, num_candidates=2, report_size=0),
+        tmp_path,
+        lm,
+        endpoint,
+        search,
+        prompt_lm=text_lm("TUNED: execute the query, then stop."),
+    )
+    assert result.candidates and all(c.f1 is not None for c in result.candidates)
+    loaded = SagaProgram(
+        opt_settings.model_copy(update={"program": result.program_path}), endpoint=endpoint, search=search
+    )
+    assert loaded.compiled_pool is not None and loaded.settings.demos == 2
+    assert not {normalise_text(r["question"]) for r in loaded.compiled_pool.records} & dev_questions(opt_settings)
+    saved = json.loads(result.program_path.read_text())
+    assert saved["react.react"]["signature"]["instructions"] == loaded.react.react.signature.instructions
+
+
+def test_gepa_reflects_on_f1_and_feedback_and_saves_its_best(opt_settings, plans, endpoint, search, tmp_path):
+    from saga_dspy.agent.program import SagaProgram
+
+    lm = InstructionLM(plans, cue="GEPA TUNED")  # only the reflected instructions answer anything
+    # GEPA's proposer reads the reflection model's reply as JSON
+    reflection = dspy.utils.DummyLM(
+        {"": {"new_instruction": "GEPA TUNED: search, look up, execute, stop."}}, adapter=dspy.JSONAdapter()
+    )
+    result = run(
+        opt_settings,
+        small(optimizer="gepa", max_metric_calls=12, report_size=0),
+        tmp_path,
+        lm,
+        endpoint,
+        search,
+        reflection_lm=reflection,
+    )
+    first, *rest = result.candidates
+    assert first.f1 == 0.0 and rest and rest[-1].f1 > 0.5  # the metric accepted the rewrite
+    assert "GEPA TUNED" in rest[-1].instructions["react.react"]
+    # the reflection read our feedback: the gold answers, what came back, what went wrong
+    reflected = json.dumps(reflection.history[0]["messages"])
+    assert "Gold answers:" in reflected and "The final query returned:" in reflected
+    assert "GEPA TUNED" in result.program.react.react.signature.instructions
+    loaded = SagaProgram(
+        opt_settings.model_copy(update={"program": result.program_path}), endpoint=endpoint, search=search
+    )
+    assert loaded.compiled_pool is not None and "GEPA TUNED" in loaded.react.react.signature.instructions
+    assert not {normalise_text(r["question"]) for r in loaded.compiled_pool.records} & dev_questions(opt_settings)
+
+
+def test_ctrl_c_leaves_the_best_program_so_far(opt_settings, plans, endpoint, search, tmp_path, monkeypatch):
+    from saga_dspy.agent.program import SagaProgram
+    from saga_dspy.errors import Interrupted
+    from saga_dspy.optimize import candidates
+
+    real = candidates.Scorer.score
+
+    def score(self, candidate, program=None):
+        if len(self.scored) == 2:
+            raise KeyboardInterrupt
+        return real(self, candidate, program)
+
+    monkeypatch.setattr(candidates.Scorer, "score", score)
+    with pytest.raises(Interrupted, match="best program so far is saved"):
+        run(
+            opt_settings,
+            small(optimizer="random-search", k=3, num_candidates=4, k_choices=(1, 3), valset_size=2),
+            tmp_path,
+            DemoCountLM(plans, solves_with=3),
+            endpoint,
+            search,
+        )
+    metrics = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert metrics["interrupted"] and len(metrics["candidates"]) == 2 and metrics["report"] is None
+    loaded = SagaProgram(
+        opt_settings.model_copy(update={"program": tmp_path / "o" / "program.json"}), endpoint=endpoint, search=search
+    )
+    assert loaded.compiled_pool is not None and loaded.settings.demos == metrics["k"]
+
+
+def test_gold_teacher_pool_alone_needs_no_lm(opt_settings, endpoint, search, tmp_path):
+    result = run(
+        opt_settings,
+        small(optimizer="none", teacher="gold", gold_pool=12, report_size=0),
+        tmp_path,
+        None,
+        endpoint,
+        search,
+    )
+    pool = result.program.compiled_pool
+    assert pool is not None and len(pool.records) >= 2 and {r["source"] for r in pool.records} == {"gold"}
+    assert all(r["teacher"] == "gold" for r in pool.records)
+
+
+def test_eval_and_ask_run_a_compiled_program_as_compiled(opt_settings, plans, endpoint, search, tmp_path, capsys):
+    """The compiled pool and k reach the controller's prompt under `eval --program`, whatever --demos says."""
+    from saga_dspy.eval.runner import evaluate
+
+    result = run(
+        opt_settings,
+        small(optimizer="none", k=3, report_size=0),
+        tmp_path,
+        None,
+        endpoint,
+        search,
+    )
     test_q = "After whom is the Riemannian geometry named?"
     eval_lm = ScriptedLM({test_q: [("stop", {})]})
     evaluate(
@@ -125,7 +386,7 @@ def test_bootstrap_writes_a_program_that_loads_and_changes_the_demos(
             mlflow=False,
             lm="scripted",
             lm_cache=False,
-            program=path,
+            program=result.program_path,
         ),
         ["full"],
         out=tmp_path / "eval",
@@ -134,82 +395,8 @@ def test_bootstrap_writes_a_program_that_loads_and_changes_the_demos(
         endpoint=endpoint,
         progress=False,
     )
-    controller = [json.dumps(h["messages"]) for h in eval_lm.history if "next_tool_name" in json.dumps(h["messages"])]
-    assert controller and demo_question in controller[0]
-    prompts = json.loads((tmp_path / "eval" / "config.json").read_text())["prompts"]
-    assert prompts["react.react"]["demos"] == 2
-
-
-def test_gold_teacher_alone_needs_no_lm(opt_settings, endpoint, search, tmp_path):
-    from saga_dspy.agent.program import SagaProgram
-    from saga_dspy.optimize import OptimizeError, OptimizeOptions, optimize
-
-    with pytest.raises(OptimizeError, match="--teacher gold"):
-        optimize(opt_settings, OptimizeOptions(optimizer="none"), progress=False)
-    settings = opt_settings.model_copy(update={"limit": 12})
-    result = optimize(
-        settings,
-        OptimizeOptions(optimizer="none", teacher="gold", gold_demos=2),
-        out=tmp_path / "g",
-        endpoint=endpoint,
-        search=search,
-        progress=False,
-    )
-    demos = result.program.react.react.demos
-    assert len(demos) == 2
-    for demo in demos:
-        assert demo.next_tool_name == "execute_sparql"
-        assert "Observation:" in demo.trajectory and "Action: search_wikidata" in demo.trajectory
-        assert json.loads(demo.next_tool_args)["sparql"]
-    records = [json.loads(line) for line in (tmp_path / "g" / "gold_demos.jsonl").read_text().splitlines()]
-    assert len(records) >= 2 and all(r["teacher"] == "gold" for r in records)
-    assert set(json.loads((tmp_path / "g" / "config.json").read_text())["gold_demo_ids"]) <= {r["id"] for r in records}
-    loaded = SagaProgram(settings.model_copy(update={"program": result.program_path}), endpoint=endpoint, search=search)
-    assert [d["next_tool_args"] for d in loaded.react.react.demos] == [d["next_tool_args"] for d in demos]
-
-
-def test_bootstrap_seeded_by_the_gold_teacher_with_a_holdout(
-    opt_settings, train_script, endpoint, search, tmp_path, monkeypatch
-):
-    """Gold demos seed the teacher; the student gets bootstrapped demos topped up with gold ones;
-    the held-back questions are evaluated before and after (progress bars labelled by role)."""
-    from saga_dspy.eval import runner
-    from saga_dspy.optimize import OptimizeOptions, optimize
-
-    labels: list[str] = []
-    real_bar = runner._progress_bar
-    monkeypatch.setattr(
-        runner,
-        "_progress_bar",
-        lambda total, initial, desc, enabled: labels.append(desc) or real_bar(total, initial, desc, False),
-    )
-
-    plans, types = train_script
-    lm = ScriptedLM(plans, types)
-    settings = opt_settings.model_copy(update={"limit": 2})
-    # seed 2: both train questions (behind the firewall) are ones the gold teacher can solve on the sample
-    result = optimize(
-        settings,
-        OptimizeOptions(optimizer="bootstrap", teacher="gold", max_demos=3, gold_demos=2, holdout=2, shuffle_seed=2),
-        out=tmp_path / "o",
-        lm=lm,
-        endpoint=endpoint,
-        search=search,
-        progress=False,
-    )
-    demos = result.program.react.react.demos
-    assert len(demos) == 3
-    assert sum(1 for d in demos if d.get("augmented")) == 2  # bootstrapped from the 2 train questions
-    config = json.loads((tmp_path / "o" / "config.json").read_text())
-    assert not set(config["holdout_ids"]) & set(config["train_ids"])
-    for name in ("zero-shot", "compiled"):
-        held = tmp_path / "o" / "holdout" / name / "predictions.jsonl"
-        assert len(held.read_text().splitlines()) == 2
-    metrics = json.loads((tmp_path / "o" / "metrics.json").read_text())
-    assert metrics["holdout_zero_shot_f1"] == pytest.approx(1.0)  # the script solves every question
-    assert metrics["holdout_compiled_f1"] == pytest.approx(1.0)
-    assert (tmp_path / "o" / "holdout.png").exists()
-    assert labels == ["hold-out zero-shot", "hold-out compiled"]
+    controller = [h["messages"] for h in eval_lm.history if "next_tool_name" in json.dumps(h["messages"])]
+    assert controller and sum(m["role"] == "assistant" for m in controller[0]) == 3
 
 
 def test_a_run_dir_in_use_is_refused(opt_settings, endpoint, tmp_path):
@@ -217,20 +404,13 @@ def test_a_run_dir_in_use_is_refused(opt_settings, endpoint, tmp_path):
     import filelock
 
     from saga_dspy.eval.errors import EvalError
-    from saga_dspy.optimize import OptimizeOptions, optimize
+    from saga_dspy.optimize import optimize
 
     held = filelock.FileLock(str(tmp_path / ".lock"), timeout=0)
     held.acquire()
     try:
         with pytest.raises(EvalError, match="in use by another run"):
-            optimize(
-                opt_settings,
-                OptimizeOptions(optimizer="none", teacher="gold"),
-                out=tmp_path,
-                lm=ScriptedLM({}),
-                endpoint=endpoint,
-                progress=False,
-            )
+            optimize(opt_settings, small(optimizer="none"), out=tmp_path, endpoint=endpoint, progress=False)
     finally:
         held.release()
     assert not (tmp_path / "program.json").exists()

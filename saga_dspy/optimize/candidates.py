@@ -1,0 +1,248 @@
+"""Candidate programs and their valset scores.
+
+A candidate is the default program changed in what a compile may change: the demo pool its per-question demos
+come from, k (demos a question), the predictors' instructions. `Scorer.score` evaluates one on the valset
+(`eval.runner.run_variant` into `candidates/NN/`, so each is a re-scorable run), logs its F1 as a child MLflow
+run of the compile run and as one step of the compile run's `candidate_f1`, prints it, and keeps the best so
+far. `pool_candidates` is BootstrapFewShotWithRandomSearch's candidate list, over pools and k instead of fixed
+demo sets: the default program (DSPy's zero-shot seed), the gold records alone (its labelled-only seed), gold
+plus every bootstrapped trace (its unshuffled seed), then seeded random subsets of the traces with a random k.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from saga_dspy.agent.compiled_pool import GOLD, CompiledPool
+from saga_dspy.agent.demos import default_pool_path
+from saga_dspy.agent.program import SagaProgram
+from saga_dspy.config import Settings
+from saga_dspy.errors import Interrupted
+from saga_dspy.eval.evalset import EvalSet
+from saga_dspy.eval.firewall import normalise_text
+from saga_dspy.eval.rundir import make_private
+from saga_dspy.eval.runner import run_variant
+from saga_dspy.eval.tracking import Tracker
+from saga_dspy.services import KgServices
+
+DEFAULT = "default"
+
+
+@dataclass
+class Candidate:
+    """A program to score: `pool` None is the default program (the dataset's pool file, the settings' k)."""
+
+    name: str
+    pool: CompiledPool | None = None
+    instructions: dict[str, str] = field(default_factory=dict)  # predictor name -> instructions
+    f1: float | None = None
+    em: float | None = None
+    per_question: dict[str, float] = field(default_factory=dict)
+    run_dir: str | None = None
+
+    def key(self) -> tuple:
+        pool = None if self.pool is None else (tuple(r["question"] for r in self.pool.records), self.pool.k)
+        return pool, tuple(sorted(self.instructions.items()))
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "k": None if self.pool is None else self.pool.k,
+            "pool": None if self.pool is None else self.pool.sources(),
+            "instructions_changed": sorted(self.instructions),
+            "f1": self.f1,
+            "em": self.em,
+            "run_dir": self.run_dir,
+        }
+
+
+def read_pool_file(path: str | Path) -> list[dict[str, Any]]:
+    """A demo-pool JSONL file's records, each with its `source` (gold-teacher records where unmarked)."""
+    records = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                record = json.loads(line)
+                record.setdefault("source", GOLD)
+                records.append(record)
+    return records
+
+
+def default_pool(settings: Settings) -> CompiledPool:
+    """The default program's pool and k, as a compiled pool (what a compile that changes nothing carries)."""
+    path = default_pool_path(settings)
+    return CompiledPool.of(read_pool_file(path) if path.is_file() else [], settings.demos)
+
+
+def build_program(
+    settings: Settings, services: KgServices, candidate: Candidate, cls: type[SagaProgram] = SagaProgram
+) -> SagaProgram:
+    program = cls(settings.model_copy(update={"program": None}), endpoint=services.endpoint, search=services.search)
+    if candidate.pool is not None:
+        program.use_pool(candidate.pool)
+    set_instructions(program, candidate.instructions)
+    return program
+
+
+def set_instructions(program: SagaProgram, instructions: dict[str, str]) -> None:
+    predictors = dict(SagaProgram.named_predictors(program))
+    for name, text in instructions.items():
+        predictors[name].signature = predictors[name].signature.with_instructions(text)
+
+
+def instructions_of(program: SagaProgram, baseline: SagaProgram) -> dict[str, str]:
+    """The predictors' instructions where `program`'s differ from `baseline`'s."""
+    base = {n: p.signature.instructions for n, p in SagaProgram.named_predictors(baseline)}
+    return {
+        n: p.signature.instructions
+        for n, p in SagaProgram.named_predictors(program)
+        if p.signature.instructions != base.get(n)
+    }
+
+
+def merge_pool(gold: Sequence[dict[str, Any]], traces: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The gold records with the bootstrapped traces: a trace of a question the pool has replaces that gold record
+    (two demos of one question would fill two of a question's k slots with the same thing), others are added."""
+    by_text = {normalise_text(t["question"]): t for t in traces}
+    kept = [by_text.pop(normalise_text(r["question"]), r) for r in gold]
+    return [*kept, *(t for t in traces if normalise_text(t["question"]) in by_text)]
+
+
+def pool_candidates(
+    default: CompiledPool,
+    gold: Sequence[dict[str, Any]],
+    traces: Sequence[dict[str, Any]],
+    *,
+    k: int,
+    k_choices: Sequence[int],
+    n: int,
+    seed: int = 0,
+) -> list[Candidate]:
+    """At most `n` distinct candidates (see the module docstring), the default program (`default`: its pool and
+    k) first; a candidate the same as an earlier one is left out."""
+    out = [Candidate(DEFAULT, default)]
+    fixed = [Candidate(f"gold k={k}", CompiledPool.of(gold, k))]
+    if traces:
+        fixed.append(Candidate(f"gold+bootstrap({len(traces)}) k={k}", CompiledPool.of(merge_pool(gold, traces), k)))
+    seen = {c.key() for c in out}
+    for cand in fixed:
+        if len(out) < n and cand.key() not in seen:
+            out.append(cand)
+            seen.add(cand.key())
+    for s in range(seed, seed + 20 * n):
+        if len(out) >= n:
+            break
+        rng = random.Random(s)
+        size = rng.randint(1, len(traces)) if traces else 0
+        picked = sorted(rng.sample(range(len(traces)), size))
+        cand_k = rng.choice(list(k_choices))
+        cand = Candidate(
+            f"seed {s}: gold+bootstrap({size}) k={cand_k}",
+            CompiledPool.of(merge_pool(gold, [traces[i] for i in picked]), cand_k),
+        )
+        if cand.key() not in seen:
+            out.append(cand)
+            seen.add(cand.key())
+    return out
+
+
+class Scorer:
+    """Scores candidates on the valset, each a run directory and a child run; keeps the best (ties: the earlier)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        valset: EvalSet,
+        services: KgServices,
+        out_dir: Path,
+        tracker: Tracker,
+        *,
+        lm: Any = None,
+        progress: bool = False,
+        stream=None,
+        on_best: Callable[[Candidate, SagaProgram], None] | None = None,
+    ):
+        self.settings = settings
+        self.valset = valset
+        self.services = services
+        self.out_dir = out_dir
+        self.tracker = tracker
+        self.lm = lm
+        self.progress = progress
+        self.stream = stream or sys.stdout
+        self.on_best = on_best
+        self.scored: list[Candidate] = []
+        self.best: Candidate | None = None
+
+    def score(self, candidate: Candidate, program: SagaProgram | None = None) -> Candidate:
+        index = len(self.scored)
+        program = program or build_program(self.settings, self.services, candidate)
+        run_dir = self.out_dir / "candidates" / f"{index:02d}"
+        k = program.settings.demos
+        settings = self.settings.model_copy(update={"demos": k, "program": None})
+        with self.tracker.run(
+            f"candidate {index}: {candidate.name}",
+            params={"candidate": candidate.name, "k": k, "valset": self.valset.name, "n_valset": len(self.valset)},
+            tags={"kind": "optimize-candidate", "out_dir": str(run_dir)},
+            nested=True,
+        ):
+            result = run_variant(
+                settings,
+                self.valset,
+                run_dir,
+                program=program,
+                endpoint=self.services.endpoint,
+                lm=self.lm,
+                overwrite=True,
+                progress=self.progress,
+                desc=f"candidate {index}",
+                extra_config={"candidate": candidate.summary()},
+            )
+            self.tracker.log_metrics({"f1": result.metrics.get("f1"), "em": result.metrics.get("em")})
+        if result.interrupted:
+            raise Interrupted(f"interrupted while scoring candidate {index} ({candidate.name})")
+        candidate.f1 = float(result.metrics.get("f1") or 0.0)
+        candidate.em = float(result.metrics.get("em") or 0.0)
+        candidate.per_question = {line["id"]: float(line["f1"]) for line in result.lines}
+        candidate.run_dir = str(run_dir)
+        self.scored.append(candidate)
+        self.tracker.log_metrics({"candidate_f1": candidate.f1}, step=index)
+        better = self.best is None or candidate.f1 > (self.best.f1 or 0.0)
+        print(
+            f"candidate {index} {candidate.name}: valset F1 {candidate.f1:.3f} on {len(self.valset)} questions"
+            + (" (best so far)" if better else ""),
+            file=self.stream,
+        )
+        if better:
+            self.best = candidate
+            if self.on_best is not None:
+                self.on_best(candidate, program)
+        return candidate
+
+
+def save_program(program: SagaProgram, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    program.save(str(path))
+    make_private(path)
+    return path
+
+
+__all__ = [
+    "DEFAULT",
+    "Candidate",
+    "Scorer",
+    "build_program",
+    "default_pool",
+    "instructions_of",
+    "merge_pool",
+    "pool_candidates",
+    "read_pool_file",
+    "save_program",
+    "set_instructions",
+]

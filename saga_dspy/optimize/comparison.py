@@ -1,0 +1,104 @@
+"""Compiled vs default on the report set: the same questions, the same LM, in the same window, interleaved
+(question by question, the two programs alternating which goes first), so a drift of the machine or the server
+hits both alike. Each program's answers are a run directory of their own (`report/default`,
+`report/compiled`: re-scorable with `eval rescore`); the table gives F1 and EM of both and the paired bootstrap
+interval of the F1 difference (`eval.significance`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from saga_dspy.config import Settings
+from saga_dspy.errors import Interrupted
+from saga_dspy.eval.answerability import subset_record
+from saga_dspy.eval.evalset import EvalSet
+from saga_dspy.eval.metrics import compute_metrics
+from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile
+from saga_dspy.eval.records import CONFIG, METRICS, run_config, write_json
+from saga_dspy.eval.report import markdown_table, summary_table
+from saga_dspy.eval.runner import run_questions
+from saga_dspy.eval.significance import PairedComparison, paired_by_id
+from saga_dspy.eval.tracking import Tracker
+
+ROLES = ("default", "compiled")
+REPORT_DIR = "report"
+
+
+def compare_on_report(
+    report: EvalSet,
+    programs: dict[str, tuple[Any, Settings]],
+    out_dir: Path,
+    *,
+    endpoint: Any,
+    lm: Any = None,
+    tracker: Tracker | None = None,
+    progress: bool = False,
+    stream=None,
+) -> dict[str, Any]:
+    """Run `programs` ({role: (program, its settings)}) interleaved on `report`; writes the runs and the table."""
+    stream = stream or sys.stdout
+    roles = list(programs)
+    base = out_dir / REPORT_DIR
+    files: dict[str, PredictionsFile] = {}
+    for role in roles:
+        (base / role).mkdir(parents=True, exist_ok=True)
+        (base / role / PREDICTIONS).unlink(missing_ok=True)
+        files[role] = PredictionsFile(base / role / PREDICTIONS)
+    lines: dict[str, list[dict[str, Any]]] = {role: [] for role in roles}
+    mode = programs[roles[0]][1].metric_mode
+    try:
+        for index, item in enumerate(tqdm(report.items, desc="report set", unit="q", disable=not progress)):
+            for role in roles if index % 2 == 0 else roles[::-1]:
+                program = programs[role][0]
+                new, interrupted, _ = run_questions(program, [item], files[role], mode=mode, lm=lm, progress=False)
+                if interrupted:
+                    raise Interrupted(f"interrupted on the report set ({index} of {len(report)} questions done)")
+                lines[role].extend(new)
+    finally:
+        for handle in files.values():
+            handle.close()
+    metrics = {}
+    for role in roles:
+        program, settings = programs[role]
+        other = [r for r in roles if r != role]
+        write_json(
+            base / role / CONFIG,
+            run_config(settings, report, program, endpoint, extra={"role": role, "interleaved_with": other}),
+        )
+        metrics[role] = compute_metrics(lines[role], total=len(report))
+        metrics[role]["subset"] = subset_record(report.filter_report, len(report))
+        write_json(base / role / METRICS, metrics[role])
+    paired = paired_by_id(*({line["id"]: float(line["f1"]) for line in lines[role]} for role in roles))
+    text = comparison_text(report, metrics, paired)
+    print("\n" + text, file=stream)
+    (base / "report.md").write_text(
+        markdown_table(metrics) + f"\n\n{roles[1]} - {roles[0]} F1: {paired.describe()}\n", encoding="utf-8"
+    )
+    result = {"set": report.name, "ids": [i.id for i in report.items], "metrics": metrics, "paired": paired.as_dict()}
+    write_json(base / "report.json", result)
+    if tracker is not None:
+        tracker.log_metrics(
+            {
+                **{f"report_{role}_f1": metrics[role].get("f1") for role in roles},
+                **{f"report_{role}_em": metrics[role].get("em") for role in roles},
+                "report_delta_f1": paired.delta,
+                "report_ci_low": paired.low,
+                "report_ci_high": paired.high,
+            }
+        )
+        tracker.log_artifacts([base / "report.md", base / "report.json"], artifact_path=REPORT_DIR)
+    return result
+
+
+def comparison_text(report: EvalSet, metrics: dict[str, dict[str, Any]], paired: PairedComparison) -> str:
+    roles = list(metrics)
+    title = f"report set {report.name} ({len(report)} questions, never used for selection), percent"
+    return summary_table(metrics, title) + f"\n{roles[1]} - {roles[0]} F1: {paired.describe()}"
+
+
+__all__ = ["REPORT_DIR", "ROLES", "compare_on_report", "comparison_text"]
