@@ -70,7 +70,7 @@ from saga_dspy.services import KgServices
 
 OPTIMIZERS = ("bootstrap", "random-search", "mipro", "gepa", "none")
 TEACHERS = ("pool", "gold")
-SECONDS_PER_RUN = 50.0  # the bundled 1.5B model on 2 idle cores, one question (docs/RESULTS.md)
+SECONDS_PER_RUN = 50.0  # one question of the bundled model on 2 idle cores, for the estimate
 PROGRAM = "program.json"
 
 
@@ -192,6 +192,13 @@ class _Compile:
         self.scored: list[Candidate] = []
         self.prompt_lm: Any = None  # MIPROv2's proposals (default: the task LM)
         self.reflection_lm: Any = None  # GEPA's reflection (default: the task LM)
+
+    @property
+    def best(self) -> SagaProgram:
+        """The program kept so far (one is kept before any LM call)."""
+        if self.program is None:
+            raise OptimizeError("no program was compiled")
+        return self.program
 
     def keep(self, program: SagaProgram, name: str) -> None:
         """`program` is the best so far: saved at once, so an interrupted compile leaves it."""
@@ -408,7 +415,7 @@ def optimize(
                     interrupted = f"interrupted ({exc or 'Ctrl-C'})"
                     if job.program is None:
                         raise Interrupted(f"{interrupted} before any program was compiled") from None
-                print(f"chosen: {job.chosen} (k={job.program.settings.demos})", file=stream)
+                print(f"chosen: {job.chosen} (k={job.best.settings.demos})", file=stream)
                 compile_minutes = (time.monotonic() - started) / 60
                 if not interrupted and len(sets.report):
                     report = _report(job, settings, sets, services, lm, tracker, progress, stream)
@@ -473,7 +480,7 @@ def _run_params(settings: Settings, options: OptimizeOptions, sets: OptimizeSets
 
 
 def _metrics(job: _Compile, sets: OptimizeSets, runs, minutes: float, report, interrupted) -> dict[str, Any]:
-    program = job.program
+    program = job.best
     pool = program.compiled_pool
     best = max(job.scored, key=lambda c: c.f1 or 0.0, default=None)
     return {
@@ -511,7 +518,7 @@ def _config(settings, options, sets: OptimizeSets, job: _Compile, endpoint) -> d
         "lm": lm_record(settings),
         "endpoint": endpoint_record(settings, endpoint),
         "versions": versions(),
-        "prompts": program_record(job.program),
+        "prompts": program_record(job.best),
         "fingerprint": fingerprint(settings),
         "program": str(job.program_path),
         "use": f"python -m saga_dspy.eval --program {job.program_path} --variant {settings.variant} "
@@ -524,7 +531,7 @@ def _named_sets(sets: OptimizeSets) -> Sequence[tuple[str, Any]]:
 
 
 def _write_and_track(out_dir: Path, tracker: Tracker, metrics, config, job: _Compile) -> None:
-    pool = job.program.compiled_pool
+    pool = job.best.compiled_pool
     with open_private(out_dir / "pool.jsonl") as fh:
         for record in pool.records if pool is not None else ():
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -25,6 +25,7 @@ from tqdm import tqdm
 from saga_dspy.agent.compiled_pool import BOOTSTRAP
 from saga_dspy.eval.evalset import EvalItem
 from saga_dspy.eval.firewall import QuestionGuard
+from saga_dspy.eval.metrics import MetricMode
 from saga_dspy.optimize.metric import example_f1
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ def bootstrap_traces(
     *,
     threshold: float,
     max_traces: int,
-    mode: str = "answers",
+    mode: MetricMode = "answers",
     lm: Any = None,
     deadline: float | None = None,
     progress: bool = False,

@@ -15,6 +15,7 @@ from typing import Any
 import dspy
 
 from saga_dspy.eval.evalset import EvalItem
+from saga_dspy.eval.metrics import MetricMode
 from saga_dspy.eval.predictions import score_answers
 from saga_dspy.kg.results import AskResult, SelectResult, parse_sparql_json
 
@@ -35,12 +36,12 @@ def _get(obj: Any, key: str) -> Any:
     return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
 
 
-def example_f1(example: Any, pred: Any, mode: str = "answers") -> float:
+def example_f1(example: Any, pred: Any, mode: MetricMode = "answers") -> float:
     """F1 of the prediction's answers against the example's frozen gold (0 without gold)."""
     return score_answers(_get(pred, "answers"), _get(example, "gold"), mode, _get(example, "answerable"))[0]
 
 
-def make_metric(mode: str = "answers", threshold: float = 0.5) -> Metric:
+def make_metric(mode: MetricMode = "answers", threshold: float = 0.5) -> Metric:
     """F1 against frozen gold; with `trace` set (bootstrapping), whether F1 >= threshold."""
 
     def saga_f1(example, pred, trace=None, *args, **kwargs):
@@ -116,7 +117,7 @@ def feedback_text(example: Any, pred: Any, f1: float) -> str:
     return "\n".join(lines)
 
 
-def feedback_metric(mode: str = "answers") -> Metric:
+def feedback_metric(mode: MetricMode = "answers") -> Metric:
     """GEPA's metric: (gold, pred, trace, pred_name, pred_trace) -> Prediction(score=F1, feedback=text)."""
 
     def saga_f1_feedback(gold, pred, trace=None, pred_name=None, pred_trace=None):
