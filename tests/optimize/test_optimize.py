@@ -8,7 +8,7 @@ import json
 
 import dspy
 import pytest
-from conftest import make_settings
+from conftest import TEST_CACHE, make_settings
 from helpers.scripted_lm import ScriptedLM
 
 from saga_dspy.eval.firewall import normalise_text
@@ -363,7 +363,7 @@ def test_gold_teacher_pool_alone_needs_no_lm(opt_settings, endpoint, search, tmp
     assert all(r["teacher"] == "gold" for r in pool.records)
 
 
-def test_eval_and_ask_run_a_compiled_program_as_compiled(opt_settings, plans, endpoint, search, tmp_path, capsys):
+def test_eval_and_ask_run_a_compiled_program_as_compiled(opt_settings, plans, endpoint, search, tmp_path, monkeypatch):
     """The compiled pool and k reach the controller's prompt under `eval --program`, whatever --demos says."""
     from saga_dspy.eval.runner import evaluate
 
@@ -397,6 +397,17 @@ def test_eval_and_ask_run_a_compiled_program_as_compiled(opt_settings, plans, en
     )
     controller = [h["messages"] for h in eval_lm.history if "next_tool_name" in json.dumps(h["messages"])]
     assert controller and sum(m["role"] == "assistant" for m in controller[0]) == 3
+    # ask --program: the same program, the same three demos
+    import saga_dspy.lm as lm_module
+    from saga_dspy.ask import main as ask_main
+
+    ask_lm = ScriptedLM({test_q: [("stop", {})]})
+    monkeypatch.setattr(lm_module, "build_lm", lambda settings: ask_lm)
+    monkeypatch.setattr(lm_module, "configure_lm_cache", lambda settings: None)
+    flags = ["--cache-dir", str(TEST_CACHE), "--no-result-cache", "--demos", "0", "--program", str(result.program_path)]
+    assert ask_main([test_q, "--json", *flags]) == 0
+    controller = [h["messages"] for h in ask_lm.history if "next_tool_name" in json.dumps(h["messages"])]
+    assert controller and sum(m["role"] == "assistant" for m in controller[0]) == 3
 
 
 def test_a_run_dir_in_use_is_refused(opt_settings, endpoint, tmp_path):
@@ -414,3 +425,32 @@ def test_a_run_dir_in_use_is_refused(opt_settings, endpoint, tmp_path):
     finally:
         held.release()
     assert not (tmp_path / "program.json").exists()
+
+
+def test_split_dev_is_the_valset_on_the_command_line(store_path, tmp_path, capsys):
+    """`--split dev` compiles against dev (the valset) with demos from train: no LM needed for the gold pool."""
+    from saga_dspy.cli import run_main
+    from saga_dspy.optimize.__main__ import main
+
+    flags = ["--cache-dir", str(TEST_CACHE), "--no-result-cache", "--no-mlflow", "--no-progress"]
+    out = tmp_path / "o"
+    argv = ["--optimizer", "none", "--dataset", "qald10", "--split", "dev", "--report-size", "0", "--out", str(out)]
+    assert run_main(main, [*argv, *flags]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["sets"]["valset"]["name"] == "qald10/dev" and config["sets"]["train"]["name"] == "qald10/train"
+    assert (out / "program.json").exists() and "estimate: at most" in capsys.readouterr().out
+
+
+def test_the_budget_stops_bootstrapping_and_scoring(opt_settings, plans, endpoint, search, tmp_path, capsys):
+    result = run(
+        opt_settings,
+        small(optimizer="random-search", budget_minutes=1e-6),
+        tmp_path,
+        ScriptedLM(plans),
+        endpoint,
+        search,
+    )
+    out = capsys.readouterr().out
+    assert "--budget-minutes 1e-06 bounds it" in out and "budget spent" in out
+    assert result.metrics["bootstrap"].get("not_run_budget") and result.candidates == []
+    assert result.program_path.exists() and result.metrics["chosen"] == "gold+bootstrap"
