@@ -309,8 +309,10 @@ def test_help_says_each_default_once_and_optimize_compiles_on_train():
     from saga_dspy.optimize.__main__ import build_parser
 
     optimize = build_parser()
-    assert "--split SPLIT benchmark split (default: train)" in " ".join(optimize.format_help().split())
-    assert optimize.parse_args([]).split == "train" and optimize.parse_args(["--split", "dev"]).split == "dev"
+    flat = " ".join(optimize.format_help().split())  # demos from train, the metric on dev (the valset)
+    assert "--split SPLIT the valset" in flat and "--train-split TRAIN_SPLIT the split demonstrations come from" in flat
+    assert optimize.parse_args([]).valset == "dev" and optimize.parse_args([]).train_split == "train"
+    assert optimize.parse_args(["--split", "qald7:dev"]).valset == "qald7:dev"
 
 
 @pytest.mark.parametrize(

@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--split",
         dest="valset",
+        metavar="SPLIT",
         default="dev",
         help="the valset: SPLIT of --dataset or BENCHMARK:SPLIT (--valset is the same flag); demonstrations always "
         "come from --train-split",
