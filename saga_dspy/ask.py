@@ -13,6 +13,8 @@ import sys
 import textwrap
 from typing import Any, TextIO
 
+from saga_dspy.agent.demos import describe_pool
+from saga_dspy.agent.pools import check_pool_choice
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.cli import ArgumentParser, append_help, run_main
 from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
@@ -40,6 +42,8 @@ SETTINGS_FLAGS = (
     "check_answer",
     "demos",
     "demo_anchors",
+    "demo_pool",
+    "demo_pool_exclude",
     "demo_observation_chars",
     "final_extract",
     "stable_history",
@@ -98,8 +102,8 @@ def _indent(text: str, prefix: str = "      ") -> str:
 class TracePrinter:
     """Prints the program's events as they come (`on_event` of SagaProgram.forward)."""
 
-    def __init__(self, out: TextIO = sys.stdout, full: bool = False):
-        self.out = out
+    def __init__(self, out: TextIO | None = None, full: bool = False):
+        self.out = out or sys.stdout  # the stream of the call, not of the import
         self.full = full
 
     def __call__(self, kind: str, **payload: Any) -> None:
@@ -153,7 +157,8 @@ def format_answers(result: Any, labels: dict[str, str], limit: int = 30) -> list
     return [str(result)]
 
 
-def print_summary(pred, labels: dict[str, str], out: TextIO = sys.stdout) -> None:
+def print_summary(pred, labels: dict[str, str], out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     source = f" (from {pred.final_source})" if pred.final_source else ""
     print(f"Final SPARQL{source}:", file=out)
     print(_indent(pred.sparql or "(none)", "    "), file=out)
@@ -234,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     apply_offline_env()
     args = build_parser().parse_args(argv)
     settings = settings_from_args(args)
+    if settings.demo_pool == "auto" and "dataset" not in settings.model_fields_set:
+        settings = settings.model_copy(update={"demo_pool": "shared"})  # a question typed in is no benchmark's
+    check_pool_choice(settings)
 
     lm = cli_lm(settings)
     if lm is None:
@@ -241,10 +249,15 @@ def main(argv: list[str] | None = None) -> int:
     with KgServices(settings) as services:
         program = SagaProgram(settings, services.endpoint, services.search, lm=lm)
         printer = None if args.json else TracePrinter(full=args.full_observations)
+        pool = program.demo_pool()
+        pool_record = pool.describe() if pool is not None else None
+        if printer is not None:
+            print(describe_pool(pool_record))
         pred = program(question=args.question, on_event=printer)
         labels = answer_labels(services.endpoint, pred.answers)
         if args.json:
-            json.dump(prediction_json(pred, labels), sys.stdout, ensure_ascii=False, indent=2, default=str)
+            data = {**prediction_json(pred, labels), "demo_pool": pool_record}
+            json.dump(data, sys.stdout, ensure_ascii=False, indent=2, default=str)
             print()
         else:
             print_summary(pred, labels)

@@ -166,6 +166,17 @@ class Settings(BaseSettings):
         "is clipped to this many characters (the demos are the "
         "larger part of a local model's evaluated prompt)",
     )
+    demo_pool: str = Field(
+        "auto",
+        description="the controller's demo pool: auto (the dataset's own where one is bundled, else shared), "
+        "shared (every bundled Wikidata train pool), none, a bundled pool's name (qald10) or a JSONL file",
+    )
+    demo_pool_exclude: str = Field(
+        "",
+        description="benchmarks whose records are left out of the demo pool, comma-separated: a record goes "
+        "when any benchmark's train split it comes from is named (--demo-pool shared --demo-pool-exclude qald10: "
+        "QALD-10 as a benchmark without a pool)",
+    )
     stable_history: bool = Field(
         True,
         description="the trajectory keeps every step whole while it fits its budget and "

@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Build the controller's demo pools with the gold teacher, from TRAIN questions only.
 
-    python scripts/build_demos.py                      # all pools into data/demos/
+    python scripts/build_demos.py                      # all pools into data/demos/, then the shared pool
     python scripts/build_demos.py --datasets qald10 --limit 50 --out /tmp/demos
+    python scripts/build_demos.py --shared-only        # the shared pool from the pools already built
 
 For each dataset's train split (qald10 train = GRASP's QALD-10 train, qald7 train, qald9plus
 train, wwq train) the answerable questions (frozen gold on the embedded sample) are solved by
@@ -16,8 +17,15 @@ A train question that collides (`saga_dspy.eval.firewall`: same text, content-wo
 the same normalised gold SPARQL up to pattern order, or the same query form and constants at Jaccard
 >= 0.5) with any test or dev question of a benchmark on the same graph
 is left out, so a pool leaks into no evaluation it may be used for. Train is already train minus
-dev (`saga_dspy.eval.splits`). `<out>/MANIFEST.json` records counts, skip reasons, the endpoint,
-the schema index and the versions.
+dev (`saga_dspy.eval.splits`).
+
+The shared pool (`<out>/shared[.V].jsonl`, `--demo-pool shared`, and the pool of any dataset without
+its own) holds every pool's records in the order of `POOLS`, each question once (a record colliding with
+an earlier one, e.g. QALD-10 train's copy of a QALD-9-plus train question, is left out), checked again
+against the firewall; each record keeps its `dataset` and lists in `sources` every benchmark whose train
+split holds a question colliding with it (`--demo-pool-exclude` leaves out a record when any of them is
+excluded). `<out>/MANIFEST.json` records counts, skip reasons, the endpoint, the schema index and the
+versions.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from saga_dspy.agent.demos import SHARED_POOL_VARIANT, pool_file_name  # noqa: E402
+from saga_dspy.agent.pools import SHARED_POOL, SHARED_POOL_VARIANT, pool_file_name  # noqa: E402
 from saga_dspy.config import Settings, apply_offline_env, default_data_dir  # noqa: E402
 from saga_dspy.variants import VARIANT_NAMES  # noqa: E402
 
@@ -89,6 +97,62 @@ def build_pool(
     return records, stats
 
 
+def build_shared(settings: Settings, out: Path, variant: str) -> tuple[list[dict], dict]:
+    """The shared pool from the pools in `out` recorded by `variant`'s tools (see the module docstring)."""
+    from collections import Counter
+
+    from saga_dspy.eval.datasets import load_records
+    from saga_dspy.eval.firewall import Entry, Firewall
+    from saga_dspy.eval.splits import held_out_firewall
+
+    held_out = held_out_firewall(settings, "wikidata")
+    trains = {name: Firewall.of_records(load_records(name, split, settings), name) for name, split in POOLS.items()}
+    seen = Firewall()
+    records: list[dict] = []
+    leaked: Counter[str] = Counter()
+    merged: Counter[str] = Counter()
+    built_from = []
+    for dataset in POOLS:
+        path = out / pool_file_name(dataset, variant)
+        if not path.is_file():
+            continue
+        built_from.append(path.name)
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            question, sparql = rec.get("question"), rec.get("sparql")
+            hits = held_out.collisions(question, sparql)
+            if hits:
+                leaked[hits[0].source] += 1
+            elif seen.collides(question, sparql):
+                merged[dataset] += 1
+            else:
+                own = rec.get("dataset") or dataset
+                others = [name for name, train in trains.items() if name != own and train.collides(question, sparql)]
+                records.append({**rec, "dataset": own, "sources": [own, *others]})
+                seen.add(Entry.of(question, sparql))
+    stats = {
+        "variant": variant,
+        "built_from": built_from,
+        "records": len(records),
+        "sources": dict(Counter(r["dataset"] for r in records)),
+        "in_several_train_splits": sum(1 for r in records if len(r["sources"]) > 1),
+        "left_out_as_twins_of_earlier_records": dict(merged),
+        "left_out_by_firewall": dict(sorted(leaked.items())),
+        "forms": {f: sum(1 for r in records if r.get("query_form") == f) for f in ("SELECT", "ASK", "COUNT")},
+    }
+    return records, stats
+
+
+def write_pool(path: Path, records: list[dict]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n")
+    os.replace(tmp, path)  # readers (a running eval) never see a half-written pool
+
+
 def _under(path, root: Path) -> str | None:
     """`path` relative to `root` when it lies under it (no machine paths in committed files)."""
     if not path:
@@ -111,6 +175,9 @@ def main(argv=None) -> int:
         choices=VARIANT_NAMES,
         help="the variant whose tools record the observations (its pool: <dataset>.<variant>.jsonl)",
     )
+    parser.add_argument(
+        "--shared-only", action="store_true", help="only build the shared pool, from the pools already in --out"
+    )
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
@@ -131,7 +198,7 @@ def main(argv=None) -> int:
     endpoint = open_endpoint(settings)
     search = open_search(settings, endpoint)
     try:
-        for dataset in args.datasets:
+        for dataset in [] if args.shared_only else args.datasets:
             records, stats = build_pool(
                 settings,
                 dataset,
@@ -144,11 +211,7 @@ def main(argv=None) -> int:
             )
             name = pool_file_name(dataset, args.variant)
             path = args.out / name
-            tmp = path.with_name(path.name + ".tmp")
-            with open(tmp, "w", encoding="utf-8") as fh:
-                for rec in records:
-                    fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=False) + "\n")
-            os.replace(tmp, path)  # readers (a running eval) never see a half-written pool
+            write_pool(path, records)
             stats["file"] = name
             stats["variant"] = args.variant  # whose tools recorded the observations
             stats["bytes"] = path.stat().st_size
@@ -158,6 +221,15 @@ def main(argv=None) -> int:
                 f"(skipped {stats['skipped'] or 'none'}; firewall left out {stats['left_out_by_firewall_total']}: "
                 f"{stats['left_out_by_firewall'] or 'none'}) -> {path}"
             )
+        name = pool_file_name(SHARED_POOL, args.variant)
+        records, stats = build_shared(settings, args.out, args.variant)
+        write_pool(args.out / name, records)
+        manifest["pools"][name] = {**stats, "file": name, "bytes": (args.out / name).stat().st_size}
+        print(
+            f"shared: {stats['records']} demos from {', '.join(stats['built_from']) or 'no pool'} "
+            f"({stats['sources']}; twins of earlier records left out: {stats['left_out_as_twins_of_earlier_records']}; "
+            f"firewall left out {stats['left_out_by_firewall'] or 'none'}) -> {args.out / name}"
+        )
     finally:
         endpoint.close()
     manifest.pop("variant", None)  # per pool now

@@ -1,10 +1,13 @@
 """Per-question demonstrations for the controller: a demo pool and a tiny BM25 over its questions.
 
-A demo pool is a JSONL file (default `<data_dir>/demos/<dataset>.<variant>.jsonl` where that
-variant has its own, else `<dataset>.jsonl`; built by the evaluation's gold teacher with the
-variant's own tools), one solved question a line::
+A demo pool is a JSONL file (`Settings.demo_pool`, `agent.pools.choose_pool`: by default the dataset's own
+`<data_dir>/demos/<dataset>.<variant>.jsonl` where that variant has its own, else `<dataset>.jsonl`;
+the shared pool `shared[.<variant>].jsonl` of every bundled train pool for a dataset without one;
+built by the evaluation's gold teacher with the variant's own tools), one solved question a line::
 
     {"id": "qald10-train-12",                      # optional
+     "dataset": "qald10",                          # optional: the benchmark it comes from
+     "sources": ["qald10", "qald9plus"],           # optional: every benchmark whose train split holds it
      "question": "After whom is the Riemannian geometry named?",
      "answer_type": "person (Q5)",                 # optional (else derived from the final query)
      "query_form": "SELECT",                       # optional: ASK | COUNT | SELECT
@@ -20,9 +23,10 @@ all steps but the last as input, the last step (normally `stop`) as output, so o
 a whole solved question. A record that is already a step example (it has `trajectory` and
 `next_tool_name`) is used as it is.
 
-`DemoPool.select(question, k)` ranks the pool by BM25 over the question words and returns
-fresh `dspy.Example` objects: the caller passes them to the predictor for one call only
-(`predictor(..., demos=...)`), so nothing shared is mutated. `select_guarded` does the same
+`DemoPool.select(question, k, form)` ranks the pool by BM25 over the question words (those of the
+question's query form first among the best matches) and returns fresh `dspy.Example` objects: the
+caller passes them to the predictor for one call only (`predictor(..., demos=...)`), so nothing shared
+is mutated. `select_guarded` does the same
 behind a test firewall (`DemoGuard`): a record it refuses is never shown, and counted.
 """
 
@@ -63,6 +67,8 @@ DEMO_OBSERVATION_CHARS: int = Settings.model_fields[
 OUTPUT_TOOLS = {"execute": "execute_sparql", "lookup": "get_wikidata_entry"}  # demo outputs besides stop
 PROTOCOL = frozenset({"search_wikidata", "get_wikidata_entry", "execute_sparql"})  # what a filler demo must show
 DEMO_STEPS = 8  # at most this many steps of a demo trajectory are shown (the last ones)
+FORM_WINDOW = 3  # of the k + FORM_WINDOW best matches, those of the question's query form are shown first
+FORMS = ("ASK", "COUNT", "SELECT")
 
 
 def tokenize(text: str) -> list[str]:
@@ -114,6 +120,7 @@ class DemoRecord:
     complete: bool = False  # shows the whole protocol: search, lookup, execute, stop
     lookup: dspy.Example | None = field(default=None, compare=False)  # up to its first lookup
     sparql: str = ""  # its gold query (the test firewall compares it with the evaluated question's)
+    source: str = ""  # the benchmark it comes from ('' when the record does not say)
 
 
 Allow = Callable[[str, str], bool]  # (demo question, demo gold SPARQL) -> may it be shown?
@@ -285,14 +292,25 @@ class DemoPool:
         spinach: bool = False,
         variant: Variant | None = None,
         observation_chars: int = DEMO_OBSERVATION_CHARS,
+        exclude: Iterable[str] = (),
+        name: str = "",
+        path: str | Path | None = None,
     ):
         """`variant`: render each record as that variant's tools show it (agent.demo_views); `spinach`
         (or a variant without the schema controller) renders the SPINACH controller's inputs;
-        `observation_chars`: each observation of a demo trajectory is clipped to this."""
+        `observation_chars`: each observation of a demo trajectory is clipped to this; `exclude`: benchmarks
+        whose records (any of their `sources`) are left out; `name`, `path`: what `describe` says it is."""
         self.records: list[DemoRecord] = []
         spinach = spinach or (variant is not None and not variant.agent.schema_controller)
         self.dropped = 0  # records the variant's tools could not have produced
+        self.name = name
+        self.path = None if path is None else Path(path)
+        self.exclude = tuple(sorted(set(exclude)))
+        self.excluded = 0  # records left out because they come from an excluded benchmark
         for record in records:
+            if self.exclude and isinstance(record, dict) and set(record_sources(record)) & set(self.exclude):
+                self.excluded += 1
+                continue
             if variant is not None and isinstance(record, dict):
                 viewed = for_variant(record, variant)
                 if viewed is None:
@@ -324,19 +342,14 @@ class DemoPool:
                         PROTOCOL <= tools,
                         lookup,
                         str(record.get("sparql") or ""),
+                        str(record.get("dataset") or ""),
                     )
                 )
         self._index = BM25([tokenize(r.question) for r in self.records])
 
     @classmethod
-    def from_file(
-        cls,
-        path: str | Path,
-        *,
-        spinach: bool = False,
-        variant: Variant | None = None,
-        observation_chars: int = DEMO_OBSERVATION_CHARS,
-    ) -> DemoPool:
+    def from_file(cls, path: str | Path, *, name: str = "file", **options: Any) -> DemoPool:
+        """The pool of a JSONL file (`options`: those of `DemoPool`); lines that are not JSON are skipped."""
         records = []
         with open(path, encoding="utf-8") as handle:
             for number, line in enumerate(handle, 1):
@@ -347,10 +360,31 @@ class DemoPool:
                     records.append(json.loads(line))
                 except ValueError:
                     log.warning("%s:%d: not JSON, skipped", path, number)
-        return cls(records, spinach=spinach, variant=variant, observation_chars=observation_chars)
+        return cls(records, name=name, path=path, **options)
 
     def __len__(self) -> int:
         return len(self.records)
+
+    def sources(self) -> dict[str, int]:
+        """Records by the benchmark they come from ('?' for records that do not say)."""
+        return dict(sorted(Counter(r.source or "?" for r in self.records).items()))
+
+    def describe(self) -> dict[str, Any]:
+        """What the pool is: its name (a dataset, 'shared', 'file', 'none'), file, size and sources, and what
+        was left out (benchmarks excluded, records a variant's tools could not have produced)."""
+        return {
+            "pool": self.name or "records",
+            "file": str(self.path) if self.path is not None else None,
+            "records": len(self),
+            "sources": self.sources(),
+            "exclude": list(self.exclude),
+            "excluded_records": self.excluded,
+            "dropped_for_variant": self.dropped,
+        }
+
+    def summary(self) -> str:
+        """`describe` in one line, for a run's printout."""
+        return describe_pool(self.describe())
 
     def _fillers(self, own: str, n: int, form: str | None, exclude: set[int], allow: Allow | None = None) -> list[int]:
         """The n shortest records that show the whole protocol, of the form where possible."""
@@ -409,17 +443,17 @@ class DemoPool:
         own = _norm_question(question)
         fixed = self._fillers(own, min(anchors, k), None, exclude=set(), allow=allow) if anchors > 0 else []
         want = k - len(fixed)
-        chosen: list[int] = []
-        depth = k + 3 if allow is None else len(self.records)
-        for index, _score in self._index.top(tokenize(question), depth) if want else ():
-            if (
-                index not in fixed
-                and _norm_question(self.records[index].question) != own
-                and self._allowed(index, allow)
-            ):
-                chosen.append(index)
-            if len(chosen) == want:
-                break
+        ranked = [
+            index
+            for index, _score in (self._index.top(tokenize(question), len(self.records)) if want else ())
+            if index not in fixed
+            and _norm_question(self.records[index].question) != own
+            and self._allowed(index, allow)
+        ]
+        window = ranked[: want + FORM_WINDOW]
+        if form in FORMS:  # the question's form first, each part in BM25 order
+            window.sort(key=lambda i: self.records[i].form != form)
+        chosen = window[:want]
         if len(chosen) < want:
             chosen += self._fillers(own, want - len(chosen), form, exclude=set(chosen) | set(fixed), allow=allow)
         return chosen + fixed, len(fixed)
@@ -448,64 +482,34 @@ def demo_kind(rank: int, count: int) -> str:
     return ("example", "execute", "lookup")[rank % 3]
 
 
-SHARED_POOL_VARIANT = Settings.model_fields[
-    "variant"
-].default  # its pool is `<dataset>.jsonl`, every variant's fallback
+def record_sources(record: dict[str, Any]) -> list[str]:
+    """The benchmarks a pool record comes from: its `sources`, else its `dataset`."""
+    sources = record.get("sources")
+    if isinstance(sources, list) and sources:
+        return [str(s) for s in sources]
+    return [str(record["dataset"])] if record.get("dataset") else []
 
 
-def pool_file_name(dataset: str, variant: str = SHARED_POOL_VARIANT) -> str:
-    """`<dataset>.<variant>.jsonl`: demos recorded with that variant's own tools (SPINACH-mode
-    observations for `spinach`); the default variant's pool is plain `<dataset>.jsonl`."""
-    return f"{dataset}.jsonl" if variant == SHARED_POOL_VARIANT else f"{dataset}.{variant}.jsonl"
-
-
-def default_pool_path(settings: Settings) -> Path:
-    """The pool the variant's own tools recorded when there is one, else the default variant's."""
-    base = Path(settings.data_dir) / "demos"
-    own = base / pool_file_name(settings.dataset, settings.variant)
-    return own if own.is_file() else base / pool_file_name(settings.dataset)
-
-
-def load_demo_pool(
-    settings: Settings,
-    pool: DemoPool | str | Path | Iterable[dict] | None = None,
-    *,
-    spinach: bool = False,
-    variant: Variant | None = None,
-) -> DemoPool:
-    """The pool given (object, file, or records), else the dataset's pool for this variant.
-
-    For a variant: its own pool file when one exists (recorded by its tools, used as it is), else the
-    full pool rendered as the variant's tools show it (agent.demo_views); else an empty pool."""
-    if isinstance(pool, DemoPool):
-        return pool
-    clip = settings.demo_observation_chars
-    if isinstance(pool, (str, Path)):
-        return DemoPool.from_file(pool, spinach=spinach, variant=variant, observation_chars=clip)
-    if pool is not None:
-        return DemoPool(pool, spinach=spinach, variant=variant, observation_chars=clip)
-    base = Path(settings.data_dir) / "demos"
-    if variant is not None and not variant.is_full:
-        own = base / pool_file_name(settings.dataset, variant.name)
-        if own.is_file():
-            log.info("demo pool: %s (recorded by the %s variant's tools)", own, variant.name)
-            return DemoPool.from_file(
-                own, spinach=spinach or not variant.agent.schema_controller, observation_chars=clip
-            )
-    path = base / pool_file_name(settings.dataset)
-    if path.is_file():
-        return DemoPool.from_file(path, spinach=spinach, variant=variant, observation_chars=clip)
-    log.info("no demo pool at %s; the controller runs without demonstrations", path)
-    return DemoPool([], spinach=spinach)
+def describe_pool(record: dict[str, Any] | None) -> str:
+    """A `DemoPool.describe()` record in one line: `demo pool: shared (data/demos/shared.jsonl), 575 records
+    (qald10 38, wwq 490, ...); left out: qald10 (38 records)`."""
+    if not record:
+        return "demo pool: none"
+    where = f" ({record['file']})" if record.get("file") else ""
+    sources = ", ".join(f"{k} {v}" for k, v in (record.get("sources") or {}).items())
+    text = f"demo pool: {record.get('pool')}{where}, {record.get('records', 0)} records"
+    text += f" ({sources})" if sources else ""
+    if record.get("exclude"):
+        text += f"; left out: {', '.join(record['exclude'])} ({record.get('excluded_records', 0)} records)"
+    return text
 
 
 __all__ = [
     "BM25",
     "DemoGuard",
     "DemoPool",
-    "default_pool_path",
-    "load_demo_pool",
-    "pool_file_name",
+    "describe_pool",
+    "record_sources",
     "record_to_example",
     "tokenize",
 ]

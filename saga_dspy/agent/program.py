@@ -27,10 +27,11 @@ from saga_dspy.agent.answer_cues import decides, guard, items_class, rule_answer
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.compiled_pool import STATE_KEY, CompiledPool
-from saga_dspy.agent.demos import DemoGuard, DemoPool, load_demo_pool
+from saga_dspy.agent.demos import DemoGuard, DemoPool
 from saga_dspy.agent.episode import Episode, nonempty
 from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.parsing import parse_pids
+from saga_dspy.agent.pools import load_demo_pool
 from saga_dspy.agent.query_form import decide_query_form, form_of, form_problem, is_yes_no_question, rewrite_head
 from saga_dspy.agent.react import SagaReAct
 from saga_dspy.agent.trajectory import one_line
@@ -165,7 +166,8 @@ class SagaProgram(dspy.Module):
     Args:
         settings: the run's Settings (variant, max_steps, demos, check_answer, kg, ...).
         endpoint, search: shared KG endpoint and entity search (opened from settings when None).
-        demo_pool: a `DemoPool`, a JSONL file or records (default: `agent.demos.default_pool_path`).
+        demo_pool: a `DemoPool`, a JSONL file or records (default: the one `Settings.demo_pool` names,
+            `agent.pools.choose_pool`).
         lm: an LM for this program (default: dspy's configured LM, else `build_lm(settings)`).
     """
 

@@ -106,6 +106,8 @@ SETTINGS_FLAGS = (
     "stable_history",
     "demo_observation_chars",
     "demo_anchors",
+    "demo_pool",
+    "demo_pool_exclude",
 )
 
 

@@ -42,6 +42,8 @@ FINGERPRINT_FIELDS = (
     "metric_mode",
     "max_steps",
     "demos",
+    "demo_pool",
+    "demo_pool_exclude",
     "check_answer",
     "observation_chars",
     "context_window",
@@ -159,6 +161,16 @@ def program_record(program: Any) -> dict[str, Any]:
     return out
 
 
+def demo_pool_record(program: Any) -> dict[str, Any] | None:
+    """The program's demo pool (`agent.demos.DemoPool.describe`): name, file, size, sources; None without one."""
+    pool = getattr(program, "demo_pool", None)
+    try:
+        pool = pool() if callable(pool) else None
+    except Exception:  # a program factory's object: the record says nothing about demos
+        return None
+    return pool.describe() if pool is not None and hasattr(pool, "describe") else None
+
+
 def fingerprint(settings: Settings) -> dict[str, Any]:
     data = settings_record(settings)
     out = {k: data.get(k) for k in FINGERPRINT_FIELDS}
@@ -189,6 +201,7 @@ def run_config(
         "versions": versions(),
         "metric_rules": METRIC_RULES,
         "prompts": program_record(program),
+        "demo_pool": demo_pool_record(program),
         "settings": settings_record(settings),
         "fingerprint": fingerprint(settings),
     }

@@ -19,7 +19,9 @@ from typing import Any
 import dspy
 from tqdm import tqdm
 
+from saga_dspy.agent.demos import describe_pool
 from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, is_infrastructure_error
+from saga_dspy.agent.pools import check_pool_choice
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
@@ -58,6 +60,7 @@ class VariantResult:
     ran: int = 0
     run_id: str | None = None
     stopped: str | None = None  # why the run stopped early (infrastructure failures in a row)
+    demo_pool: dict[str, Any] | None = None  # the controller's demo pool (`DemoPool.describe`); None: no demos
 
 
 def _progress_bar(total: int, initial: int, desc: str, enabled: bool):
@@ -321,7 +324,7 @@ def run_variant(
         print(f"[{settings.variant}] resuming {out_dir}: {len(done)} done, {len(todo)} to run", file=sys.stderr)
 
     predictions = PredictionsFile(out_dir / PREDICTIONS)
-    params = run_params(settings, evalset, len(evalset))
+    params = {**run_params(settings, evalset, len(evalset)), **pool_params(cfg["demo_pool"])}
     run_ctx = (
         tracker.run(
             run_name(settings.variant, evalset.dataset, evalset.split, settings.lm),
@@ -375,7 +378,15 @@ def run_variant(
             if settings.program:
                 tracker.log_artifact(settings.program, artifact_path="program")
     return VariantResult(
-        settings.variant, out_dir, metrics, lines, interrupted, ran=len(new), run_id=run_id, stopped=stopped
+        settings.variant,
+        out_dir,
+        metrics,
+        lines,
+        interrupted,
+        ran=len(new),
+        run_id=run_id,
+        stopped=stopped,
+        demo_pool=cfg["demo_pool"],
     )
 
 
@@ -407,6 +418,19 @@ def run_params(settings: Settings, evalset: EvalSet, n: int) -> dict[str, Any]:
         "temperature": settings.temperature,
         "seed": settings.seed,
         "kg": settings.kg,
+    }
+
+
+def pool_params(pool: dict[str, Any] | None) -> dict[str, Any]:
+    """The demo pool as MLflow params: its name, size, sources (`qald10=38 wwq=490`) and what was left out."""
+    if not pool:
+        return {"demo_pool": "none", "demo_pool_records": 0}
+    return {
+        "demo_pool": pool.get("pool"),
+        "demo_pool_file": pool.get("file"),
+        "demo_pool_records": pool.get("records"),
+        "demo_pool_sources": " ".join(f"{k}={v}" for k, v in (pool.get("sources") or {}).items()),
+        "demo_pool_exclude": ",".join(pool.get("exclude") or []) or None,
     }
 
 
@@ -492,6 +516,12 @@ def evaluate(
     )
     check_graph(settings, settings.dataset, data_file)
     check_program_file(settings.program)
+    if data_file is not None and settings.demo_pool == "auto":  # a user's questions are no bundled benchmark's
+        settings = settings.model_copy(update={"demo_pool": "shared"})
+    try:
+        check_pool_choice(settings)
+    except ValueError as exc:
+        raise EvalError(str(exc)) from None
     if data_file is not None and not Path(data_file).is_file():
         raise EvalError(f"--data-file {data_file}: no such file")
     evalset = load_eval_set(
@@ -715,6 +745,9 @@ def print_outcome(
     }
     if warmups:
         print("warm-up (loading, not in s/q): " + ", ".join(f"{v} {s:.1f} s" for v, s in warmups.items()), file=stream)
+    pools = {v: describe_pool(r.demo_pool) for v, r in results.items()}
+    for variant, line in pools.items() if len(set(pools.values())) > 1 else list(pools.items())[:1]:
+        print(f"[{variant}] {line}" if len(set(pools.values())) > 1 else line, file=stream)
     print(f"\nrun directory: {out_dir}", file=stream)
     for variant, r in results.items():
         if r.stopped:

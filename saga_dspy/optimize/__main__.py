@@ -40,6 +40,8 @@ SETTINGS_FLAGS = (
     "max_infra_failures",
     "variant",
     "demos",
+    "demo_pool",
+    "demo_pool_exclude",
     "num_threads",
     "metric_mode",
     "out",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from saga_dspy.agent.compiled_pool import GOLD, CompiledPool
-from saga_dspy.agent.demos import default_pool_path
+from saga_dspy.agent.pools import choose_pool
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
@@ -76,8 +76,8 @@ def read_pool_file(path: str | Path) -> list[dict[str, Any]]:
 
 def default_pool(settings: Settings) -> CompiledPool:
     """The default program's pool and k, as a compiled pool (what a compile that changes nothing carries)."""
-    path = default_pool_path(settings)
-    return CompiledPool.of(read_pool_file(path) if path.is_file() else [], settings.demos)
+    path = choose_pool(settings).path  # `Settings.demo_pool`: the dataset's own pool, else the shared one
+    return CompiledPool.of(read_pool_file(path) if path is not None and path.is_file() else [], settings.demos)
 
 
 def build_program(

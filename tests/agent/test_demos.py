@@ -6,7 +6,8 @@ import json
 
 from conftest import REPO, make_settings
 
-from saga_dspy.agent.demos import DemoPool, default_pool_path, pool_file_name
+from saga_dspy.agent.demos import DemoPool
+from saga_dspy.agent.pools import choose_pool, pool_file_name
 
 
 def test_pool_file_names():
@@ -17,10 +18,10 @@ def test_pool_file_names():
 
 def test_a_variant_loads_the_pool_its_own_tools_recorded():
     settings = make_settings(dataset="qald10", data_dir=REPO / "data")
-    assert default_pool_path(settings).name == "qald10.jsonl"
-    assert default_pool_path(settings.model_copy(update={"variant": "spinach"})).name == "qald10.spinach.jsonl"
+    assert choose_pool(settings).path.name == "qald10.jsonl"
+    assert choose_pool(settings.model_copy(update={"variant": "spinach"})).path.name == "qald10.spinach.jsonl"
     # a variant without its own pool falls back to the full variant's
-    assert default_pool_path(settings.model_copy(update={"variant": "no-type-state"})).name == "qald10.jsonl"
+    assert choose_pool(settings.model_copy(update={"variant": "no-type-state"})).path.name == "qald10.jsonl"
     full = [json.loads(x) for x in (REPO / "data" / "demos" / "qald10.jsonl").read_text().splitlines()]
     spinach = [json.loads(x) for x in (REPO / "data" / "demos" / "qald10.spinach.jsonl").read_text().splitlines()]
     assert {r["variant"] for r in spinach} == {"spinach"} and {r["variant"] for r in full} == {"full"}
@@ -46,7 +47,7 @@ def test_select_guarded_without_a_guard_is_select():
 
 
 def test_demo_observations_are_clipped_to_the_setting():
-    from saga_dspy.agent.demos import load_demo_pool
+    from saga_dspy.agent.pools import load_demo_pool
 
     long = "Q1 entity: " + "property (P1): value; " * 60  # ~1,300 characters
     steps = [
@@ -70,7 +71,7 @@ def test_prompts_formatted_with_the_string_shortcut_are_dspys_to_the_byte(monkey
     from dspy.adapters.utils import format_field_value as dspys
 
     from saga_dspy.agent import formatting
-    from saga_dspy.agent.demos import load_demo_pool
+    from saga_dspy.agent.pools import load_demo_pool
     from saga_dspy.signatures import SagaController
 
     settings = make_settings(dataset="qald10", data_dir=REPO / "data")

@@ -437,7 +437,7 @@ def test_a_blocked_step_cannot_be_shown_without_the_conflict_check():
 
 
 def test_a_variants_own_pool_file_is_preferred(tmp_path):
-    from saga_dspy.agent.demos import load_demo_pool
+    from saga_dspy.agent.pools import load_demo_pool
     from saga_dspy.config import Settings
     from saga_dspy.variants import variant_of
 

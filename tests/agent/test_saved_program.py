@@ -38,9 +38,9 @@ def test_a_file_that_is_no_program_fails_with_a_clear_message(tmp_path):
 
 
 def _pool_records(n: int) -> list[dict]:
-    from saga_dspy.agent.demos import default_pool_path
+    from saga_dspy.agent.pools import choose_pool
 
-    path = default_pool_path(make_settings())
+    path = choose_pool(make_settings()).path
     return [{**json.loads(line), "source": "gold"} for line in path.read_text().splitlines()[:n]]
 
 

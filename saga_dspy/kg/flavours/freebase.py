@@ -60,6 +60,7 @@ class FreebaseFlavour(Flavour):
     entity_example = "m.0abc"
     property_example = "people.person.place_of_birth"
     token_examples = "ns:m.0abc / ns:type.property"
+    shared_demo_pool = None  # no Freebase pool is bundled
 
     # --- identifiers -----------------------------------------------------------------------------
     @staticmethod

@@ -70,6 +70,8 @@ class Flavour:
     entity_example = "Q42"
     property_example = "P19"
     token_examples = "wd:Q42 for items, wdt:P19 for properties"
+    # the demo pool of every bundled train pool on this graph (`--demo-pool shared`, scripts/build_demos.py)
+    shared_demo_pool: str | None = "shared"
 
     # --- identifiers -------------------------------------------------------------------
     def normalise_entity(self, text: str) -> str | None:
