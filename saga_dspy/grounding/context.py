@@ -184,7 +184,7 @@ class QuestionContext:
         ps = self.schema.get(pid)
         return (ps.label if ps and ps.label else None) or self.seen.get(pid) or pid
 
-    def entity_types(self, ids: Iterable[str]) -> dict[str, Any]:
+    def entity_types(self, ids: Iterable[str]) -> dict[str, EntityTypes | None]:
         """EntityTypes for these ids, one bounded query for those not cached; failures give empty types."""
         ids = [i for i in dict.fromkeys(ids) if i]
         todo = [i for i in ids if i not in self._types_cache]

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..kg.errors import SparqlError
 from ..kg.flavours import Flavour
 from ..kg.results import QueryResult, SelectResult
 from ..kg.values import Value
-from ..schema import EntityTypes, check_domain
+from ..schema import Decision, EntityTypes, check_domain
 from ..schema.compat import Mode, typed
 
 
@@ -44,8 +43,8 @@ class Neighbourhood:
 @dataclass
 class FilterResult:
     kept: list[str]
-    removed: list[tuple[str, Any]]  # (pid, Decision)
-    decisions: dict[str, Any]  # pid → Decision
+    removed: list[tuple[str, Decision]]
+    decisions: dict[str, Decision]
     skipped: str | None = None  # why the filter did not run (no types, switched off)
 
 
@@ -131,9 +130,9 @@ def type_filter(nb: Neighbourhood, schema, hierarchy, mode: Mode, types=None) ->
     With no types the filter is skipped (every property kept, decisions UNKNOWN). Every property of a
     neighbourhood is one the entity carries (what the calibrated mode's inferred conflicts yield to)."""
     et = types if types is not None else nb.types
-    decisions: dict[str, Any] = {}
+    decisions: dict[str, Decision] = {}
     kept: list[str] = []
-    removed: list[tuple[str, Any]] = []
+    removed: list[tuple[str, Decision]] = []
     has_types = bool(et is not None and et.types) and (mode != "bare" or bool(et.p31))
     for pid in nb.edges:
         ps = schema.get(pid)

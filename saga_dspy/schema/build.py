@@ -89,8 +89,7 @@ def _select_values(
 
 
 def _page_size(endpoint: Endpoint, wanted: int) -> int:
-    cap = getattr(getattr(endpoint, "settings", None), "row_cap", wanted)
-    return max(1, min(wanted, cap))
+    return max(1, min(wanted, endpoint.settings.row_cap))
 
 
 def _paged(
@@ -221,8 +220,8 @@ def build_schema_index(
     index.meta.update(
         {
             "kg": kg,
-            "endpoint": getattr(endpoint, "name", str(endpoint)),
-            "endpoint_id": getattr(endpoint, "cache_id", getattr(endpoint, "name", "")),
+            "endpoint": endpoint.name,
+            "endpoint_id": endpoint.cache_id,
             "created": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat(),
             "build_seconds": round(time.monotonic() - started, 1),
             "options": {k: v for k, v in vars(options).items()},
@@ -234,7 +233,7 @@ def build_schema_index(
 
 def _build_wikidata(endpoint: Endpoint, options: BuildOptions, log: Callable[[str], None]) -> SchemaIndex:
     page = _page_size(endpoint, options.page_size)
-    is_embedded = getattr(endpoint, "name", "") == "embedded"
+    is_embedded = endpoint.name == "embedded"
     partial = options.properties is not None
     with_hierarchy = (is_embedded and not partial) if options.hierarchy is None else options.hierarchy
     with_type_labels = with_hierarchy if options.entity_type_labels is None else options.entity_type_labels

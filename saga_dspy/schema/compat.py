@@ -236,7 +236,7 @@ def check_types(
     if mode == "calibrated":
         decision = _calibrated(et, evidence, wanted, hierarchy, role)
         if usage is None:
-            usage = getattr(hierarchy, "usage", None)
+            usage = hierarchy.usage
         if pid is not None and usage is not None and role == "domain":
             decision = _with_usage(decision, et, evidence, normalize_pid(pid), usage)
         if carried and decision.inferred:

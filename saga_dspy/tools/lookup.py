@@ -30,7 +30,7 @@ from saga_dspy.grounding.render import (
     render_blocks,
 )
 from saga_dspy.kg.values import Value
-from saga_dspy.schema.compat import Outcome
+from saga_dspy.schema.compat import Decision, Outcome
 from saga_dspy.tools.evidence import evidence_text
 from saga_dspy.tools.examples import do_examples
 
@@ -254,7 +254,7 @@ class _Selection:
 
     all_pids: list[str]
     kept: list[str]
-    removed: list[tuple[str, object]] = field(default_factory=list)
+    removed: list[tuple[str, Decision]] = field(default_factory=list)
     confirmed: set[str] = field(default_factory=set)  # kept because a domain class holds the entity's types
     notes: list[str] = field(default_factory=list)
     filtered: bool = False  # the type filter ran (the entity has types it can check)
