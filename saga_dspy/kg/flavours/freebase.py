@@ -61,6 +61,7 @@ class FreebaseFlavour(Flavour):
     property_example = "people.person.place_of_birth"
     token_examples = "ns:m.0abc / ns:type.property"
     shared_demo_pool = None  # no Freebase pool is bundled
+    subclass_edge = f"<{INCLUDED}>"  # included types: Freebase's only type hierarchy
 
     # --- identifiers -----------------------------------------------------------------------------
     @staticmethod
@@ -154,14 +155,6 @@ class FreebaseFlavour(Flavour):
     def types_query(self, ids: list[str]) -> str:
         values = " ".join(f"<{NS}{i}>" for i in ids)
         return f'SELECT ?e ?k ?t WHERE {{ VALUES ?e {{ {values} }} ?e <{TYPE}> ?t BIND("i" AS ?k) }}'
-
-    def closure_query(self, ids: list[str]) -> str:
-        """The included-type edges above these types (Freebase's only type hierarchy)."""
-        values = " ".join(f"<{NS}{i}>" for i in ids)
-        return f"""SELECT DISTINCT ?sub ?sup WHERE {{
-  VALUES ?c {{ {values} }}
-  ?c <{INCLUDED}>* ?sub . ?sub <{INCLUDED}> ?sup .
-}}"""
 
     def labels_query(self, ids: list[str]) -> str:
         return (

@@ -72,6 +72,8 @@ class Flavour:
     token_examples = "wd:Q42 for items, wdt:P19 for properties"
     # the demo pool of every bundled train pool on this graph (`--demo-pool shared`, scripts/build_demos.py)
     shared_demo_pool: str | None = "shared"
+    # the subclass property as the hierarchy's closure query writes it
+    subclass_edge = "wdt:P279"
 
     # --- identifiers -------------------------------------------------------------------
     def normalise_entity(self, text: str) -> str | None:
@@ -210,9 +212,10 @@ class Flavour:
     def closure_query(self, ids: list[str]) -> str:
         """The subclass edges (?sub ?sup) above these classes, each class included."""
         values = " ".join(f"<{self.entity_iri(i)}>" for i in ids)
+        edge = self.subclass_edge
         return f"""SELECT DISTINCT ?sub ?sup WHERE {{
   VALUES ?c {{ {values} }}
-  ?c wdt:P279* ?sub . ?sub wdt:P279 ?sup .
+  ?c {edge}* ?sub . ?sub {edge} ?sup .
 }}"""
 
     def labels_query(self, ids: list[str]) -> str:
