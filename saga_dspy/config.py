@@ -93,6 +93,9 @@ class Settings(BaseSettings):
     )
     query_timeout: float = Field(20.0, gt=0, allow_inf_nan=False, description="deadline per SPARQL query, seconds")
     row_cap: int = Field(1000, ge=1, description="at most this many rows are kept from a result")
+    max_result_bytes: int = Field(
+        32 * 2**20, ge=1, description="a result whose values hold more bytes is refused as too large (add LIMIT)"
+    )
     result_cache: bool = Field(True, description="cache successful query results on disk")
     http_retries: int = Field(3, ge=1, description="attempts on 429 / 5xx / connection errors")
     embedded_workers: int = Field(2, ge=1, description="worker processes for the embedded store")
@@ -271,6 +274,24 @@ class Settings(BaseSettings):
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"endpoint must be 'embedded' or an http(s):// SPARQL URL with a host, not {value!r}")
         return value.strip()
+
+    @field_validator("cache_dir", "data_dir", "schema_index", "program", "out", mode="after")
+    @classmethod
+    def _home_expanded(cls, value: Path | None) -> Path | None:
+        """`~/x` is the user's home, as a shell would expand it (a quoted `SAGA_CACHE_DIR='~/…'` is not)."""
+        return value.expanduser() if value is not None else None
+
+    @field_validator("user_agent")
+    @classmethod
+    def _header_safe(cls, value: str) -> str:
+        """An HTTP header value: no line breaks or other control characters, and Latin-1 text."""
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError("user_agent must not contain line breaks or other control characters")
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            raise ValueError("user_agent must be Latin-1 text (an HTTP header value)") from None
+        return value
 
     @property
     def is_embedded(self) -> bool:

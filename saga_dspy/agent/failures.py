@@ -1,6 +1,7 @@
 """Whose fault a failed question is: the infrastructure's (the endpoint or the LM could not be reached or
-timed out) or the agent's. An infrastructure failure stops the question at once (retrying the next step
-would fail the same way), is recorded as such, and counts toward stopping the run."""
+timed out) or the agent's (a query it wrote: too costly, malformed, too slow). An infrastructure failure
+stops the question at once (retrying the next step would fail the same way), is recorded as such, and
+counts toward stopping the run."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from saga_dspy.kg.errors import EndpointUnavailable
 
 INFRASTRUCTURE = "infrastructure"  # the `error_kind` of a question the infrastructure failed
 PROGRAM = "program"  # any other error the program raised
+QUERY = "query"  # no error of the program's: the agent's own final query failed (too costly, syntax, timeout)
 
 _INFRASTRUCTURE_TYPES = (
     EndpointUnavailable,

@@ -29,7 +29,7 @@ from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.compiled_pool import STATE_KEY, CompiledPool
 from saga_dspy.agent.demos import DemoGuard, DemoPool
 from saga_dspy.agent.episode import Episode, nonempty
-from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, InfrastructureError, is_infrastructure_error
+from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, QUERY, InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.parsing import parse_pids
 from saga_dspy.agent.pools import load_demo_pool
 from saga_dspy.agent.query_form import decide_query_form, form_of, form_problem, is_yes_no_question, rewrite_head
@@ -39,6 +39,7 @@ from saga_dspy.config import Settings
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.lexicon import load_lexicon
 from saga_dspy.grounding.provenance import mentioned_ids, unseen_ids
+from saga_dspy.input_files import MAX_PROGRAM_BYTES, check_input_file
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.errors import SparqlError
 from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
@@ -206,6 +207,7 @@ class SagaProgram(dspy.Module):
 
     def _load_state(self, path, **kwargs) -> None:
         """dspy's load of a saved program (program.json: one entry per predictor), with a clear error."""
+        check_input_file(path, "program", MAX_PROGRAM_BYTES)  # a FIFO or /dev/zero: one line, not a hang
         try:
             dspy.Module.load(self, path, **kwargs)
         except KeyError as exc:
@@ -634,6 +636,8 @@ class SagaProgram(dspy.Module):
             error = episode.lm_errors[-1]
         if error is not None and error_kind is None:
             error_kind = PROGRAM
+        elif error is None and final_error is not None:
+            error_kind = QUERY
         counters = self._counters(episode, counter, usage_totals, started)
         at = episode.answer_type
         pred = dspy.Prediction(

@@ -179,7 +179,9 @@ def build_freeze_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--data-file", help="benchmark file in our schema instead of a bundled one")
     parser.add_argument(
-        "--gold-out", help="output file (default: <cache_dir>/gold/<dataset>/gold-<endpoint>-<split>.jsonl.gz)"
+        "--gold-out",
+        help="output file (default: <cache_dir>/gold/<dataset>/gold-<endpoint>-<split>.jsonl.gz; for a --data-file "
+        "under data-<its content hash>/)",
     )
     parser.add_argument("--no-progress", action="store_true")
     return parser

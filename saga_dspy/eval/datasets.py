@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from saga_dspy.config import Settings, default_data_dir
 from saga_dspy.eval.answerability import unanswerable_reason
+from saga_dspy.input_files import read_input_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     import datasets  # heavy (pyarrow, pandas): imported where a Dataset is built, not at module import
@@ -148,24 +149,24 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     """Records from .jsonl, .jsonl.gz, .json or .json.gz (a list, or an object with a list under
     'questions' or 'data')."""
     path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no such data file: {path}")
-    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        text = read_input_bytes(path, "data file").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason})") from None
     stem = path.name[:-3] if path.suffix == ".gz" else path.name
-    with opener(path, "rt", encoding="utf-8") as fh:
-        if stem.endswith(".jsonl"):
-            out = []
-            for n, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        out.append(json.loads(line))
-                    except json.JSONDecodeError as exc:
-                        raise ValueError(f"{path}:{n}: not JSON ({exc.msg})") from exc
-            return out
-        try:
-            obj = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not JSON ({exc.msg})") from exc
+    if stem.endswith(".jsonl"):
+        out = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{n}: not JSON ({exc.msg})") from exc
+        return out
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc.msg})") from exc
     if isinstance(obj, dict):
         for key in ("questions", "data"):
             if isinstance(obj.get(key), list):

@@ -14,6 +14,7 @@ from saga_dspy.config import Settings
 from saga_dspy.eval.datasets import filter_report, load_benchmark, load_records
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.gold import find_gold, resolve_split
+from saga_dspy.input_files import MAX_IDS_BYTES, check_input_file
 
 if TYPE_CHECKING:  # pragma: no cover
     import datasets
@@ -103,7 +104,7 @@ def parse_ids(values: Sequence[str] | None) -> list[str] | None:
     out: list[str] = []
     for value in values:
         if value.startswith("@"):
-            text = Path(value[1:]).read_text(encoding="utf-8")
+            text = check_input_file(value[1:], "ids file", MAX_IDS_BYTES).read_text(encoding="utf-8")
             parts = text.replace(",", " ").split()
         else:
             parts = value.split(",")

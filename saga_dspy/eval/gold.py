@@ -4,6 +4,7 @@ how it is frozen (every gold query executed once, never during a run)."""
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import re
 import sys
@@ -19,6 +20,7 @@ from saga_dspy.eval.datasets import BENCHMARKS, bundled_gold_path, gold_file_nam
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.metrics import answer_f1
 from saga_dspy.eval.preflight import check_endpoint
+from saga_dspy.input_files import check_input_file
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.errors import SparqlError
 from saga_dspy.services import KgServices
@@ -28,10 +30,30 @@ def endpoint_tag(settings: Settings) -> str:
     return "embedded" if settings.is_embedded else settings.endpoint
 
 
-def cached_gold_path(settings: Settings, dataset: str, split: str) -> Path:
-    """Where `freeze-gold` keeps gold frozen on `settings.endpoint` (outside the bundled data)."""
+def cached_gold_path(settings: Settings, dataset: str, split: str, data_file: str | Path | None = None) -> Path:
+    """Where `freeze-gold` keeps gold frozen on `settings.endpoint` (outside the bundled data); gold of a
+    `--data-file` under that file's content hash: another file with the same ids has another gold."""
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", dataset).strip("-") or "dataset"
-    return Path(settings.cache_dir) / "gold" / slug / gold_file_name(endpoint_tag(settings), split)
+    folder = Path(settings.cache_dir) / "gold" / slug
+    if data_file is not None:
+        folder = folder / f"data-{content_digest(data_file)}"
+    return folder / gold_file_name(endpoint_tag(settings), split)
+
+
+def _data_source(dataset: str, data_file: str | Path | None) -> str | Path | None:
+    """The file the questions come from: `data_file`, or a dataset named by its path."""
+    if data_file is not None or dataset in BENCHMARKS:
+        return data_file
+    return dataset if Path(dataset).is_file() else None
+
+
+def content_digest(path: str | Path) -> str:
+    """The first 16 hex digits of the SHA-256 of a file's bytes (a data file, checked before it is read)."""
+    digest = hashlib.sha256()
+    with open(check_input_file(path, "data file"), "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def resolve_split(dataset: str, split: str) -> str:
@@ -62,7 +84,7 @@ def find_gold(
         if bundled is not None:
             return bundled
     resolved = resolve_split(dataset, split)
-    cached = cached_gold_path(settings, dataset, resolved)
+    cached = cached_gold_path(settings, dataset, resolved, _data_source(dataset, data_file))
     if cached.exists():
         return cached
     command = (
@@ -98,7 +120,8 @@ def freeze(
     """Execute every gold query of the split on `settings.endpoint` and store the results
     (`gold.freeze_gold`); returns its summary (with the file's path under 'file')."""
     resolved = resolve_split(dataset, split)
-    path = Path(out) if out is not None else cached_gold_path(settings, dataset, resolved)
+    source = _data_source(dataset, data_file)
+    path = Path(out) if out is not None else cached_gold_path(settings, dataset, resolved, source)
     with KgServices(settings, endpoint) as services:
         check_endpoint(settings, services)  # a dead endpoint would freeze every gold query as failed
         summary = freeze_gold(

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
+from saga_dspy.agent.failures import PROGRAM, QUERY
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem
 from saga_dspy.eval.metrics import MetricMode, answer_f1
@@ -107,7 +108,7 @@ def score_prediction(
         "final_status": status,
         "final_error": get("final_error"),  # the final query's own failure (syntax, timeout): the agent's mistake
         "error": error,
-        "error_kind": (error_kind or get("error_kind") or "program") if error else None,
+        "error_kind": _error_kind(error, error_kind or get("error_kind")),
         "budget_exceeded": bool(get("budget_exceeded")),
         "metric_error": metric_error,
         "counters": _jsonable(counters),
@@ -121,6 +122,14 @@ def score_prediction(
         "finished_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
     return line
+
+
+def _error_kind(error: str | None, kind: str | None) -> str | None:
+    """Whose fault: a question's error is the program's unless said otherwise; without one, only the agent's
+    own failed final query (`query`) has a kind."""
+    if error:
+        return kind or PROGRAM
+    return kind if kind == QUERY else None
 
 
 class PredictionsFile:

@@ -1,10 +1,13 @@
 """Before the first question: the endpoint answers `ASK {}`, the entity search and the schema index open, and a
-served LM answers one tiny request. A run against a dead server otherwise spends its whole split finding out one
+served LM answers one tiny request; an http(s) MLflow tracking server answers at all (`check_tracking_server`,
+which the tracker asks when it opens). A run against a dead server otherwise spends its whole split finding out one
 question at a time; here it stops with one line (an `EvalError`: exit 2) before anything is run or written."""
 
 from __future__ import annotations
 
 import time
+import urllib.error
+import urllib.request
 from typing import Any
 
 import dspy
@@ -23,6 +26,24 @@ MAX_MESSAGE = 300
 def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
+TRACKING_PROBE_SECONDS = 3.0
+
+
+def check_tracking_server(uri: str, timeout: float = TRACKING_PROBE_SECONDS) -> None:
+    """An EvalError at once when an http(s) tracking URI does not answer (any HTTP status is an answer)."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise EvalError(
+            f"--mlflow-uri {uri}: the tracking server does not answer ({reason}); start it, or pass --no-mlflow"
+        ) from None
 
 
 def check_endpoint(settings: Settings, services: KgServices) -> None:

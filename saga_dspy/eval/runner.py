@@ -37,6 +37,7 @@ from saga_dspy.eval.records import CONFIG, METRICS, fingerprint, run_config, wri
 from saga_dspy.eval.report import against_first, comparison_metrics, markdown_table, summary_table
 from saga_dspy.eval.rundir import locked_run_dir
 from saga_dspy.eval.tracking import Tracker, comparison_chart, run_name
+from saga_dspy.input_files import MAX_PROGRAM_BYTES, InputFileError, check_input_file
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.search import Search
 from saga_dspy.services import KgServices
@@ -272,9 +273,11 @@ def check_program_file(path: str | Path | None) -> None:
     if not path:
         return
     try:
-        state = json.loads(Path(path).read_text(encoding="utf-8"))
+        state = json.loads(check_input_file(path, "--program", MAX_PROGRAM_BYTES).read_text(encoding="utf-8"))
     except OSError as exc:
         raise EvalError(f"--program {path}: {exc.strerror or exc}") from None
+    except InputFileError as exc:
+        raise EvalError(str(exc)) from None
     except ValueError as exc:
         raise EvalError(f"--program {path} is not a saved program (not JSON: {exc})") from None
     if not isinstance(state, dict):
@@ -448,7 +451,7 @@ def default_out_dir(settings: Settings, resume: bool) -> Path:
 
 def program_has_controller_demos(path: str | Path) -> bool:
     try:
-        state = json.loads(Path(path).read_text(encoding="utf-8"))
+        state = json.loads(check_input_file(path, "--program", MAX_PROGRAM_BYTES).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     for key, value in state.items():
@@ -522,8 +525,11 @@ def evaluate(
         check_pool_choice(settings)
     except ValueError as exc:
         raise EvalError(str(exc)) from None
-    if data_file is not None and not Path(data_file).is_file():
-        raise EvalError(f"--data-file {data_file}: no such file")
+    if data_file is not None:
+        try:
+            check_input_file(data_file, "--data-file")
+        except (OSError, InputFileError) as exc:
+            raise EvalError(str(exc)) from None
     evalset = load_eval_set(
         settings, ids=ids, data_file=data_file, gold_file=gold_file, answerable_only=answerable_only, progress=progress
     )

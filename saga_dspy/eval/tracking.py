@@ -52,6 +52,7 @@ import pandas as pd
 
 from saga_dspy.config import Settings, apply_offline_env
 from saga_dspy.eval import trace_writer  # stdlib only: mlflow is imported by its install(), when tracking is on
+from saga_dspy.eval.preflight import check_tracking_server
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +248,7 @@ class Tracker:
 
         self._mlflow = mlflow
         self.uri = default_tracking_uri(settings)
+        check_tracking_server(self.uri)  # once, briefly: mlflow itself retries an unreachable server for minutes
         db = sqlite_path(self.uri)
         if db is not None:
             db.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +21,7 @@ from .errors import SparqlError
 from .results import AskResult, SelectResult
 from .search import open_search
 from .store import ensure_store
+from .worker_limits import exit_with_parent
 
 COMMON = ["cache_dir", "data_dir"]
 
@@ -45,10 +48,21 @@ def _parser() -> argparse.ArgumentParser:
     add_settings_args(search, COMMON + ["endpoint", "search"])
 
     serve = sub.add_parser("serve", help="serve the sample store over HTTP with `oxigraph serve-read-only`")
-    serve.add_argument("--port", type=int, default=7878)
+    serve.add_argument("--port", type=port_number, default=7878)
     serve.add_argument("--timeout", type=int, default=30, help="server-side query timeout, seconds")
     add_settings_args(serve, COMMON)
     return parser
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 1 to 65535 (argparse type)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1 to 65535)")
+    return port
 
 
 def _label(binding) -> str:
@@ -115,18 +129,18 @@ def main(argv: list[str] | None = None) -> int:
             print("the `oxigraph` server binary is missing: pip install oxigraph", file=sys.stderr)
             return 1
         print(f"SPARQL endpoint: http://127.0.0.1:{args.port}/query", file=sys.stderr)
-        return subprocess.call(
-            [
-                binary,
-                "serve-read-only",
-                "--location",
-                str(path),
-                "--bind",
-                f"127.0.0.1:{args.port}",
-                "--timeout-s",
-                str(args.timeout),
-            ]
+        command = [binary, "serve-read-only", "--location", str(path), "--bind", f"127.0.0.1:{args.port}"]
+        server = subprocess.Popen(
+            [*command, "--timeout-s", str(args.timeout)],
+            env={**os.environ, "RUST_BACKTRACE": "0", "RUST_LIB_BACKTRACE": "0"},  # its errors in one line
+            preexec_fn=functools.partial(exit_with_parent, os.getpid()),  # SIGTERM, SIGKILL: no orphan server
         )
+        try:
+            return server.wait()
+        except KeyboardInterrupt:
+            server.terminate()
+            server.wait(10)
+            return 130
     return 1
 
 

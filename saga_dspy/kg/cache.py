@@ -1,4 +1,5 @@
-"""On-disk cache of successful query results, keyed by (endpoint, query, row cap).
+"""On-disk cache of successful query results, keyed by (endpoint, query, row cap); an entry is at most
+`max_entry_bytes` of SPARQL-JSON (the endpoint passes its result cap: nothing larger ever reaches it).
 
 Errors and timeouts are never stored: a transient failure must not become permanent.
 Neither may a damaged cache: a corrupt row is dropped and read as a miss, and a corrupt
@@ -18,8 +19,9 @@ from .results import QueryResult, parse_sparql_json
 
 
 class ResultCache:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, max_entry_bytes: int = 64 * 2**20):
         self.path = Path(path)
+        self.max_entry_bytes = max_entry_bytes
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
@@ -72,11 +74,15 @@ class ResultCache:
             return None
 
     def put(self, key: str, result: QueryResult) -> None:
+        """Store a result, unless its entry would pass `max_entry_bytes` (then it is simply not cached)."""
         if self._db is None:
+            return
+        value = json.dumps(result.to_json())
+        if len(value) > self.max_entry_bytes:
             return
         with self._lock:
             try:
-                self._db.execute("INSERT OR REPLACE INTO result VALUES (?,?)", (key, json.dumps(result.to_json())))
+                self._db.execute("INSERT OR REPLACE INTO result VALUES (?,?)", (key, value))
                 self._db.commit()
             except sqlite3.DatabaseError:
                 pass

@@ -43,6 +43,13 @@ class QueryTimeout(SparqlError):
     kind = "timeout"
 
 
+class QueryTooCostly(SparqlError):
+    """The query itself asked for too much (memory, CPU, a result larger than the cap): the agent's to narrow,
+    never the endpoint's fault."""
+
+    kind = "too_costly"
+
+
 class EndpointUnavailable(SparqlError):
     """The endpoint could not be reached or kept failing (connection, 429, 5xx)."""
 

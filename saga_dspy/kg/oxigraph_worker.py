@@ -33,7 +33,14 @@ def term_tuple(term):
     return ("literal", str(term), None, None)
 
 
-def answer(store, sparql: str, row_cap: int, prefixes: dict) -> tuple:
+def term_bytes(term: tuple | None) -> int:
+    """The text a term carries (value, datatype, language), as a result's size counts it."""
+    return 0 if term is None else len(term[1]) + len(term[2] or "") + len(term[3] or "")
+
+
+def answer(store, sparql: str, row_cap: int, prefixes: dict, max_bytes: int = 0) -> tuple:
+    """One answer message: ("select", variables, rows, capped), ("ask", value), or ("too_large", rows, bytes)
+    once the rows' values pass `max_bytes` (0: no bound), ("syntax" | "memory" | "error", message)."""
     import pyoxigraph
 
     try:
@@ -47,12 +54,16 @@ def answer(store, sparql: str, row_cap: int, prefixes: dict) -> tuple:
             variables = ["subject", "predicate", "object"]
             items = ([t.subject, t.predicate, t.object] for t in result)
         rows: list[list[tuple]] = []
-        capped = False
+        capped, size = False, 0
         for item in items:
             if len(rows) >= row_cap:
                 capped = True
                 break
-            rows.append([term_tuple(term) for term in item])
+            row = [term_tuple(term) for term in item]
+            size += sum(term_bytes(term) for term in row)
+            if max_bytes and size > max_bytes:
+                return ("too_large", len(rows) + 1, size)
+            rows.append(row)
         return ("select", variables, rows, capped)
     except SyntaxError as exc:
         return ("syntax", str(exc))
@@ -81,11 +92,11 @@ def main() -> None:
     stdout.flush()
     while True:
         try:
-            sparql, row_cap, prefixes = pickle.load(stdin)
+            sparql, row_cap, prefixes, max_bytes = pickle.load(stdin)
         except EOFError:
             return
         limit_cpu_for_next_query(cpu_seconds)
-        pickle.dump(answer(store, sparql, row_cap, prefixes), stdout, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(answer(store, sparql, row_cap, prefixes, max_bytes), stdout, protocol=pickle.HIGHEST_PROTOCOL)
         stdout.flush()
 
 

@@ -45,10 +45,12 @@ class Binding:
             kind = "literal"
         if kind not in ("uri", "literal", "bnode"):
             raise ValueError(f"unknown SPARQL-JSON term type {kind!r}")
-        datatype = obj.get("datatype")
+        datatype, lang, value = obj.get("datatype"), obj.get("xml:lang"), obj["value"]
+        if not isinstance(value, str) or not all(isinstance(x, (str, type(None))) for x in (datatype, lang)):
+            raise ValueError(f"a SPARQL-JSON term's value, datatype and xml:lang are strings: {obj!r:.200}")
         if datatype == RDF_LANGSTRING:
             datatype = None
-        return cls(kind, str(obj["value"]), datatype, obj.get("xml:lang"))
+        return cls(kind, value, datatype, lang)
 
 
 Row = dict[str, Binding]
@@ -117,9 +119,11 @@ def parse_sparql_json(obj: Any) -> QueryResult:
         raise ValueError(f"not a SPARQL result: {type(obj).__name__}")
     if "boolean" in obj:
         value = obj["boolean"]
-        if isinstance(value, str):
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
             value = value.strip().lower() == "true"
-        return AskResult(bool(value))
+        if not isinstance(value, bool):
+            raise ValueError(f"SPARQL-JSON 'boolean' must be true or false, not {value!r:.100}")
+        return AskResult(value)
     if "results" not in obj or not isinstance(obj["results"], dict):
         raise ValueError("SPARQL-JSON needs 'boolean' or 'results'")
     rows = [_parse_row(r) for r in obj["results"].get("bindings", [])]

@@ -52,6 +52,17 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, daemon=True, name="parent-watchdog").start()
 
 
+def exit_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> None:
+    """In a child between fork and exec (`Popen(preexec_fn=…)`): `sig` when the parent dies, however it dies
+    (the parent-death signal survives exec); exit at once when the parent is already gone."""
+    try:
+        _libc().prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
 def limit_memory(megabytes: int) -> None:
     if megabytes > 0:
         limit = megabytes * 1024 * 1024

@@ -39,6 +39,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..config import BUNDLED_SCHEMA_INDEX, Settings
+from ..input_files import read_input_bytes
 
 FORMAT = "saga-schema-index"
 FORMAT_VERSION = 1
@@ -479,10 +480,7 @@ class SchemaIndex:
     @classmethod
     def load(cls, path: str | Path) -> SchemaIndex:
         path = Path(path)
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        obj = json.loads(raw)
+        obj = json.loads(read_input_bytes(path, "schema index"))
         return cls.from_json(obj, source=str(path))
 
     @classmethod

@@ -466,3 +466,24 @@ def test_eval_set_is_a_dataset_selected_by_ids_in_order_then_limited(eval_settin
     assert evalset.items[0].gold == row["gold"] and evalset.items[0].gold_sparql == row["sparql"]
     limited = load_eval_set(eval_settings.model_copy(update={"limit": 3}), progress=False)
     assert list(limited.data["id"]) == list(full["id"])[:3] and limited.selection["limit"] == 3
+
+
+def test_gold_of_a_data_file_is_frozen_for_that_file_s_content(tmp_path):
+    """Two data files with the same ids are two golds: the first file's gold never scores the second's answers."""
+    from conftest import TEST_CACHE
+
+    from saga_dspy.eval.evalset import load_eval_set
+
+    (tmp_path / "stores").symlink_to(TEST_CACHE / "stores")  # the built sample store, gold under tmp_path
+    settings = make_settings(cache_dir=tmp_path, dataset="mine", split="test")
+    files = {
+        "named after": "SELECT ?x WHERE { wd:Q761383 wdt:P138 ?x }",
+        "instance of": "SELECT ?x WHERE { wd:Q761383 wdt:P31 ?x }",
+    }
+    golds = []
+    for n, sparql in enumerate(files.values()):
+        data = tmp_path / f"{n}.jsonl"
+        data.write_text(json.dumps({"id": "q1", "question": "What about Riemannian geometry?", "sparql": sparql}))
+        golds.append(load_eval_set(settings, data_file=data, progress=False).items[0].gold)
+    assert "Q42299" in golds[0] and "Q42299" not in golds[1]
+    assert len(list((tmp_path / "gold" / "mine").glob("data-*/gold-embedded-test.jsonl.gz"))) == 2

@@ -94,11 +94,20 @@ def test_a_second_run_on_a_locked_directory_fails_at_once(tmp_path):
             assert holder.poll() is None, holder.stderr.read()[-2000:]
             assert time.monotonic() < deadline, "the first run did not start"
             time.sleep(0.1)
-        for extra in ([], ["--overwrite"], ["--resume"]):
+        # the same directory, one inside it (the first run's variant folder) and one above it
+        for target, extra in [(out, []), (out, ["--overwrite"]), (out, ["--resume"]), (out / "full", ["--overwrite"])]:
             started = time.monotonic()
             second = subprocess.run(
                 eval_cmd(
-                    out, "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--no-mlflow", "--ids", "0", *extra
+                    target,
+                    "--lm",
+                    "openai/x",
+                    "--api-base",
+                    "http://127.0.0.1:9/v1",
+                    "--no-mlflow",
+                    "--ids",
+                    "0",
+                    *extra,
                 ),
                 cwd=REPO,
                 env=_env(),
@@ -109,6 +118,12 @@ def test_a_second_run_on_a_locked_directory_fails_at_once(tmp_path):
             assert second.returncode == 2, second.stderr[-2000:]
             assert "in use by another run" in second.stderr and "Traceback" not in second.stderr
             assert time.monotonic() - started < 60
+        from saga_dspy.eval.errors import EvalError
+        from saga_dspy.eval.rundir import locked_run_dir
+
+        with pytest.raises(EvalError, match="above .*run directory in use"):
+            with locked_run_dir(tmp_path):
+                pass
         assert holder.poll() is None, "the second run waited for the first instead of failing at once"
         release.touch()
         stdout, stderr = holder.communicate(timeout=180)
@@ -415,3 +430,62 @@ def test_ids_from_a_file_accept_lines_spaces_and_commas(tmp_path):
     listed = tmp_path / "ids.txt"
     listed.write_text("train_1,train_2\ntrain_3 train_1\n", encoding="utf-8")
     assert parse_ids([f"@{listed}", "9,train_2"]) == ["train_1", "train_2", "train_3", "9"]
+
+
+# --------------------------------------------------------------------------- 4. the agent's own heavy query
+
+HEAVY = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"
+
+
+class HeavyQueries(ScriptedLM):
+    """Runs a query past the worker's CPU limit at every step, and gives it as the final query too."""
+
+    def respond(self, outputs, fields):
+        if "next_tool_name" in outputs:
+            return {
+                "next_thought": "count it",
+                "next_tool_name": "execute_sparql",
+                "next_tool_args": json.dumps({"sparql": HEAVY}),
+            }
+        if "sparql" in outputs:
+            return {name: HEAVY if name == "sparql" else "" for name in outputs}
+        return super().respond(outputs, fields)
+
+
+def test_a_query_past_the_worker_limits_is_the_agents_to_narrow_not_an_infrastructure_failure(store_path, tmp_path):
+    """A worker stopped by its limits under the agent's query is an observation the agent can act on and an
+    `error_kind: query` line: such questions never stop the run nor count as failed for --retry-failed."""
+    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.kg.endpoint import EmbeddedEndpoint
+
+    settings = scripted_settings("test").model_copy(
+        update={
+            "worker_cpu_seconds": 1.0,
+            "embedded_workers": 1,
+            "max_steps": 1,
+            "final_extract": "call",
+            "max_infra_failures": 1,
+            "query_timeout": 60.0,
+        }
+    )
+    endpoint = EmbeddedEndpoint(settings, store_path)
+    try:
+        results = evaluate(
+            settings,
+            ["full"],
+            out=tmp_path / "heavy",
+            ids=["0"],
+            lm=HeavyQueries({}),
+            endpoint=endpoint,
+            progress=False,
+        )
+    finally:
+        endpoint.close()
+    result = results["full"]
+    assert result.metrics.get("stopped") is None and len(result.lines) == 1
+    for line in result.lines:
+        assert line["error"] is None and line["error_kind"] == "query", line
+        assert line["final_status"] == "error" and "too_costly" in line["final_error"]
+        observation = line["trajectory"][0]["observation"]
+        assert "too_costly" in observation and "CPU" in observation
+    assert result.metrics["n_failed"] == 0 and result.metrics["n_infra_failed"] == 0

@@ -143,5 +143,5 @@ def test_the_live_preset_freezes_gold_on_first_use(oxigraph_server, search, tmp_
     results = evaluate(settings, ["full"], out=tmp_path / "run", data_file=data, lm=lm, search=search, progress=False)
     err = capsys.readouterr().err
     assert f"No frozen gold for tiny/test on {oxigraph_server}; freezing it now" in err
-    assert list((tmp_path / "cache" / "gold" / "tiny").glob("gold-*-test.jsonl.gz"))
+    assert list((tmp_path / "cache" / "gold" / "tiny").glob("data-*/gold-*-test.jsonl.gz"))  # under the file's hash
     assert results["full"].metrics["n"] == 1 and results["full"].metrics["f1"] == 1.0  # b's empty gold left out

@@ -494,3 +494,29 @@ def test_trace_writer_without_its_process_writes_everything_here(tmp_path, comma
         assert sorted(written) == list(range(5)) and writer.local
     finally:
         writer.close()
+
+
+def test_an_unreachable_tracking_server_is_one_error_within_seconds(tmp_path):
+    """mlflow retries an unreachable server for minutes before it fails: the tracker asks once, briefly."""
+    from conftest import free_port
+
+    from saga_dspy.eval.errors import EvalError
+
+    started = time.monotonic()
+    uri = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(EvalError, match="tracking server does not answer"):
+        Tracker(make_settings(cache_dir=tmp_path, mlflow=True, mlflow_uri=uri), "x")
+    assert time.monotonic() - started < 10
+    from saga_dspy.eval.preflight import check_tracking_server
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        port = int(server.stdout.readline().split("port ")[1].split()[0])
+        check_tracking_server(f"http://127.0.0.1:{port}")  # a 404 on /health is an answer
+    finally:
+        server.kill()

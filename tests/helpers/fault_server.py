@@ -1,6 +1,7 @@
 """A loopback SPARQL server that answers wrongly on purpose, for the endpoint's deadline and malformed-answer
 tests and the attack suite: the request path names the fault (`/trickle`, `/retry-<Retry-After value>`,
-`/incomplete`, `/badjson`, `/html`, `/boolean`, `/shape`); every path asked is recorded in `server.requests`."""
+`/incomplete`, `/badjson`, `/html`, `/boolean`, `/shape`, `/nested` (a term value that is an object),
+`/oddboolean`); every path asked is recorded in `server.requests`."""
 
 from __future__ import annotations
 
@@ -37,6 +38,11 @@ class FaultyHandler(BaseHTTPRequestHandler):
             "html": ("text/html", b"<html><body>Maintenance</body></html>"),
             "boolean": ("application/sparql-results+json", b'{"head": {}, "boolean": true}'),
             "shape": ("application/sparql-results+json", b'{"head": {}}'),
+            "nested": (
+                "application/sparql-results+json",
+                b'{"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "literal", "value": {"a": 1}}}]}}',
+            ),
+            "oddboolean": ("application/sparql-results+json", b'{"head": {}, "boolean": {"a": 1}}'),
         }
         if mode == "incomplete":
             self.send_response(200)

@@ -185,7 +185,7 @@ class _Flaky(BaseHTTPRequestHandler):
 
 
 def test_http_retries_429_and_5xx_with_user_agent(monkeypatch):
-    monkeypatch.setattr("saga_dspy.kg.endpoint.time.sleep", lambda s: None)
+    monkeypatch.setattr("saga_dspy.kg.http_endpoint.time.sleep", lambda s: None)
     _Flaky.calls = []
     server = HTTPServer(("127.0.0.1", 0), _Flaky)
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -33,6 +33,7 @@ from saga_dspy.kg.errors import (
     QueryRefused,
     QuerySyntaxError,
     QueryTimeout,
+    QueryTooCostly,
     SparqlError,
 )
 
@@ -202,7 +203,7 @@ def test_the_embedded_worker_has_no_network_even_past_the_guard(canary, endpoint
     """Defence in depth: a SERVICE handed straight to a worker still cannot leave the process."""
     worker = _Worker(endpoint.store_path, 4096, 60)
     try:
-        answer = worker.request((f"SELECT * WHERE {{ SERVICE <{_canary_url(canary)}> {{ ?a ?b ?c }} }}", 10, {}), 20)
+        answer = worker.request((f"SELECT * WHERE {{ SERVICE <{_canary_url(canary)}> {{ ?a ?b ?c }} }}", 10, {}, 0), 20)
     finally:
         worker.kill()
     assert answer[0] == "error"
@@ -322,7 +323,7 @@ def test_a_runaway_query_stays_under_its_memory_limit(store_path):
     ep = EmbeddedEndpoint(make_settings(embedded_workers=1, worker_memory_mb=2048), store_path)
     try:
         started = time.monotonic()
-        with pytest.raises(EndpointUnavailable, match="memory.*2048 MB"):
+        with pytest.raises(QueryTooCostly, match="memory.*2048 MB"):
             ep.query("SELECT ?a ?d WHERE { ?a ?b ?c . ?d ?e ?f } ORDER BY ?c ?f", timeout=60)
         assert time.monotonic() - started < 30
         assert ep.query("ASK { wd:Q761383 wdt:P138 wd:Q42299 }").value is True
@@ -430,6 +431,8 @@ def test_retry_after_forms():
         ("incomplete", "SELECT ?x WHERE { ?x ?p ?o }"),
         ("boolean", "SELECT ?x WHERE { ?x ?p ?o }"),
         ("shape", "ASK { ?x ?p ?o }"),
+        ("nested", "SELECT ?x WHERE { ?x ?p ?o }"),
+        ("oddboolean", "ASK { ?x ?p ?o }"),
     ],
 )
 def test_malformed_answers_are_unavailable_and_never_cached(faulty, tmp_path, mode, query):
@@ -440,6 +443,41 @@ def test_malformed_answers_are_unavailable_and_never_cached(faulty, tmp_path, mo
 
 
 # --- cost caps --------------------------------------------------------------------------------------
+
+
+GROWING = 'SELECT ?x WHERE {{ BIND(REPLACE(REPLACE("{seed}", "a", "{rep}"), "a", "{rep}") AS ?x) }}'
+BIG_LITERAL = GROWING.format(seed="a" * 200, rep="a" * 100)  # 200 x 100 x 100 = 2 MB from a 300-character query
+
+
+def test_a_result_over_the_byte_cap_is_the_agents_to_narrow(
+    store_path, oxigraph_server, tmp_path, search, schema, hierarchy
+):
+    """Rows x text is capped like rows: a small query can build a huge literal, and the parent never holds it."""
+    from saga_dspy.kg.cache import ResultCache
+    from saga_dspy.kg.endpoint import result_bytes
+
+    settings = make_settings(max_result_bytes=40_000, embedded_workers=1, result_cache=True, cache_dir=tmp_path)
+    embedded = EmbeddedEndpoint(settings, store_path)
+    try:
+        for ep in (embedded, HttpEndpoint(settings, oxigraph_server)):
+            for query in (BIG_LITERAL, "SELECT ?s ?l WHERE { ?s rdfs:label ?l } LIMIT 2000"):
+                with pytest.raises(QueryTooCostly, match="result too large: add LIMIT") as caught:
+                    ep.query(query)
+                assert caught.value.kind == "too_costly" and not isinstance(caught.value, EndpointUnavailable)
+            small = ep.query(GROWING.format(seed="a" * 10, rep="a" * 10))
+            assert result_bytes(small) == 1000
+        from saga_dspy.grounding.context import QuestionContext
+        from saga_dspy.tools import make_tools
+
+        ctx = QuestionContext(settings, embedded, search, schema, hierarchy)
+        execute = {t.__name__: t for t in make_tools(ctx)}["execute_sparql"]
+        assert "result too large: add LIMIT" in execute(BIG_LITERAL)
+        assert len(embedded.cache) == 2  # the small result of each endpoint, nothing of the refused ones
+    finally:
+        embedded.close()
+    cache = ResultCache(tmp_path / "capped.sqlite", max_entry_bytes=500)
+    cache.put("k", small)
+    assert len(cache) == 0 and cache.get("k") is None
 
 
 def test_an_oversized_query_is_refused_before_parsing(endpoint, monkeypatch):
@@ -555,3 +593,63 @@ def test_spaced_path_modifiers_and_datatypes_parse_and_run(endpoint):
         "{ ?x wdt:P131? ?y . ?x (wdt:P31/wdt:P279)+ ?z }"
     )
     assert close_spaced_operators("{ ?x wdt:P279 # a comment\n * ?y }") == "{ ?x wdt:P279 # a comment\n * ?y }"
+
+
+# --- kg serve, settings that reach a header or a path -------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_kg_serve_takes_its_server_with_it(settings, sig):
+    port = free_port()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "saga_dspy.kg", "serve", "--port", str(port), "--cache-dir", str(settings.cache_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        _wait_for_http(f"http://127.0.0.1:{port}/", serve)
+        servers = _children(serve.pid)
+        assert servers
+        os.kill(serve.pid, sig)
+        serve.wait(10)
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in servers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(p) for p in servers), "oxigraph serve-read-only outlived kg serve"
+    finally:
+        try:
+            os.killpg(serve.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_kg_serve_refuses_a_port_out_of_range_in_one_line(settings):
+    out = subprocess.run(
+        [sys.executable, "-m", "saga_dspy.kg", "serve", "--port", "70000", "--cache-dir", str(settings.cache_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and "70000" in out.stderr and "1 to 65535" in out.stderr
+    assert "backtrace" not in out.stderr.lower() and "Traceback" not in out.stderr
+
+
+def test_paths_with_a_tilde_are_the_users_home(monkeypatch):
+    monkeypatch.setenv("SAGA_CACHE_DIR", "~/saga-cache")
+    monkeypatch.setenv("SAGA_SCHEMA_INDEX", "~/index.json.gz")
+    settings = Settings()
+    assert settings.cache_dir == Path.home() / "saga-cache"
+    assert settings.schema_index == Path.home() / "index.json.gz"
+    assert Settings(program="~/p.json", out="~/runs").program == Path.home() / "p.json"
+
+
+@pytest.mark.parametrize("agent", ["saga\r\nX-Evil: 1", "saga\nbot", "saga \udc80", "saga ☃"])
+def test_a_user_agent_that_is_no_header_value_is_refused_by_the_settings(agent):
+    with pytest.raises(ValidationError, match="user_agent"):
+        Settings(user_agent=agent)
+    assert Settings(user_agent="saga-dspy/0.1 (Zoë; mailto:x@y.org)").user_agent.startswith("saga")

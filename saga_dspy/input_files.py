@@ -1,0 +1,61 @@
+"""Files a user names (a compiled program, a schema index, a data file, gold): checked for type and size before
+they are read, so a FIFO, a device or a huge file is one clear line, not a hang or a MemoryError."""
+
+from __future__ import annotations
+
+import gzip
+import stat
+from pathlib import Path
+
+MAX_INPUT_BYTES = 512 * 2**20  # on disk; what a gzip file may inflate to is bounded by the same figure
+MAX_PROGRAM_BYTES = 64 * 2**20  # a compiled program.json: instructions and demos, a few MB at most
+MAX_IDS_BYTES = 16 * 2**20
+
+
+class InputFileError(ValueError):
+    """A named input that is no regular file, or too large to read."""
+
+
+def check_input_file(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYTES) -> Path:
+    """`path` when it is a regular file of at most `max_bytes` (a link is judged by what it points to);
+    FileNotFoundError when it is missing, InputFileError otherwise."""
+    path = Path(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {path}: no such file") from None
+    except OSError as exc:
+        raise InputFileError(f"{what} {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InputFileError(f"{what} {path}: not a regular file (a {_kind(info.st_mode)}); name a file")
+    if info.st_size > max_bytes:
+        raise InputFileError(
+            f"{what} {path}: {info.st_size / 2**20:,.0f} MB, more than the {max_bytes / 2**20:,.0f} MB accepted"
+        )
+    return path
+
+
+def read_input_bytes(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a checked file, gunzipped when gzip-compressed (bounded by `max_bytes` as well)."""
+    path = check_input_file(path, what, max_bytes)
+    raw = path.read_bytes()
+    if raw[:2] != b"\x1f\x8b":
+        return raw
+    with gzip.open(path, "rb") as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise InputFileError(f"{what} {path}: inflates to more than the {max_bytes / 2**20:,.0f} MB accepted")
+    return data
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISDIR, "directory"),
+    ):
+        if test(mode):
+            return name
+    return "special file"

@@ -1,0 +1,269 @@
+"""Any SPARQL 1.1 protocol server (query.wikidata.org, QLever, Virtuoso, an Oxigraph server) over HTTP."""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import http.client
+import json
+import math
+import time
+import urllib.parse
+import urllib.request
+
+import pyoxigraph
+
+from ..config import Settings
+from .base import Endpoint, result_bytes, size_text, too_large
+from .errors import (
+    EndpointUnavailable,
+    MalformedResponse,
+    QuerySyntaxError,
+    QueryTimeout,
+    QueryTooCostly,
+)
+from .oxigraph_worker import term_tuple
+from .prefixes import missing_prefixes
+from .results import Binding, QueryResult, SelectResult, parse_sparql_json
+from .sparql_parse import SparqlParse, with_declarations
+
+WDQS_HOSTS = {"query.wikidata.org"}
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+ACCEPT = "application/sparql-results+json, application/n-triples;q=0.9"
+
+
+class HttpEndpoint(Endpoint):
+    """query.wikidata.org, QLever, Virtuoso, an Oxigraph server… over the SPARQL protocol.
+
+    Always sent as `query=` (never `update=`), with one monotonic deadline across
+    connecting, retries and reading the body."""
+
+    def __init__(self, settings: Settings, url: str):
+        super().__init__(settings)
+        self.url = url
+        self.name = url
+        host = urllib.parse.urlparse(url).hostname or ""
+        self.native_label_service = host in WDQS_HOSTS
+
+    def _finish(self, parsed: SparqlParse) -> SparqlParse:
+        """With declarations of the known prefixes it uses: a server's own predeclared ones may differ."""
+        return with_declarations(parsed, missing_prefixes(parsed.text, self.prefixes), self.prefixes)
+
+    def _run(self, sparql: str, timeout: float, row_cap: int) -> QueryResult:
+        deadline = time.monotonic() + timeout
+        attempts = max(1, self.settings.http_retries)
+        delay = 1.0
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._once(sparql, deadline, row_cap)
+            except _Retryable as exc:
+                if attempt == attempts:
+                    raise EndpointUnavailable(f"{self.url}: {exc.reason} (after {attempts} attempts)") from None
+                wait = exc.retry_after if exc.retry_after is not None else delay
+                remaining = deadline - time.monotonic()
+                if wait >= remaining:
+                    raise EndpointUnavailable(
+                        f"{self.url}: {exc.reason}; retrying in {wait:.0f}s would pass the query's deadline"
+                    ) from None
+                time.sleep(wait)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def _once(self, sparql: str, deadline: float, row_cap: int) -> QueryResult:
+        status, content_type, body, headers = self._post(sparql, deadline)
+        if status == 200:
+            result = _cap(_parse_body(self.url, content_type, body), row_cap)
+            size = result_bytes(result)
+            if isinstance(result, SelectResult) and size > self.settings.max_result_bytes:
+                raise too_large(size, len(result.rows), self.settings.max_result_bytes)
+            return result
+        message = _clip_body(body)
+        if status == 400:
+            raise QuerySyntaxError(message or "HTTP 400: the endpoint rejected the query")
+        if status == 429 or status >= 500:
+            if status == 500 and ("timeout" in message.lower() or "timed out" in message.lower()):
+                raise QueryTimeout(message)
+            raise _Retryable(
+                f"HTTP {status}" + (f": {message[:200]}" if message else ""),
+                retry_after_seconds(headers.get("Retry-After")),
+            )
+        raise EndpointUnavailable(f"{self.url}: HTTP {status}" + (f": {message[:200]}" if message else ""))
+
+    def _post(self, sparql: str, deadline: float) -> tuple[int, str, bytes, http.client.HTTPMessage]:
+        body = urllib.parse.urlencode({"query": sparql}).encode()
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Accept": ACCEPT,
+            "User-Agent": self.settings.user_agent,
+        }
+        timeout = deadline - time.monotonic()
+        started = time.monotonic()
+        if timeout <= 0:
+            raise QueryTimeout("query timed out before it could be sent")
+        conn, path = open_connection(self.url, timeout, headers)
+        try:
+            conn.request("POST", path, body, headers)
+            _arm(conn, deadline)
+            response = conn.getresponse()
+            chunks, size = [], 0
+            while True:
+                _arm(conn, deadline)
+                chunk = response.read1(65536)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > max(MAX_RESPONSE_BYTES, 4 * self.settings.max_result_bytes):
+                    raise QueryTooCostly(
+                        "result too large: add LIMIT (or select fewer or shorter values): the response passed "
+                        f"{size_text(size)}"
+                    )
+                chunks.append(chunk)
+            if response.length:  # the server closed before Content-Length bytes came
+                raise http.client.IncompleteRead(b"".join(chunks), response.length)
+            return response.status, response.getheader("Content-Type", ""), b"".join(chunks), response.headers
+        except (TimeoutError, _Deadline):
+            raise QueryTimeout(f"query timed out after {time.monotonic() - started:.1f}s") from None
+        except http.client.IncompleteRead as exc:
+            raise MalformedResponse(f"{self.url}: the response was cut off after {len(exc.partial)} bytes") from None
+        except (http.client.HTTPException, ConnectionError) as exc:
+            raise _Retryable(f"connection failed: {type(exc).__name__}: {exc}") from None
+        except OSError as exc:
+            raise _Retryable(f"connection failed: {exc}") from None
+        finally:
+            conn.close()
+
+
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy URL for `url` from the environment (`HTTP_PROXY` / `HTTPS_PROXY`, `NO_PROXY`) or the
+    system settings, as urllib reads them; None for a direct connection. Loopback is always direct:
+    no proxy can reach this machine's own servers."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if host in LOOPBACK_HOSTS or host.startswith("127."):
+        return None
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def open_connection(url: str, timeout: float, headers: dict[str, str]) -> tuple[http.client.HTTPConnection, str]:
+    """(an unopened connection for `url`, the request target to send). Through a proxy: HTTPS is
+    tunnelled with CONNECT, plain HTTP is sent to the proxy in absolute form; a `user:password@` in the
+    proxy URL becomes a Proxy-Authorization header (added to `headers` for plain HTTP)."""
+    target = urllib.parse.urlsplit(url)
+    host = target.hostname
+    if not host:
+        raise EndpointUnavailable(f"{url}: no host to connect to")
+    path = (target.path or "/") + (f"?{target.query}" if target.query else "")
+    https = target.scheme == "https"
+    proxy = proxy_for(url)
+    if proxy is None:
+        connection_type = http.client.HTTPSConnection if https else http.client.HTTPConnection
+        return connection_type(host, target.port, timeout=timeout), path
+    via = urllib.parse.urlsplit(proxy)
+    if via.scheme != "http" or not via.hostname:
+        raise EndpointUnavailable(f"proxy {proxy.split('@')[-1]!r} for {url}: only http:// proxy URLs are supported")
+    auth = {}
+    if via.username is not None:
+        user = urllib.parse.unquote(via.username) + ":" + urllib.parse.unquote(via.password or "")
+        auth["Proxy-Authorization"] = "Basic " + base64.b64encode(user.encode()).decode("ascii")
+    proxy_port = via.port or (443 if via.scheme == "https" else 80)
+    if https:
+        conn = http.client.HTTPSConnection(via.hostname, proxy_port, timeout=timeout)
+        conn.set_tunnel(host, target.port or 443, headers=auth)
+        return conn, path
+    headers.update(auth)
+    return http.client.HTTPConnection(via.hostname, proxy_port, timeout=timeout), urllib.parse.urlunsplit(
+        (target.scheme, target.netloc, target.path or "/", target.query, "")
+    )
+
+
+def _arm(conn: http.client.HTTPConnection, deadline: float) -> None:
+    """Give the socket only the time left: a trickled body cannot outlive the deadline."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise _Deadline()
+    if conn.sock is not None:
+        conn.sock.settimeout(remaining)
+
+
+def _parse_body(url: str, content_type: str, body: bytes) -> QueryResult:
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if "html" in kind:
+        raise MalformedResponse(f"{url}: answered with an HTML page ({kind}), not SPARQL results")
+    if kind in ("application/n-triples", "text/plain") and not body.lstrip().startswith((b"{", b"[")):
+        return _triples(url, body)
+    try:
+        payload = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        tail = body[-300:].decode("utf-8", "replace").lower()
+        if any(word in tail for word in ("cancelled", "canceled", "timeout", "timed out")):
+            # Oxigraph streams results: its own timeout mid-stream leaves an unfinished
+            # JSON body and a note behind a 200 status.
+            raise QueryTimeout(f"the endpoint cut the result off: {_clip_body(body[-200:])}") from None
+        raise MalformedResponse(f"{url}: the response is not valid SPARQL-JSON ({exc})") from None
+    try:
+        return parse_sparql_json(payload)
+    except ValueError as exc:
+        raise MalformedResponse(f"{url}: the response is not valid SPARQL-JSON ({exc})") from None
+
+
+def _triples(url: str, body: bytes) -> SelectResult:
+    """A CONSTRUCT / DESCRIBE answer as subject/predicate/object rows."""
+    try:
+        triples = list(pyoxigraph.parse(body, format=pyoxigraph.RdfFormat.N_TRIPLES))
+    except (SyntaxError, ValueError) as exc:
+        raise MalformedResponse(f"{url}: the response is not valid N-Triples ({exc})") from None
+    rows = [
+        {
+            v: Binding(*term_tuple(t))
+            for v, t in zip(("subject", "predicate", "object"), (q.subject, q.predicate, q.object))
+        }
+        for q in triples
+    ]
+    return SelectResult(["subject", "predicate", "object"], rows)
+
+
+def _cap(result: QueryResult, row_cap: int) -> QueryResult:
+    if isinstance(result, SelectResult) and len(result.rows) > row_cap:
+        return SelectResult(result.variables, result.rows[:row_cap], True)
+    return result
+
+
+class _Deadline(Exception):
+    pass
+
+
+class _Retryable(Exception):
+    def __init__(self, reason: str, retry_after: float | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Retry-After as seconds from now: a number of seconds or an HTTP-date; None when unusable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def _clip_body(body: bytes) -> str:
+    return " ".join(body.decode("utf-8", "replace").split())[:400]
