@@ -92,7 +92,7 @@ class Endpoint(ABC):
         key = ResultCache.key(self.cache_id, prepared, row_cap) if cache is not None else None
         if cache is not None and key and (hit := cache.get(key)) is not None:
             return hit
-        result = self._run(prepared, timeout or self.settings.query_timeout, row_cap)
+        result = self._run(prepared, form, timeout or self.settings.query_timeout, row_cap)
         if not isinstance(result, RESULT_TYPES[form]):
             raise MalformedResponse(f"{self.name}: a {form} query was answered with a {type(result).__name__}")
         if cache is not None and key:
@@ -112,7 +112,8 @@ class Endpoint(ABC):
         return result.value
 
     @abstractmethod
-    def _run(self, sparql: str, timeout: float, row_cap: int) -> QueryResult: ...
+    def _run(self, sparql: str, form: str, timeout: float, row_cap: int) -> QueryResult:
+        """Answer the checked text `sparql` (of the guard's query `form`) within `timeout` seconds."""
 
     def close(self) -> None:  # noqa: B027 - a default: most endpoints hold nothing to close
         pass

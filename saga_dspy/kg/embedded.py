@@ -145,7 +145,7 @@ class EmbeddedEndpoint(Endpoint):
                 raise
             raise EndpointUnavailable(f"could not start an embedded store worker: {exc}") from None
 
-    def _run(self, sparql: str, timeout: float, row_cap: int) -> QueryResult:
+    def _run(self, sparql: str, form: str, timeout: float, row_cap: int) -> QueryResult:
         if self._closed:
             raise EndpointUnavailable("endpoint is closed")
         worker = self._checkout()

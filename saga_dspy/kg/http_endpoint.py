@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
-import base64
 import email.utils
 import http.client
 import json
 import math
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
+from email.message import Message
 
 import pyoxigraph
+from SPARQLWrapper import JSON, POST, URLENCODED, SPARQLWrapper
 
 from ..config import Settings
 from .base import Endpoint, result_bytes, size_text, too_large
 from .errors import (
     EndpointUnavailable,
     MalformedResponse,
+    QueryRefused,
     QuerySyntaxError,
     QueryTimeout,
     QueryTooCostly,
@@ -29,6 +33,7 @@ from .sparql_parse import SparqlParse, with_declarations
 
 WDQS_HOSTS = {"query.wikidata.org"}
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+MAX_ERROR_BYTES = 64 * 1024  # of an error page: its message is all that is shown
 ACCEPT = "application/sparql-results+json, application/n-triples;q=0.9"
 
 
@@ -49,13 +54,13 @@ class HttpEndpoint(Endpoint):
         """With declarations of the known prefixes it uses: a server's own predeclared ones may differ."""
         return with_declarations(parsed, missing_prefixes(parsed.text, self.prefixes), self.prefixes)
 
-    def _run(self, sparql: str, timeout: float, row_cap: int) -> QueryResult:
+    def _run(self, sparql: str, form: str, timeout: float, row_cap: int) -> QueryResult:
         deadline = time.monotonic() + timeout
         attempts = max(1, self.settings.http_retries)
         delay = 1.0
         for attempt in range(1, attempts + 1):
             try:
-                return self._once(sparql, deadline, row_cap)
+                return self._once(sparql, form, deadline, row_cap)
             except _Retryable as exc:
                 if attempt == attempts:
                     raise EndpointUnavailable(f"{self.url}: {exc.reason} (after {attempts} attempts)") from None
@@ -69,8 +74,8 @@ class HttpEndpoint(Endpoint):
                 delay *= 2
         raise AssertionError("unreachable")
 
-    def _once(self, sparql: str, deadline: float, row_cap: int) -> QueryResult:
-        status, content_type, body, headers = self._post(sparql, deadline)
+    def _once(self, sparql: str, form: str, deadline: float, row_cap: int) -> QueryResult:
+        status, content_type, body, headers = self._post(sparql, form, deadline)
         if status == 200:
             result = _cap(_parse_body(self.url, content_type, body), row_cap)
             size = result_bytes(result)
@@ -89,48 +94,109 @@ class HttpEndpoint(Endpoint):
             )
         raise EndpointUnavailable(f"{self.url}: HTTP {status}" + (f": {message[:200]}" if message else ""))
 
-    def _post(self, sparql: str, deadline: float) -> tuple[int, str, bytes, http.client.HTTPMessage]:
-        body = urllib.parse.urlencode({"query": sparql}).encode()
-        headers = {
-            "Content-Type": "application/x-www-form-urlencoded",
-            "Accept": ACCEPT,
-            "User-Agent": self.settings.user_agent,
-        }
-        timeout = deadline - time.monotonic()
+    def _post(self, sparql: str, form: str, deadline: float) -> tuple[int, str, bytes, Message]:
+        """(status, content type, body, headers) of one POST of `sparql` as `query=`, read within the deadline."""
         started = time.monotonic()
-        if timeout <= 0:
+        if deadline - started <= 0:
             raise QueryTimeout("query timed out before it could be sent")
-        conn, path = open_connection(self.url, timeout, headers)
+        client = SparqlClient(self.url, sparql, form, self.settings.user_agent, opener_for(self.url))
         try:
-            conn.request("POST", path, body, headers)
-            _arm(conn, deadline)
-            response = conn.getresponse()
-            chunks, size = [], 0
-            while True:
-                _arm(conn, deadline)
-                chunk = response.read1(65536)
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > max(MAX_RESPONSE_BYTES, 4 * self.settings.max_result_bytes):
-                    raise QueryTooCostly(
-                        "result too large: add LIMIT (or select fewer or shorter values): the response passed "
-                        f"{size_text(size)}"
-                    )
-                chunks.append(chunk)
-            if response.length:  # the server closed before Content-Length bytes came
-                raise http.client.IncompleteRead(b"".join(chunks), response.length)
-            return response.status, response.getheader("Content-Type", ""), b"".join(chunks), response.headers
+            try:
+                response = client.send(deadline - started)
+            except urllib.error.HTTPError as error:  # a status other than 2xx: its headers and message
+                body = _read(error, deadline, MAX_ERROR_BYTES)
+                return error.code, error.headers.get("Content-Type", ""), body, error.headers
+            try:
+                limit = max(MAX_RESPONSE_BYTES, 4 * self.settings.max_result_bytes)
+                body = _read(response, deadline, limit)
+                if response.length:  # the server closed before Content-Length bytes came
+                    raise http.client.IncompleteRead(body, response.length)
+                return response.status, response.headers.get("Content-Type", ""), body, response.headers
+            finally:
+                response.close()
         except (TimeoutError, _Deadline):
             raise QueryTimeout(f"query timed out after {time.monotonic() - started:.1f}s") from None
         except http.client.IncompleteRead as exc:
             raise MalformedResponse(f"{self.url}: the response was cut off after {len(exc.partial)} bytes") from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError):
+                raise QueryTimeout(f"query timed out after {time.monotonic() - started:.1f}s") from None
+            raise _Retryable(f"connection failed: {exc.reason}") from None
         except (http.client.HTTPException, ConnectionError) as exc:
             raise _Retryable(f"connection failed: {type(exc).__name__}: {exc}") from None
         except OSError as exc:
             raise _Retryable(f"connection failed: {exc}") from None
-        finally:
-            conn.close()
+
+
+class SparqlClient(SPARQLWrapper):
+    """SPARQLWrapper's request for one checked query: POST, URL-encoded `query=` of exactly the checked text, the
+    guard's query form (never SPARQLWrapper's own regex reading, which could send an `update=`), content
+    negotiation only (no extra format parameters), our Accept and User-Agent; sent through `opener`."""
+
+    def __init__(self, url: str, text: str, form: str, agent: str, opener: urllib.request.OpenerDirector):
+        super().__init__(url, agent=agent)
+        self.setMethod(POST)
+        self.setRequestMethod(URLENCODED)
+        self.setOnlyConneg(True)
+        self.setReturnFormat(JSON)
+        self.addCustomHttpHeader("Accept", ACCEPT)
+        with warnings.catch_warnings():  # it warns on forms its regex does not know; the guard knows the form
+            warnings.simplefilter("ignore")
+            self.setQuery(text)
+        self.queryType = form
+        self.opener = opener
+
+    def send(self, timeout: float) -> http.client.HTTPResponse:
+        """The open response (2xx), or urllib's HTTPError for any other status."""
+        if self.isSparqlUpdateRequest():
+            raise QueryRefused("refused: only queries are sent")
+        return self.opener.open(self._createRequest(), timeout=timeout)  # its request, our opener and deadline
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not a new request: a POST turned into a GET would lose its query."""
+
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def opener_for(url: str) -> urllib.request.OpenerDirector:
+    """urllib's opener for `url` with `proxy_for`'s choice (loopback always direct) and no redirects; urllib
+    tunnels HTTPS through the proxy with CONNECT and sends a `user:password@` in the proxy URL as
+    Proxy-Authorization."""
+    proxy = proxy_for(url)
+    if proxy is not None:
+        via = urllib.parse.urlsplit(proxy)
+        if via.scheme != "http" or not via.hostname:
+            raise EndpointUnavailable(
+                f"proxy {proxy.split('@')[-1]!r} for {url}: only http:// proxy URLs are supported"
+            )
+    scheme = urllib.parse.urlsplit(url).scheme
+    return urllib.request.build_opener(urllib.request.ProxyHandler({scheme: proxy} if proxy else {}), _NoRedirects())
+
+
+def _read(response, deadline: float, limit: int) -> bytes:
+    """The body, each read given only the time left (a trickled body cannot outlive the deadline), at most
+    `limit` bytes (more is the query's own cost)."""
+    sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Deadline()
+        if sock is not None:
+            sock.settimeout(remaining)
+        chunk = response.read1(65536) if hasattr(response, "read1") else response.read(65536)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise QueryTooCostly(
+                "result too large: add LIMIT (or select fewer or shorter values): the response passed "
+                + size_text(size)
+            )
+        chunks.append(chunk)
 
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -148,47 +214,6 @@ def proxy_for(url: str) -> str | None:
     if not proxy or urllib.request.proxy_bypass(host):
         return None
     return proxy if "://" in proxy else f"http://{proxy}"
-
-
-def open_connection(url: str, timeout: float, headers: dict[str, str]) -> tuple[http.client.HTTPConnection, str]:
-    """(an unopened connection for `url`, the request target to send). Through a proxy: HTTPS is
-    tunnelled with CONNECT, plain HTTP is sent to the proxy in absolute form; a `user:password@` in the
-    proxy URL becomes a Proxy-Authorization header (added to `headers` for plain HTTP)."""
-    target = urllib.parse.urlsplit(url)
-    host = target.hostname
-    if not host:
-        raise EndpointUnavailable(f"{url}: no host to connect to")
-    path = (target.path or "/") + (f"?{target.query}" if target.query else "")
-    https = target.scheme == "https"
-    proxy = proxy_for(url)
-    if proxy is None:
-        connection_type = http.client.HTTPSConnection if https else http.client.HTTPConnection
-        return connection_type(host, target.port, timeout=timeout), path
-    via = urllib.parse.urlsplit(proxy)
-    if via.scheme != "http" or not via.hostname:
-        raise EndpointUnavailable(f"proxy {proxy.split('@')[-1]!r} for {url}: only http:// proxy URLs are supported")
-    auth = {}
-    if via.username is not None:
-        user = urllib.parse.unquote(via.username) + ":" + urllib.parse.unquote(via.password or "")
-        auth["Proxy-Authorization"] = "Basic " + base64.b64encode(user.encode()).decode("ascii")
-    proxy_port = via.port or (443 if via.scheme == "https" else 80)
-    if https:
-        conn = http.client.HTTPSConnection(via.hostname, proxy_port, timeout=timeout)
-        conn.set_tunnel(host, target.port or 443, headers=auth)
-        return conn, path
-    headers.update(auth)
-    return http.client.HTTPConnection(via.hostname, proxy_port, timeout=timeout), urllib.parse.urlunsplit(
-        (target.scheme, target.netloc, target.path or "/", target.query, "")
-    )
-
-
-def _arm(conn: http.client.HTTPConnection, deadline: float) -> None:
-    """Give the socket only the time left: a trickled body cannot outlive the deadline."""
-    remaining = deadline - time.monotonic()
-    if remaining <= 0:
-        raise _Deadline()
-    if conn.sock is not None:
-        conn.sock.settimeout(remaining)
 
 
 def _parse_body(url: str, content_type: str, body: bytes) -> QueryResult:

@@ -109,3 +109,20 @@ def test_an_unsupported_proxy_scheme_is_a_clear_error_without_the_credentials(mo
     with pytest.raises(EndpointUnavailable, match="only http:// proxy") as err:
         HttpEndpoint(make_settings(http_retries=1), REMOTE).ask(QUERY)
     assert "secret" not in str(err.value)
+
+
+def test_http_queries_are_sparqlwrapper_requests_of_exactly_the_checked_text(oxigraph_server, monkeypatch):
+    """SPARQLWrapper builds every request (POST, URL-encoded `query=`), of the guard's form: an update never goes."""
+    from SPARQLWrapper import SPARQLWrapper
+
+    _clear_proxy_env(monkeypatch)
+    built = []
+    real = SPARQLWrapper._createRequest
+    monkeypatch.setattr(SPARQLWrapper, "_createRequest", lambda self: built.append(real(self)) or built[-1])
+    endpoint = HttpEndpoint(make_settings(http_retries=1), oxigraph_server)
+    query = "# INSERT DATA { <x:a> <x:b> <x:c> } in a comment\nASK { wd:Q42 ?p ?o }"
+    assert endpoint.ask(query) is True
+    (request,) = built
+    assert request.get_method() == "POST" and request.full_url == oxigraph_server
+    assert urllib.parse.parse_qs(request.data.decode()) == {"query": [endpoint.prepare(query)]}
+    assert request.get_header("User-agent") == make_settings().user_agent
