@@ -9,6 +9,8 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, field_validator
 
+from saga_dspy.kg.flavours import flavour_for
+
 SCALAR_TYPES = ("boolean", "quantity", "date", "string")
 _SCALAR_SYNONYMS: dict[str, str] = {}
 for _word in (
@@ -84,52 +86,8 @@ for _word in (
     _SCALAR_SYNONYMS[_word] = "string"
 
 
-# Well-known classes: their QIDs win over whatever the LM wrote (small models get them wrong).
-COMMON_TYPE_QIDS: dict[str, str] = {
-    "person": "Q5",
-    "human": "Q5",
-    "people": "Q5",
-    "man": "Q5",
-    "woman": "Q5",
-    "country": "Q6256",
-    "city": "Q515",
-    "film": "Q11424",
-    "movie": "Q11424",
-    "organization": "Q43229",
-    "organisation": "Q43229",
-    "company": "Q783794",
-    "award": "Q618779",
-    "language": "Q34770",
-    "university": "Q3918",
-    "sports team": "Q12973014",
-    "book": "Q571",
-    "river": "Q4022",
-    "mountain": "Q8502",
-    "lake": "Q23397",
-    "album": "Q482994",
-    "song": "Q7366",
-    "band": "Q215380",
-    "musical group": "Q215380",
-    "political party": "Q7278",
-    "television series": "Q5398426",
-    "tv series": "Q5398426",
-    "island": "Q23442",
-    "continent": "Q5107",
-    "planet": "Q634",
-    "literary work": "Q7725634",
-    "novel": "Q8261",
-    "painting": "Q3305213",
-    "building": "Q41176",
-    "programming language": "Q9143",
-    "video game": "Q7889",
-    "occupation": "Q12737077",
-    "religion": "Q9174",
-}
-
-
 _WIKIDATA_QID = re.compile(r"^Q[1-9]\d*$")
 _FREEBASE_TYPE = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
-_QID_IN_TEXT = re.compile(r"(?:^|[/:\s(])(Q[1-9]\d*)\b", re.IGNORECASE)
 MAX_LABEL_WORDS = 4
 MAX_LABEL_CHARS = 40
 
@@ -160,15 +118,7 @@ def normalize_answer_qid(raw: Any, kg: str = "wikidata") -> str:
     text = str(raw or "").strip().strip("\"'`<>").strip()
     if not text or text.lower() in {"none", "null", "n/a", "na", "unknown", "-"}:
         return ""
-    if kg == "freebase":
-        text = re.sub(r"^(?:ns:|fb:|https?://rdf\.freebase\.com/ns/)", "", text)
-        text = text.lstrip("/").replace("/", ".")
-        return text if _FREEBASE_TYPE.match(text) else ""
-    text = re.sub(r"^(?:wd:|https?://(?:www\.)?wikidata\.org/(?:entity|wiki)/)", "", text, flags=re.IGNORECASE)
-    if _WIKIDATA_QID.match(text.upper()):
-        return text.upper()
-    match = _QID_IN_TEXT.search(" " + text)
-    return match.group(1).upper() if match and len(text) <= 40 else ""
+    return flavour_for(kg).normalise_class_text(text)
 
 
 class AnswerTypeInfo(BaseModel):
@@ -192,11 +142,12 @@ class AnswerTypeInfo(BaseModel):
     def from_raw(cls, label: Any, qid: Any, kg: str = "wikidata") -> AnswerTypeInfo:
         norm_label = normalize_answer_label(label)
         norm_qid = "" if norm_label in SCALAR_TYPES else normalize_answer_qid(qid, kg)
-        if kg == "wikidata" and norm_label in COMMON_TYPE_QIDS:
-            norm_qid = COMMON_TYPE_QIDS[norm_label]
-        elif kg == "wikidata" and norm_label.endswith("s") and norm_label[:-1] in COMMON_TYPE_QIDS:
+        well_known = flavour_for(kg).well_known_classes
+        if norm_label in well_known:
+            norm_qid = well_known[norm_label]
+        elif norm_label.endswith("s") and norm_label[:-1] in well_known:
             norm_label = norm_label[:-1]
-            norm_qid = COMMON_TYPE_QIDS[norm_label]
+            norm_qid = well_known[norm_label]
         return cls.model_construct(label=norm_label, qid=norm_qid)
 
     @property
@@ -219,10 +170,10 @@ class AnswerTypeInfo(BaseModel):
 def answer_type_demos(kg: str = "wikidata") -> list[dspy.Example]:
     """The answer-type step's built-in examples (one per kind of answer; replaced by a compiled program's).
     None collides with a benchmark's test or dev question (tests/eval/test_firewall.py)."""
-    freebase = kg == "freebase"
+    classes = flavour_for(kg).example_classes
     rows = [
-        ("Who is the mayor of Paris?", "person", "people.person" if freebase else "Q5"),
-        ("In which country is the Matterhorn?", "country", "location.country" if freebase else "Q6256"),
+        ("Who is the mayor of Paris?", "person", classes["person"]),
+        ("In which country is the Matterhorn?", "country", classes["country"]),
         ("Is the Rhine longer than the Danube?", "boolean", ""),
         ("How many strings does a violin have?", "quantity", ""),
         ("When did the Berlin Wall fall?", "date", ""),

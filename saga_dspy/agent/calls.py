@@ -21,7 +21,7 @@ from dspy.adapters.json_adapter import JSONAdapter
 from dspy.utils.callback import BaseCallback
 from dspy.utils.exceptions import ContextWindowExceededError
 
-SPARE_CALLS = 2  # LM calls per question beyond one per controller turn (issue 15: <= steps + 2)
+SPARE_CALLS = 2  # LM calls per question beyond one per controller turn (at most steps + 2)
 CALL_KINDS = ("answer_type", "prune", "extract", "check")
 
 

@@ -1,4 +1,4 @@
-"""A demo pool record as a variant's own tools would have shown it (issue 11 §4: unconfounded ablations).
+"""A demo pool record as a variant's own tools would have shown it (so an ablation is not confounded).
 
 The bundled pools are recorded by the full variant's tools. A variant without a mechanism must not be
 shown what only that mechanism produces: `for_variant(record, variant)` removes it from the record's

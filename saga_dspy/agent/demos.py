@@ -424,9 +424,8 @@ class DemoPool:
         short one), and so on (`demo_kind`; two demos are the whole one and the lookup): the
         controller sees each kind of step at the cost of k demos. When fewer than k
         questions share a word with this one, the rest are the shortest solved questions of
-        the same query form (`form`: ASK | COUNT | SELECT): a small model copies the ids and
-        properties of an unrelated long demo, but without any demo it does not follow the tool
-        protocol at all (issue 4 §2b: almost no correct query zero-shot).
+        the same query form (`form`: ASK | COUNT | SELECT): short demos of the question's form
+        teach the tool protocol without ids and properties to copy (docs/DESIGN.md, demonstrations).
 
         `anchors`: that many of the k are the same for every question (the pool's shortest solved
         questions showing the whole protocol), shown first, the per-question ones after them. A local
@@ -473,10 +472,8 @@ class DemoPool:
 def demo_kind(rank: int, count: int) -> str:
     """Which step the demo of this rank (0: most relevant) among `count` shows: `example` (the whole
     trajectory, ending with stop), `execute` (the query written from the evidence) or `lookup` (the
-    lookup after a search), in that order. Two demos (the default) are the whole one and the lookup, the best
-    of the three pairs measured (session 17, `docs/RESULTS.md`): without the lookup a 1.5B model executed
-    straight after the search. That pair left the model stopping without a query on 13 of 30 dev questions;
-    since the program runs the lookup's candidate query there (session 18), it scores above three demos."""
+    lookup after a search), in that order. Two demos (the default) are the whole one and the lookup
+    (docs/DESIGN.md, demonstrations)."""
     if count == 2:
         return ("example", "lookup")[rank]
     return ("example", "execute", "lookup")[rank % 3]

@@ -229,8 +229,7 @@ class Episode:
 
     def run_candidate(self, thought: str, at_end: bool = False) -> str | None:
         """Nothing executed yet and the model stops: the program runs the lookup's candidate query (a full-variant
-        step, `auto_run`); the query when it was run. With this 1.5B model a stop sent back for want of a query never
-        led to a score (64 times in sessions 15-16), and with two demonstrations it stopped so on 13 of 30.
+        step, `auto_run`; docs/DESIGN.md, the lookup's candidate); the query when it was run.
         `at_end`: the episode ended with no non-empty result; the candidate is run unless it was already."""
         candidate = self.candidate_query()
         if (
@@ -291,7 +290,7 @@ class Episode:
         self.done.setdefault(_action_key(name, args), len(self.steps))
 
     def _stop(self, thought: str, raw_args: Any) -> bool | str:
-        # A query given to stop (small models do that) is executed first, so stop marks it.
+        # A query given to stop is executed first, so stop marks it.
         given = parse_tool_args(raw_args, ["sparql"]).get("sparql")
         if (
             isinstance(given, str)
@@ -300,7 +299,7 @@ class Episode:
         ):
             self._program_execute(thought, given, "from-stop")
         if not self.no_query_rejections:
-            # Stop with nothing executed (often right after a lookup): a small model takes the lookup's query as done.
+            # Stop with nothing executed (often right after a lookup): the lookup's candidate is run for it.
             self.run_candidate(thought)
         observation = self._call_tool("stop", self.tools["stop"], {})
         final = _ctx_final(self.ctx) or self.last_executed()

@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from saga_dspy.kg.flavours import flavour_for
+
 _TOOL_ALIASES = {
     "finish": "stop",
     "done": "stop",
@@ -108,10 +110,6 @@ def params_of(func: Callable) -> list[str]:
         return []
 
 
-_PID = re.compile(r"\b(P[1-9]\d*)\b")
-_FB_PROP = re.compile(r"\b([a-z0-9_]+(?:\.[a-z0-9_]+){2,})\b")
-
-
 def parse_pids(raw: Any, kg: str = "wikidata") -> list[str]:
     """Property ids from whatever the LM returned (list, JSON-ish text, prose); never raises."""
     if raw is None:
@@ -120,10 +118,8 @@ def parse_pids(raw: Any, kg: str = "wikidata") -> list[str]:
         text = " ".join(str(x) for x in raw)
     else:
         text = str(raw)
-    pattern = _FB_PROP if kg == "freebase" else _PID
     seen: list[str] = []
-    for match in pattern.finditer(text if kg == "freebase" else text.upper()):
-        pid = match.group(1)
+    for pid in flavour_for(kg).property_ids_in(text):
         if pid not in seen:
             seen.append(pid)
     return seen

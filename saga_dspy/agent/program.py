@@ -1,4 +1,4 @@
-"""The SAGA agent as a DSPy program (paper Algorithm 1, with the remedies of issue 4 §2b).
+"""The SAGA agent as a DSPy program (paper Algorithm 1, with the remedies of `agent.final_query`).
 
     answer type (once)  ->  query form (ASK / COUNT / SELECT, imposed)
         ->  ReAct over the five grounding tools, the type context and the knowledge log
@@ -42,6 +42,7 @@ from saga_dspy.grounding.provenance import mentioned_ids, unseen_ids
 from saga_dspy.input_files import MAX_PROGRAM_BYTES, check_input_file
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.errors import SparqlError
+from saga_dspy.kg.flavours import flavour_for
 from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
 from saga_dspy.kg.search import Search
 from saga_dspy.lm import build_lm
@@ -61,9 +62,7 @@ from saga_dspy.variants import variant_of
 log = logging.getLogger(__name__)
 
 ANSWER_TYPE_MAX_TOKENS = 64  # a type name and a QID
-PRUNE_MAX_TOKENS = (
-    160  # a list of property ids; a small model otherwise rambles to the cap (measured: 512 tokens, 70 s)
-)
+PRUNE_MAX_TOKENS = 160  # a list of property ids; a model that rambles is cut off there
 RESULT_SAMPLE_ROWS = 5
 COUNTER_NAMES = (
     "steps",
@@ -360,7 +359,7 @@ class SagaProgram(dspy.Module):
         lexicon = load_lexicon(settings)
         cue = (
             rule_answer_type(str(question), self.services.schema, lexicon)
-            if step and settings.kg == "wikidata"
+            if step and flavour_for(settings.kg).rule_answer_types
             else None
         )
         if cue is not None and decides(cue):
@@ -384,7 +383,7 @@ class SagaProgram(dspy.Module):
                 answer_type = AnswerTypeInfo.from_raw("boolean" if is_yes_no_question(question) else "", "")
             if not answer_type.label and is_yes_no_question(question):
                 answer_type = AnswerTypeInfo.from_raw("boolean", "")
-            if cue is not None:  # the question's own cues guard the LM's answer type (issue 12)
+            if cue is not None:  # the question's own cues guard the LM's answer type
                 label, qid = guard(cue, answer_type.label, answer_type.qid)
                 if (label, qid) != (answer_type.label, answer_type.qid):
                     answer_type = AnswerTypeInfo.from_raw(label, qid, settings.kg)

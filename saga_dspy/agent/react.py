@@ -273,7 +273,7 @@ class SagaReAct(dspy.ReAct):
                 episode.notes.append(f"stopped after {MAX_REPEATS} repeated actions in a row")
                 break
             if accepted == "invalid" and episode.invalid >= MAX_CONSECUTIVE_FAILURES:
-                # a small model that keeps inventing a tool (or its arguments) would do so to the step limit
+                # a model that keeps inventing a tool (or its arguments) would do so to the step limit
                 episode.notes.append(f"stopped after {MAX_CONSECUTIVE_FAILURES} invalid actions in a row")
                 break
         return dspy.Prediction(trajectory=[s.to_dict() for s in episode.steps])
@@ -284,7 +284,7 @@ class SagaReAct(dspy.ReAct):
         `call`: DSPy ReAct's extract predictor, which reads the whole trajectory again under its own
         instructions. `step`: one more controller turn whose trajectory ends with FINAL_STEP; its prompt is the
         last turn's plus that line, so a local model evaluates only the line and the fresh state (~650 fewer
-        evaluated tokens on such a question; the 1.5B model then often picks another tool: no query).
+        evaluated tokens on such a question; a model may pick another tool there: no query).
         `prefill`: that turn with its reply begun up to the query (FINAL_REPLY), so the model writes the query and
         nothing else. `none`: no LM call. `auto`: prefill with the local model, call with a served one."""
         mode = final_extract_mode(episode.settings, self.react.lm or dspy.settings.lm)

@@ -68,7 +68,6 @@ def arrange(
     item_valued: Callable[[str], bool],
     *,
     confident: bool,
-    wikidata: bool,
     values: Mapping[str, Sequence[str]] | None = None,
 ) -> Arrangement:
     fit_map = {pid: bool(confident and fits(pid)) for pid in pids}
@@ -90,7 +89,7 @@ def arrange(
     top = agreed(scores)
     starred = {top.pid} if top is not None and top.pid in full else set()
     out = Arrangement(scores, full, rest, starred)
-    if not wikidata or not confident or not scores:
+    if not ctx.flavour.proposes_queries or not confident or not scores:
         return out
     if top is not None:
         out.proposal = one_hop_query(eid, top.pid)

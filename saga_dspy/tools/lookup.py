@@ -312,7 +312,7 @@ def _select(ctx: QuestionContext, nb: Neighbourhood) -> _Selection:
 
 
 def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], prior: bool):
-    """(arrangement, order, fits): by relevance to the question (issue 12, see lookup_view); SPINACH keeps the
+    """(arrangement, order, fits): by relevance to the question (see lookup_view); SPINACH keeps the
     plain order (answer-type fit, then group, then id) and has no arrangement."""
     if ctx.flags.prune_all:
         fits = {pid: (prior and _fits_answer(ctx, pid, nb.edges[pid])) for pid in kept}
@@ -327,7 +327,6 @@ def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], pr
         lambda p: _fits_answer(ctx, p, nb.edges.get(p, [])),
         lambda p: any(v.id for v in nb.edges.get(p, [])) or _group(ctx, p) == 1,
         confident=confident,
-        wikidata=ctx.flavour.name == "wikidata",
         values=_named_values(ctx, nb, kept),
     )
     return arrangement, arrangement.order, {pid: pid in arrangement.starred for pid in kept}
@@ -442,7 +441,7 @@ def _render(
             f"Outgoing properties: {len(sel.kept)} of {len(sel.all_pids)}{order_note}, "
             f"{n_vals} of {nb.edge_count} values{cap}:"
         )
-    if arrangement is not None:  # issue 12: top properties in full, the rest as one line; hints only when they agree
+    if arrangement is not None:  # top properties in full, the rest as one line; hints only when they agree
         blocks = [
             _property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed, i < WITH_DESCRIPTION)
             for i, pid in enumerate(arrangement.full)
@@ -463,12 +462,12 @@ def _render(
         rest = rest_block(ctx, arrangement.rest)
         blocks += [rest] if rest is not None else []
         ctx.suggested_sparql = arrangement.proposal or incoming.proposal or ctx.suggested_sparql
-        if ctx.flavour.name == "wikidata":
+        if ctx.flavour.proposes_queries:
             ctx.candidate_sparql = best_candidate(eid, arrangement, incoming) or ctx.candidate_sparql
         return render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed) for pid in order]
     starred = [pid for pid in order if fits[pid]]
-    if starred and ctx.flavour.name == "wikidata":
+    if starred and ctx.flavour.proposes_queries:
         ctx.suggested_sparql = one_hop_query(eid, starred[0])
         ctx.candidate_sparql = ctx.suggested_sparql
         tail = [f"Next: execute a query with the property that leads to the answer, e.g. {ctx.suggested_sparql}"]

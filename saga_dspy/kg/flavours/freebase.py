@@ -32,6 +32,8 @@ SKIP = {
 ENTITY = re.compile(r"^[mg]\.[0-9a-z_]+$")
 PROPERTY = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+){2,}$")
 TYPE_ID = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_]+$")
+CLASS_TEXT = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")  # a type id as an LM may write it
+PROPERTY_IN_TEXT = re.compile(r"\b([a-z0-9_]+(?:\.[a-z0-9_]+){2,})\b")
 
 
 class FreebaseFlavour(Flavour):
@@ -62,6 +64,18 @@ class FreebaseFlavour(Flavour):
     token_examples = "ns:m.0abc / ns:type.property"
     shared_demo_pool = None  # no Freebase pool is bundled
     subclass_edge = f"<{INCLUDED}>"  # included types: Freebase's only type hierarchy
+    well_known_classes: dict[str, str] = {}
+    example_classes: dict[str, str] = {"person": "people.person", "country": "location.country"}
+    rule_answer_types = False
+
+    def normalise_class_text(self, text: str) -> str:
+        """A type id as an LM wrote it ('ns:people.person', '/people/person', its URL) -> 'people.person'."""
+        text = re.sub(r"^(?:ns:|fb:|https?://rdf\.freebase\.com/ns/)", "", text)
+        text = text.lstrip("/").replace("/", ".")
+        return text if CLASS_TEXT.match(text) else ""
+
+    def property_ids_in(self, text: str) -> list[str]:
+        return [m.group(1) for m in PROPERTY_IN_TEXT.finditer(text)]
 
     # --- identifiers -----------------------------------------------------------------------------
     @staticmethod

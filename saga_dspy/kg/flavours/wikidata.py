@@ -23,6 +23,51 @@ SCHEMA_DESCRIPTION = "http://schema.org/description"
 SKOS_ALT = "http://www.w3.org/2004/02/skos/core#altLabel"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 
+# Well-known classes by the answer-type step's label: their ids win over the id the LM wrote for them.
+WELL_KNOWN_CLASSES: dict[str, str] = {
+    "person": "Q5",
+    "human": "Q5",
+    "people": "Q5",
+    "man": "Q5",
+    "woman": "Q5",
+    "country": "Q6256",
+    "city": "Q515",
+    "film": "Q11424",
+    "movie": "Q11424",
+    "organization": "Q43229",
+    "organisation": "Q43229",
+    "company": "Q783794",
+    "award": "Q618779",
+    "language": "Q34770",
+    "university": "Q3918",
+    "sports team": "Q12973014",
+    "book": "Q571",
+    "river": "Q4022",
+    "mountain": "Q8502",
+    "lake": "Q23397",
+    "album": "Q482994",
+    "song": "Q7366",
+    "band": "Q215380",
+    "musical group": "Q215380",
+    "political party": "Q7278",
+    "television series": "Q5398426",
+    "tv series": "Q5398426",
+    "island": "Q23442",
+    "continent": "Q5107",
+    "planet": "Q634",
+    "literary work": "Q7725634",
+    "novel": "Q8261",
+    "painting": "Q3305213",
+    "building": "Q41176",
+    "programming language": "Q9143",
+    "video game": "Q7889",
+    "occupation": "Q12737077",
+    "religion": "Q9174",
+}
+_QID = re.compile(r"^Q[1-9]\d*$")
+_QID_IN_TEXT = re.compile(r"(?:^|[/:\s(])(Q[1-9]\d*)\b", re.IGNORECASE)
+_PID_IN_TEXT = re.compile(r"\b(P[1-9]\d*)\b")
+
 # roles a property IRI can play
 DIRECT, CLAIM, STATEMENT, QUALIFIER = "direct", "claim", "statement", "qualifier"
 
@@ -74,6 +119,12 @@ class Flavour:
     shared_demo_pool: str | None = "shared"
     # the subclass property as the hierarchy's closure query writes it
     subclass_edge = "wdt:P279"
+    # classes whose ids win over the id an LM wrote for them (by the answer-type step's label)
+    well_known_classes: dict[str, str] = WELL_KNOWN_CLASSES
+    # the classes the answer-type step's built-in examples name
+    example_classes: dict[str, str] = {"person": "Q5", "country": "Q6256"}
+    # the answer type can be read off the question's words (the mined lexicon and its classes are this graph's)
+    rule_answer_types = True
 
     # --- identifiers -------------------------------------------------------------------
     def normalise_entity(self, text: str) -> str | None:
@@ -84,6 +135,18 @@ class Flavour:
                 t = t[len(prefix) :]
         t = t.upper() if re.fullmatch(r"[qQ][1-9]\d*", t) else t
         return t if self.entity_re.match(t) else None
+
+    def normalise_class_text(self, text: str) -> str:
+        """A class id as an LM wrote it ('wd:Q5', its URL, 'human (Q5)') -> 'Q5'; '' when there is none."""
+        text = re.sub(r"^(?:wd:|https?://(?:www\.)?wikidata\.org/(?:entity|wiki)/)", "", text, flags=re.IGNORECASE)
+        if _QID.match(text.upper()):
+            return text.upper()
+        match = _QID_IN_TEXT.search(" " + text)
+        return match.group(1).upper() if match and len(text) <= 40 else ""
+
+    def property_ids_in(self, text: str) -> list[str]:
+        """The property ids written anywhere in `text` (an LM's list or prose), in order."""
+        return [m.group(1) for m in _PID_IN_TEXT.finditer(text.upper())]
 
     def normalise_property(self, text: str) -> str | None:
         t = str(text).strip().strip("<>").strip()
