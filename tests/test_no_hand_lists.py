@@ -23,11 +23,12 @@ GRAMMAR = {
     ("agent/answer_cues.py", "_WHERE"): "the question word where and the auxiliaries after it",
     ("agent/query_form.py", "_YES_NO"): "an auxiliary verb opening a question makes it a yes/no question",
     ("agent/answer_type.py", "SCALAR_TYPES"): "the answer kinds our answer-type step writes, not question words",
-    ("agent/answer_type.py", "COMMON_TYPE_QIDS"): "normalises the answer-type LM's own label to a class id "
+    ("kg/flavours/wikidata.py", "WELL_KNOWN_CLASSES"): "normalises the answer-type LM's own label to a class id "
     "(its output vocabulary, not the question's words)",
     ("agent/demos.py", "STOPWORDS"): "English function words (BM25 over demo questions)",
     ("agent/parsing.py", "_TOOL_ALIASES"): "names a model writes for our five tools",
-    ("agent/program.py", "COUNTER_NAMES"): "counter names",
+    ("agent/prediction.py", "COUNTER_NAMES"): "counter names",
+    ("agent/final_query.py", "NO_RESULT"): "the notes of steps that did nothing (our own step vocabulary)",
     ("grounding/context.py", "COUNTER_KEYS"): "counter names",
     ("grounding/patterns.py", "?"): "pattern contexts",
     ("grounding/lexicon.py", "KINDS"): "the answer kinds the lexicon counts",

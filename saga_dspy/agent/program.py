@@ -14,36 +14,36 @@ by `forward()` and never stored on the module, so one program serves many thread
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import dspy
 
-from saga_dspy.agent import formatting
+from saga_dspy.agent import final_query, formatting
 from saga_dspy.agent.answer_cues import decides, guard, items_class, rule_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.compiled_pool import STATE_KEY, CompiledPool
 from saga_dspy.agent.demos import DemoGuard, DemoPool
-from saga_dspy.agent.episode import Episode, nonempty
-from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, QUERY, InfrastructureError, is_infrastructure_error
+from saga_dspy.agent.episode import Episode
+from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.parsing import parse_pids
 from saga_dspy.agent.pools import load_demo_pool
-from saga_dspy.agent.query_form import decide_query_form, form_of, form_problem, is_yes_no_question, rewrite_head
+from saga_dspy.agent.prediction import empty_prediction, prediction, result_sample, token_counters
+from saga_dspy.agent.query_form import decide_query_form, is_yes_no_question
 from saga_dspy.agent.react import SagaReAct
 from saga_dspy.agent.trajectory import one_line
 from saga_dspy.config import Settings
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.lexicon import load_lexicon
-from saga_dspy.grounding.provenance import mentioned_ids, unseen_ids
 from saga_dspy.input_files import MAX_PROGRAM_BYTES, check_input_file
 from saga_dspy.kg.endpoint import Endpoint
-from saga_dspy.kg.errors import SparqlError
 from saga_dspy.kg.flavours import flavour_for
-from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
 from saga_dspy.kg.search import Search
 from saga_dspy.lm import build_lm
 from saga_dspy.services import KgServices, SharedOnCopy
@@ -56,66 +56,13 @@ from saga_dspy.signatures import (
     SpinachController,
     kg_signature,
 )
-from saga_dspy.tools import make_tools
+from saga_dspy.tools import ToolOutput, make_tools
 from saga_dspy.variants import variant_of
 
 log = logging.getLogger(__name__)
 
 ANSWER_TYPE_MAX_TOKENS = 64  # a type name and a QID
 PRUNE_MAX_TOKENS = 160  # a list of property ids; a model that rambles is cut off there
-RESULT_SAMPLE_ROWS = 5
-COUNTER_NAMES = (
-    "steps",
-    "lm_steps",
-    "lookups",
-    "searches",
-    "examples",
-    "executions",
-    "auto_runs",
-    "program_executions",
-    "assisted",
-    "blocked",
-    "empty",
-    "prunes",
-    "extracts",
-    "answer_type_calls",
-    "checks",
-    "unparsable",
-    "rejected",
-    "repeated",
-    "overflows",
-    "lm_calls",
-    "prompt_tokens",
-    "completion_tokens",
-    "prompt_tokens_evaluated",
-    "prompt_tokens_reused",
-)  # a prediction's counters besides `seconds`
-
-
-# --- LM bookkeeping ---------------------------------------------------------------------------
-
-
-def _token_totals(usage_by_lm: dict[str, dict[str, Any]]) -> tuple[int, int, int]:
-    """(prompt tokens, completion tokens, prompt tokens reused from a cache: 0 where the LM does not say)."""
-    prompt = completion = reused = 0
-    for usage in usage_by_lm.values():
-        prompt += int(usage.get("prompt_tokens") or usage.get("input_tokens") or 0)
-        completion += int(usage.get("completion_tokens") or usage.get("output_tokens") or 0)
-        details = usage.get("prompt_tokens_details") or {}
-        reused += int((details.get("cached_tokens") if isinstance(details, dict) else 0) or 0)
-    return prompt, completion, reused
-
-
-def _token_counters(usage_by_lm: dict[str, dict[str, Any]]) -> dict[str, int]:
-    prompt, completion, reused = _token_totals(usage_by_lm)
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "prompt_tokens_evaluated": max(0, prompt - reused),
-        "prompt_tokens_reused": reused,
-    }
-
-
 # --- the LM ------------------------------------------------------------------------------------
 
 
@@ -287,64 +234,51 @@ class SagaProgram(dspy.Module):
         on_event: Callable[..., None] | None = None,
         demo_guard: DemoGuard | None = None,
     ) -> dspy.Prediction:
-        """`demo_guard` (evaluation's test firewall for this question): demos it refuses are never shown."""
+        """`demo_guard` (evaluation's test firewall for this question): demos it refuses are never shown.
+
+        Never raises: a failure is the prediction's `error`, with the final query the steps found so far."""
         started = time.monotonic()
         deadline = started + self.settings.question_budget if self.settings.question_budget else None
         # SPINACH prunes every neighbourhood by design: its prunes are outside the bound
-        counter = QuestionCalls(exempt=frozenset({"prune"}) if self.variant_def.grounding.prune_all else frozenset())
-        episode: Episode | None = None
-        error: str | None = None
-        error_kind: str | None = None
-        usage_totals: dict[str, dict[str, Any]] = {}
+        calls = QuestionCalls(exempt=frozenset({"prune"}) if self.variant_def.grounding.prune_all else frozenset())
         try:
             lm = self.lm_of_program()
-        except Exception as exc:  # boundary: forward() never raises; no LM is an empty prediction with the reason
-            return self._empty(question, f"no language model: {type(exc).__name__}: {exc}", started)
-        context_kwargs: dict[str, Any] = {"callbacks": [*(dspy.settings.callbacks or []), counter]}
+        except Exception as exc:  # boundary: no LM is an empty prediction with the reason
+            return empty_prediction(question, f"no language model: {type(exc).__name__}: {exc}", started, self.variant)
+        context: dict[str, Any] = {"callbacks": [*(dspy.settings.callbacks or []), calls]}
         if lm is not None:
-            context_kwargs["lm"] = lm
-        box: list[Episode] = []
+            context["lm"] = lm
+        run = _Run()
         try:
-            with dspy.context(**context_kwargs), dspy.track_usage() as usage:
-                try:
-                    self._run(question, prior_turns, on_event, box, counter, demo_guard, deadline)
-                except Exception as exc:  # never raise out of forward
-                    error_kind = INFRASTRUCTURE if is_infrastructure_error(exc) else PROGRAM
-                    if error_kind == INFRASTRUCTURE:
-                        log.warning("question stopped: %s", exc)
-                        error = one_line(str(exc), 500)
-                    else:
-                        log.warning("question failed: %s", exc, exc_info=True)
-                        error = f"{type(exc).__name__}: {one_line(str(exc), 500)}"
-                    if box and getattr(box[0], "final", None) is None:
-                        try:  # keep what the steps found
-                            self._finish(box[0], extract=False, candidate=False)
-                        except Exception:  # best effort on a question that already failed
-                            log.debug("finishing a failed question failed", exc_info=True)
-                finally:
-                    usage_totals = usage.get_total_tokens()
-        except Exception as exc:  # boundary: dspy.context / usage tracking failed; forward() never raises
-            error = error or f"{type(exc).__name__}: {one_line(str(exc), 500)}"
-            error_kind = error_kind or PROGRAM
-        episode = box[0] if box else None
-        if episode is None:
-            pred = self._empty(question, error or "failed", started)
-            pred.error_kind = error_kind or PROGRAM
-            pred.counters.update(counter.counters())
-            pred.counters.update(_token_counters(usage_totals))
+            with dspy.context(**context), dspy.track_usage() as usage, run.catching(self._settle_failed):
+                run.episode = self._start(question, prior_turns, on_event, calls, demo_guard, deadline)
+                self.react(run.episode)
+                # out of time: no extract call, the steps' own queries only
+                self._settle(run.episode, extract=not run.episode.budget_exceeded)
+            run.usage = usage.get_total_tokens()
+        except Exception as exc:  # boundary: dspy.context / usage tracking failed
+            run.error = run.error or f"{type(exc).__name__}: {one_line(str(exc), 500)}"
+            run.error_kind = run.error_kind or PROGRAM
+        if run.episode is None:
+            pred = empty_prediction(question, run.error or "failed", started, self.variant)
+            pred.error_kind = run.error_kind or PROGRAM
+            pred.counters.update(calls.counters())
+            pred.counters.update(token_counters(run.usage))
             return pred
-        return self._prediction(episode, counter, usage_totals, started, error, error_kind)
+        endpoint = self.services.endpoint
+        return prediction(run.episode, endpoint, self.variant, calls, run.usage, started, run.error, run.error_kind)
 
-    def _run(
+    def _start(
         self,
         question: str,
-        prior_turns,
-        on_event,
-        box: list,
+        prior_turns: list[str] | str | None,
+        on_event: Callable[..., None] | None,
         calls: QuestionCalls,
         demo_guard: DemoGuard | None = None,
         deadline: float | None = None,
     ) -> Episode:
+        """The question's episode, ready for its first step: the answer type, the query form, the grounding
+        context and tools, the demos."""
         settings = self.settings
         text = str(question or "").strip()
         if prior_turns:
@@ -424,14 +358,7 @@ class SagaProgram(dspy.Module):
             demos_dropped=dropped + type_dropped,
             deadline=deadline,
         )
-        box.append(episode)
         episode.emit("start", question=text, answer_type=answer_type, form=form, demos=len(demos or []))
-
-        # 3. the ReAct loop
-        self.react(episode)
-
-        # 4. the final query (out of time: no extract call, the steps' own queries only)
-        self._finish(episode, extract=not episode.budget_exceeded)
         return episode
 
     def _guarded_demos(
@@ -499,7 +426,7 @@ class SagaProgram(dspy.Module):
             kg=self.settings.kg,
         )
 
-    def _tools(self, ctx: QuestionContext) -> dict[str, Callable[..., str]]:
+    def _tools(self, ctx: QuestionContext) -> dict[str, Callable[..., ToolOutput]]:
         return {tool.__name__: tool for tool in make_tools(ctx)}
 
     # -- the answer check ---------------------------------------------------------------------------
@@ -533,177 +460,47 @@ class SagaProgram(dspy.Module):
 
     # -- the final query ------------------------------------------------------------------------
 
-    def _finish(self, episode: Episode, extract: bool = True, candidate: bool = True) -> None:
-        """The final query: the accepted stop's, else the last non-empty execution, else the lookup's candidate
-        query run by the program (`candidate`; a query, not an LM call), else the extract call's, else the last
-        executed one; then its head rewritten to the question's form when that keeps the question."""
-        source = None
-        final = episode.accepted_final
-        if final:
-            source = "stop"
-        if not final:
-            for ex in reversed(episode.executions()):
-                if getattr(ex, "status", None) not in ("blocked", "error") and nonempty(getattr(ex, "result", None)):
-                    final, source = ex.sparql, "last-nonempty"
-                    break
-        acted = any(s.note not in ("unparsable", "unknown-tool", "bad-args", "repeated") for s in episode.steps)
-        ran = (
-            episode.run_candidate("The episode ended without an answer.", at_end=True)
-            if not final and acted and candidate
-            else None
-        )
-        if ran and episode.status_of(ran) == "ok" and nonempty(episode.result_of(ran)):
-            final, source = ran, "candidate"
-        if not final and acted and extract:
-            final = self.react.extract_query(episode)
-            source = "extract" if final else None
-        if not final:
-            final = episode.last_executed()
-            source = "last-executed" if final else None
-        if final and self.variant_def.agent.seen_ids_only and not nonempty(episode.result_of(final)):
-            final, source = self._seen_ids_only(episode, final, source)
-        episode.final = final
-        episode.final_source = source
-        episode.rewritten_from = None
-        if not final:
-            return
-        problem = form_problem(episode.form, final, episode.result_of(final))
-        if problem and not self.variant_def.agent.form_rewrite:
-            episode.notes.append(
-                f"the final query has the wrong form ({form_of(final)} for {episode.form}); "
-                "not rewritten in this variant"
-            )
-        elif problem:
-            target = "COUNT" if episode.form == "COUNT" else episode.form
-            rewritten = rewrite_head(final, target)
-            if rewritten:
-                episode.rewritten_from = final
-                episode.final = rewritten
-                episode.final_source = f"{source}+rewritten"
+    # -- the final query ------------------------------------------------------------------------
+
+    def _settle(self, episode: Episode, extract: bool = True, candidate: bool = True) -> None:
+        """The episode's final query, by the final-query policy (`extract`: the extract call may be made,
+        `candidate`: the lookup's candidate may be run)."""
+        episode.final = final_query.decide(episode, self.react.extract_query if extract else None, candidate)
+        episode.notes.extend(episode.final.notes)
+
+    def _settle_failed(self, episode: Episode) -> None:
+        """A failed question keeps what its steps found: no LM call, no query run."""
+        if episode.final is None:
+            self._settle(episode, extract=False, candidate=False)
+
+
+@dataclass
+class _Run:
+    """One forward() call so far: its episode once started, the failure that ended it, its LM usage."""
+
+    episode: Episode | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def catching(self, settle: Callable[[Episode], None]) -> Iterator[None]:
+        """A failure inside becomes `error` (the question is over, forward() goes on), the episode settled."""
+        try:
+            yield
+        except Exception as exc:  # boundary: forward() never raises
+            self.error_kind = INFRASTRUCTURE if is_infrastructure_error(exc) else PROGRAM
+            if self.error_kind == INFRASTRUCTURE:
+                log.warning("question stopped: %s", exc)
+                self.error = one_line(str(exc), 500)
             else:
-                episode.notes.append(f"the final query has the wrong form ({form_of(final)} for {episode.form})")
-
-    @staticmethod
-    def _seen_ids_only(episode: Episode, final: str, source: str | None) -> tuple[str | None, str | None]:
-        """(final query, source) once every id it names is one an observation showed or the KG knows: a query
-        with an unseen, unknown id is replaced by the lookup's candidate query ("repaired"), else dropped."""
-        seen: set[str] = set()
-        for s in episode.steps:
-            seen |= mentioned_ids(s.observation)
-        unseen = unseen_ids(episode.ctx, final, seen)
-        if not unseen:
-            return final, source
-        what = f"the {source or 'final'} query names {', '.join(unseen[:4])}, in no observation nor the graph"
-        candidate = episode.candidate_query()
-        if candidate and candidate != final and episode.status_of(candidate) in (None, "ok"):
-            episode.notes.append(f"{what}: replaced by the lookup's candidate query")
-            return candidate, "repaired"
-        episode.notes.append(f"{what}: no final query")
-        return None, None
-
-    def _prediction(
-        self,
-        episode: Episode,
-        counter: QuestionCalls,
-        usage_totals,
-        started: float,
-        error: str | None,
-        error_kind: str | None = None,
-    ) -> dspy.Prediction:
-        final = episode.final
-        answers = None
-        status = "none"
-        final_error = None  # the final query's own failure: the agent's mistake, not the program's
-        if final:
-            if episode.status_of(final) == "blocked":
-                status = "blocked"
-            else:
-                try:  # the answers the execute tool already got for this very query, else the endpoint's
-                    answers = episode.result_of(final)
-                    if answers is None:
-                        answers = self.services.endpoint.query(final)
-                    status = "ok" if nonempty(answers) else "empty"
-                except SparqlError as exc:
-                    status = "error"
-                    final_error = f"{exc.kind}: {exc}"
-                    if error is None and is_infrastructure_error(exc):  # not the agent's mistake
-                        error, error_kind = f"endpoint unavailable: {exc}", INFRASTRUCTURE
-                except Exception as exc:  # an endpoint bug on the final query: reported, not raised
-                    status = "error"
-                    final_error = f"{type(exc).__name__}: {exc}"
-        if error is None and episode.lm_errors and not episode.steps:
-            error = episode.lm_errors[-1]
-        if error is not None and error_kind is None:
-            error_kind = PROGRAM
-        elif error is None and final_error is not None:
-            error_kind = QUERY
-        counters = self._counters(episode, counter, usage_totals, started)
-        at = episode.answer_type
-        pred = dspy.Prediction(
-            question=episode.question,
-            sparql=final or "",
-            answers=answers,
-            answer_type=at.render() if at is not None else "",
-            answer_type_label=at.label if at is not None else "",
-            answer_type_qid=at.qid if at is not None else "",
-            query_form=episode.form,
-            trajectory=[s.to_dict() for s in episode.steps],
-            counters=counters,
-            final_status=status,
-            final_error=final_error,
-            final_source=episode.final_source,
-            rewritten_from=episode.rewritten_from,
-            variant=self.variant,
-            demos_dropped=episode.demos_dropped,
-            notes=list(episode.notes) + [f"LM error: {e}" for e in episode.lm_errors],
-            error=error,
-            error_kind=error_kind,
-            budget_exceeded=episode.budget_exceeded,
-        )
-        episode.emit("final", prediction=pred)
-        return pred
-
-    def _counters(self, episode: Episode, calls: QuestionCalls, usage_totals, started: float) -> dict[str, Any]:
-        ctx_counters = dict(getattr(episode.ctx, "counters", {}) or {})
-        return {
-            "steps": len([s for s in episode.steps]),
-            "lookups": int(ctx_counters.get("lookups", 0)),
-            "searches": int(ctx_counters.get("searches", 0)),
-            "examples": int(ctx_counters.get("examples", 0)),
-            "executions": int(ctx_counters.get("executions", 0)),
-            "auto_runs": episode.auto_runs,
-            "program_executions": episode.extra_executions,
-            "assisted": episode.assisted,
-            "blocked": int(ctx_counters.get("blocked", 0)),
-            "empty": int(ctx_counters.get("empty", 0)),
-            "unparsable": sum(1 for s in episode.steps if s.note == "unparsable"),
-            "rejected": sum(1 for s in episode.steps if s.note == "rejected"),
-            "repeated": sum(1 for s in episode.steps if s.note == "repeated"),
-            "overflows": episode.overflows,
-            **calls.counters(),
-            **_token_counters(usage_totals),
-            "seconds": round(time.monotonic() - started, 3),
-        }
-
-    def _empty(self, question: str, error: str, started: float) -> dspy.Prediction:
-        return dspy.Prediction(
-            question=question,
-            sparql="",
-            answers=None,
-            answer_type="",
-            answer_type_label="",
-            answer_type_qid="",
-            query_form="",
-            trajectory=[],
-            final_status="error" if error else "none",
-            final_error=None,
-            final_source=None,
-            rewritten_from=None,
-            variant=self.variant,
-            notes=[],
-            error=error,
-            counters={**dict.fromkeys(COUNTER_NAMES, 0), "seconds": round(time.monotonic() - started, 3)},
-        )
+                log.warning("question failed: %s", exc, exc_info=True)
+                self.error = f"{type(exc).__name__}: {one_line(str(exc), 500)}"
+            if self.episode is not None:
+                try:  # keep what the steps found
+                    settle(self.episode)
+                except Exception:  # best effort on a question that already failed
+                    log.debug("finishing a failed question failed", exc_info=True)
 
 
 class _SharedLock(SharedOnCopy):
@@ -718,22 +515,6 @@ class _SharedLock(SharedOnCopy):
 
     def __exit__(self, *exc):
         self._lock.release()
-
-
-def result_sample(result: QueryResult | None, rows: int = RESULT_SAMPLE_ROWS) -> str:
-    if result is None:
-        return "(not executed)"
-    if isinstance(result, AskResult):
-        return f"ASK -> {str(result.value).lower()}"
-    if isinstance(result, SelectResult):
-        if not result.rows:
-            return "(no rows)"
-        lines = []
-        for row in result.rows[:rows]:
-            lines.append(", ".join(f"?{k}={b.value}" for k, b in row.items()))
-        more = f"\n… {len(result.rows) - rows} more rows" if len(result.rows) > rows else ""
-        return "\n".join(lines) + more
-    return str(result)[:500]
 
 
 __all__ = ["SagaProgram", "result_sample"]

@@ -17,6 +17,7 @@ from saga_dspy.agent.begun_reply import BegunReplyAdapter
 from saga_dspy.agent.calls import is_context_overflow
 from saga_dspy.agent.episode import Episode
 from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
+from saga_dspy.agent.final_query import StepOutcome
 from saga_dspy.agent.parsing import FENCE, MARKER, normalize_tool_name, parse_tool_args
 from saga_dspy.agent.trajectory import KEEP_FULL_STEPS, Step, one_line, render_trajectory
 from saga_dspy.tools.specs import TOOL_NAMES, TOOL_SPECS
@@ -264,15 +265,15 @@ class SagaReAct(dspy.ReAct):
                     break
                 continue
             failures = 0
-            accepted = episode.run_tool(pred)
-            if accepted is True:
+            outcome = episode.run_tool(pred)
+            if outcome is StepOutcome.DONE:
                 break
-            if accepted == "extend":
+            if outcome is StepOutcome.EXTEND:
                 limit = max(limit, index + CHECK_EXTRA_STEPS)
-            if accepted == "repeat" and episode.repeats >= MAX_REPEATS:
+            if outcome is StepOutcome.REPEAT and episode.repeats >= MAX_REPEATS:
                 episode.notes.append(f"stopped after {MAX_REPEATS} repeated actions in a row")
                 break
-            if accepted == "invalid" and episode.invalid >= MAX_CONSECUTIVE_FAILURES:
+            if outcome is StepOutcome.INVALID and episode.invalid >= MAX_CONSECUTIVE_FAILURES:
                 # a model that keeps inventing a tool (or its arguments) would do so to the step limit
                 episode.notes.append(f"stopped after {MAX_CONSECUTIVE_FAILURES} invalid actions in a row")
                 break

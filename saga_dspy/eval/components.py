@@ -65,6 +65,7 @@ from saga_dspy.kg.search import Search
 from saga_dspy.schema import ClassHierarchy, SchemaIndex, entity_types_many
 from saga_dspy.services import KgServices
 from saga_dspy.tools.lookup import do_lookup
+from saga_dspy.tools.results import LookupResult
 
 SEARCH_HITS = 8
 MAX_NGRAM = 6
@@ -202,9 +203,9 @@ def observed_order(observation: str) -> list[str]:
     return order
 
 
-def _first_hint(ctx: QuestionContext, observation: str) -> str | None:
+def _first_hint(found: LookupResult, observation: str) -> str | None:
     """The property the lookup puts forward: its proposed query's property, else the first starred one."""
-    sparql = ctx.suggested_sparql
+    sparql = found.proposal
     if sparql:
         m = re.search(r"wdt:(P\d+)", sparql)
         if m:
@@ -328,7 +329,7 @@ class _Tally:
             self.cls_total += 1
             self.cls_ok += _class_fits(self.endpoint, self.hierarchy, at[1], gold_entities)
 
-    def _lookup(self, eid: str, question: str, at) -> tuple[str, list[str], QuestionContext | None]:
+    def _lookup(self, eid: str, question: str, at) -> tuple[str, list[str], LookupResult | None]:
         ctx = QuestionContext(
             self.settings,
             self.endpoint,
@@ -339,35 +340,36 @@ class _Tally:
             variant="full",
             answer_type=(at[0], at[1], at[3]) if at and at[2] else None,
         )
-        obs = do_lookup(ctx, eid)
+        found = do_lookup(ctx, eid)
+        obs = found.text
         if obs.startswith(("[NOT FOUND]", "[ERROR]")):
             return obs, [], None
         self.tokens.append(approx_tokens(obs))
         self.edges[eid] = set(fetch_neighbourhood(self.endpoint, self.flavour, eid, qualifiers=False).edges)
-        return obs, observed_order(obs), ctx
+        return obs, observed_order(obs), found
 
     def lookups(self, q: GoldQuery, rec: dict[str, Any], at) -> None:
         question = rec.get("question") or ""
-        seen: dict[str, tuple[str, list[str], QuestionContext | None]] = {}
+        seen: dict[str, tuple[str, list[str], LookupResult | None]] = {}
         for eid, pid in q.incoming:
             if eid not in seen:
                 seen[eid] = self._lookup(eid, question, at)
-            obs, _, ctx = seen[eid]
-            if ctx is not None:
+            obs, _, found = seen[eid]
+            if found is not None:
                 order = incoming_order(obs)
                 self.incoming_ranks.append(order.index(pid) + 1 if pid in order else None)
         if not q.pairs:
             if q.incoming and rec.get("answerable") and rec.get("gold"):
-                obs, _, ctx = seen[q.incoming[0][0]]
-                if ctx is not None:
-                    self.incoming_f1s.append(self._proposal_f1(ctx, rec, incoming=True))
-                    self.candidate_f1s.append(self._candidate_f1(ctx, rec))
+                obs, _, found = seen[q.incoming[0][0]]
+                if found is not None:
+                    self.incoming_f1s.append(self._proposal_f1(found, rec, incoming=True))
+                    self.candidate_f1s.append(self._candidate_f1(found, rec))
             return
         for eid, pid in q.pairs:
             if eid not in seen:
                 seen[eid] = self._lookup(eid, question, at)
-            obs, order, ctx = seen[eid]
-            if ctx is None:
+            obs, order, found = seen[eid]
+            if found is None:
                 continue
             rank = order.index(pid) + 1 if pid in order else None
             self.ranks.append(rank)
@@ -384,38 +386,38 @@ class _Tally:
                         "first": order[:3],
                     }
                 )
-        obs, order, ctx = seen.get(q.pairs[0][0], ("", [], None))
-        if ctx is not None:
-            self._first_subject(ctx, obs, {p for _, p in q.pairs + q.incoming}, rec)
+        obs, order, found = seen.get(q.pairs[0][0], ("", [], None))
+        if found is not None:
+            self._first_subject(found, obs, {p for _, p in q.pairs + q.incoming}, rec)
 
-    def _first_subject(self, ctx: QuestionContext, obs: str, gold_props: set[str], rec: dict[str, Any]) -> None:
+    def _first_subject(self, found: LookupResult, obs: str, gold_props: set[str], rec: dict[str, Any]) -> None:
         """The first gold subject's lookup: is its first hint gold, and how good is the query it proposes?"""
         self.questions_with_pairs += 1
-        first = _first_hint(ctx, obs)
+        first = _first_hint(found, obs)
         if first is not None:
             self.hinted += 1
             self.misled += first not in gold_props
         if rec.get("answerable") and rec.get("gold"):
-            self.f1s.append(self._proposal_f1(ctx, rec))
-            self.candidate_f1s.append(self._candidate_f1(ctx, rec))
+            self.f1s.append(self._proposal_f1(found, rec))
+            self.candidate_f1s.append(self._candidate_f1(found, rec))
 
-    def _proposal_f1(self, ctx: QuestionContext, rec: dict[str, Any], incoming: bool = False) -> float:
+    def _proposal_f1(self, found: LookupResult, rec: dict[str, Any], incoming: bool = False) -> float:
         """Answers F1 of the lookup's proposed query against the frozen gold (0 without a proposal)."""
-        if not ctx.suggested_sparql:
+        if not found.proposal:
             return 0.0
         if incoming:
             self.incoming_proposals += 1
         else:
             self.proposals += 1
-        return self._query_f1(ctx.suggested_sparql, rec)
+        return self._query_f1(found.proposal, rec)
 
-    def _candidate_f1(self, ctx: QuestionContext, rec: dict[str, Any]) -> float:
+    def _candidate_f1(self, found: LookupResult, rec: dict[str, Any]) -> float:
         """Answers F1 of the query the program runs when the model ends without executing anything (the lookup's
         proposal, else its best candidate); 0 without one."""
-        if not ctx.candidate_sparql:
+        if not found.candidate:
             return 0.0
         self.candidates += 1
-        return self._query_f1(ctx.candidate_sparql, rec)
+        return self._query_f1(found.candidate, rec)
 
     def _query_f1(self, sparql: str, rec: dict[str, Any]) -> float:
         try:

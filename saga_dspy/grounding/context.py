@@ -130,11 +130,6 @@ class QuestionContext:
         self.prune = prune
         self.state = TypeState()
         self.executions: list[Execution] = []
-        self.final_sparql: str | None = None
-        self.final_execution: Execution | None = None
-        self.suggested_sparql: str | None = None  # the query the latest lookup proposed (★ property), if any
-        self.candidate_sparql: str | None = None  # the latest lookup's proposal or best candidate (not shown)
-        self.stopped = False
         # ids → labels of things the agent has seen (lookups, search hits, results): unknown-IRI hints
         self.seen: dict[str, str] = {}
         self._types_cache: dict[str, Any] = {}  # id → EntityTypes (internal; not the rendered Θ)
@@ -263,11 +258,10 @@ class QuestionContext:
         return None
 
     def snapshot(self) -> dict[str, Any]:
-        """Counters, the final query and the execution statuses, as plain data."""
+        """Counters and the execution statuses, as plain data."""
         return {
             "variant": self.variant,
             "counters": dict(self.counters),
-            "final_sparql": self.final_sparql,
             "executions": [
                 {"sparql": e.sparql, "status": e.status, "rows": e.rows, "error": e.error, "conflicts": e.conflicts}
                 for e in self.executions

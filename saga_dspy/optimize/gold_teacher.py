@@ -48,7 +48,7 @@ from saga_dspy.kg.prefixes import WD, WIKIDATA_PREFIXES
 from saga_dspy.kg.results import AskResult, SelectResult, parse_sparql_json
 from saga_dspy.kg.search import Search
 from saga_dspy.schema import ClassHierarchy, SchemaIndex, load_hierarchy, load_schema_index
-from saga_dspy.tools import make_tools
+from saga_dspy.tools import ToolOutput, make_tools, observation_of
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ def _listed(qid: str, observation: str) -> bool:
     return re.search(rf"\b{re.escape(qid)}\b", observation) is not None
 
 
-def _tool_map(ctx: QuestionContext) -> dict[str, Callable[..., str]]:
+def _tool_map(ctx: QuestionContext) -> dict[str, Callable[..., ToolOutput]]:
     return {tool.__name__: tool for tool in make_tools(ctx)}
 
 
@@ -307,7 +307,7 @@ def gold_trace(
 class _Trace:
     """The steps of one gold trace: each tool call with the observation and the context the agent saw before it."""
 
-    def __init__(self, ctx: QuestionContext, tools: dict[str, Callable[..., str]], config: TeacherConfig):
+    def __init__(self, ctx: QuestionContext, tools: dict[str, Callable[..., ToolOutput]], config: TeacherConfig):
         self.ctx = ctx
         self.tools = tools
         self.config = config
@@ -317,7 +317,7 @@ class _Trace:
         ctx, steps, tools, config = self.ctx, self.steps, self.tools, self.config
         before_types = str(ctx.type_context() or "")
         before_log = str(ctx.knowledge_log() or "")
-        observation = tools[name](**args)
+        observation = observation_of(tools[name](**args))
         steps.append(
             {
                 "thought": thought,

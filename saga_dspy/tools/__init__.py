@@ -2,8 +2,9 @@
 
 `make_tools(ctx)` returns `[search_wikidata, get_wikidata_entry, get_property_examples,
 execute_sparql, stop]` (names and argument shapes of the paper's controller prompt).
-Each returns a string observation within `settings.observation_chars` that says what
-it cut; none raises (errors come back as `[ERROR] …` observations).
+Each returns an observation within `settings.observation_chars` that says what it cut: a
+string, or for the lookup and stop a typed result (`results.LookupResult`, `results.StopResult`)
+whose `text` is the observation; none raises (errors come back as `[ERROR] …` observations).
 
 One module per tool (search, lookup, examples, execute, stop); `specs` holds their names,
 arguments and descriptions, read here and by the agent's ReAct module."""
@@ -13,12 +14,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import TypeVar
+from dataclasses import replace
 
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.render import clip, fit
 from saga_dspy.tools.examples import do_examples
 from saga_dspy.tools.execute import do_execute
 from saga_dspy.tools.lookup import do_lookup
+from saga_dspy.tools.results import LookupResult, StopResult, ToolOutput, observation_of
 from saga_dspy.tools.search import do_search
 from saga_dspy.tools.specs import TOOL_SPECS
 from saga_dspy.tools.stop import do_stop
@@ -26,26 +30,29 @@ from saga_dspy.tools.stop import do_stop
 log = logging.getLogger(__name__)
 
 
-def _guarded(ctx: QuestionContext, name: str, argument: str, fn: Callable[[], str]) -> str:
+Out = TypeVar("Out", str, LookupResult, StopResult)
+
+
+def _guarded(ctx: QuestionContext, name: str, argument: str, fn: Callable[[], Out]) -> Out | str:
     started = time.monotonic()
     before = ctx.counters["sparql_queries"]
     try:
-        out = fn()
+        out: Out | str = fn()
     except Exception as exc:  # noqa: BLE001 - a tool never raises into the agent loop
         log.warning("tool %s failed: %s", name, exc, exc_info=log.isEnabledFor(logging.DEBUG))
         ctx.counters["errors"] += 1
         out = f"[ERROR] {name} failed: {type(exc).__name__}: {clip(str(exc), 200)}"
     ctx.record_call(name, argument, started, before)
-    return fit(out, ctx.budget)
+    return fit(out, ctx.budget) if isinstance(out, str) else replace(out, text=fit(out.text, ctx.budget))
 
 
-def make_tools(ctx: QuestionContext) -> list[Callable[..., str]]:
+def make_tools(ctx: QuestionContext) -> list[Callable[..., ToolOutput]]:
     """The five tools bound to `ctx`, as plain typed functions named and documented by `specs.TOOL_SPECS`."""
 
     def search_wikidata(query: str) -> str:
         return _guarded(ctx, "search_wikidata", query, lambda: do_search(ctx, query))
 
-    def get_wikidata_entry(qid: str) -> str:
+    def get_wikidata_entry(qid: str) -> LookupResult | str:
         return _guarded(ctx, "get_wikidata_entry", qid, lambda: do_lookup(ctx, qid))
 
     def get_property_examples(pid: str) -> str:
@@ -54,13 +61,30 @@ def make_tools(ctx: QuestionContext) -> list[Callable[..., str]]:
     def execute_sparql(sparql: str) -> str:
         return _guarded(ctx, "execute_sparql", sparql, lambda: do_execute(ctx, sparql))
 
-    def stop() -> str:
+    def stop() -> StopResult | str:
         return _guarded(ctx, "stop", "", lambda: do_stop(ctx))
 
-    tools: list[Callable[..., str]] = [search_wikidata, get_wikidata_entry, get_property_examples, execute_sparql, stop]
+    tools: list[Callable[..., ToolOutput]] = [
+        search_wikidata,
+        get_wikidata_entry,
+        get_property_examples,
+        execute_sparql,
+        stop,
+    ]
     for tool in tools:
         tool.__doc__ = TOOL_SPECS[tool.__name__].description
     return tools
 
 
-__all__ = ["make_tools", "do_search", "do_lookup", "do_examples", "do_execute", "do_stop"]
+__all__ = [
+    "LookupResult",
+    "StopResult",
+    "ToolOutput",
+    "do_examples",
+    "do_execute",
+    "do_lookup",
+    "do_search",
+    "do_stop",
+    "make_tools",
+    "observation_of",
+]

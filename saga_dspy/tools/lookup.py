@@ -33,6 +33,7 @@ from saga_dspy.kg.values import Value
 from saga_dspy.schema.compat import Decision, Outcome
 from saga_dspy.tools.evidence import evidence_text
 from saga_dspy.tools.examples import do_examples
+from saga_dspy.tools.results import LookupResult
 
 VALUES_FULL = 3
 LOOKUP_DESCRIPTION = 56
@@ -207,13 +208,13 @@ def _property_block(
     return Block("\n".join(lines) if described else compact, compact, name)
 
 
-def do_lookup(ctx: QuestionContext, qid: str) -> str:
+def do_lookup(ctx: QuestionContext, qid: str) -> LookupResult:
     """The lookup tool: the entity's types and its outgoing properties, filtered by type (SAGA Eq. 3) or pruned
     (SPINACH, or an entity without types), ranked by the question, as head lines + property blocks + a next step."""
     flavour = ctx.flavour
     eid = flavour.normalise_entity(qid or "")
     if eid is None:
-        return _not_an_entity(ctx, qid)
+        return LookupResult(_not_an_entity(ctx, qid))
     ctx.counters["lookups"] += 1
     prior = _prior_active(ctx)
     nb = fetch_neighbourhood(
@@ -224,9 +225,11 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
         value_types=prior and bool(ctx.state.answer_type and ctx.state.answer_type.qid),
     )
     if nb.error:
-        return f"[ERROR] lookup of {eid} failed: {nb.error}"
+        return LookupResult(f"[ERROR] lookup of {eid} failed: {nb.error}")
     if not nb.exists:
-        return f"[NOT FOUND] {eid} has no statements in the knowledge graph. Search for the entity by name instead."
+        return LookupResult(
+            f"[NOT FOUND] {eid} has no statements in the knowledge graph. Search for the entity by name instead."
+        )
     _remember(ctx, eid, nb)
     selection = _select(ctx, nb)
     arrangement, order, fits = _rank(ctx, eid, nb, selection.kept, prior)
@@ -239,12 +242,11 @@ def do_lookup(ctx: QuestionContext, qid: str) -> str:
                 "No outgoing properties in the knowledge graph: look for it as the object of triples, "
                 "or search for a better-connected entity of the same name."
             )
-            return fit("\n".join(head), ctx.budget)
+            return LookupResult(fit("\n".join(head), ctx.budget))
         head.append("No outgoing properties in the knowledge graph.")
-        ctx.suggested_sparql = incoming.proposal or ctx.suggested_sparql
-        ctx.candidate_sparql = incoming.proposal or ctx.candidate_sparql
         tail = [f"Next: execute e.g. {incoming.proposal}"] if incoming.proposal else []
-        return render_blocks(head, [block], ctx.budget, tail=tail).text
+        text = render_blocks(head, [block], ctx.budget, tail=tail).text
+        return LookupResult(text, incoming.proposal, incoming.proposal)
     return _render(ctx, eid, nb, selection, head, arrangement, order, fits)
 
 
@@ -429,7 +431,7 @@ def _render(
     arrangement,
     order: list[str],
     fits: dict[str, bool],
-) -> str:
+) -> LookupResult:
     """Head, property blocks (the top ones in full, the rest on one line) and the next step within the budget."""
     n_vals = sum(len(nb.edges[p]) for p in sel.kept)
     cap = " (the endpoint cut the neighbourhood off)" if nb.capped else ""
@@ -461,19 +463,17 @@ def _render(
         )
         rest = rest_block(ctx, arrangement.rest)
         blocks += [rest] if rest is not None else []
-        ctx.suggested_sparql = arrangement.proposal or incoming.proposal or ctx.suggested_sparql
-        if ctx.flavour.proposes_queries:
-            ctx.candidate_sparql = best_candidate(eid, arrangement, incoming) or ctx.candidate_sparql
-        return render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
+        text = render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
+        candidate = best_candidate(eid, arrangement, incoming) if ctx.flavour.proposes_queries else None
+        return LookupResult(text, arrangement.proposal or incoming.proposal, candidate)
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed) for pid in order]
     starred = [pid for pid in order if fits[pid]]
-    if starred and ctx.flavour.proposes_queries:
-        ctx.suggested_sparql = one_hop_query(eid, starred[0])
-        ctx.candidate_sparql = ctx.suggested_sparql
-        tail = [f"Next: execute a query with the property that leads to the answer, e.g. {ctx.suggested_sparql}"]
+    proposal = one_hop_query(eid, starred[0]) if starred and ctx.flavour.proposes_queries else None
+    if proposal:
+        tail = [f"Next: execute a query with the property that leads to the answer, e.g. {proposal}"]
     else:
         tail = ["Next: execute a query with the property above that leads to the answer."]
-    return render_blocks(head, blocks, ctx.budget, tail=tail).text
+    return LookupResult(render_blocks(head, blocks, ctx.budget, tail=tail).text, proposal, proposal)
 
 
 # --- property examples ------------------------------------------------------------------------------------------------

@@ -15,9 +15,10 @@ from saga_dspy.grounding.state import TypeFact, TypeState
 from saga_dspy.kg.flavours import WIKIDATA
 from saga_dspy.kg.results import Binding, SelectResult
 from saga_dspy.kg.search import SearchHit
-from saga_dspy.tools import make_tools
+from saga_dspy.tools import do_stop, make_tools
 from saga_dspy.tools.search import _hint_pick
 from saga_dspy.variants import VARIANT_FLAGS, GroundingFlags
+from tests.helpers.tools import observing
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def make(settings, endpoint, search, schema, hierarchy):
 
     def build(variant: str = "full", settings_=None, **kw):
         ctx = QuestionContext(settings_ or settings, endpoint, search, schema, hierarchy, variant=variant, **kw)
-        return ctx, {t.__name__: t for t in make_tools(ctx)}
+        return ctx, observing(make_tools(ctx))
 
     return build
 
@@ -213,7 +214,7 @@ def test_errors_come_back_as_observations(make, settings, schema, hierarchy, sea
             raise RuntimeError("the endpoint fell over")
 
     broken = QuestionContext(settings, Broken(), search, schema, hierarchy)
-    btools = {t.__name__: t for t in make_tools(broken)}
+    btools = observing(make_tools(broken))
     assert btools["get_wikidata_entry"]("Q42").startswith("[ERROR]")
     assert btools["execute_sparql"]("SELECT * WHERE { ?s ?p ?o } LIMIT 1").startswith("[ERROR]")
     assert btools["stop"]().startswith("Stopped. No query")
@@ -225,8 +226,8 @@ def test_stop_marks_the_last_successful_query(make):
     tools["execute_sparql"](good)
     tools["execute_sparql"]("SELECT ?x WHERE { wd:Q11817 wdt:P26 wd:Q30 }")  # empty
     tools["execute_sparql"]("SELECT ?x WHERE {")  # error
-    out = tools["stop"]()
-    assert ctx.final_sparql == good and good in out and ctx.stopped
+    result = do_stop(ctx)
+    assert result.final is not None and result.final.sparql == good and good in result.text
     assert ctx.counters["executions"] == 3
 
 

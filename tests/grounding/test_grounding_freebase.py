@@ -13,6 +13,7 @@ from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.patterns import parse_query
 from saga_dspy.kg.flavours.freebase import FREEBASE
 from saga_dspy.tools import make_tools
+from tests.helpers.tools import observing
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 NS = "http://rdf.freebase.com/ns/"
@@ -70,7 +71,7 @@ def freebase(tmp_path_factory):
 def fb(freebase):
     settings, ep, index, hierarchy = freebase
     ctx = QuestionContext(settings, ep, None, index, hierarchy, question="Who is Steven Spielberg's spouse?")
-    return ctx, {t.__name__: t for t in make_tools(ctx)}
+    return ctx, observing(make_tools(ctx))
 
 
 def test_identifiers():

@@ -39,24 +39,27 @@ def test_a_lower_ranked_fitting_property_gets_no_star(settings, endpoint, search
     ctx = _ctx(
         settings, endpoint, search, schema, hierarchy, "What language do they speak in Brazil?", ("language", "Q315")
     )
-    out = do_lookup(ctx, "Q155")
-    assert not _starred(out) and ctx.suggested_sparql is None
+    found = do_lookup(ctx, "Q155")
+    out = found.text
+    assert not _starred(out) and found.proposal is None
     assert out.splitlines()[-1].startswith("Best matches for the question: official language (P37), language used")
 
 
 def test_tied_fitting_properties_get_no_hint(settings, endpoint, search, schema, hierarchy):
     ctx = _ctx(settings, endpoint, search, schema, hierarchy, "What state is Chicago in?", ("state", "Q7275"))
-    out = do_lookup(ctx, "Q1297")
-    assert not _starred(out) and ctx.suggested_sparql is None
+    found = do_lookup(ctx, "Q1297")
+    out = found.text
+    assert not _starred(out) and found.proposal is None
     best = out.splitlines()[-1]
     assert best.startswith("Best matches") and "(P17)" in best and "(P131)" in best
 
 
 def test_a_clear_match_is_starred_and_proposed(settings, endpoint, search, schema, hierarchy):
     ctx = _ctx(settings, endpoint, search, schema, hierarchy, "What currency does Jamaica use?", ("currency", "Q8142"))
-    out = do_lookup(ctx, "Q766")
+    found = do_lookup(ctx, "Q766")
+    out = found.text
     assert [line.split(":")[0] for line in _starred(out)] == ["- currency (P38) ★"]
-    assert ctx.suggested_sparql == "SELECT DISTINCT ?x WHERE { wd:Q766 wdt:P38 ?x }"
+    assert found.proposal == "SELECT DISTINCT ?x WHERE { wd:Q766 wdt:P38 ?x }"
 
 
 def _edges():
@@ -133,9 +136,10 @@ def test_a_lookup_without_a_proposal_keeps_its_best_candidate_unshown(settings, 
     ctx = _ctx(
         settings, endpoint, search, schema, hierarchy, "Give me all companies in Munich.", ("company", "Q783794")
     )
-    out = do_lookup(ctx, "Q1726")
-    assert ctx.suggested_sparql is None and "SELECT" not in out  # nothing proposed, no query shown
-    assert ctx.candidate_sparql == "SELECT DISTINCT ?x WHERE { ?x wdt:P159 wd:Q1726 }"  # headquarters location ★
+    found = do_lookup(ctx, "Q1726")
+    out = found.text
+    assert found.proposal is None and "SELECT" not in out  # nothing proposed, no query shown
+    assert found.candidate == "SELECT DISTINCT ?x WHERE { ?x wdt:P159 wd:Q1726 }"  # headquarters location ★
 
 
 def test_an_items_query_keeps_only_the_class_the_question_names_where_that_narrows(
@@ -145,8 +149,7 @@ def test_an_items_query_keeps_only_the_class_the_question_names_where_that_narro
         ctx = QuestionContext(
             settings, endpoint, search, schema, hierarchy, question=question, variant=variant, answer_type=answer_type
         )
-        do_lookup(ctx, eid)
-        return ctx.suggested_sparql
+        return do_lookup(ctx, eid).proposal
 
     # Hal Roach produced films and other things: the proposal keeps the films (an instance-of pattern)
     films = proposed("Give me all films produced by Hal Roach.", ("film", "Q11424", "Q11424"), "Q72792")

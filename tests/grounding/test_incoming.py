@@ -23,21 +23,23 @@ def test_an_object_side_question_gets_the_incoming_property_proposed(settings, e
     ctx = _ctx(
         settings, endpoint, search, schema, hierarchy, "What movies does Jesse Eisenberg play in?", ("film", "Q11424")
     )
-    obs = do_lookup(ctx, EISENBERG)
+    found = do_lookup(ctx, EISENBERG)
+    obs = found.text
     assert incoming_order(obs)[0] == "P161"
     assert "← cast member (P161) ★" in obs
-    assert ctx.suggested_sparql == f"SELECT DISTINCT ?x WHERE {{ ?x wdt:P161 wd:{EISENBERG} }}"
-    result = endpoint.query(ctx.suggested_sparql)
+    assert found.proposal == f"SELECT DISTINCT ?x WHERE {{ ?x wdt:P161 wd:{EISENBERG} }}"
+    result = endpoint.query(found.proposal)
     assert isinstance(result, SelectResult) and WD + "Q29658" in {b.value for b in result.values()}
 
 
 def test_subject_types_not_counts_decide_the_star(settings, endpoint, search, schema, hierarchy):
     ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Give me all Danish movies.", ("film", "Q11424"))
-    obs = do_lookup(ctx, "Q35")
+    found = do_lookup(ctx, "Q35")
+    obs = found.text
     order = incoming_order(obs)
     assert order[0] == "P495" and "P27" in order  # country of origin first, though citizenship has 4x the items
     assert "P27) ★" not in obs
-    assert ctx.suggested_sparql == "SELECT DISTINCT ?x WHERE { ?x wdt:P495 wd:Q35 }"
+    assert found.proposal == "SELECT DISTINCT ?x WHERE { ?x wdt:P495 wd:Q35 }"
 
 
 def test_no_section_when_the_outgoing_side_answers_and_nothing_incoming_is_asked(
@@ -47,8 +49,9 @@ def test_no_section_when_the_outgoing_side_answers_and_nothing_incoming_is_asked
     sent = []
     query = ctx.query
     ctx.query = lambda sparql, *a, **k: sent.append(sparql) or query(sparql, *a, **k)
-    obs = do_lookup(ctx, "Q64")
-    assert "Incoming" not in obs and ctx.suggested_sparql == "SELECT DISTINCT ?x WHERE { wd:Q64 wdt:P6 ?x }"
+    found = do_lookup(ctx, "Q64")
+    obs = found.text
+    assert "Incoming" not in obs and found.proposal == "SELECT DISTINCT ?x WHERE { wd:Q64 wdt:P6 ?x }"
     # a hidden section costs its one grouped count query, not its examples' labels and subjects' types
     assert ctx.flavour.incoming_query("Q64", 30) in sent
     assert ctx.flavour.incoming_types_query("Q64", 400) not in sent
@@ -66,7 +69,8 @@ def test_spinach_lookups_have_no_incoming_section(settings, endpoint, search, sc
         variant="spinach",
     )
     ctx.prune = lambda question, text: ["P106", "P69"]  # the SPINACH prune keeps two
-    obs = do_lookup(ctx, EISENBERG)
+    found = do_lookup(ctx, EISENBERG)
+    obs = found.text
     assert "pruned for relevance" in obs and "Incoming" not in obs and "P161" not in obs
 
 

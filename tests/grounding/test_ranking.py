@@ -108,7 +108,8 @@ def test_lookup_shows_top_properties_in_full_and_proposes_only_when_relevance_an
     ctx = _ctx(
         settings, endpoint, search, schema, hierarchy, "Which river does the Brooklyn Bridge cross?", ("river", "Q4022")
     )
-    out = do_lookup(ctx, "Q125006")
+    found = do_lookup(ctx, "Q125006")
+    out = found.text
     lines = out.splitlines()
     first = next(line for line in lines if line.startswith("- "))
     assert first.startswith("- crosses (P177)")
@@ -124,25 +125,27 @@ def test_lookup_shows_top_properties_in_full_and_proposes_only_when_relevance_an
         "Which bridge crossing does the Brooklyn Bridge have?",
         ("entity", ""),
     )
-    out = do_lookup(ctx, "Q125006")
-    assert "★" not in out and ctx.suggested_sparql is None and out.splitlines()[-1].startswith("Best matches")
+    found = do_lookup(ctx, "Q125006")
+    out = found.text
+    assert "★" not in out and found.proposal is None and out.splitlines()[-1].startswith("Best matches")
 
 
 def test_two_hop_proposal(settings, endpoint, search, schema, hierarchy):
     q = "What are the birthdays of the actors of George Harrison: Living in the Material World?"
     ctx = _ctx(settings, endpoint, search, schema, hierarchy, q, ("date", ""))
-    out = do_lookup(ctx, "Q1139311")
-    assert ctx.suggested_sparql == "SELECT DISTINCT ?x WHERE { wd:Q1139311 wdt:P161/wdt:P569 ?x }"
+    found = do_lookup(ctx, "Q1139311")
+    out = found.text
+    assert found.proposal == "SELECT DISTINCT ?x WHERE { wd:Q1139311 wdt:P161/wdt:P569 ?x }"
     assert "path wdt:P161/wdt:P569" in out
-    assert endpoint.query(ctx.suggested_sparql).rows
+    assert endpoint.query(found.proposal).rows
 
 
 def test_a_yes_no_question_meets_the_entitys_values_a_wh_question_does_not(
     settings, endpoint, search, schema, hierarchy
 ):
     yes_no = _ctx(settings, endpoint, search, schema, hierarchy, "Is Barack Obama a democrat?", ("boolean", ""))
-    first = next(line for line in do_lookup(yes_no, "Q76").splitlines() if line.startswith("- "))
+    first = next(line for line in do_lookup(yes_no, "Q76").text.splitlines() if line.startswith("- "))
     assert first.startswith("- member of political party (P102)")
     wh = _ctx(settings, endpoint, search, schema, hierarchy, "Which democrat is Barack Obama?", ("entity", ""))
-    first = next(line for line in do_lookup(wh, "Q76").splitlines() if line.startswith("- "))
+    first = next(line for line in do_lookup(wh, "Q76").text.splitlines() if line.startswith("- "))
     assert "(P102)" not in first

@@ -1,0 +1,40 @@
+"""What a tool returns beside its observation: the lookup's queries and stop's final execution, as typed values the
+episode records (no tool leaves a result in the shared context for another module to read back)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from saga_dspy.grounding.context import Execution
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    """The lookup's observation (`text`) and the queries it puts forward: `proposal`, the query of its ★ property
+    (named in the text), and `candidate`, the proposal or else its best one-hop query (never shown)."""
+
+    text: str
+    proposal: str | None = None
+    candidate: str | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class StopResult:
+    """stop's observation and the execution it marks as final (None when no query succeeded)."""
+
+    text: str
+    final: Execution | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+ToolOutput = str | LookupResult | StopResult
+
+
+def observation_of(output: ToolOutput) -> str:
+    """The text the controller reads."""
+    return output if isinstance(output, str) else output.text
