@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dspy.adapters.chat_adapter import ChatAdapter
+from saga_dspy.agent.formatting import StringFieldsAdapter
 
 
-class BegunReplyAdapter(ChatAdapter):
+class BegunReplyAdapter(StringFieldsAdapter):
     """ChatAdapter whose reply starts with `begun` (the text of the reply's first fields)."""
 
     def __init__(self, begun: str, callbacks: list[Any] | None = None):

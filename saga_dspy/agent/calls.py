@@ -21,6 +21,8 @@ from dspy.adapters.json_adapter import JSONAdapter
 from dspy.utils.callback import BaseCallback
 from dspy.utils.exceptions import ContextWindowExceededError
 
+from saga_dspy.agent.formatting import StringFieldsAdapter
+
 SPARE_CALLS = 2  # LM calls per question beyond one per controller turn (at most steps + 2)
 CALL_KINDS = ("answer_type", "prune", "extract", "check")
 
@@ -83,7 +85,8 @@ class QuestionCalls(BaseCallback):
         ):
             yield
             return
-        single = ChatAdapter(callbacks=list(getattr(adapter, "callbacks", None) or []), use_json_adapter_fallback=False)
+        callbacks = list(getattr(adapter, "callbacks", None) or [])
+        single = StringFieldsAdapter(callbacks=callbacks, use_json_adapter_fallback=False)
         with dspy.context(adapter=single):
             yield
 

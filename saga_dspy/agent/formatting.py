@@ -1,17 +1,19 @@
-"""A plain string field is formatted as itself, without DSPy's per-value pydantic detour.
+"""A ChatAdapter that writes a plain string field as itself, without DSPy's per-value pydantic detour.
 
 DSPy's ChatAdapter formats every field value through `serialize_for_json`, which builds a new pydantic
 `TypeAdapter` for the value's type each time (~25 µs); a controller call with its demonstrations has
-60 such values, nearly all strings, whose JSON form is the string itself. `install()` puts a wrapper
-in front of the adapter's `format_field_value` that returns a `str` value as DSPy would and hands
-anything else to DSPy's own function, so prompts are the same to the byte (a test compares them)."""
+60 such values, nearly all strings, whose JSON form is the string itself. `StringFieldsAdapter` formats a
+`str` value as DSPy would and hands anything else to DSPy's own `format_field_value`, so prompts are the same
+to the byte (a test compares them). The program passes it to its calls (`dspy.context(adapter=...)`) where no
+adapter is configured; DSPy's own module-level function is left as it is."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import dspy.adapters.chat_adapter as chat_adapter
+from dspy.adapters.chat_adapter import ChatAdapter, FieldInfoWithName
 from dspy.adapters.utils import format_field_value as dspy_format_field_value
+from dspy.signatures.signature import Signature
 
 
 def format_field_value(field_info: Any, value: Any, assume_text: bool = True) -> str | dict:
@@ -21,11 +23,40 @@ def format_field_value(field_info: Any, value: Any, assume_text: bool = True) ->
     return dspy_format_field_value(field_info, value, assume_text)
 
 
-def install() -> None:
-    """Route ChatAdapter's field formatting through `format_field_value` (once; a wrapper someone else put
-    there is left alone)."""
-    if chat_adapter.format_field_value is dspy_format_field_value:
-        chat_adapter.format_field_value = format_field_value
+class StringFieldsAdapter(ChatAdapter):
+    """ChatAdapter whose two field-formatting methods (DSPy's, line for line) use `format_field_value`."""
+
+    def format_user_message_content(
+        self,
+        signature: type[Signature],
+        inputs: dict[str, Any],
+        prefix: str = "",
+        suffix: str = "",
+        main_request: bool = False,
+    ) -> str:
+        messages = [prefix]
+        for k, v in signature.input_fields.items():
+            if k in inputs:
+                messages.append(f"[[ ## {k} ## ]]\n{format_field_value(field_info=v, value=inputs.get(k))}")
+        if main_request:
+            output_requirements = self.user_message_output_requirements(signature)
+            if output_requirements is not None:
+                messages.append(output_requirements)
+        messages.append(suffix)
+        return "\n\n".join(messages).strip()
+
+    def format_field_with_value(self, fields_with_values: dict[FieldInfoWithName, Any]) -> str:
+        output = [
+            f"[[ ## {field.name} ## ]]\n{format_field_value(field_info=field.info, value=value)}"
+            for field, value in fields_with_values.items()
+        ]
+        return "\n\n".join(output).strip()
 
 
-__all__ = ["format_field_value", "install"]
+# DSPy wraps `format` and `parse` with its callbacks again in every Adapter subclass; ChatAdapter's are wrapped
+# already, so each call would fire its callbacks twice
+StringFieldsAdapter.format = ChatAdapter.format
+StringFieldsAdapter.parse = ChatAdapter.parse
+
+
+__all__ = ["StringFieldsAdapter", "format_field_value"]

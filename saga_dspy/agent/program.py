@@ -24,7 +24,7 @@ from typing import Any
 
 import dspy
 
-from saga_dspy.agent import final_query, formatting
+from saga_dspy.agent import final_query
 from saga_dspy.agent.answer_cues import decides, guard, items_class, rule_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.calls import QuestionCalls
@@ -32,6 +32,7 @@ from saga_dspy.agent.compiled_pool import STATE_KEY, CompiledPool
 from saga_dspy.agent.demos import DemoGuard, DemoPool
 from saga_dspy.agent.episode import Episode
 from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, InfrastructureError, is_infrastructure_error
+from saga_dspy.agent.formatting import StringFieldsAdapter
 from saga_dspy.agent.parsing import parse_pids
 from saga_dspy.agent.pools import load_demo_pool
 from saga_dspy.agent.prediction import empty_prediction, prediction, result_sample, token_counters
@@ -128,7 +129,6 @@ class SagaProgram(dspy.Module):
         lm: dspy.BaseLM | None = None,
     ):
         super().__init__()
-        formatting.install()
         settings = settings or Settings()
         self.variant_def = variant_of(settings.variant)  # ValueError for an unknown name
         self.settings = settings
@@ -248,6 +248,8 @@ class SagaProgram(dspy.Module):
         context: dict[str, Any] = {"callbacks": [*(dspy.settings.callbacks or []), calls]}
         if lm is not None:
             context["lm"] = lm
+        if dspy.settings.adapter is None:  # DSPy's default, with plain strings written as they are
+            context["adapter"] = StringFieldsAdapter()
         run = _Run()
         try:
             with dspy.context(**context), dspy.track_usage() as usage, run.catching(self._settle_failed):

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TypeVar
 from dataclasses import replace
+from typing import TypeVar
 
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.render import clip, fit

@@ -65,12 +65,12 @@ def test_demo_observations_are_clipped_to_the_setting():
     assert sizes[500] - sizes[150] >= 300  # the same demo, its observation clipped 350 characters sooner
 
 
-def test_prompts_formatted_with_the_string_shortcut_are_dspys_to_the_byte(monkeypatch):
+def test_prompts_formatted_with_the_string_shortcut_are_dspys_to_the_byte():
     import dspy.adapters.chat_adapter as chat_adapter
     from dspy.adapters.chat_adapter import ChatAdapter
     from dspy.adapters.utils import format_field_value as dspys
 
-    from saga_dspy.agent import formatting
+    from saga_dspy.agent.formatting import StringFieldsAdapter
     from saga_dspy.agent.pools import load_demo_pool
     from saga_dspy.signatures import SagaController
 
@@ -84,11 +84,9 @@ def test_prompts_formatted_with_the_string_shortcut_are_dspys_to_the_byte(monkey
         "type_context": "(none yet)",
         "knowledge_log": ["[ok] a", "[fail] b"],
     }  # a list: DSPy's own path
-    monkeypatch.setattr(chat_adapter, "format_field_value", dspys)
     plain = ChatAdapter().format(SagaController, demos, inputs)
-    formatting.install()
-    assert chat_adapter.format_field_value is formatting.format_field_value
-    assert ChatAdapter().format(SagaController, demos, inputs) == plain
+    assert StringFieldsAdapter().format(SagaController, demos, inputs) == plain
+    assert chat_adapter.format_field_value is dspys  # DSPy's own function is left alone
     assert len(demos) == 3 and "Berlin" in plain[-1]["content"]
 
 
