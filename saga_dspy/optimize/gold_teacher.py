@@ -16,7 +16,7 @@ Each step stores the thought, the tool name and arguments, the real observation 
 what a demo shows, keeping the gold entity / properties), and the type context and knowledge
 log the controller would have seen before choosing it (only where they changed). The record is the
 demo-pool format of `saga_dspy.agent.demos` (`steps`, `answer_type`, `query_form`, `sparql`, ...),
-so `DemoPool` and `scripts/build_demos.py` use it directly, and `trace_examples` turns it into
+so `DemoPool` and `scripts/build_demos.py` use it directly, and `gold_demos.trace_examples` turns it into
 `dspy.Example`s with the exact controller fields (`question`, `answer_type`, `query_form`,
 `type_context`, `knowledge_log`, `trajectory` -> `next_thought`, `next_tool_name`,
 `next_tool_args`), which dspy's ReAct needs (a plain question/answer demo lacks them and is
@@ -33,14 +33,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-import dspy
 from tqdm import tqdm
 
 from saga_dspy.agent.answer_type import AnswerTypeInfo
-from saga_dspy.agent.demos import DEMO_STEPS, STATE_KEYS, controller_example, state_before
-from saga_dspy.agent.program import SagaProgram
+from saga_dspy.agent.demos import STATE_KEYS
 from saga_dspy.agent.query_form import decide_query_form
-from saga_dspy.agent.trajectory import Step
 from saga_dspy.config import Settings
 from saga_dspy.grounding.context import Execution, QuestionContext
 from saga_dspy.kg.endpoint import Endpoint
@@ -480,125 +477,14 @@ def gold_traces(
     return records, dict(sorted(skipped.items()))
 
 
-# --------------------------------------------------------------------------- demos
-
-
-def step_example(record: dict[str, Any], index: int, *, spinach: bool = False) -> dspy.Example:
-    """The controller demo for step `index` of a record: the trajectory before it as input, the
-    step's thought / tool / arguments as output (rendered as `saga_dspy.agent.demos` renders pools)."""
-    raw = record["steps"]
-    if not -len(raw) <= index < len(raw):
-        raise IndexError(f"record has {len(raw)} steps, no step {index}")
-    index %= len(raw)
-    steps = [
-        Step(
-            str(s.get("thought") or ""),
-            str(s["tool_name"]),
-            dict(s.get("tool_args") or {}),
-            str(s.get("observation") or ""),
-        )
-        for s in raw
-    ]
-    seen = state_before(record, index)  # the context in force at this step (stored only where it changed)
-    shown = steps[:index][-DEMO_STEPS:]
-    form = str(record.get("query_form") or "SELECT").upper()
-    return controller_example(
-        record["question"],
-        shown,
-        index - len(shown),
-        steps[index],
-        spinach=spinach,
-        answer_type=str(record.get("answer_type") or "unknown"),
-        form=form,
-        type_context=seen["type_context"],
-        knowledge_log=seen["knowledge_log"],
-    )
-
-
-STEP_CHOICES = ("execute", "last", "all")
-
-
-def trace_examples(record: dict[str, Any], which: str = "execute", *, spinach: bool = False) -> list[dspy.Example]:
-    """Controller demos of one record: the step that writes and executes the query ('execute'),
-    the final stop ('last'), or every step ('all')."""
-    steps = record.get("steps") or []
-    if which == "all":
-        indices = list(range(len(steps)))
-    elif which == "last":
-        indices = [len(steps) - 1]
-    elif which == "execute":
-        found = [i for i, s in enumerate(steps) if s.get("tool_name") == "execute_sparql"]
-        indices = found[-1:] or [len(steps) - 1]
-    else:
-        raise ValueError(f"which must be one of {STEP_CHOICES}")
-    return [step_example(record, i, spinach=spinach) for i in indices]
-
-
-def answer_type_example(record: dict[str, Any]) -> dspy.Example | None:
-    label = record.get("answer_type_label")
-    if not label or (label == "entity" and not record.get("answer_type_qid")):
-        return None
-    return dspy.Example(
-        question=record["question"], answer_type_label=label, answer_type_qid=record.get("answer_type_qid") or ""
-    ).with_inputs("question")
-
-
-def pick_records(records: Sequence[dict[str, Any]], k: int) -> list[dict[str, Any]]:
-    """k records that cover the query forms (ASK / COUNT / SELECT) and keep prompts short:
-    round-robin over forms, shortest trajectories first."""
-    by_form: dict[str, list[dict[str, Any]]] = {}
-    for rec in sorted(
-        records, key=lambda r: (sum(len(str(s.get("observation", ""))) for s in r.get("steps", [])), str(r.get("id")))
-    ):
-        by_form.setdefault(str(rec.get("query_form") or "SELECT"), []).append(rec)
-    order = [f for f in ("SELECT", "ASK", "COUNT") if f in by_form] + [
-        f for f in by_form if f not in ("SELECT", "ASK", "COUNT")
-    ]
-    picked: list[dict[str, Any]] = []
-    while len(picked) < k and any(by_form.values()):
-        for form in order:
-            if by_form.get(form) and len(picked) < k:
-                picked.append(by_form[form].pop(0))
-    return picked
-
-
-def controller_predictor(program: SagaProgram) -> dspy.Predict:
-    """The predictor that chooses the next tool (outputs next_tool_name)."""
-    for _name, predictor in program.named_predictors():
-        if "next_tool_name" in predictor.signature.output_fields:
-            return predictor
-    raise ValueError("the program has no controller predictor (no next_tool_name output)")
-
-
-def apply_gold_demos(
-    program: SagaProgram, records: Sequence[dict[str, Any]], *, which: str = "execute", answer_types: bool = True
-) -> SagaProgram:
-    """Set the controller's demos (and the answer-type step's) from gold-teacher records."""
-    spinach = not program.variant_def.agent.schema_controller
-    demos: list[dspy.Example] = []
-    for rec in records:
-        demos.extend(trace_examples(rec, which, spinach=spinach))
-    controller_predictor(program).demos = demos
-    if answer_types and hasattr(program, "answer_type") and not spinach:
-        program.answer_type.demos = [ex for ex in (answer_type_example(r) for r in records) if ex is not None]
-    return program
-
-
 __all__ = [
-    "STEP_CHOICES",
     "TeacherConfig",
     "TeacherSkip",
-    "answer_type_example",
-    "apply_gold_demos",
     "compact_query",
     "focus_observation",
-    "controller_predictor",
     "entity_constants",
     "gold_answer_type",
     "gold_trace",
     "gold_traces",
-    "pick_records",
     "property_constants",
-    "step_example",
-    "trace_examples",
 ]

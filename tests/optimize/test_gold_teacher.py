@@ -141,7 +141,7 @@ def test_records_become_controller_demos_with_the_exact_fields(teach_settings, t
     from saga_dspy.agent.demos import DemoPool, record_to_example
     from saga_dspy.agent.program import SagaProgram
     from saga_dspy.grounding.state import controller_state
-    from saga_dspy.optimize.gold_teacher import answer_type_example, trace_examples
+    from saga_dspy.optimize.gold_demos import answer_type_example, trace_examples
 
     item = _find(train_items, r"time zone of Salt Lake City")
     rec = _trace(item, teach_settings, endpoint, search)
@@ -171,7 +171,7 @@ def test_records_become_controller_demos_with_the_exact_fields(teach_settings, t
 def test_gold_demos_reach_the_controller_prompt(teach_settings, train_items, endpoint, search):
     """Demos with the trajectory fields are not dropped: the scripted LM sees them in its prompt."""
     from saga_dspy.agent.program import SagaProgram
-    from saga_dspy.optimize.gold_teacher import apply_gold_demos
+    from saga_dspy.optimize.gold_demos import apply_gold_demos
 
     item = _find(train_items, r"time zone of Salt Lake City")
     rec = _trace(item, teach_settings, endpoint, search)
