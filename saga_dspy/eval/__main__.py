@@ -53,7 +53,8 @@ from saga_dspy.eval.export import FORMATS, export_run
 from saga_dspy.eval.gold import freeze
 from saga_dspy.eval.report import RUN_NAME_COLUMNS, md_table, results_table, runs_rows, text_table
 from saga_dspy.eval.rescore import RESCORED, rescore
-from saga_dspy.eval.runner import COVERAGES, evaluate, program_has_controller_demos
+from saga_dspy.eval.run_inputs import COVERAGES, program_has_controller_demos
+from saga_dspy.eval.runner import evaluate
 from saga_dspy.eval.runs import expand_runs, run_labels
 from saga_dspy.lm import cli_lm
 from saga_dspy.variants import VARIANT_NAMES
