@@ -572,7 +572,10 @@ def main() -> int:
     # 6. HTTP deadline, Retry-After, malformed answers
     faulty = start_fault_server()
     faulty_url = f"http://127.0.0.1:{faulty.server_port}"
-    http = lambda mode, retries=1: HttpEndpoint(settings(args.cache_dir, http_retries=retries), f"{faulty_url}/{mode}")  # noqa: E731
+
+    def http(mode, retries=1):
+        return HttpEndpoint(settings(args.cache_dir, http_retries=retries), f"{faulty_url}/{mode}")
+
     started = time.monotonic()
     done, outcome = bounded(lambda: http("trickle").query("ASK { ?s ?p ?o }", timeout=3), 12)
     record(

@@ -230,8 +230,9 @@ def results_table(entries: Sequence[tuple[str, str, Mapping[str, Any]]]) -> tupl
         found = [cells.get((label, b)) for b in benchmarks]
         row = [label, *[_cell_f1(m) for m in found]]
         if len(benchmarks) > 1:
-            complete = all(m is not None and m.get("f1") is not None for m in found)
-            row.append(_cell(sum(m["f1"] for m in found) / len(found), "pct") if complete else "-")  # type: ignore[index]
+            f1s = [m.get("f1") if m is not None else None for m in found]
+            complete = [f for f in f1s if f is not None]
+            row.append(_cell(sum(complete) / len(found), "pct") if len(complete) == len(found) else "-")
         rows.append(row)
     return header, rows
 
