@@ -17,7 +17,7 @@ from saga_dspy.agent.demos import describe_pool
 from saga_dspy.agent.pools import check_pool_choice
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.cli import ArgumentParser, append_help, run_main
-from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
+from saga_dspy.config import LM_FLAGS, add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.prefixes import WD
@@ -49,18 +49,7 @@ SETTINGS_FLAGS = (
     "stable_history",
     "program",
     "dataset",
-    "lm",
-    "api_base",
-    "api_key",
-    "temperature",
-    "max_tokens",
-    "seed",
-    "lm_cache",
-    "context_window",
-    "write_markers",
-    "lm_timeout",
-    "lm_retries",
-    "question_budget",
+    *LM_FLAGS,
 )
 OBSERVATION_LINES = 8
 OBSERVATION_CHARS = 600

@@ -337,6 +337,23 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+# the language model's settings, as every command that calls one offers them (in this order)
+LM_FLAGS = (
+    "lm",
+    "api_base",
+    "api_key",
+    "temperature",
+    "max_tokens",
+    "seed",
+    "lm_cache",
+    "context_window",
+    "write_markers",
+    "lm_timeout",
+    "lm_retries",
+    "question_budget",
+)
+
+
 def add_settings_args(
     parser: argparse.ArgumentParser, names: Iterable[str], defaults: dict[str, Any] | None = None
 ) -> None:

@@ -43,7 +43,7 @@ from pathlib import Path
 import dspy
 
 from saga_dspy.cli import ArgumentParser, append_help, one_line, run_main
-from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args
+from saga_dspy.config import LM_FLAGS, add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.answerability import describe_subset
 from saga_dspy.eval.compare import compare_markdown, compare_runs
 from saga_dspy.eval.datasets import catalogue_text
@@ -74,18 +74,7 @@ SETTINGS_FLAGS = (
     "cache_dir",
     "query_timeout",
     "result_cache",
-    "lm",
-    "api_base",
-    "api_key",
-    "temperature",
-    "max_tokens",
-    "seed",
-    "lm_cache",
-    "context_window",
-    "write_markers",
-    "lm_timeout",
-    "lm_retries",
-    "question_budget",
+    *LM_FLAGS,
     "max_infra_failures",
     "program",
     "num_threads",

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import dspy
 
 from saga_dspy.cli import ArgumentParser, append_help, run_main
-from saga_dspy.config import Settings, add_settings_args, apply_offline_env, settings_from_args
+from saga_dspy.config import LM_FLAGS, Settings, add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.lm import build_lm, cli_lm, configure_lm_cache
 from saga_dspy.optimize import OPTIMIZERS, SECONDS_PER_RUN, TEACHERS, OptimizeOptions, optimize
@@ -25,18 +25,7 @@ SETTINGS_FLAGS = (
     "cache_dir",
     "query_timeout",
     "result_cache",
-    "lm",
-    "api_base",
-    "api_key",
-    "temperature",
-    "max_tokens",
-    "seed",
-    "lm_cache",
-    "context_window",
-    "write_markers",
-    "lm_timeout",
-    "lm_retries",
-    "question_budget",
+    *LM_FLAGS,
     "max_infra_failures",
     "variant",
     "demos",

@@ -46,7 +46,11 @@ class Module:
 
     @property
     def rel(self) -> str:
-        return self.path.relative_to(PACKAGE).as_posix()
+        """The path inside its package directory (the last `saga_dspy` in the path), e.g. kg/endpoint.py: the
+        same for any checkout measured."""
+        parts = self.path.parts
+        top = len(parts) - 1 - parts[::-1].index(PACKAGE.name)
+        return "/".join(parts[top + 1 :])
 
     @property
     def lines(self) -> int:
