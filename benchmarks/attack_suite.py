@@ -27,7 +27,17 @@ sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from attack_common import CROSS_JOIN, RESULTS, Recorder, alive, bounded, free_port, record, serve, settings  # noqa: E402
+from attack_common import (  # noqa: E402
+    CROSS_JOIN,
+    RESULTS,
+    Recorder,
+    alive,
+    bounded,
+    free_port,
+    record,
+    serve,
+    settings,
+)
 from attack_integrity import (  # noqa: E402
     record_caps_and_inputs,
     record_injection,
@@ -258,7 +268,10 @@ def main() -> int:
     # 6. HTTP deadline, Retry-After, malformed answers
     faulty = start_fault_server()
     faulty_url = f"http://127.0.0.1:{faulty.server_port}"
-    http = lambda mode, retries=1: HttpEndpoint(settings(args.cache_dir, http_retries=retries), f"{faulty_url}/{mode}")  # noqa: E731
+
+    def http(mode: str, retries: int = 1) -> HttpEndpoint:
+        return HttpEndpoint(settings(args.cache_dir, http_retries=retries), f"{faulty_url}/{mode}")
+
     started = time.monotonic()
     done, outcome = bounded(lambda: http("trickle").query("ASK { ?s ?p ?o }", timeout=3), 12)
     record(
