@@ -3,11 +3,18 @@
 Every eval variant and every optimize run is an MLflow run named for what it is
 (`full · qald10/test · local`) with the key params (dataset, split, variant, filter mode, LM,
 endpoint, coverage, program), the metrics of `metrics.summarize` (f1, em, empty_rate,
-boolean/factoid F1, steps, LM calls, tokens, s/q), the evaluation set as an MLflow dataset
-input (context "evaluation"), the per-question results as a table (`per_question.json`: the
-UI's "Evaluation" tab compares runs question by question) and the run's files as artifacts.
-An invocation with several variants has a parent run that carries the comparison on its own:
-`<variant>/<metric>` metrics, the chart, the table of every variant's questions.
+boolean/factoid F1, steps, LM calls, tokens, s/q; rounded for display, metrics.json keeps every
+digit), the evaluation set as an MLflow dataset input (`mlflow.data.from_huggingface`, context
+"evaluation"), the per-question results as a table (`per_question.json`: the UI's "Evaluation" tab
+compares runs question by question) and the run's files as artifacts. The variants of one
+invocation are flat runs (one row each in the runs table, no parent to unfold) tagged
+`saga.invocation` with the invocation's name; each carries the comparison (chart,
+comparison.json/md) and, after the first, its paired comparison with the first (`f1_delta`, CI,
+wins / losses / ties).
+
+Each question's trace carries its scores as assessments: feedback `f1` and `em`, expectations
+`expected_answers` and `expected_sparql` (the gold), so MLflow's trace list and trace comparison show
+per-question wins and losses.
 
 DSPy traces come through `mlflow.dspy.autolog()` with `trace_policy.BoundedCallback` (small
 span inputs, no adapter spans, a budget per question, `--trace sample` every 10th question;
@@ -65,32 +72,29 @@ MLFLOW_OFFLINE_ENV = {
 # Params each run carries (missing ones are logged as "None").
 PARAM_KEYS = ("dataset", "split", "variant", "filter_mode", "lm", "endpoint", "schema_coverage", "program")
 
-# The metrics that compare variants: logged per variant under `<variant>/` on the parent run.
+# The metrics that compare variants: the runs table's first columns.
 KEY_METRICS = (
     "f1",
     "em",
     "empty_rate",
+    "mean_seconds",
+    "f1_delta",
+    "f1_delta_low",
+    "f1_delta_high",
     "boolean_f1",
     "factoid_f1",
     "mean_steps",
     "mean_lm_calls",
     "mean_tokens",
-    "mean_seconds",
 )
+INVOCATION_TAG = "saga.invocation"  # the variants of one invocation: flat runs with the same value
+FINAL_CHARS = 4000  # the gold answers and SPARQL in a trace's assessments
 TABLE_FILE = "per_question.json"
 EXPERIMENT_KIND = "custom_model_development"  # the UI opens such an experiment on its runs table
 SHARED_VIEW = "saga"  # `?viewStateShareKey=saga` opens the runs table with the comparison columns
 VIEW_COLUMNS = (
     "params.`variant`",
-    "metrics.`f1`",
-    "metrics.`em`",
-    "metrics.`empty_rate`",
-    "metrics.`boolean_f1`",
-    "metrics.`factoid_f1`",
-    "metrics.`mean_steps`",
-    "metrics.`mean_lm_calls`",
-    "metrics.`mean_tokens`",
-    "metrics.`mean_seconds`",
+    *(f"metrics.`{key}`" for key in KEY_METRICS),
     "params.`dataset`",
     "params.`split`",
     "params.`lm`",
@@ -99,16 +103,15 @@ VIEW_COLUMNS = (
     "params.`schema_coverage`",
     "params.`program`",
 )
-EXPERIMENT_NOTE = """Runs of saga-dspy (one per variant; an invocation with several variants nests them under a
-parent run named `A vs B · dataset/split · LM` that carries `<variant>/f1`-style metrics and the comparison chart).
+EXPERIMENT_NOTE = """Runs of saga-dspy: one row per variant (the variants of one invocation share the tag
+`saga.invocation`; f1_delta and its CI compare a variant with the invocation's first).
 
-* Runs table: expand the parent run (the `+` by its name) to see the variants; the columns f1 / em / empty_rate /
-  mean_* are metrics, dataset / variant / lm / filter_mode ... are params (add more with "Columns").
-* Chart view (the chart icon above the table): bar charts of any metric across the runs.
-* Compare: tick the variants' boxes, then "Compare".
+* Runs table: f1 / em / empty_rate / mean_seconds ... are metrics, variant / dataset / lm ... params ("Columns").
+* Chart view (the chart icon above the table): one bar chart per metric, a bar per variant (type f1 in its search).
 * Per question: a run's "Evaluation" tab or its `per_question.json` artifact (question, gold, prediction, F1,
   status, steps, variant).
-* Traces (the "Traces" tab): one per question, with a span per tool call.
+* Traces (the "Traces" tab): one per question, with a span per tool call, the final SPARQL and answers, and its
+  assessments: f1 and em (feedback), the gold answers and SPARQL (expectations). Tick two to compare them.
 """
 
 
@@ -157,7 +160,7 @@ def with_tokens(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _answer_text(answers: Any, limit: int = 300) -> str:
+def answer_text(answers: Any, limit: int = 300) -> str:
     """SPARQL-JSON results (or a list of values) as one short line of values."""
     if answers is None:
         return ""
@@ -183,8 +186,8 @@ def question_rows(lines: Sequence[Mapping[str, Any]], variant: str) -> list[dict
                 "id": str(line.get("id")),
                 "variant": variant,
                 "question": str(line.get("question") or ""),
-                "gold": _answer_text(line.get("gold")),
-                "prediction": _answer_text(line.get("answers")),
+                "gold": answer_text(line.get("gold")),
+                "prediction": answer_text(line.get("answers")),
                 "f1": float(line.get("f1") or 0.0),
                 "em": bool(line.get("em")),
                 "status": str(line.get("final_status")),
@@ -207,15 +210,23 @@ def clean_params(params: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def display_value(value: float) -> float:
+    """A metric rounded for the runs table: 4 decimals below 1 (F1 0.1667), 2 up to 100 (5.33 LM calls),
+    1 above (4799.3 tokens)."""
+    size = abs(value)
+    return round(value, 4 if size < 1 else 2 if size < 100 else 1)
+
+
 def numeric_metrics(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """The finite numbers of a (flat) metrics dict; booleans become 0/1, None is left out."""
+    """The finite numbers of a (flat) metrics dict, rounded for display (`display_value`); booleans become 0/1,
+    None is left out."""
     out: dict[str, float] = {}
     for key, value in metrics.items():
         if isinstance(value, bool):
             value = float(value)
         if isinstance(value, (int, float)) and math.isfinite(float(value)):
             name = re.sub(r"[^A-Za-z0-9_\-./ ]", "_", f"{prefix}{key}")
-            out[name] = float(value)
+            out[name] = display_value(float(value))
     return out
 
 
@@ -372,12 +383,17 @@ class Tracker:
             self._mlflow.set_tags({k: str(v) for k, v in tags.items()})
 
     def log_eval_set(self, rows: Sequence[Mapping[str, Any]], name: str) -> None:
-        """The evaluation set as the active run's dataset input (context "evaluation")."""
+        """The evaluation set as the active run's dataset input (a Hugging Face dataset, context "evaluation")."""
         if not self.enabled or not rows:
             return
-        with contextlib.suppress(Exception):  # the run's own records do not depend on it
-            dataset = self._mlflow.data.from_pandas(pd.DataFrame(list(rows)), name=name, targets="gold_sparql")
+        try:
+            import datasets
+
+            data = datasets.Dataset.from_list([dict(row) for row in rows])
+            dataset = self._mlflow.data.from_huggingface(data, path=name, targets="gold_sparql", name=name)
             self._mlflow.log_input(dataset, context="evaluation")
+        except Exception as exc:  # the run's own records do not depend on it
+            log.warning("could not log the evaluation set %s: %s", name, exc)
 
     def log_table(self, rows: Sequence[Mapping[str, Any]], artifact_file: str = TABLE_FILE) -> None:
         """Rows (dicts with the same keys) as an MLflow table of the active run."""
@@ -399,14 +415,58 @@ class Tracker:
         self.log_eval_set(eval_set, eval_set_name)
         self.log_table(question_rows(lines, variant))
 
-    def log_comparison(self, results: Mapping[str, tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]]) -> None:
-        """The parent run's comparison: `<variant>/<metric>` for the key metrics, every variant's questions."""
-        if not self.enabled:
-            return
-        for variant, (metrics, _lines) in results.items():
-            full = with_tokens(metrics)
-            self.log_metrics({k: full.get(k) for k in KEY_METRICS}, prefix=f"{variant}/")
-        self.log_table([row for v, (_m, lines) in results.items() for row in question_rows(lines, v)])
+    def log_assessments(
+        self, run_id: str | None, lines: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]] = ()
+    ) -> int:
+        """Each question's scores on its trace (the run's traces, matched by their question): feedback `f1` and
+        `em`, expectations `expected_answers` and `expected_sparql` (from `rows`, the evaluation set, by id).
+        Returns the number of traces assessed."""
+        if not self.enabled or not run_id or self.trace == "none" or not lines:
+            return 0
+        try:
+            return self._log_assessments(run_id, lines, rows)
+        except Exception as exc:  # the run's own records do not depend on it
+            log.warning("could not log the per-question assessments: %s", exc)
+            return 0
+
+    def _log_assessments(
+        self, run_id: str, lines: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]
+    ) -> int:
+        from mlflow.entities import AssessmentSource, AssessmentSourceType
+
+        mlflow = self._mlflow
+        by_question: dict[str, Mapping[str, Any]] = {}
+        for line in lines:
+            by_question.setdefault(str(line.get("question") or ""), line)
+        gold_sparql = {str(row.get("id")): str(row.get("gold_sparql") or "") for row in rows}
+        traces = mlflow.search_traces(
+            locations=[self.experiment_id],
+            run_id=run_id,
+            return_type="list",
+            include_spans=False,
+            max_results=max(100, 2 * len(lines)),
+        )
+        source = AssessmentSource(source_type=AssessmentSourceType.CODE, source_id="saga_dspy.eval.metrics")
+        done = 0
+        for trace in traces:
+            found = by_question.get(trace_question(trace.info))
+            if found is None:
+                continue
+            line = found
+            trace_id = trace.info.trace_id
+            f1 = float(line.get("f1") or 0.0)
+            status = str(line.get("final_status"))
+            mlflow.log_feedback(trace_id=trace_id, name="f1", value=round(f1, 4), source=source, rationale=status)
+            mlflow.log_feedback(trace_id=trace_id, name="em", value=bool(line.get("em")), source=source)
+            gold = answer_text(line.get("gold"), FINAL_CHARS)
+            mlflow.log_expectation(trace_id=trace_id, name="expected_answers", value=gold, source=source)
+            sparql = str(line.get("gold_sparql") or gold_sparql.get(str(line.get("id")), ""))
+            if sparql:
+                mlflow.log_expectation(
+                    trace_id=trace_id, name="expected_sparql", value=sparql[:FINAL_CHARS], source=source
+                )
+            done += 1
+        return done
 
     def flush(self) -> None:
         """Wait until every finished trace is in the store.
@@ -444,6 +504,17 @@ class Tracker:
 
                 mlflow.dspy.autolog(disable=True, silent=True)  # no traces into this store after the run
             self._autologging = False
+
+
+def trace_question(info: Any) -> str:
+    """The question a trace's root call was asked (its recorded inputs), or "" when they say none."""
+    meta = getattr(info, "trace_metadata", None) or {}
+    text = meta.get("mlflow.traceInputs") or getattr(info, "request_preview", None) or ""
+    try:
+        inputs = json.loads(text)
+    except (TypeError, ValueError):
+        return ""
+    return str(inputs.get("question") or "") if isinstance(inputs, dict) else ""
 
 
 def _now_ms() -> int:
@@ -572,18 +643,23 @@ def comparison_chart(results: Mapping[str, Mapping[str, Any]], path: str | Path,
 
 
 __all__ = [
+    "FINAL_CHARS",
+    "INVOCATION_TAG",
     "KEY_METRICS",
     "PARAM_KEYS",
     "TABLE_FILE",
     "Tracker",
     "apply_mlflow_env",
+    "answer_text",
     "artifact_root",
     "clean_params",
     "comparison_chart",
     "default_tracking_uri",
+    "display_value",
     "numeric_metrics",
     "question_rows",
     "run_name",
     "sqlite_path",
+    "trace_question",
     "with_tokens",
 ]
