@@ -47,7 +47,6 @@ import json
 import logging
 import math
 import os
-import queue
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -59,7 +58,9 @@ import pandas as pd
 
 from saga_dspy.config import Settings, apply_offline_env
 from saga_dspy.eval import trace_writer  # stdlib only: mlflow is imported by its install(), when tracking is on
+from saga_dspy.eval.chart import comparison_chart
 from saga_dspy.eval.preflight import check_tracking_server
+from saga_dspy.eval.trace_export import drain_trace_queue, terminate_trace_export
 
 log = logging.getLogger(__name__)
 
@@ -211,8 +212,7 @@ def clean_params(params: Mapping[str, Any]) -> dict[str, str]:
 
 
 def display_value(value: float) -> float:
-    """A metric rounded for the runs table: 4 decimals below 1 (F1 0.1667), 2 up to 100 (5.33 LM calls),
-    1 above (4799.3 tokens)."""
+    """A metric rounded for the runs table: 4 decimals below 1 (an F1), 2 up to 100 (a mean of calls), 1 above."""
     size = abs(value)
     return round(value, 4 if size < 1 else 2 if size < 100 else 1)
 
@@ -478,7 +478,7 @@ class Tracker:
             self._writer.flush()
         elif self.enabled:
             with contextlib.suppress(Exception):
-                if _drain_trace_queue() is None:
+                if drain_trace_queue() is None:
                     self._mlflow.flush_trace_async_logging()
 
     def close(self) -> None:
@@ -495,8 +495,8 @@ class Tracker:
             self._writer = None
         else:
             with contextlib.suppress(Exception):
-                export_queue = _drain_trace_queue()
-                if export_queue is None or not _terminate_trace_export(export_queue):
+                export_queue = drain_trace_queue()
+                if export_queue is None or not terminate_trace_export(export_queue):
                     mlflow.flush_trace_async_logging(terminate=True)
         if self._autologging:
             with contextlib.suppress(Exception):
@@ -519,127 +519,6 @@ def trace_question(info: Any) -> str:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _drain_trace_queue(timeout: float = 600.0) -> Any:
-    """Write every finished trace now: the span processor's batch goes to the exporter (OpenTelemetry's
-    `force_flush`), then this waits until the exporter's asynchronous queue has written all of it.
-
-    Returns that export queue; None when the exporter is not the plain queue this knows (no asynchronous
-    export, a span batcher in front of it) or a wait timed out: the caller then flushes the public way."""
-    from mlflow.tracing.provider import _get_span_processor
-
-    processor = _get_span_processor()
-    exporter = getattr(processor, "span_exporter", None)
-    if exporter is None or getattr(exporter, "_span_batcher", None) is not None:
-        return None
-    export_queue = getattr(exporter, "_async_queue", None)
-    pending = getattr(export_queue, "_queue", None)
-    if pending is None or not hasattr(pending, "all_tasks_done"):
-        return None
-    if not processor.force_flush(int(timeout * 1000)):
-        return None
-    with pending.all_tasks_done:  # a task is done once written (mlflow's worker calls task_done after it)
-        drained = pending.all_tasks_done.wait_for(lambda: pending.unfinished_tasks == 0, timeout)
-    return export_queue if drained else None
-
-
-class _NoTask:
-    """An export task that writes nothing: it only wakes the consumer from its wait on the queue."""
-
-    def handle(self) -> None:
-        pass
-
-
-_EXPORT_QUEUE_PARTS = (
-    "_flush_lock",
-    "_lock",
-    "_is_active",
-    "_stop_event",
-    "_consumer_thread",
-    "_queue",
-    "_worker_threadpool",
-)
-
-
-def _terminate_trace_export(export_queue: Any) -> bool:
-    """Stop mlflow's trace export threads without waiting for the consumer's one-second poll.
-
-    mlflow's terminating flush marks its queue inactive (later traces are written synchronously), sets
-    the stop flag and joins the consumer, which only sees the flag after its `get(timeout=1)` returns:
-    up to a second, once per evaluate call. This does the same steps and puts an empty task on the
-    queue to end that wait; anything the consumer left is written here. `export_queue`: the one
-    `_drain_trace_queue` emptied. False when it is not the queue this knows (the caller then uses the
-    public flush)."""
-    if not all(hasattr(export_queue, part) for part in _EXPORT_QUEUE_PARTS):
-        return False
-    pending = export_queue._queue
-    with export_queue._flush_lock:
-        with export_queue._lock:
-            if not export_queue._is_active:
-                return True
-            export_queue._is_active = False
-            export_queue._stop_event.set()
-        with contextlib.suppress(queue.Full):
-            pending.put_nowait(_NoTask())
-        export_queue._consumer_thread.join()
-        while True:  # what the consumer did not take (the wake-up task when it had already stopped)
-            try:
-                task = pending.get_nowait()
-            except queue.Empty:
-                break
-            task.handle()
-            pending.task_done()
-        pending.join()
-        export_queue._worker_threadpool.shutdown(wait=True)
-    return True
-
-
-# --------------------------------------------------------------------------- chart
-
-CHART_METRICS = (("f1", "F1"), ("em", "EM"), ("empty_rate", "empty rate"))
-
-
-def comparison_chart(results: Mapping[str, Mapping[str, Any]], path: str | Path, title: str = "") -> Path:
-    """A grouped bar chart (percent) of F1 / EM / empty-result rate per variant, as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-    import pyparsing
-
-    # Importing pyplot imports mathtext, which switches on pyparsing's packrat memoisation for the whole
-    # process; rdflib's SPARQL grammar (every query's guard) then parses ~3x slower for the rest of the
-    # run. These charts carry no math text: switch it off again.
-    pyparsing.ParserElement.disable_memoization()
-    path = Path(path)
-    names = list(results)
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(names) + 2.5), 3.6), dpi=110)
-    width = 0.8 / len(CHART_METRICS)
-    for k, (key, label) in enumerate(CHART_METRICS):
-        values = [100.0 * (results[n].get(key) or 0.0) for n in names]
-        xs = [i + (k - (len(CHART_METRICS) - 1) / 2) * width for i in range(len(names))]
-        bars = ax.bar(xs, values, width, label=label)
-        for bar, value in zip(bars, values):
-            ax.annotate(
-                f"{value:.1f}",
-                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                ha="center",
-                va="bottom",
-                fontsize=7,
-            )
-    ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=15 if len(names) > 3 else 0, fontsize=8)
-    ax.set_ylabel("%")
-    ax.set_ylim(0, 105)
-    ax.legend(fontsize=8, ncols=len(CHART_METRICS), loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
-    if title:
-        ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
 
 
 __all__ = [
