@@ -88,6 +88,11 @@ def test_the_index_counts_statements_about_and_links_to_each_entity(tmp_path):
     assert counts["Q2"] == (2, 0) and counts["Q3"] == (3, 1)  # label, description, a statement
 
 
+def test_a_well_linked_entity_outranks_an_unlinked_one_of_the_same_name(tmp_path):
+    """The text "cosmos" is Q1's alias and Q2's label: Q1, which many statements have as their value, comes first."""
+    assert [h.id for h in LocalSearch(_index(tmp_path)).search("cosmos", limit=5)][:2] == ["Q1", "Q2"]
+
+
 def test_the_index_build_is_deterministic(tmp_path):
     assert _index(tmp_path, "a.sqlite").read_bytes() == _index(tmp_path, "b.sqlite").read_bytes()
 
