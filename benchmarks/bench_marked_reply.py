@@ -7,7 +7,7 @@ once with the markers generated and once with them written: each setting in its 
 cache, as a fresh eval run), alternating, `--rounds` times. Both settings answer the same prompts. A reply that
 differs from the generated-markers reply is counted and, with `--show`, printed.
 
-    .venv/bin/python benchmarks/bench_marked_reply.py results/local-dev30-s14/full --limit 5 --out FILE.json
+    .venv/bin/python benchmarks/bench_marked_reply.py results/local-dev30-s19/full --limit 5 --out FILE.json
 
 Run it on an idle machine: every figure is wall-clock on this CPU.
 """

@@ -8,7 +8,7 @@ call would evaluate, split by where they sit in the prompt: system message (inst
 demonstrations, and each input field of the last user message. No LLM runs, so the figure moves
 with the prompt, not with the model's choices.
 
-    .venv/bin/python benchmarks/bench_prompt_tokens.py results/local-dev17-s6/full results/local-dev17-s6/spinach
+    .venv/bin/python benchmarks/bench_prompt_tokens.py results/local-dev30-s19/full results/local-dev30-s19/spinach
 
 The observations are today's (the tools run again); the actions are the recorded ones, so a prompt
 change is measured on the same trajectories.

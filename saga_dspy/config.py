@@ -75,6 +75,18 @@ KG_PRESETS: dict[str, dict[str, Any]] = {
 BUNDLED_SCHEMA_INDEX = Path("schema") / "wikidata-sample.json.gz"  # under data_dir
 
 
+def header_value_problem(value: str) -> str | None:
+    """Why `value` cannot be an HTTP header value (a line break or another control character, text beyond
+    Latin-1 such as a lone surrogate), or None."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        return "must not contain line breaks or other control characters"
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        return "must be Latin-1 text (an HTTP header value)"
+    return None
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SAGA_", extra="ignore")
 
@@ -284,13 +296,8 @@ class Settings(BaseSettings):
     @field_validator("user_agent")
     @classmethod
     def _header_safe(cls, value: str) -> str:
-        """An HTTP header value: no line breaks or other control characters, and Latin-1 text."""
-        if any(ord(c) < 32 or ord(c) == 127 for c in value):
-            raise ValueError("user_agent must not contain line breaks or other control characters")
-        try:
-            value.encode("latin-1")
-        except UnicodeEncodeError:
-            raise ValueError("user_agent must be Latin-1 text (an HTTP header value)") from None
+        if problem := header_value_problem(value):
+            raise ValueError(f"user_agent {problem}")
         return value
 
     @property

@@ -7,9 +7,11 @@ What it does: evaluates `full` and `spinach` on a few QALD-10 test questions of 
 sample with the test suite's scripted LM (real program, real tools; the script makes spinach
 miss some answers so the variants differ) into a new sqlite MLflow store; starts `mlflow ui` on
 loopback on a free port over that store; opens it with Playwright driving the system Chromium
-(`--chromium`, default /usr/bin/chromium; no browser is downloaded); saves the runs table, the
-compare view and a trace with its tool spans under `docs/screenshots/`; stops
-the server. Needs the `playwright` package (the `docs` extra) and a Chromium binary.
+(`--chromium`, default /usr/bin/chromium; no browser is downloaded); saves under `docs/screenshots/`
+the runs table as it opens (a row per variant with its metrics, no click), the chart view's f1 chart
+(a bar per variant), the comparison of the two variants' traces question by question with their
+assessments (f1, em) and the gold (expectations), and one trace with its tool spans; stops the server.
+Needs the `playwright` package (the `docs` extra) and a Chromium binary.
 """
 
 from __future__ import annotations
@@ -139,14 +141,11 @@ def ids(uri: str) -> dict:
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(EXPERIMENT)
     runs = client.search_runs([exp.experiment_id])
-    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
-    parent = next(r for r in runs if not r.data.tags.get("mlflow.parentRunId"))
     traces = client.search_traces(locations=[exp.experiment_id], max_results=50)
     return {
         "experiment": exp.experiment_id,
-        "parent": parent.info.run_id,
-        "children": {r.data.params["variant"]: r.info.run_id for r in children},
-        "trace": traces[0].info.trace_id if traces else None,
+        "runs": {r.data.params["variant"]: r.info.run_id for r in runs},
+        "traces": [t.info.trace_id for t in traces],
     }
 
 
@@ -163,36 +162,6 @@ def close_assistant(page) -> None:
         page.wait_for_timeout(500)
 
 
-def expand_parent(page) -> None:
-    """Unfold the invocation's parent run (the `+` left of its name) so the variants show."""
-    name = page.get_by_role("link", name=re.compile(" vs ")).first
-    box = name.bounding_box() if name.count() else None
-    if box:
-        page.mouse.click(box["x"] - 31, box["y"] + box["height"] / 2)
-        page.wait_for_timeout(1500)
-
-
-def pick_compare_metrics(page, metrics) -> None:
-    """In the compare view's plot, show `metrics` instead of the default one."""
-    try:
-        page.get_by_role("button", name="Clear All").click(timeout=5000)
-        page.wait_for_timeout(500)
-        boxes = page.locator(".ant-select-selector, [role='combobox']")
-        params_box, metrics_box = boxes.nth(0), boxes.nth(1)
-        params_box.click()
-        page.keyboard.type("variant")
-        page.keyboard.press("Enter")
-        page.keyboard.press("Escape")
-        metrics_box.click()
-        for name in metrics:
-            page.keyboard.type(name)
-            page.wait_for_timeout(300)
-            page.keyboard.press("Enter")
-        page.keyboard.press("Escape")
-    except Exception as exc:  # the plot keeps its default; the metrics table below still compares
-        print(f"could not pick the compare metrics: {exc}", file=sys.stderr)
-
-
 def screenshots(base: str, found: dict, out: Path, chromium: str) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     exp = found["experiment"]
@@ -207,31 +176,39 @@ def screenshots(base: str, found: dict, out: Path, chromium: str) -> list[Path]:
             page.screenshot(path=str(path))
             shots.append(path)
 
-        # 1. the experiment as it opens (the runs table), parent expanded
-        page.goto(
-            f"{base}/#/experiments/{exp}/runs?workflowType=machine_learning&viewStateShareKey={SHARED_VIEW}",
-            wait_until="load",
-        )
+        # 1. the experiment as it opens: the runs table, a row per variant with its metrics
+        runs_url = f"{base}/#/experiments/{exp}/runs?workflowType=machine_learning&viewStateShareKey={SHARED_VIEW}"
+        page.goto(runs_url, wait_until="load")
         page.wait_for_timeout(4000)
         close_assistant(page)
-        expand_parent(page)
         shot("runs-table")
 
-        # 2. the compare view of the two variants
-        runs = json.dumps(list(found["children"].values()))
-        page.goto(
-            f"{base}/#/compare-runs?runs={runs}&experiments={json.dumps([exp])}&workflowType=machine_learning",
-            wait_until="load",
-        )
+        # 2. the chart view, filtered to f1: one bar chart, a bar per variant
+        page.goto(runs_url + "&compareRunsMode=CHART", wait_until="load")
         page.wait_for_timeout(4000)
         close_assistant(page)
-        pick_compare_metrics(page, ("f1", "em", "empty_rate"))
-        close_assistant(page)  # it may open while the view loads
-        shot("compare-view")
+        search = page.get_by_placeholder(re.compile("Search metric charts", re.I))
+        if search.count():
+            search.first.fill("f1")
+            page.wait_for_timeout(2000)
+        shot("f1-chart")
 
-        # 3. a trace with its tool spans: the oldest question of the list (the `full` variant ran first), its
-        # execute_sparql span selected (arguments and observation)
-        if found["trace"]:
+        # 3. the trace comparison: the evaluation runs page comparing full to spinach, question by question,
+        # each question's traces paired with their assessments (f1, em) and expectations (the gold), the run
+        # list folded away
+        full, other = found["runs"]["full"], found["runs"]["spinach"]
+        page.goto(
+            f"{base}/#/experiments/{exp}/evaluation-runs?selectedRunUuid={full}&compareToRunUuid={other}",
+            wait_until="load",
+        )
+        page.wait_for_timeout(6000)
+        close_assistant(page)
+        page.mouse.click(653, 567)  # the fold button on the run list's right edge (in a 1600x1000 viewport)
+        page.wait_for_timeout(4000)
+        shot("trace-comparison")
+
+        # 4. a trace with its tool spans, its assessments beside them
+        if found["traces"]:
             page.goto(f"{base}/#/experiments/{exp}/traces?workflowType=machine_learning", wait_until="load")
             page.wait_for_timeout(5000)
             close_assistant(page)

@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ from saga_dspy.eval.run_inputs import (
     warm_up,
 )
 from saga_dspy.eval.rundir import locked_run_dir
-from saga_dspy.eval.tracking import Tracker, comparison_chart, run_name
+from saga_dspy.eval.tracking import INVOCATION_TAG, Tracker, comparison_chart, run_name
 from saga_dspy.input_files import InputFileError, check_input_file
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.search import Search
@@ -213,6 +213,7 @@ def run_variant(
     progress: bool = True,
     tracker: Any = None,
     nested: bool = False,
+    run_tags: Mapping[str, str] | None = None,
     extra_config: dict | None = None,
     desc: str | None = None,
     warmup_seconds: float | None = None,
@@ -248,7 +249,7 @@ def run_variant(
             run_name(settings.variant, evalset.dataset, evalset.split, settings.lm),
             params=params,
             nested=nested,
-            tags={"kind": "eval", "out_dir": str(out_dir)},
+            tags={"kind": "eval", "out_dir": str(out_dir), **(run_tags or {})},
         )
         if tracker
         else _null_context()
@@ -292,6 +293,7 @@ def run_variant(
                 metrics, lines, settings.variant, eval_set=evalset.rows(), eval_set_name=evalset.name
             )
             tracker.flush()
+            tracker.log_assessments(run_id, lines, evalset.rows())  # each question's scores on its trace
             tracker.log_artifacts([out_dir / PREDICTIONS, out_dir / CONFIG, out_dir / METRICS])
             if settings.program:
                 tracker.log_artifact(settings.program, artifact_path="program")
@@ -472,61 +474,44 @@ def _run_variants(
     """Each variant into its run directory (one sub-directory each when there are several), then the comparison."""
     results: dict[str, VariantResult] = {}
     several = len(variants) > 1
-    parent = (
-        tracker.run(
-            run_name(" vs ".join(variants), evalset.dataset, evalset.split, settings.lm),
-            params={
-                "dataset": evalset.dataset,
-                "split": evalset.split,
-                "variant": " vs ".join(variants),
-                "filter_mode": settings.filter_mode,
-                "lm": settings.lm,
-                "endpoint": settings.endpoint,
-                "schema_coverage": settings.schema_coverage,
-                "program": settings.program,
-                "n_questions": len(evalset),
-            },
-            tags={"kind": "eval-invocation", "out_dir": str(out_dir)},
-        )
-        if several
-        else _null_context()
-    )
-    with parent:
-        for variant in variants:
-            vs = settings.model_copy(update={"variant": variant})
-            warning = program_variant_warning(vs.program, variant)
-            if warning:
-                print(warning, file=sys.stderr)
-            program = factory(vs, services.endpoint, services.search)
-            vdir = out_dir / variant if several else out_dir
-            try:
-                warmup = warm_up(program, services, lm)
-                result = run_variant(
-                    vs,
-                    evalset,
-                    vdir,
-                    program=program,
-                    endpoint=services.endpoint,
-                    lm=lm,
-                    resume=resume,
-                    retry_failed=retry_failed,
-                    overwrite=overwrite,
-                    progress=progress,
-                    tracker=tracker if tracker.enabled else None,
-                    nested=several,
-                    warmup_seconds=warmup,
-                )
-            finally:
-                program.close()  # given the endpoint, the program owns nothing shared
-            results[variant] = result
-            if result.interrupted or result.stopped:
-                break
-        _write_comparison(evalset, results, out_dir, tracker, several, variants[0])
+    # flat runs, one row per variant in MLflow's runs table; the invocation is a tag they share
+    invocation = run_name(" vs ".join(variants), evalset.dataset, evalset.split, settings.lm)
+    invocation += f" · {_dt.datetime.now(_dt.UTC).strftime('%Y-%m-%d %H:%M:%S')}"
+    for variant in variants:
+        vs = settings.model_copy(update={"variant": variant})
+        warning = program_variant_warning(vs.program, variant)
+        if warning:
+            print(warning, file=sys.stderr)
+        program = factory(vs, services.endpoint, services.search)
+        vdir = out_dir / variant if several else out_dir
+        try:
+            warmup = warm_up(program, services, lm)
+            result = run_variant(
+                vs,
+                evalset,
+                vdir,
+                program=program,
+                endpoint=services.endpoint,
+                lm=lm,
+                resume=resume,
+                retry_failed=retry_failed,
+                overwrite=overwrite,
+                progress=progress,
+                tracker=tracker if tracker.enabled else None,
+                run_tags={INVOCATION_TAG: invocation},
+                warmup_seconds=warmup,
+            )
+        finally:
+            program.close()  # given the endpoint, the program owns nothing shared
+        results[variant] = result
+        if result.interrupted or result.stopped:
+            break
+    _write_comparison(evalset, results, out_dir, tracker, several)
     return results
 
 
 def _write_comparison(
-    evalset: EvalSet, results: dict[str, VariantResult], out_dir: Path, tracker: Tracker, several: bool, first: str
+    evalset: EvalSet, results: dict[str, VariantResult], out_dir: Path, tracker: Tracker, several: bool
 ) -> None:
     """comparison.png / .json / .md in the run directory, and in the tracked run(s). comparison.json: each
     variant's metrics, those after the first with `f1_delta` (its paired bootstrap CI, wins / losses / ties
@@ -542,12 +527,10 @@ def _write_comparison(
     if tracker.enabled:
         for variant, comparison in against.items():  # on the variant's own (closed) run, beside its f1
             tracker.log_metrics_to(results[variant].run_id, comparison_metrics(comparison))
-        if several:  # the parent run carries the comparison on its own
-            tracker.log_comparison({v: (table[v], r.lines) for v, r in results.items()})
-            tracker.log_eval_set(evalset.rows(), evalset.name)
-            tracker.log_artifacts([chart, out_dir / "comparison.json", out_dir / "comparison.md"])
-        else:  # one variant: its run is closed; attach the chart to it
-            tracker.log_artifact_to(results[first].run_id, chart)
+        files = [chart, out_dir / "comparison.json", out_dir / "comparison.md"] if several else [chart]
+        for result in results.values():  # every variant's run carries the invocation's comparison
+            for path in files:
+                tracker.log_artifact_to(result.run_id, path)
 
 
 def print_outcome(

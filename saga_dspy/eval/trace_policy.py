@@ -15,7 +15,9 @@ outputs, the LM's messages) — ~475 KB a question, serialised inside the eval t
 * a budget per trace: once a question's spans have recorded `TRACE_BUDGET` characters, later
   spans record only a few hundred characters each;
 * sampling: with `every = N` only every N-th question (root call) is traced; the others record
-  no span at all.
+  no span at all;
+* the question's outputs (the root span's) keep the final SPARQL whole and the answers as their values,
+  each up to `FINAL_CHARS`, whatever the budget.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import mlflow
 from mlflow.dspy.callback import MlflowCallback
 
 from saga_dspy.agent.tool_spans import clip, small_value
+from saga_dspy.eval.tracking import answer_text
 
 TRACE_MODES = ("all", "sample", "none")
 SAMPLE_EVERY = 10  # --trace sample: the 1st, 11th, 21st ... question
@@ -39,6 +42,7 @@ OUTPUT_CHARS = 1500
 SYSTEM_CHARS = 1200  # the LM prompt's system message
 LAST_MESSAGE_CHARS = 5000  # the LM prompt's last (per-step) message
 TERSE_CHARS = 100  # any value once the trace's budget is spent
+FINAL_CHARS = 4000  # the final SPARQL and the answers in the question's outputs
 
 _UNTRACED = contextvars.ContextVar("saga_untraced_question", default=False)
 
@@ -159,8 +163,10 @@ class BoundedCallback(MlflowCallback):
             return
         trace_id = held.span.trace_id
         small = small_value(outputs, TERSE_CHARS if self._terse(trace_id) else OUTPUT_CHARS, items=20)
-        self._charge(trace_id, small)
         is_root = held.span.parent_id is None
+        if is_root:
+            small = final_outputs(outputs, small)
+        self._charge(trace_id, small)
         try:
             super()._end_span(call_id, small, exception, attributes)
         finally:
@@ -169,4 +175,35 @@ class BoundedCallback(MlflowCallback):
                     self._used.pop(trace_id, None)
 
 
-__all__ = ["BoundedCallback", "SAMPLE_EVERY", "TRACE_BUDGET", "TRACE_MODES", "bounded_inputs", "every_for"]
+def final_outputs(outputs: Any, small: Any) -> Any:
+    """A question's bounded outputs with its final SPARQL whole and its answers as a line of values (IRIs as
+    their ids), each up to `FINAL_CHARS`."""
+    if not isinstance(small, dict):
+        return small
+    get = getattr(outputs, "get", None)
+    if not callable(get):
+        return small
+    sparql, answers = get("sparql"), get("answers")
+    out = dict(small)
+    if isinstance(sparql, str):
+        out["sparql"] = clip(sparql, FINAL_CHARS)
+    if answers is not None:
+        to_json = getattr(answers, "to_json", None)
+        try:
+            value = to_json() if callable(to_json) else answers
+        except Exception:  # boundary: the bounded stand-in stays
+            return out
+        out["answers"] = answer_text(value, FINAL_CHARS)
+    return out
+
+
+__all__ = [
+    "FINAL_CHARS",
+    "SAMPLE_EVERY",
+    "TRACE_BUDGET",
+    "TRACE_MODES",
+    "BoundedCallback",
+    "bounded_inputs",
+    "every_for",
+    "final_outputs",
+]

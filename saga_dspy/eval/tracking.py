@@ -3,11 +3,18 @@
 Every eval variant and every optimize run is an MLflow run named for what it is
 (`full · qald10/test · local`) with the key params (dataset, split, variant, filter mode, LM,
 endpoint, coverage, program), the metrics of `metrics.summarize` (f1, em, empty_rate,
-boolean/factoid F1, steps, LM calls, tokens, s/q), the evaluation set as an MLflow dataset
-input (context "evaluation"), the per-question results as a table (`per_question.json`: the
-UI's "Evaluation" tab compares runs question by question) and the run's files as artifacts.
-An invocation with several variants has a parent run that carries the comparison on its own:
-`<variant>/<metric>` metrics, the chart, the table of every variant's questions.
+boolean/factoid F1, steps, LM calls, tokens, s/q; rounded for display, metrics.json keeps every
+digit), the evaluation set as an MLflow dataset input (`mlflow.data.from_huggingface`, context
+"evaluation"), the per-question results as a table (`per_question.json`: the UI's "Evaluation" tab
+compares runs question by question) and the run's files as artifacts. The variants of one
+invocation are flat runs (one row each in the runs table, no parent to unfold) tagged
+`saga.invocation` with the invocation's name; each carries the comparison (chart,
+comparison.json/md) and, after the first, its paired comparison with the first (`f1_delta`, CI,
+wins / losses / ties).
+
+Each question's trace carries its scores as assessments: feedback `f1` and `em`, expectations
+`expected_answers` and `expected_sparql` (the gold), so MLflow's trace list and trace comparison show
+per-question wins and losses.
 
 DSPy traces come through `mlflow.dspy.autolog()` with `trace_policy.BoundedCallback` (small
 span inputs, no adapter spans, a budget per question, `--trace sample` every 10th question;
@@ -40,7 +47,6 @@ import json
 import logging
 import math
 import os
-import queue
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -52,7 +58,9 @@ import pandas as pd
 
 from saga_dspy.config import Settings, apply_offline_env
 from saga_dspy.eval import trace_writer  # stdlib only: mlflow is imported by its install(), when tracking is on
+from saga_dspy.eval.chart import comparison_chart
 from saga_dspy.eval.preflight import check_tracking_server
+from saga_dspy.eval.trace_export import drain_trace_queue, terminate_trace_export
 
 log = logging.getLogger(__name__)
 
@@ -65,32 +73,29 @@ MLFLOW_OFFLINE_ENV = {
 # Params each run carries (missing ones are logged as "None").
 PARAM_KEYS = ("dataset", "split", "variant", "filter_mode", "lm", "endpoint", "schema_coverage", "program")
 
-# The metrics that compare variants: logged per variant under `<variant>/` on the parent run.
+# The metrics that compare variants: the runs table's first columns.
 KEY_METRICS = (
     "f1",
     "em",
     "empty_rate",
+    "mean_seconds",
+    "f1_delta",
+    "f1_delta_low",
+    "f1_delta_high",
     "boolean_f1",
     "factoid_f1",
     "mean_steps",
     "mean_lm_calls",
     "mean_tokens",
-    "mean_seconds",
 )
+INVOCATION_TAG = "saga.invocation"  # the variants of one invocation: flat runs with the same value
+FINAL_CHARS = 4000  # the gold answers and SPARQL in a trace's assessments
 TABLE_FILE = "per_question.json"
 EXPERIMENT_KIND = "custom_model_development"  # the UI opens such an experiment on its runs table
 SHARED_VIEW = "saga"  # `?viewStateShareKey=saga` opens the runs table with the comparison columns
 VIEW_COLUMNS = (
     "params.`variant`",
-    "metrics.`f1`",
-    "metrics.`em`",
-    "metrics.`empty_rate`",
-    "metrics.`boolean_f1`",
-    "metrics.`factoid_f1`",
-    "metrics.`mean_steps`",
-    "metrics.`mean_lm_calls`",
-    "metrics.`mean_tokens`",
-    "metrics.`mean_seconds`",
+    *(f"metrics.`{key}`" for key in KEY_METRICS),
     "params.`dataset`",
     "params.`split`",
     "params.`lm`",
@@ -99,16 +104,15 @@ VIEW_COLUMNS = (
     "params.`schema_coverage`",
     "params.`program`",
 )
-EXPERIMENT_NOTE = """Runs of saga-dspy (one per variant; an invocation with several variants nests them under a
-parent run named `A vs B · dataset/split · LM` that carries `<variant>/f1`-style metrics and the comparison chart).
+EXPERIMENT_NOTE = """Runs of saga-dspy: one row per variant (the variants of one invocation share the tag
+`saga.invocation`; f1_delta and its CI compare a variant with the invocation's first).
 
-* Runs table: expand the parent run (the `+` by its name) to see the variants; the columns f1 / em / empty_rate /
-  mean_* are metrics, dataset / variant / lm / filter_mode ... are params (add more with "Columns").
-* Chart view (the chart icon above the table): bar charts of any metric across the runs.
-* Compare: tick the variants' boxes, then "Compare".
+* Runs table: f1 / em / empty_rate / mean_seconds ... are metrics, variant / dataset / lm ... params ("Columns").
+* Chart view (the chart icon above the table): one bar chart per metric, a bar per variant (type f1 in its search).
 * Per question: a run's "Evaluation" tab or its `per_question.json` artifact (question, gold, prediction, F1,
   status, steps, variant).
-* Traces (the "Traces" tab): one per question, with a span per tool call.
+* Traces (the "Traces" tab): one per question, with a span per tool call, the final SPARQL and answers, and its
+  assessments: f1 and em (feedback), the gold answers and SPARQL (expectations). Tick two to compare them.
 """
 
 
@@ -157,7 +161,7 @@ def with_tokens(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _answer_text(answers: Any, limit: int = 300) -> str:
+def answer_text(answers: Any, limit: int = 300) -> str:
     """SPARQL-JSON results (or a list of values) as one short line of values."""
     if answers is None:
         return ""
@@ -183,8 +187,8 @@ def question_rows(lines: Sequence[Mapping[str, Any]], variant: str) -> list[dict
                 "id": str(line.get("id")),
                 "variant": variant,
                 "question": str(line.get("question") or ""),
-                "gold": _answer_text(line.get("gold")),
-                "prediction": _answer_text(line.get("answers")),
+                "gold": answer_text(line.get("gold")),
+                "prediction": answer_text(line.get("answers")),
                 "f1": float(line.get("f1") or 0.0),
                 "em": bool(line.get("em")),
                 "status": str(line.get("final_status")),
@@ -207,15 +211,22 @@ def clean_params(params: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def display_value(value: float) -> float:
+    """A metric rounded for the runs table: 4 decimals below 1 (an F1), 2 up to 100 (a mean of calls), 1 above."""
+    size = abs(value)
+    return round(value, 4 if size < 1 else 2 if size < 100 else 1)
+
+
 def numeric_metrics(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """The finite numbers of a (flat) metrics dict; booleans become 0/1, None is left out."""
+    """The finite numbers of a (flat) metrics dict, rounded for display (`display_value`); booleans become 0/1,
+    None is left out."""
     out: dict[str, float] = {}
     for key, value in metrics.items():
         if isinstance(value, bool):
             value = float(value)
         if isinstance(value, (int, float)) and math.isfinite(float(value)):
             name = re.sub(r"[^A-Za-z0-9_\-./ ]", "_", f"{prefix}{key}")
-            out[name] = float(value)
+            out[name] = display_value(float(value))
     return out
 
 
@@ -372,12 +383,17 @@ class Tracker:
             self._mlflow.set_tags({k: str(v) for k, v in tags.items()})
 
     def log_eval_set(self, rows: Sequence[Mapping[str, Any]], name: str) -> None:
-        """The evaluation set as the active run's dataset input (context "evaluation")."""
+        """The evaluation set as the active run's dataset input (a Hugging Face dataset, context "evaluation")."""
         if not self.enabled or not rows:
             return
-        with contextlib.suppress(Exception):  # the run's own records do not depend on it
-            dataset = self._mlflow.data.from_pandas(pd.DataFrame(list(rows)), name=name, targets="gold_sparql")
+        try:
+            import datasets
+
+            data = datasets.Dataset.from_list([dict(row) for row in rows])
+            dataset = self._mlflow.data.from_huggingface(data, path=name, targets="gold_sparql", name=name)
             self._mlflow.log_input(dataset, context="evaluation")
+        except Exception as exc:  # the run's own records do not depend on it
+            log.warning("could not log the evaluation set %s: %s", name, exc)
 
     def log_table(self, rows: Sequence[Mapping[str, Any]], artifact_file: str = TABLE_FILE) -> None:
         """Rows (dicts with the same keys) as an MLflow table of the active run."""
@@ -399,14 +415,58 @@ class Tracker:
         self.log_eval_set(eval_set, eval_set_name)
         self.log_table(question_rows(lines, variant))
 
-    def log_comparison(self, results: Mapping[str, tuple[Mapping[str, Any], Sequence[Mapping[str, Any]]]]) -> None:
-        """The parent run's comparison: `<variant>/<metric>` for the key metrics, every variant's questions."""
-        if not self.enabled:
-            return
-        for variant, (metrics, _lines) in results.items():
-            full = with_tokens(metrics)
-            self.log_metrics({k: full.get(k) for k in KEY_METRICS}, prefix=f"{variant}/")
-        self.log_table([row for v, (_m, lines) in results.items() for row in question_rows(lines, v)])
+    def log_assessments(
+        self, run_id: str | None, lines: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]] = ()
+    ) -> int:
+        """Each question's scores on its trace (the run's traces, matched by their question): feedback `f1` and
+        `em`, expectations `expected_answers` and `expected_sparql` (from `rows`, the evaluation set, by id).
+        Returns the number of traces assessed."""
+        if not self.enabled or not run_id or self.trace == "none" or not lines:
+            return 0
+        try:
+            return self._log_assessments(run_id, lines, rows)
+        except Exception as exc:  # the run's own records do not depend on it
+            log.warning("could not log the per-question assessments: %s", exc)
+            return 0
+
+    def _log_assessments(
+        self, run_id: str, lines: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]
+    ) -> int:
+        from mlflow.entities import AssessmentSource, AssessmentSourceType
+
+        mlflow = self._mlflow
+        by_question: dict[str, Mapping[str, Any]] = {}
+        for line in lines:
+            by_question.setdefault(str(line.get("question") or ""), line)
+        gold_sparql = {str(row.get("id")): str(row.get("gold_sparql") or "") for row in rows}
+        traces = mlflow.search_traces(
+            locations=[self.experiment_id],
+            run_id=run_id,
+            return_type="list",
+            include_spans=False,
+            max_results=max(100, 2 * len(lines)),
+        )
+        source = AssessmentSource(source_type=AssessmentSourceType.CODE, source_id="saga_dspy.eval.metrics")
+        done = 0
+        for trace in traces:
+            found = by_question.get(trace_question(trace.info))
+            if found is None:
+                continue
+            line = found
+            trace_id = trace.info.trace_id
+            f1 = float(line.get("f1") or 0.0)
+            status = str(line.get("final_status"))
+            mlflow.log_feedback(trace_id=trace_id, name="f1", value=round(f1, 4), source=source, rationale=status)
+            mlflow.log_feedback(trace_id=trace_id, name="em", value=bool(line.get("em")), source=source)
+            gold = answer_text(line.get("gold"), FINAL_CHARS)
+            mlflow.log_expectation(trace_id=trace_id, name="expected_answers", value=gold, source=source)
+            sparql = str(line.get("gold_sparql") or gold_sparql.get(str(line.get("id")), ""))
+            if sparql:
+                mlflow.log_expectation(
+                    trace_id=trace_id, name="expected_sparql", value=sparql[:FINAL_CHARS], source=source
+                )
+            done += 1
+        return done
 
     def flush(self) -> None:
         """Wait until every finished trace is in the store.
@@ -418,7 +478,7 @@ class Tracker:
             self._writer.flush()
         elif self.enabled:
             with contextlib.suppress(Exception):
-                if _drain_trace_queue() is None:
+                if drain_trace_queue() is None:
                     self._mlflow.flush_trace_async_logging()
 
     def close(self) -> None:
@@ -435,8 +495,8 @@ class Tracker:
             self._writer = None
         else:
             with contextlib.suppress(Exception):
-                export_queue = _drain_trace_queue()
-                if export_queue is None or not _terminate_trace_export(export_queue):
+                export_queue = drain_trace_queue()
+                if export_queue is None or not terminate_trace_export(export_queue):
                     mlflow.flush_trace_async_logging(terminate=True)
         if self._autologging:
             with contextlib.suppress(Exception):
@@ -446,144 +506,39 @@ class Tracker:
             self._autologging = False
 
 
+def trace_question(info: Any) -> str:
+    """The question a trace's root call was asked (its recorded inputs), or "" when they say none."""
+    meta = getattr(info, "trace_metadata", None) or {}
+    text = meta.get("mlflow.traceInputs") or getattr(info, "request_preview", None) or ""
+    try:
+        inputs = json.loads(text)
+    except (TypeError, ValueError):
+        return ""
+    return str(inputs.get("question") or "") if isinstance(inputs, dict) else ""
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _drain_trace_queue(timeout: float = 600.0) -> Any:
-    """Write every finished trace now: the span processor's batch goes to the exporter (OpenTelemetry's
-    `force_flush`), then this waits until the exporter's asynchronous queue has written all of it.
-
-    Returns that export queue; None when the exporter is not the plain queue this knows (no asynchronous
-    export, a span batcher in front of it) or a wait timed out: the caller then flushes the public way."""
-    from mlflow.tracing.provider import _get_span_processor
-
-    processor = _get_span_processor()
-    exporter = getattr(processor, "span_exporter", None)
-    if exporter is None or getattr(exporter, "_span_batcher", None) is not None:
-        return None
-    export_queue = getattr(exporter, "_async_queue", None)
-    pending = getattr(export_queue, "_queue", None)
-    if pending is None or not hasattr(pending, "all_tasks_done"):
-        return None
-    if not processor.force_flush(int(timeout * 1000)):
-        return None
-    with pending.all_tasks_done:  # a task is done once written (mlflow's worker calls task_done after it)
-        drained = pending.all_tasks_done.wait_for(lambda: pending.unfinished_tasks == 0, timeout)
-    return export_queue if drained else None
-
-
-class _NoTask:
-    """An export task that writes nothing: it only wakes the consumer from its wait on the queue."""
-
-    def handle(self) -> None:
-        pass
-
-
-_EXPORT_QUEUE_PARTS = (
-    "_flush_lock",
-    "_lock",
-    "_is_active",
-    "_stop_event",
-    "_consumer_thread",
-    "_queue",
-    "_worker_threadpool",
-)
-
-
-def _terminate_trace_export(export_queue: Any) -> bool:
-    """Stop mlflow's trace export threads without waiting for the consumer's one-second poll.
-
-    mlflow's terminating flush marks its queue inactive (later traces are written synchronously), sets
-    the stop flag and joins the consumer, which only sees the flag after its `get(timeout=1)` returns:
-    up to a second, once per evaluate call. This does the same steps and puts an empty task on the
-    queue to end that wait; anything the consumer left is written here. `export_queue`: the one
-    `_drain_trace_queue` emptied. False when it is not the queue this knows (the caller then uses the
-    public flush)."""
-    if not all(hasattr(export_queue, part) for part in _EXPORT_QUEUE_PARTS):
-        return False
-    pending = export_queue._queue
-    with export_queue._flush_lock:
-        with export_queue._lock:
-            if not export_queue._is_active:
-                return True
-            export_queue._is_active = False
-            export_queue._stop_event.set()
-        with contextlib.suppress(queue.Full):
-            pending.put_nowait(_NoTask())
-        export_queue._consumer_thread.join()
-        while True:  # what the consumer did not take (the wake-up task when it had already stopped)
-            try:
-                task = pending.get_nowait()
-            except queue.Empty:
-                break
-            task.handle()
-            pending.task_done()
-        pending.join()
-        export_queue._worker_threadpool.shutdown(wait=True)
-    return True
-
-
-# --------------------------------------------------------------------------- chart
-
-CHART_METRICS = (("f1", "F1"), ("em", "EM"), ("empty_rate", "empty rate"))
-
-
-def comparison_chart(results: Mapping[str, Mapping[str, Any]], path: str | Path, title: str = "") -> Path:
-    """A grouped bar chart (percent) of F1 / EM / empty-result rate per variant, as PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-    import pyparsing
-
-    # Importing pyplot imports mathtext, which switches on pyparsing's packrat memoisation for the whole
-    # process; rdflib's SPARQL grammar (every query's guard) then parses ~3x slower for the rest of the
-    # run. These charts carry no math text: switch it off again.
-    pyparsing.ParserElement.disable_memoization()
-    path = Path(path)
-    names = list(results)
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.4 * len(names) + 2.5), 3.6), dpi=110)
-    width = 0.8 / len(CHART_METRICS)
-    for k, (key, label) in enumerate(CHART_METRICS):
-        values = [100.0 * (results[n].get(key) or 0.0) for n in names]
-        xs = [i + (k - (len(CHART_METRICS) - 1) / 2) * width for i in range(len(names))]
-        bars = ax.bar(xs, values, width, label=label)
-        for bar, value in zip(bars, values):
-            ax.annotate(
-                f"{value:.1f}",
-                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                ha="center",
-                va="bottom",
-                fontsize=7,
-            )
-    ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=15 if len(names) > 3 else 0, fontsize=8)
-    ax.set_ylabel("%")
-    ax.set_ylim(0, 105)
-    ax.legend(fontsize=8, ncols=len(CHART_METRICS), loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
-    if title:
-        ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
 __all__ = [
+    "FINAL_CHARS",
+    "INVOCATION_TAG",
     "KEY_METRICS",
     "PARAM_KEYS",
     "TABLE_FILE",
     "Tracker",
     "apply_mlflow_env",
+    "answer_text",
     "artifact_root",
     "clean_params",
     "comparison_chart",
     "default_tracking_uri",
+    "display_value",
     "numeric_metrics",
     "question_rows",
     "run_name",
     "sqlite_path",
+    "trace_question",
     "with_tokens",
 ]

@@ -16,7 +16,7 @@ from email.message import Message
 import pyoxigraph
 from SPARQLWrapper import JSON, POST, URLENCODED, SPARQLWrapper
 
-from ..config import Settings
+from ..config import Settings, header_value_problem
 from .base import Endpoint, result_bytes, size_text, too_large
 from .errors import (
     EndpointUnavailable,
@@ -99,6 +99,8 @@ class HttpEndpoint(Endpoint):
         started = time.monotonic()
         if deadline - started <= 0:
             raise QueryTimeout("query timed out before it could be sent")
+        if problem := header_value_problem(self.settings.user_agent):  # settings built without validation
+            raise EndpointUnavailable(f"{self.url}: the user_agent setting {problem}")
         client = SparqlClient(self.url, sparql, form, self.settings.user_agent, opener_for(self.url))
         try:
             try:

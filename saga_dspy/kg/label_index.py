@@ -1,12 +1,13 @@
-"""The label index of the bundled store: labels, aliases, descriptions and popularity in SQLite FTS5, and an
-indexed alias table for exact matches; built once with the store (kg.store) and read by kg.search.LocalSearch."""
+"""The label index of the bundled store: labels, aliases, descriptions and the graph's own priors (statements
+about an entity, links to it) in SQLite FTS5, and an indexed alias table for exact matches; built once with the
+store (kg.store) and read by kg.search.LocalSearch."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-from .prefixes import WD, WIKIBASE
+from .prefixes import WD, WDT, WIKIBASE
 
 _TERMS_QUERY = """
 SELECT ?e ?kind ?text WHERE {
@@ -23,7 +24,8 @@ def _local_id(iri: str) -> str | None:
     return iri[len(WD) :] if iri.startswith(WD) else None
 
 
-LABEL_INDEX_VERSION = 2  # 2: the alias table (an index for the exact alias match); a store with another is re-indexed
+# 2: the alias table (an index for the exact alias match); 3: the incoming column. A store with another is re-indexed.
+LABEL_INDEX_VERSION = 3
 
 
 def label_index_version(path: Path) -> int:
@@ -39,6 +41,8 @@ def label_index_version(path: Path) -> int:
 
 def build_label_index(store, path: Path) -> None:
     """Write the FTS5 index for every labelled entity of a pyoxigraph store."""
+    from pyoxigraph import NamedNode  # lazy: the store's engine is loaded only to build
+
     entries: dict[str, dict] = {}
     for row in store.query(_TERMS_QUERY):
         qid = _local_id(row["e"].value)
@@ -57,20 +61,31 @@ def build_label_index(store, path: Path) -> None:
         qid = _local_id(row["e"].value)
         if qid:
             datatypes[qid] = row["t"].value.removeprefix(WIKIBASE)
+    # One pass over the graph: the triples about each entity (popularity), and the triples whose value it is
+    # (incoming; for a property, the direct triples that use it), the priors of the search's ranking.
     popularity: dict[str, int] = {}
+    incoming: dict[str, int] = {}
     for quad in store.quads_for_pattern(None, None, None):
-        subject = quad.subject
-        if hasattr(subject, "value") and subject.value.startswith(WD):
+        subject, obj, predicate = quad.subject, quad.object, quad.predicate.value
+        if isinstance(subject, NamedNode) and subject.value.startswith(WD):
             qid = subject.value[len(WD) :]
             if qid in entries:
                 popularity[qid] = popularity.get(qid, 0) + 1
+        if isinstance(obj, NamedNode) and obj.value.startswith(WD):
+            qid = obj.value[len(WD) :]
+            if qid in entries:
+                incoming[qid] = incoming.get(qid, 0) + 1
+        if predicate.startswith(WDT):
+            pid = predicate[len(WDT) :]
+            if pid in entries:
+                incoming[pid] = incoming.get(pid, 0) + 1
     path.unlink(missing_ok=True)
     db = sqlite3.connect(path)
     db.executescript(
         """
         CREATE TABLE entity(rowid INTEGER PRIMARY KEY, id TEXT UNIQUE, label TEXT, label_lc TEXT,
                             aliases TEXT, aliases_lc TEXT, description TEXT, kind TEXT, datatype TEXT,
-                            popularity INTEGER);
+                            popularity INTEGER, incoming INTEGER);
         CREATE INDEX entity_label_lc ON entity(label_lc);
         CREATE TABLE alias(alias_lc TEXT NOT NULL, entity INTEGER NOT NULL);  -- entity: entity.rowid
         CREATE INDEX alias_alias_lc ON alias(alias_lc);
@@ -96,11 +111,12 @@ def build_label_index(store, path: Path) -> None:
                 "property" if qid.startswith("P") else "item",
                 datatypes.get(qid),
                 popularity.get(qid, 0),
+                incoming.get(qid, 0),
             )
         )
     db.executemany(
-        "INSERT INTO entity(rowid,id,label,label_lc,aliases,aliases_lc,description,kind,datatype,popularity)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?)",
+        "INSERT INTO entity(rowid,id,label,label_lc,aliases,aliases_lc,description,kind,datatype,popularity,incoming)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?)",
         rows,
     )
     db.executemany("INSERT INTO alias(alias_lc, entity) VALUES (?,?)", alias_rows)

@@ -20,12 +20,14 @@ from saga_dspy.eval.evalset import load_eval_set
 from saga_dspy.eval.runner import evaluate
 from saga_dspy.eval.trace_policy import bounded_inputs
 from saga_dspy.eval.tracking import (
+    INVOCATION_TAG,
     TABLE_FILE,
     Tracker,
     artifact_root,
     clean_params,
     comparison_chart,
     default_tracking_uri,
+    display_value,
     numeric_metrics,
     sqlite_path,
 )
@@ -54,6 +56,12 @@ def test_params_and_metrics_are_cleaned():
         "f1": 0.5,
         "n": 3.0,
         "ok": 1.0,
+    }
+    # rounded for the runs table (metrics.json keeps every digit)
+    assert numeric_metrics({"f1": 1 / 6, "calls": 16 / 3, "tokens": 14398 / 3}) == {
+        "f1": 0.1667,
+        "calls": 5.33,
+        "tokens": 4799.3,
     }
 
 
@@ -143,8 +151,10 @@ def test_optimize_run_is_tracked(store_path, endpoint, search, tmp_path):
 
 
 def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint, search, tmp_path, monkeypatch):
-    """Two variants into a real sqlite store (async span export): params, metrics, the dataset input, the
-    per-question table on each run; the parent's per-variant metrics; tool spans; traces under the bound."""
+    """Two variants into a real sqlite store (async span export): one flat run per variant (a row each in the runs
+    table) sharing the invocation's tag, with params, rounded metrics, the dataset input (a Hugging Face dataset),
+    the per-question table and the comparison's files; tool spans; traces under the bound, each with its final
+    SPARQL whole and its scores and gold as assessments."""
     monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "true")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     settings = make_settings(
@@ -172,12 +182,11 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
     exp = client.get_experiment_by_name("cmp")
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
     runs = client.search_runs([exp.experiment_id])
-    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
-    children = {
-        r.data.params["variant"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id
-    }
-    assert set(children) == {"full", "spinach"}
-    assert parent.info.run_name == "full vs spinach · qald10/test · scripted"
+    assert not any("mlflow.parentRunId" in r.data.tags for r in runs)  # no parent to unfold
+    children = {r.data.params["variant"]: r for r in runs}
+    assert set(children) == {"full", "spinach"} and len(runs) == 2
+    (invocation,) = {r.data.tags[INVOCATION_TAG] for r in runs}
+    assert invocation.startswith("full vs spinach · qald10/test · scripted · ")
     for variant, run in children.items():
         assert run.info.run_name == f"{variant} · qald10/test · scripted"
         assert {"dataset", "split", "variant", "filter_mode", "lm", "endpoint", "schema_coverage", "program"} <= set(
@@ -195,23 +204,39 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
             "mean_seconds",
         ):
             assert key in run.data.metrics, key
-            assert parent.data.metrics[f"{variant}/{key}"] == pytest.approx(run.data.metrics[key])
+            assert run.data.metrics[key] == display_value(run.data.metrics[key])  # rounded for the table
         (dataset_input,) = run.inputs.dataset_inputs
-        assert dataset_input.dataset.name == "qald10/test"
+        assert dataset_input.dataset.name == "qald10/test" and dataset_input.dataset.source_type == "hugging_face"
         assert [t.value for t in dataset_input.tags if t.key == "mlflow.data.context"] == ["evaluation"]
         table = mlflow.load_table(TABLE_FILE, run_ids=[run.info.run_id])
         assert len(table) == 4 and set(table["variant"]) == {variant}
         assert {"question", "gold", "prediction", "f1", "status", "steps"} <= set(table.columns)
-    assert len(mlflow.load_table(TABLE_FILE, run_ids=[parent.info.run_id])) == 8
+        artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert {"comparison.png", "comparison.json", "comparison.md"} <= artifacts
     # spinach's paired comparison with full sits beside its own f1 (the same script: no difference)
     assert children["spinach"].data.metrics["f1_delta"] == 0.0 and children["spinach"].data.metrics["f1_ties"] == 4
     assert "f1_delta" not in children["full"].data.metrics
     # every question's trace is in the store once evaluate() returned, with a span per tool call, bounded
     traces = client.search_traces(locations=[exp.experiment_id], max_results=100)
     assert len(traces) == 8
+    lines = {
+        (v, line["question"]): line
+        for v in ("full", "spinach")
+        for line in map(json.loads, (tmp_path / "run" / v / "predictions.jsonl").read_text().splitlines())
+    }
+    variant_of = {r.info.run_id: v for v, r in children.items()}
     sizes = []
     for info in traces:
         trace = client.get_trace(info.info.trace_id)
+        line = lines[variant_of[trace.info.trace_metadata["mlflow.sourceRun"]], trace.data.spans[0].inputs["question"]]
+        scores = {a.name: a for a in trace.info.assessments}
+        assert {"f1", "em", "expected_answers", "expected_sparql"} <= set(scores)
+        assert scores["f1"].feedback.value == pytest.approx(line["f1"], abs=1e-4)
+        assert scores["em"].feedback.value is bool(line["em"])
+        assert scores["expected_sparql"].expectation.value == line["gold_sparql"]
+        root = trace.data.spans[0]
+        assert root.parent_id is None and root.outputs["sparql"] == line["sparql"]  # whole, not clipped
+        assert isinstance(root.outputs["answers"], str) and "<list>" not in root.outputs["answers"]
         names = [s.name for s in trace.data.spans]
         assert "tool search_wikidata" in names and "tool execute_sparql" in names
         assert not any(n.startswith("ChatAdapter.") for n in names)

@@ -61,6 +61,9 @@ BENIGN = [
     "?s wdt:P31 wd:Q5 .",
     "# a comment\n",
     '"""long\nstring""" ?p ?o .',
+    "?s wd:Q1\\#x ?o .",  # a local-name escape: `#` inside a prefixed name, a comment to a naive tokenizer
+    "?s wd:Q1\\'x ?o .",
+    "FILTER(?o<<x:a>)",
 ]
 
 

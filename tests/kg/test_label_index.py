@@ -13,6 +13,7 @@ from saga_dspy.kg.label_index import LABEL_INDEX_VERSION, build_label_index, lab
 from saga_dspy.kg.search import LocalSearch
 
 WD = "http://www.wikidata.org/entity/"
+WDT = "http://www.wikidata.org/prop/direct/"
 LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 ALT = "http://www.w3.org/2004/02/skos/core#altLabel"
 DESC = "http://schema.org/description"
@@ -33,6 +34,13 @@ def _tiny_store(store) -> None:
     add("Q2", LABEL, "Cosmos")  # a label equal to another entity's alias: both are exact hits
     add("Q3", LABEL, "cosmology")
     add("Q3", DESC, "study of the cosmos")
+    links = [("Q3", "P31", "Q1"), ("Q2", "P279", "Q3")] + [(f"Q{n}", "P361", "Q1") for n in range(10, 20)]
+    for subject, prop, obj in links:  # Q10…Q19 have no label: not entries of the index, but links to Q1
+        store.add(
+            pyoxigraph.Quad(
+                pyoxigraph.NamedNode(WD + subject), pyoxigraph.NamedNode(WDT + prop), pyoxigraph.NamedNode(WD + obj)
+            )
+        )
 
 
 def _index(tmp_path, name="search.sqlite"):
@@ -45,7 +53,7 @@ def _index(tmp_path, name="search.sqlite"):
 
 def test_exact_alias_match_uses_the_alias_table_index(tmp_path):
     path = _index(tmp_path)
-    assert label_index_version(path) == LABEL_INDEX_VERSION == 2
+    assert label_index_version(path) == LABEL_INDEX_VERSION == 3
     db = sqlite3.connect(path)
     assert db.execute(
         "SELECT alias_lc FROM alias JOIN entity e ON e.rowid=alias.entity WHERE e.id='Q42' ORDER BY alias_lc"
@@ -70,6 +78,19 @@ def test_an_index_without_the_alias_table_still_answers_the_same(tmp_path):
     assert label_index_version(old_path) == 0
     for text in ("DNA", "cosmos", "Douglas Noel Adams", "universe", "cosmology"):
         assert [h.id for h in old.search(text, limit=5)] == [h.id for h in new.search(text, limit=5)], text
+
+
+def test_the_index_counts_statements_about_and_links_to_each_entity(tmp_path):
+    db = sqlite3.connect(_index(tmp_path))
+    counts = {r[0]: r[1:] for r in db.execute("SELECT id, popularity, incoming FROM entity")}
+    db.close()
+    assert counts["Q1"] == (2, 11)  # its label and alias; eleven statements have it as their value
+    assert counts["Q2"] == (2, 0) and counts["Q3"] == (3, 1)  # label, description, a statement
+
+
+def test_a_well_linked_entity_outranks_an_unlinked_one_of_the_same_name(tmp_path):
+    """The text "cosmos" is Q1's alias and Q2's label: Q1, which many statements have as their value, comes first."""
+    assert [h.id for h in LocalSearch(_index(tmp_path)).search("cosmos", limit=5)][:2] == ["Q1", "Q2"]
 
 
 def test_the_index_build_is_deterministic(tmp_path):

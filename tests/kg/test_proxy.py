@@ -126,3 +126,14 @@ def test_http_queries_are_sparqlwrapper_requests_of_exactly_the_checked_text(oxi
     assert request.get_method() == "POST" and request.full_url == oxigraph_server
     assert urllib.parse.parse_qs(request.data.decode()) == {"query": [endpoint.prepare(query)]}
     assert request.get_header("User-agent") == make_settings().user_agent
+
+
+@pytest.mark.parametrize("agent", ["saga\r\nX-Evil: 1", "saga \udc80", "saga ☃"])
+def test_a_user_agent_that_is_no_header_value_is_a_sparql_error_even_past_the_settings(agent, monkeypatch):
+    """Settings built without validation (model_copy) still never reach urllib with a header it cannot send."""
+    from saga_dspy.kg.errors import SparqlError
+
+    _clear_proxy_env(monkeypatch)
+    settings = make_settings(http_retries=1).model_copy(update={"user_agent": agent})
+    with pytest.raises(SparqlError, match="user_agent"):
+        HttpEndpoint(settings, "http://127.0.0.1:9/sparql").ask(QUERY)

@@ -1,0 +1,93 @@
+"""Entity-linking recall of the search tool per split, cheaply: only the searches of `stats components`'s
+`entity_linking` (each named gold entity searched by its mention in the question), no lookups.
+
+    .venv/bin/python benchmarks/bench_linking.py                       # every dev split
+    .venv/bin/python benchmarks/bench_linking.py --split test --dataset qald10 --dataset qald7
+    .venv/bin/python benchmarks/bench_linking.py --misses 30            # also list dev misses
+    .venv/bin/python benchmarks/bench_linking.py --out results/components/linking-{dataset}-{split}.json
+
+Choices are made on the dev splits; test splits are for a final, untouched confirmation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from saga_dspy.config import add_settings_args, apply_offline_env, settings_from_args  # noqa: E402
+
+apply_offline_env()
+
+DEV_SPLITS = ("qald10", "qald7", "qald9plus", "wwq")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--dataset", dest="datasets", action="append", help=f"benchmark (repeatable; default: {', '.join(DEV_SPLITS)})"
+    )
+    parser.add_argument("--split", default="dev")
+    parser.add_argument("--misses", type=int, default=0, help="print up to this many misses at rank 1 per split")
+    parser.add_argument("--out", help="write each split's figures to this path ({dataset}, {split} are filled in)")
+    add_settings_args(parser, ["cache_dir", "data_dir"])
+    args = parser.parse_args(argv)
+    settings = settings_from_args(args)
+
+    from saga_dspy.eval.components import SEARCH_HITS, entity_names, mention_of
+    from saga_dspy.eval.datasets import load_benchmark
+    from saga_dspy.eval.gold_pairs import gold_queries
+    from saga_dspy.kg.flavours import flavour_for
+    from saga_dspy.services import KgServices
+
+    flavour = flavour_for(settings.kg)
+    with KgServices(settings) as kg:
+        for dataset in args.datasets or DEV_SPLITS:
+            started = time.monotonic()
+            records = [dict(r) for r in load_benchmark(dataset, args.split, settings)]
+            queries, _ = gold_queries(records, flavour)
+            by_id = {str(r.get("id")): r for r in records}
+            names = entity_names(kg.endpoint, list(dict.fromkeys(e for q in queries for e in q.entities)))
+            total = at1 = at8 = 0
+            misses: list[str] = []
+            for q in queries:
+                question = by_id[q.qid].get("question") or ""
+                for eid in q.entities:
+                    if eid not in names:
+                        continue
+                    total += 1
+                    mention = mention_of(question, names[eid])
+                    hits = kg.search.search(mention, limit=SEARCH_HITS, kind="item")
+                    ids = [h.id for h in hits]
+                    at1 += ids[:1] == [eid]
+                    at8 += eid in ids
+                    if ids[:1] != [eid] and len(misses) < args.misses:
+                        rank = ids.index(eid) + 1 if eid in ids else None
+                        top = f"{hits[0].id} {hits[0].label!r}" if hits else "-"
+                        misses.append(f"  {mention!r}: gold {eid} {names[eid][0]!r} rank {rank}; top {top}")
+            out = {
+                "dataset": dataset,
+                "split": records[0]["split"] if records else args.split,
+                "entities": total,
+                "recall_at_1_pct": round(100.0 * at1 / total, 1) if total else None,
+                "recall_at_8_pct": round(100.0 * at8 / total, 1) if total else None,
+            }
+            print(
+                f"{dataset}/{out['split']}: {total} entities, R@1 {out['recall_at_1_pct']}, "
+                f"R@8 {out['recall_at_8_pct']} ({time.monotonic() - started:.1f}s)"
+            )
+            for line in misses:
+                print(line)
+            if args.out:
+                path = Path(args.out.format(dataset=dataset, split=args.split))
+                path.write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
