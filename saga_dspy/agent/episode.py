@@ -22,7 +22,7 @@ from saga_dspy.config import Settings
 from saga_dspy.grounding.context import Execution, QuestionContext
 from saga_dspy.grounding.state import controller_state
 from saga_dspy.kg.errors import EndpointUnavailable
-from saga_dspy.kg.results import QueryResult
+from saga_dspy.kg.results import QueryResult, SelectResult
 from saga_dspy.signatures import QUERY_FORM_GUIDE
 from saga_dspy.tools.results import LookupResult, StopResult, ToolOutput, observation_of
 from saga_dspy.variants import Variant
@@ -264,6 +264,16 @@ class Episode:
             if (ex.sparql or "").strip() == sparql.strip():
                 return ex.result
         return None
+
+    def answer_labels(self, result: QueryResult | None, limit: int = 50) -> dict[str, str]:
+        """English labels of a result's entities (id -> label), for display: what the agent saw, else one bounded
+        labels query; {} for an ASK result or when none are known."""
+        if not isinstance(result, SelectResult):
+            return {}
+        flavour = self.ctx.flavour
+        ids = [flavour.entity_id(b.value) for row in result.rows for b in row.values() if b.is_iri]
+        wanted = list(dict.fromkeys(i for i in ids if i))[:limit]
+        return {eid: label for eid, label in self.ctx.labels(wanted).items() if label} if wanted else {}
 
     def status_of(self, sparql: str) -> str | None:
         for ex in reversed(self.executions()):

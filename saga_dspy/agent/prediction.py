@@ -112,6 +112,7 @@ def prediction(
         question=episode.question,
         sparql=final or "",
         answers=answers,
+        answer_labels=episode.answer_labels(answers) if status == "ok" else {},
         answer_type=at.render() if at is not None else "",
         answer_type_label=at.label if at is not None else "",
         answer_type_qid=at.qid if at is not None else "",

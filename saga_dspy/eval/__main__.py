@@ -53,7 +53,7 @@ from saga_dspy.eval.export import FORMATS, export_run
 from saga_dspy.eval.gold import freeze
 from saga_dspy.eval.report import RUN_NAME_COLUMNS, md_table, results_table, runs_rows, text_table
 from saga_dspy.eval.rescore import RESCORED, rescore
-from saga_dspy.eval.run_inputs import COVERAGES, program_has_controller_demos
+from saga_dspy.eval.run_inputs import COVERAGES, check_file_inputs, program_has_controller_demos
 from saga_dspy.eval.runner import evaluate
 from saga_dspy.eval.runs import expand_runs, run_labels
 from saga_dspy.lm import cli_lm
@@ -327,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_from_args(args)
     except Exception as exc:  # a settings validation error: argparse's one-line usage error
         parser.error(one_line(exc))
+    check_file_inputs(settings, args.data_file)  # before the LM: a bad file is named, whatever the LM's state
     lm = cli_lm(settings)
     if lm is None:
         return 2

@@ -124,6 +124,17 @@ def check_program_file(path: str | Path | None) -> None:
         raise EvalError(f"--program {path} is not a saved program (a JSON object is expected)")
 
 
+def check_file_inputs(settings: Settings, data_file: str | Path | None = None) -> None:
+    """The run's files (--program, --data-file) checked for type and size before anything is loaded, the LM
+    included: a FIFO or a device is one line, not a hang or a load error about something else."""
+    check_program_file(settings.program)
+    if data_file is not None:
+        try:
+            check_input_file(data_file, "--data-file")
+        except (OSError, InputFileError) as exc:
+            raise EvalError(str(exc)) from None
+
+
 def default_out_dir(settings: Settings, resume: bool) -> Path:
     base = Path("runs")
     prefix = f"eval-{settings.dataset}-{settings.split}-"

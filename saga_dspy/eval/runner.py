@@ -34,9 +34,9 @@ from saga_dspy.eval.preflight import preflight
 from saga_dspy.eval.records import CONFIG, METRICS, run_config, write_json
 from saga_dspy.eval.report import against_first, comparison_metrics, markdown_table, summary_table
 from saga_dspy.eval.run_inputs import (
+    check_file_inputs,
     check_graph,
     check_out_dir,
-    check_program_file,
     checked_variants,
     default_out_dir,
     local_engine,
@@ -48,7 +48,6 @@ from saga_dspy.eval.run_inputs import (
 )
 from saga_dspy.eval.rundir import locked_run_dir
 from saga_dspy.eval.tracking import INVOCATION_TAG, Tracker, comparison_chart, run_name
-from saga_dspy.input_files import InputFileError, check_input_file
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.search import Search
 from saga_dspy.services import KgServices
@@ -393,18 +392,13 @@ def evaluate(
         Path(out) if out is not None else (Path(settings.out) if settings.out else default_out_dir(settings, resume))
     )
     check_graph(settings, settings.dataset, data_file)
-    check_program_file(settings.program)
+    check_file_inputs(settings, data_file)
     if data_file is not None and settings.demo_pool == "auto":  # a user's questions are no bundled benchmark's
         settings = settings.model_copy(update={"demo_pool": "shared"})
     try:
         check_pool_choice(settings)
     except ValueError as exc:
         raise EvalError(str(exc)) from None
-    if data_file is not None:
-        try:
-            check_input_file(data_file, "--data-file")
-        except (OSError, InputFileError) as exc:
-            raise EvalError(str(exc)) from None
     evalset = load_eval_set(
         settings, ids=ids, data_file=data_file, gold_file=gold_file, answerable_only=answerable_only, progress=progress
     )

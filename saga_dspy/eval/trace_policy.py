@@ -177,13 +177,13 @@ class BoundedCallback(MlflowCallback):
 
 def final_outputs(outputs: Any, small: Any) -> Any:
     """A question's bounded outputs with its final SPARQL whole and its answers as a line of values (IRIs as
-    their ids), each up to `FINAL_CHARS`."""
+    their ids and labels), each up to `FINAL_CHARS`."""
     if not isinstance(small, dict):
         return small
     get = getattr(outputs, "get", None)
     if not callable(get):
         return small
-    sparql, answers = get("sparql"), get("answers")
+    sparql, answers, labels = get("sparql"), get("answers"), get("answer_labels")
     out = dict(small)
     if isinstance(sparql, str):
         out["sparql"] = clip(sparql, FINAL_CHARS)
@@ -193,7 +193,7 @@ def final_outputs(outputs: Any, small: Any) -> Any:
             value = to_json() if callable(to_json) else answers
         except Exception:  # boundary: the bounded stand-in stays
             return out
-        out["answers"] = answer_text(value, FINAL_CHARS)
+        out["answers"] = answer_text(value, FINAL_CHARS, labels if isinstance(labels, dict) else None)
     return out
 
 

@@ -161,8 +161,9 @@ def with_tokens(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def answer_text(answers: Any, limit: int = 300) -> str:
-    """SPARQL-JSON results (or a list of values) as one short line of values."""
+def answer_text(answers: Any, limit: int = 300, labels: Mapping[str, str] | None = None) -> str:
+    """SPARQL-JSON results (or a list of values) as one short line of values; an IRI as its id, followed by its
+    label where `labels` (id -> label) has one."""
     if answers is None:
         return ""
     if isinstance(answers, dict):
@@ -171,7 +172,15 @@ def answer_text(answers: Any, limit: int = 300) -> str:
         bindings = (answers.get("results") or {}).get("bindings")
         if bindings is not None:
             values = [cell.get("value", "") for row in bindings for cell in row.values() if isinstance(cell, dict)]
-            text = "; ".join(v.rsplit("/", 1)[-1] if v.startswith("http") else v for v in values)
+            named = labels or {}
+
+            def shown(value: str) -> str:
+                if not value.startswith("http"):
+                    return value
+                eid = value.rsplit("/", 1)[-1]
+                return f"{eid} {named[eid]}" if named.get(eid) else eid
+
+            text = "; ".join(shown(v) for v in values)
             return text if len(text) <= limit else text[: limit - 1] + "…"
     text = str(answers)
     return text if len(text) <= limit else text[: limit - 1] + "…"

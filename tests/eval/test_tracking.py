@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -226,6 +227,7 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
     }
     variant_of = {r.info.run_id: v for v, r in children.items()}
     sizes = []
+    labelled: list[bool] = []
     for info in traces:
         trace = client.get_trace(info.info.trace_id)
         line = lines[variant_of[trace.info.trace_metadata["mlflow.sourceRun"]], trace.data.spans[0].inputs["question"]]
@@ -237,6 +239,8 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
         root = trace.data.spans[0]
         assert root.parent_id is None and root.outputs["sparql"] == line["sparql"]  # whole, not clipped
         assert isinstance(root.outputs["answers"], str) and "<list>" not in root.outputs["answers"]
+        if "/entity/Q" in json.dumps(line["answers"]):
+            labelled.append(bool(re.search(r"\bQ\d+ [^;\s]", root.outputs["answers"])))  # an id and its label
         names = [s.name for s in trace.data.spans]
         assert "tool search_wikidata" in names and "tool execute_sparql" in names
         assert not any(n.startswith("ChatAdapter.") for n in names)
@@ -257,6 +261,7 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
             "steps",
         }
     assert max(sizes) <= 100 * 1024, sizes
+    assert labelled and all(labelled), labelled  # entity answers carry their labels in the trace outputs
 
 
 def test_trace_sample_and_none(store_path, endpoint, search, tmp_path):
