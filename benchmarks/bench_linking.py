@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = settings_from_args(args)
 
-    from saga_dspy.eval.components import SEARCH_HITS, entity_names, mention_of
+    from saga_dspy.eval.components import entity_linking, entity_names
     from saga_dspy.eval.datasets import load_benchmark
     from saga_dspy.eval.gold_pairs import gold_queries
     from saga_dspy.kg.flavours import flavour_for
@@ -53,29 +53,15 @@ def main(argv: list[str] | None = None) -> int:
             queries, _ = gold_queries(records, flavour)
             by_id = {str(r.get("id")): r for r in records}
             names = entity_names(kg.endpoint, list(dict.fromkeys(e for q in queries for e in q.entities)))
-            total = at1 = at8 = 0
-            misses: list[str] = []
-            for q in queries:
-                question = by_id[q.qid].get("question") or ""
-                for eid in q.entities:
-                    if eid not in names:
-                        continue
-                    total += 1
-                    mention = mention_of(question, names[eid])
-                    hits = kg.search.search(mention, limit=SEARCH_HITS, kind="item")
-                    ids = [h.id for h in hits]
-                    at1 += ids[:1] == [eid]
-                    at8 += eid in ids
-                    if ids[:1] != [eid] and len(misses) < args.misses:
-                        rank = ids.index(eid) + 1 if eid in ids else None
-                        top = f"{hits[0].id} {hits[0].label!r}" if hits else "-"
-                        misses.append(f"  {mention!r}: gold {eid} {names[eid][0]!r} rank {rank}; top {top}")
+            linking = entity_linking(queries, by_id, names, kg.search, misses=args.misses)
+            misses = [f"  {line}" for line in linking.pop("misses", [])]
+            total = linking["entities"]
             out = {
                 "dataset": dataset,
                 "split": records[0]["split"] if records else args.split,
                 "entities": total,
-                "recall_at_1_pct": round(100.0 * at1 / total, 1) if total else None,
-                "recall_at_8_pct": round(100.0 * at8 / total, 1) if total else None,
+                "recall_at_1_pct": linking["recall_at_1_pct"],
+                "recall_at_8_pct": linking["recall_at_8_pct"],
             }
             print(
                 f"{dataset}/{out['split']}: {total} entities, R@1 {out['recall_at_1_pct']}, "

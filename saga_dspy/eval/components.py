@@ -479,10 +479,16 @@ class _Tally:
 
 
 def entity_linking(
-    queries: list[GoldQuery], by_id: dict[str, dict], names: dict[str, list[str]], search: Search | None
+    queries: list[GoldQuery],
+    by_id: dict[str, dict],
+    names: dict[str, list[str]],
+    search: Search | None,
+    misses: int = 0,
 ) -> dict[str, Any]:
-    """Recall@1 / @8 of the search tool for each named gold entity, searched by its mention in the question."""
+    """Recall@1 / @8 of the search tool for each named gold entity, searched by its mention in the question; with
+    `misses`, up to that many lines naming a gold entity the first hit is not (mention, rank, top hit)."""
     total = at1 = at8 = whole = 0
+    missed: list[str] = []
     for q in queries:
         question = by_id[q.qid].get("question") or ""
         for eid in q.entities:
@@ -498,12 +504,19 @@ def entity_linking(
             ids = [h.id for h in hits]
             at1 += ids[:1] == [eid]
             at8 += eid in ids[:SEARCH_HITS]
-    return {
+            if ids[:1] != [eid] and len(missed) < misses:
+                rank = ids.index(eid) + 1 if eid in ids else None
+                top = f"{hits[0].id} {hits[0].label!r}" if hits else "-"
+                missed.append(f"{mention!r}: gold {eid} {names[eid][0]!r} rank {rank}; top {top}")
+    out: dict[str, Any] = {
         "entities": total,
         "recall_at_1_pct": _pct(at1, total),
         "recall_at_8_pct": _pct(at8, total),
         "mention_is_whole_question": whole,
     }
+    if misses:
+        out["misses"] = missed
+    return out
 
 
 def _class_fits(endpoint: Endpoint, hierarchy: ClassHierarchy, qid: str, entities: list[str]) -> bool:
