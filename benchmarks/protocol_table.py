@@ -1,5 +1,5 @@
-"""Does the agent follow the tool protocol? A table over eval run directories: F1, EM, and the shares of
-questions whose episode ended on repeated actions, that never looked an entity up, and whose final query came
+"""Does the agent follow the tool protocol? A table over eval run directories: F1, EM, the empty share, and the
+shares of questions whose episode ended on repeated actions, that never looked an entity up, and whose final query came
 from the model's own execution, the program (the lookup's proposal or candidate) or the extract call.
 
     .venv/bin/python benchmarks/protocol_table.py runs/no-pool/spinach-dev/full runs/no-pool/spinach-dev/spinach
@@ -54,6 +54,7 @@ def protocol_row(run: Path) -> dict[str, Any]:
         "n": n,
         "f1": sum(float(x.get("f1") or 0) for x in lines) / n if n else 0.0,
         "em": sum(float(x.get("em") or 0) for x in lines) / n if n else 0.0,
+        "empty": share(lambda x: bool(x.get("empty"))),
         "ended_on_repeats": share(ended_on_repeats),
         "no_lookup": share(lambda x: not looked_up(x)),
         "seconds": sum(float((x.get("counters") or {}).get("seconds") or 0) for x in lines) / n if n else 0.0,
@@ -64,13 +65,23 @@ def protocol_row(run: Path) -> dict[str, Any]:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    head = "| run | n | F1 | EM | ended on repeats | no lookup | final: model | program | extract | none | s / q |"
-    out = [head, "|---|---|---|---|---|---|---|---|---|---|---|"]
+    head = (
+        "| run | n | F1 | EM | empty | ended on repeats | no lookup | final: model | program | extract | none | s / q |"
+    )
+    out = [head, "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         pct = [f"{100 * r[k]:.1f}" for k in ("f1", "em")]
         shares = [
             f"{100 * r[k]:.0f} %"
-            for k in ("ended_on_repeats", "no_lookup", "final_model", "final_program", "final_extract", "final_none")
+            for k in (
+                "empty",
+                "ended_on_repeats",
+                "no_lookup",
+                "final_model",
+                "final_program",
+                "final_extract",
+                "final_none",
+            )
         ]
         out.append("| " + " | ".join([r["run"], str(r["n"]), *pct, *shares, f"{r['seconds']:.1f}"]) + " |")
     return "\n".join(out)
