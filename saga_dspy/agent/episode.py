@@ -72,7 +72,7 @@ class Episode:
     auto_runs: int = 0  # of which the lookup's proposed query (the auto-run)
     done: dict[tuple[str, str], int] = field(default_factory=dict)  # action -> the step that ran it
     repeats: int = 0  # identical actions in a row
-    assisted: int = 0  # repeated actions the program answered with the step they circle (`_assist_repeat`)
+    assisted: int = 0  # repeated actions the program answered with the step they circle (`final_query.assist_repeat`)
     invalid: int = 0  # actions in a row that named no tool or lacked its argument
     deadline: float | None = None  # time.monotonic() past which no step is taken (settings.question_budget)
     budget_exceeded: bool = False

@@ -199,20 +199,25 @@ def assist_repeat(episode: Episode, thought: str, name: str, args: dict[str, Any
     if name == "execute_sparql":
         sparql = str(args.get("sparql") or "").strip()
         if sparql and episode.status_of(sparql) == "ok" and sparql == (episode.last_executed() or "").strip():
-            episode.repeats, episode.assisted = 0, episode.assisted + 1
+            _assisted(episode)
             return judge_stop(episode, thought, {})
     if name == "search_wikidata":
         eid = named_lookup(episode.steps[at - 1].observation)
         if eid and not episode.looked_up(eid):
-            episode.repeats, episode.assisted = 0, episode.assisted + 1
+            _assisted(episode)
             episode.program_step(thought, "get_wikidata_entry", {"qid": eid}, "from-repeat")
             return StepOutcome.CONTINUE
     suggestion = episode.proposal
     if not suggestion or episode.status_of(suggestion) is not None:
         return None
-    episode.repeats, episode.assisted = 0, episode.assisted + 1
+    _assisted(episode)
     episode.program_execute(thought, suggestion, "from-repeat")
     return StepOutcome.CONTINUE
+
+
+def _assisted(episode: Episode) -> None:
+    """The program answered a repeat with the step it circles: counted, and the run of repeats starts again."""
+    episode.repeats, episode.assisted = 0, episode.assisted + 1
 
 
 # --- at the end ------------------------------------------------------------------------------------------------------

@@ -206,11 +206,12 @@ class LocalSearch:
         total = getattr(self, "_entity_count", None)
         if total is None:
             total = self._entity_count = db.execute("SELECT count(*) FROM entity").fetchone()[0]
-        weights = {}
-        for word in set(words):
-            row = db.execute("SELECT doc FROM temp.entity_vocab WHERE term=?", (word,)).fetchone()
-            weights[word] = math.log((total + 1) / ((row[0] if row else 0) + 1))
-        return weights
+        unique = sorted(set(words))
+        if not unique:
+            return {}
+        marks = ",".join("?" * len(unique))
+        docs = dict(db.execute(f"SELECT term, doc FROM temp.entity_vocab WHERE term IN ({marks})", unique).fetchall())
+        return {word: math.log((total + 1) / (docs.get(word, 0) + 1)) for word in unique}
 
     def _columns(self) -> str:
         """The row's columns but its text relevance (an index before the incoming column reads 0 for it)."""
