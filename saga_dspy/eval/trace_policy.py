@@ -32,7 +32,7 @@ import mlflow
 from mlflow.dspy.callback import MlflowCallback
 
 from saga_dspy.agent.tool_spans import clip, small_value
-from saga_dspy.eval.tracking import answer_text
+from saga_dspy.eval.tracking import FINAL_CHARS, answer_text
 
 TRACE_MODES = ("all", "sample", "none")
 SAMPLE_EVERY = 10  # --trace sample: the 1st, 11th, 21st ... question
@@ -42,7 +42,6 @@ OUTPUT_CHARS = 1500
 SYSTEM_CHARS = 1200  # the LM prompt's system message
 LAST_MESSAGE_CHARS = 5000  # the LM prompt's last (per-step) message
 TERSE_CHARS = 100  # any value once the trace's budget is spent
-FINAL_CHARS = 4000  # the final SPARQL and the answers in the question's outputs
 
 _UNTRACED = contextvars.ContextVar("saga_untraced_question", default=False)
 

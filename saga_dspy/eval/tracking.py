@@ -89,7 +89,7 @@ KEY_METRICS = (
     "mean_tokens",
 )
 INVOCATION_TAG = "saga.invocation"  # the variants of one invocation: flat runs with the same value
-FINAL_CHARS = 4000  # the gold answers and SPARQL in a trace's assessments
+FINAL_CHARS = 4000  # a trace's final SPARQL and answers, and its gold in the assessments
 TABLE_FILE = "per_question.json"
 EXPERIMENT_KIND = "custom_model_development"  # the UI opens such an experiment on its runs table
 SHARED_VIEW = "saga"  # `?viewStateShareKey=saga` opens the runs table with the comparison columns
@@ -445,8 +445,8 @@ class Tracker:
 
         mlflow = self._mlflow
         by_question: dict[str, Mapping[str, Any]] = {}
-        for line in lines:
-            by_question.setdefault(str(line.get("question") or ""), line)
+        for each in lines:
+            by_question.setdefault(str(each.get("question") or ""), each)
         gold_sparql = {str(row.get("id")): str(row.get("gold_sparql") or "") for row in rows}
         traces = mlflow.search_traces(
             locations=[self.experiment_id],
@@ -458,10 +458,9 @@ class Tracker:
         source = AssessmentSource(source_type=AssessmentSourceType.CODE, source_id="saga_dspy.eval.metrics")
         done = 0
         for trace in traces:
-            found = by_question.get(trace_question(trace.info))
-            if found is None:
+            line = by_question.get(trace_question(trace.info))
+            if line is None:
                 continue
-            line = found
             trace_id = trace.info.trace_id
             f1 = float(line.get("f1") or 0.0)
             status = str(line.get("final_status"))
