@@ -113,6 +113,8 @@ def test_components_cli(settings, capsys):
     assert set(report["filters"]) == {"closure", "calibrated"}
     cq = report["candidate_query"]  # the proposal or, where there is none, the best candidate: never worse
     assert cq["candidates"] >= report["proposed_query"]["proposals"] and cq["mean_f1"] >= cq["proposals_only_mean_f1"]
+    # as the program returns it: a candidate of another form than the question's is rewritten to it, or kept
+    assert 0 <= cq["rewritten_to_form"] <= cq["candidates"] and cq["returned_mean_f1"] is not None
     inc = report["incoming"]  # (property, object entity) gold pairs: ranked in the lookup's incoming section
     assert inc["gold_pairs"] > 0 and inc["recall_at_3_pct"] >= inc["recall_at_1_pct"] > 0
     with pytest.raises(SystemExit):

@@ -23,7 +23,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from saga_dspy.agent.parsing import parse_tool_args
-from saga_dspy.agent.query_form import QUERY_FORMS, form_of, form_problem, keeps_the_question, rewrite_head
+from saga_dspy.agent.query_form import QUERY_FORMS, form_of, form_problem, keeps_the_question, to_form
 from saga_dspy.agent.trajectory import Step
 from saga_dspy.grounding.provenance import mentioned_ids, unseen_ids
 from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
@@ -286,7 +286,7 @@ def rewrite_form(episode: Episode, final: str, source: str | None, notes: list[s
             f"the final query has the wrong form ({form_of(final)} for {episode.form}); not rewritten in this variant"
         )
     elif problem:
-        rewritten = rewrite_head(final, episode.form)
+        rewritten = to_form(episode.form, final, episode.result_of(final))
         if rewritten:
             return FinalQuery(rewritten, f"{source}+rewritten", final, tuple(notes))
         notes.append(f"the final query has the wrong form ({form_of(final)} for {episode.form})")

@@ -148,6 +148,12 @@ def rewrite_head(sparql: str, target: str) -> str | None:
     return None
 
 
+def to_form(required: str, sparql: str, result: Any = None) -> str | None:
+    """`sparql` rewritten to the `required` form where it has another one (`form_problem`) and the head rewrite
+    exists; None otherwise. What the program does to a final query at the end (`form_rewrite`)."""
+    return rewrite_head(sparql, required) if form_problem(required, sparql, result) else None
+
+
 def keeps_the_question(sparql: str, target: str) -> bool:
     """Whether the head rewrite to `target` answers what the query's own body asks: a count of the one variable
     a SELECT projects does; an ASK of a SELECT's pattern does not (it drops the value the question asks about),

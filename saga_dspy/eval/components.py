@@ -48,7 +48,8 @@ from typing import Any, TextIO
 
 from saga_dspy.agent.answer_cues import items_class
 from saga_dspy.agent.answer_cues import rule_answer_type as cue_answer_type
-from saga_dspy.agent.query_form import is_yes_no_question
+from saga_dspy.agent.answer_type import AnswerTypeInfo
+from saga_dspy.agent.query_form import decide_query_form, is_yes_no_question, to_form
 from saga_dspy.config import Settings
 from saga_dspy.eval.datasets import load_benchmark
 from saga_dspy.eval.gold_pairs import GoldQuery, gold_queries
@@ -228,6 +229,12 @@ def rule_answer_type(
     return ("boolean", "", True, "") if is_yes_no_question(question) else None
 
 
+def _form(question: str, at, lexicon: Lexicon | None) -> str:
+    """The query form the program decides for the question from the LLM-free answer type."""
+    info = AnswerTypeInfo.from_raw(at[0], at[1]) if at else None
+    return decide_query_form(info, question, lexicon)
+
+
 # --- the report ----------------------------------------------------------------------------------------------------
 
 
@@ -271,7 +278,7 @@ def component_stats(
             rec = by_id[q.qid]
             at = rule_answer_type(rec.get("question") or "", answer_type, schema, lexicon)
             tally.answer_type(rec, at)
-            tally.lookups(q, rec, at)
+            tally.lookups(q, rec, at, _form(rec.get("question") or "", at, lexicon))
             if n and n % 100 == 0:
                 log(f"  {n}/{len(queries)} questions")
     return {
@@ -311,7 +318,8 @@ class _Tally:
         self.incoming_f1s: list[float] = []
         self.incoming_proposals = 0
         self.candidate_f1s: list[float] = []  # the program's fallback query (proposal or best candidate), both sides
-        self.candidates = 0
+        self.candidates = self.rewritten = 0
+        self.returned_f1s: list[float] = []  # the same, rewritten to the question's form as the program returns it
         self.at_total = self.at_ok = self.cls_total = self.cls_ok = 0
         self.at_confusion: Counter = Counter()
         self.examples: list[dict[str, Any]] = []
@@ -348,7 +356,8 @@ class _Tally:
         self.edges[eid] = set(fetch_neighbourhood(self.endpoint, self.flavour, eid, qualifiers=False).edges)
         return obs, observed_order(obs), found
 
-    def lookups(self, q: GoldQuery, rec: dict[str, Any], at) -> None:
+    def lookups(self, q: GoldQuery, rec: dict[str, Any], at, form: str = "SELECT") -> None:
+        """`form`: the query form the program would hold the question to (its final query is rewritten to it)."""
         question = rec.get("question") or ""
         seen: dict[str, tuple[str, list[str], LookupResult | None]] = {}
         for eid, pid in q.incoming:
@@ -363,7 +372,7 @@ class _Tally:
                 obs, _, found = seen[q.incoming[0][0]]
                 if found is not None:
                     self.incoming_f1s.append(self._proposal_f1(found, rec, incoming=True))
-                    self.candidate_f1s.append(self._candidate_f1(found, rec))
+                    self._candidate(found, rec, form)
             return
         for eid, pid in q.pairs:
             if eid not in seen:
@@ -388,9 +397,11 @@ class _Tally:
                 )
         obs, order, found = seen.get(q.pairs[0][0], ("", [], None))
         if found is not None:
-            self._first_subject(found, obs, {p for _, p in q.pairs + q.incoming}, rec)
+            self._first_subject(found, obs, {p for _, p in q.pairs + q.incoming}, rec, form)
 
-    def _first_subject(self, found: LookupResult, obs: str, gold_props: set[str], rec: dict[str, Any]) -> None:
+    def _first_subject(
+        self, found: LookupResult, obs: str, gold_props: set[str], rec: dict[str, Any], form: str
+    ) -> None:
         """The first gold subject's lookup: is its first hint gold, and how good is the query it proposes?"""
         self.questions_with_pairs += 1
         first = _first_hint(found, obs)
@@ -399,7 +410,7 @@ class _Tally:
             self.misled += first not in gold_props
         if rec.get("answerable") and rec.get("gold"):
             self.f1s.append(self._proposal_f1(found, rec))
-            self.candidate_f1s.append(self._candidate_f1(found, rec))
+            self._candidate(found, rec, form)
 
     def _proposal_f1(self, found: LookupResult, rec: dict[str, Any], incoming: bool = False) -> float:
         """Answers F1 of the lookup's proposed query against the frozen gold (0 without a proposal)."""
@@ -411,13 +422,25 @@ class _Tally:
             self.proposals += 1
         return self._query_f1(found.proposal, rec)
 
-    def _candidate_f1(self, found: LookupResult, rec: dict[str, Any]) -> float:
+    def _candidate(self, found: LookupResult, rec: dict[str, Any], form: str) -> None:
         """Answers F1 of the query the program runs when the model ends without executing anything (the lookup's
-        proposal, else its best candidate); 0 without one."""
-        if not found.candidate:
-            return 0.0
-        self.candidates += 1
-        return self._query_f1(found.candidate, rec)
+        proposal, else its best candidate; 0 without one): as run, and as the program returns it (rewritten to the
+        question's form, `form_rewrite`)."""
+        raw = as_run = 0.0
+        if found.candidate:
+            self.candidates += 1
+            try:
+                result = self.endpoint.query(found.candidate)
+            except SparqlError:  # a failing query scores 0
+                result = None
+            if result is not None:
+                raw = as_run = answer_f1(result, rec["gold"])
+                rewritten = to_form(form, found.candidate, result)
+                if rewritten is not None:
+                    self.rewritten += 1
+                    as_run = self._query_f1(rewritten, rec)
+        self.candidate_f1s.append(raw)
+        self.returned_f1s.append(as_run)
 
     def _query_f1(self, sparql: str, rec: dict[str, Any]) -> float:
         try:
@@ -456,6 +479,9 @@ class _Tally:
                 "answerable_questions": len(self.candidate_f1s),
                 "candidates": self.candidates,
                 "mean_f1": round(statistics.fmean(self.candidate_f1s), 3) if self.candidate_f1s else None,
+                # as the program returns it: rewritten to the question's form (ASK / COUNT) where it has another
+                "returned_mean_f1": round(statistics.fmean(self.returned_f1s), 3) if self.returned_f1s else None,
+                "rewritten_to_form": self.rewritten,
                 # the same questions with the proposals alone (0 where the lookup proposes nothing)
                 "proposals_only_mean_f1": round(statistics.fmean(both), 3)
                 if (both := self.f1s + self.incoming_f1s)
@@ -576,7 +602,8 @@ def print_components(report: dict[str, Any], out: TextIO | None = None) -> None:
         print(
             f"candidate query (run when the model ends without a query): mean F1 {cq['mean_f1']} over "
             f"{cq['answerable_questions']} answerable, both sides ({cq['candidates']} candidates; proposals alone "
-            f"{cq.get('proposals_only_mean_f1')})",
+            f"{cq.get('proposals_only_mean_f1')}); as returned, in the question's form: {cq.get('returned_mean_f1')} "
+            f"({cq.get('rewritten_to_form')} rewritten)",
             file=out,
         )
     print(

@@ -101,12 +101,14 @@ def arrange(
     return out
 
 
-def best_candidate(eid: str, arrangement: Arrangement, incoming: IncomingView | None) -> str | None:
+def best_candidate(
+    eid: str, arrangement: Arrangement, incoming: IncomingView | None, type_pid: str | None = None
+) -> str | None:
     """The query of the lookup's best candidate: its proposal, else the most question-relevant property
     (outgoing `wd:E wdt:P ?x`, or incoming `?x wdt:P wd:E` when that is at least as relevant and its
-    subjects fit the answer type, or it is the only one). Not shown to the model: the program runs it when
-    the model stops (or the episode ends) without having executed anything, which would otherwise end with no
-    query at all."""
+    subjects fit the answer type, or it is the only one); with none of those, a class's instances (`?x <type_pid>
+    wd:E`). Not shown to the model: the program runs it when the model stops (or the episode ends) without having
+    executed anything, which would otherwise end with no query at all."""
     if arrangement.proposal:
         return arrangement.proposal
     if incoming is not None and incoming.proposal:
@@ -132,6 +134,8 @@ def best_candidate(eid: str, arrangement: Arrangement, incoming: IncomingView | 
         return incoming.query(eid, inc.pid)
     if out is not None:
         return one_hop_query(eid, out.pid)
+    if incoming is not None and type_pid and type_pid in incoming.shown:
+        return incoming.query(eid, type_pid)
     return None
 
 

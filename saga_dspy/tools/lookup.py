@@ -464,7 +464,9 @@ def _render(
         rest = rest_block(ctx, arrangement.rest)
         blocks += [rest] if rest is not None else []
         text = render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
-        candidate = best_candidate(eid, arrangement, incoming) if ctx.flavour.proposes_queries else None
+        candidate = (
+            best_candidate(eid, arrangement, incoming, ctx.flavour.type_pid) if ctx.flavour.proposes_queries else None
+        )
         return LookupResult(text, arrangement.proposal or incoming.proposal, candidate)
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed) for pid in order]
     starred = [pid for pid in order if fits[pid]]

@@ -11,7 +11,7 @@ import pytest
 from saga_dspy.agent.answer_type import AnswerTypeInfo, normalize_answer_label, normalize_answer_qid
 from saga_dspy.agent.demos import BM25, DemoPool, record_to_example, tokenize
 from saga_dspy.agent.parsing import normalize_tool_name, parse_pids, parse_tool_args
-from saga_dspy.agent.query_form import decide_query_form, form_of, form_problem, rewrite_head
+from saga_dspy.agent.query_form import decide_query_form, form_of, form_problem, rewrite_head, to_form
 from saga_dspy.agent.trajectory import Step, render_trajectory
 from saga_dspy.kg.results import Binding, SelectResult
 
@@ -461,3 +461,14 @@ def test_a_variants_own_pool_file_is_preferred(tmp_path):
     (demos / "qald10.spinach.jsonl").write_text(json.dumps(own) + "\n")
     assert load_demo_pool(settings, variant=variant_of("spinach")).records[0].question == "Who founded Carthage?"
     assert load_demo_pool(settings, variant=variant_of("full")).records[0].question == "Who founded Rome?"
+
+
+def test_to_form_rewrites_only_a_query_of_another_form():
+    entities = SelectResult(["x"], [{"x": Binding("uri", "http://www.wikidata.org/entity/Q1")}])
+    number = SelectResult(["n"], [{"n": Binding("literal", "3", "http://www.w3.org/2001/XMLSchema#integer")}])
+    listing = "SELECT DISTINCT ?x WHERE { wd:Q41142 wdt:P26 ?x }"
+    assert to_form("COUNT", listing, entities) == "SELECT (COUNT(DISTINCT ?x) AS ?count) WHERE { wd:Q41142 wdt:P26 ?x }"
+    assert to_form("COUNT", "SELECT ?n WHERE { wd:Q1 wdt:P1082 ?n }", number) is None  # the stored number answers
+    assert to_form("SELECT", listing, entities) is None
+    assert to_form("ASK", listing, entities) == "ASK WHERE { wd:Q41142 wdt:P26 ?x }"
+    assert to_form("COUNT", "SELECT ?a ?b WHERE { ?a wdt:P26 ?b }", entities) is None  # no safe rewrite

@@ -127,6 +127,13 @@ def test_the_best_candidate_is_the_proposal_else_the_most_relevant_property():
         == "SELECT DISTINCT ?x WHERE { ?x wdt:P159 wd:Q1 }"
     )
     assert best_candidate("Q1", none, view([_s("P20", 0.0, False)])) is None
+    # nothing relevant, and the entity is a class with instances ("How many states are in Mexico?"): its instances
+    assert (
+        best_candidate("Q1", none, view([_s("P1889", 0.0, False), _s("P31", 0.0, False)]), "P31")
+        == "SELECT DISTINCT ?x WHERE { ?x wdt:P31 wd:Q1 }"
+    )
+    assert best_candidate("Q1", none, view([_s("P1889", 0.0, False)]), "P31") is None
+    assert best_candidate("Q1", plain, view([_s("P31", 0.0, False)]), "P31").endswith("wd:Q1 wdt:P421 ?x }")
     assert best_candidate("Q1", none, None) is None
     niche = Arrangement([PropertyScore("P373", 1.0, False, True)], ["P373"], [])  # a Commons category never leads
     assert best_candidate("Q1", niche, None) is None
