@@ -115,6 +115,7 @@ def test_components_cli(settings, capsys):
     assert cq["candidates"] >= report["proposed_query"]["proposals"] and cq["mean_f1"] >= cq["proposals_only_mean_f1"]
     # as the program returns it: a candidate of another form than the question's is rewritten to it, or kept
     assert 0 <= cq["rewritten_to_form"] <= cq["candidates"] and cq["returned_mean_f1"] is not None
+    assert sum(k["n"] for k in cq["by_kind"].values()) == cq["answerable_questions"]
     inc = report["incoming"]  # (property, object entity) gold pairs: ranked in the lookup's incoming section
     assert inc["gold_pairs"] > 0 and inc["recall_at_3_pct"] >= inc["recall_at_1_pct"] > 0
     with pytest.raises(SystemExit):

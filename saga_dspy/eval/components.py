@@ -320,6 +320,7 @@ class _Tally:
         self.candidate_f1s: list[float] = []  # the program's fallback query (proposal or best candidate), both sides
         self.candidates = self.rewritten = 0
         self.returned_f1s: list[float] = []  # the same, rewritten to the question's form as the program returns it
+        self.candidate_by_kind: dict[str, list[tuple[float, float]]] = {}  # gold kind -> (as run, returned)
         self.at_total = self.at_ok = self.cls_total = self.cls_ok = 0
         self.at_confusion: Counter = Counter()
         self.examples: list[dict[str, Any]] = []
@@ -441,6 +442,11 @@ class _Tally:
                     as_run = self._query_f1(rewritten, rec)
         self.candidate_f1s.append(raw)
         self.returned_f1s.append(as_run)
+        kind = gold_kind(rec.get("gold"), rec.get("sparql") or "")[0] or "unknown"
+        if kind == "boolean":
+            gold = json.loads(rec["gold"]) if isinstance(rec["gold"], str) else rec["gold"]
+            kind += "-true" if gold.get("boolean") else "-false"
+        self.candidate_by_kind.setdefault(kind, []).append((raw, as_run))
 
     def _query_f1(self, sparql: str, rec: dict[str, Any]) -> float:
         try:
@@ -482,6 +488,15 @@ class _Tally:
                 # as the program returns it: rewritten to the question's form (ASK / COUNT) where it has another
                 "returned_mean_f1": round(statistics.fmean(self.returned_f1s), 3) if self.returned_f1s else None,
                 "rewritten_to_form": self.rewritten,
+                # per gold answer kind (a boolean gold split by its value: an ASK of any non-empty pattern is true)
+                "by_kind": {
+                    kind: {
+                        "n": len(pairs),
+                        "mean_f1": round(statistics.fmean(p[0] for p in pairs), 3),
+                        "returned_mean_f1": round(statistics.fmean(p[1] for p in pairs), 3),
+                    }
+                    for kind, pairs in sorted(self.candidate_by_kind.items())
+                },
                 # the same questions with the proposals alone (0 where the lookup proposes nothing)
                 "proposals_only_mean_f1": round(statistics.fmean(both), 3)
                 if (both := self.f1s + self.incoming_f1s)
