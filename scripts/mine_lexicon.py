@@ -40,8 +40,9 @@ sys.path.insert(0, str(REPO))
 
 from saga_dspy.agent.query_form import form_of  # noqa: E402
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
-from saga_dspy.eval.components import entity_names, gold_kind  # noqa: E402
+from saga_dspy.eval.components import gold_kind  # noqa: E402
 from saga_dspy.eval.datasets import bundled_gold_path, load_records, read_gold  # noqa: E402
+from saga_dspy.eval.entity_linking import entity_names  # noqa: E402
 from saga_dspy.eval.firewall import normalise_text  # noqa: E402
 from saga_dspy.eval.splits import held_out_firewall  # noqa: E402
 from saga_dspy.grounding.lexicon import Lexicon, bundled_lexicon_path, head_key  # noqa: E402
