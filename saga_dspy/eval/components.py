@@ -52,7 +52,7 @@ from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.query_form import decide_query_form, is_yes_no_question, to_form
 from saga_dspy.config import Settings
 from saga_dspy.eval.datasets import load_benchmark
-from saga_dspy.eval.entity_linking import entity_linking, entity_names
+from saga_dspy.eval.entity_linking import entity_linking, entity_names, percent
 from saga_dspy.eval.gold_pairs import GoldQuery, gold_queries
 from saga_dspy.eval.metrics import answer_f1
 from saga_dspy.grounding.context import QuestionContext
@@ -78,10 +78,6 @@ NUMBER_TYPES = ("decimal", "integer", "double", "float", "int", "long", "nonNega
 def approx_tokens(text: str) -> int:
     """Token count approximation (documented in the module docstring)."""
     return round(len(_WORD.findall(text)) * 1.3 + len(_PUNCT.findall(text)))
-
-
-def _pct(a: int | float, b: int | float) -> float | None:
-    return round(100.0 * a / b, 1) if b else None
 
 
 def _p95(values: list[int]) -> int | None:
@@ -180,6 +176,14 @@ def rule_answer_type(
     return ("boolean", "", True, "") if is_yes_no_question(question) else None
 
 
+def _kind_label(rec: dict[str, Any], kind: str | None) -> str:
+    """The gold's answer kind, a boolean split by its value (an ASK of any non-empty pattern answers true)."""
+    if kind != "boolean":
+        return kind or "unknown"
+    gold = json.loads(rec["gold"]) if isinstance(rec["gold"], str) else rec["gold"]
+    return "boolean-true" if gold.get("boolean") else "boolean-false"
+
+
 def _form(question: str, at, lexicon: Lexicon | None) -> str:
     """The query form the program decides for the question from the LLM-free answer type."""
     info = AnswerTypeInfo.from_raw(at[0], at[1]) if at else None
@@ -228,8 +232,9 @@ def component_stats(
         for n, q in enumerate(queries):
             rec = by_id[q.qid]
             at = rule_answer_type(rec.get("question") or "", answer_type, schema, lexicon)
-            tally.answer_type(rec, at)
-            tally.lookups(q, rec, at, _form(rec.get("question") or "", at, lexicon))
+            kind, gold_entities = gold_kind(rec.get("gold"), rec.get("sparql") or "")
+            tally.answer_type(rec, at, kind, gold_entities)
+            tally.lookups(q, rec, at, _form(rec.get("question") or "", at, lexicon), _kind_label(rec, kind))
             if n and n % 100 == 0:
                 log(f"  {n}/{len(queries)} questions")
     return {
@@ -277,8 +282,8 @@ class _Tally:
         self.examples: list[dict[str, Any]] = []
         self.edges: dict[str, set[str]] = {}  # entity → its outgoing properties (what a lookup can show)
 
-    def answer_type(self, rec: dict[str, Any], at) -> None:
-        kind, gold_entities = gold_kind(rec.get("gold"), rec.get("sparql") or "")
+    def answer_type(self, rec: dict[str, Any], at, kind: str | None, gold_entities: list[str]) -> None:
+        """`kind`, `gold_entities`: `gold_kind` of the question's gold."""
         if kind is None or not rec.get("answerable"):
             return
         self.at_total += 1
@@ -308,8 +313,9 @@ class _Tally:
         self.edges[eid] = set(fetch_neighbourhood(self.endpoint, self.flavour, eid, qualifiers=False).edges)
         return obs, observed_order(obs), found
 
-    def lookups(self, q: GoldQuery, rec: dict[str, Any], at, form: str = "SELECT") -> None:
-        """`form`: the query form the program would hold the question to (its final query is rewritten to it)."""
+    def lookups(self, q: GoldQuery, rec: dict[str, Any], at, form: str, kind: str) -> None:
+        """`form`: the query form the program would hold the question to (its final query is rewritten to it);
+        `kind`: the gold's answer kind (`_kind_label`)."""
         question = rec.get("question") or ""
         seen: dict[str, tuple[str, list[str], LookupResult | None]] = {}
         for eid, pid in q.incoming:
@@ -324,7 +330,7 @@ class _Tally:
                 obs, _, found = seen[q.incoming[0][0]]
                 if found is not None:
                     self.incoming_f1s.append(self._proposal_f1(found, rec, incoming=True))
-                    self._candidate(found, rec, form)
+                    self._candidate(found, rec, form, kind)
             return
         for eid, pid in q.pairs:
             if eid not in seen:
@@ -349,10 +355,10 @@ class _Tally:
                 )
         obs, order, found = seen.get(q.pairs[0][0], ("", [], None))
         if found is not None:
-            self._first_subject(found, obs, {p for _, p in q.pairs + q.incoming}, rec, form)
+            self._first_subject(found, obs, {p for _, p in q.pairs + q.incoming}, rec, form, kind)
 
     def _first_subject(
-        self, found: LookupResult, obs: str, gold_props: set[str], rec: dict[str, Any], form: str
+        self, found: LookupResult, obs: str, gold_props: set[str], rec: dict[str, Any], form: str, kind: str
     ) -> None:
         """The first gold subject's lookup: is its first hint gold, and how good is the query it proposes?"""
         self.questions_with_pairs += 1
@@ -362,7 +368,7 @@ class _Tally:
             self.misled += first not in gold_props
         if rec.get("answerable") and rec.get("gold"):
             self.f1s.append(self._proposal_f1(found, rec))
-            self._candidate(found, rec, form)
+            self._candidate(found, rec, form, kind)
 
     def _proposal_f1(self, found: LookupResult, rec: dict[str, Any], incoming: bool = False) -> float:
         """Answers F1 of the lookup's proposed query against the frozen gold (0 without a proposal)."""
@@ -374,17 +380,14 @@ class _Tally:
             self.proposals += 1
         return self._query_f1(found.proposal, rec)
 
-    def _candidate(self, found: LookupResult, rec: dict[str, Any], form: str) -> None:
+    def _candidate(self, found: LookupResult, rec: dict[str, Any], form: str, kind: str) -> None:
         """Answers F1 of the query the program runs when the model ends without executing anything (the lookup's
         proposal, else its best candidate; 0 without one): as run, and as the program returns it (rewritten to the
         question's form, `form_rewrite`)."""
         raw = as_run = 0.0
         if found.candidate:
             self.candidates += 1
-            try:
-                result = self.endpoint.query(found.candidate)
-            except SparqlError:  # a failing query scores 0
-                result = None
+            result = self._run(found.candidate)
             if result is not None:
                 raw = as_run = answer_f1(result, rec["gold"])
                 rewritten = to_form(form, found.candidate, result)
@@ -393,21 +396,22 @@ class _Tally:
                     as_run = self._query_f1(rewritten, rec)
         self.candidate_f1s.append(raw)
         self.returned_f1s.append(as_run)
-        kind = gold_kind(rec.get("gold"), rec.get("sparql") or "")[0] or "unknown"
-        if kind == "boolean":
-            gold = json.loads(rec["gold"]) if isinstance(rec["gold"], str) else rec["gold"]
-            kind += "-true" if gold.get("boolean") else "-false"
         self.candidate_by_kind.setdefault(kind, []).append((raw, as_run))
 
-    def _query_f1(self, sparql: str, rec: dict[str, Any]) -> float:
+    def _run(self, sparql: str):
+        """The query's result; None where it fails (it scores 0)."""
         try:
-            return answer_f1(self.endpoint.query(sparql), rec["gold"])
-        except SparqlError:  # a failing query scores 0
-            return 0.0
+            return self.endpoint.query(sparql)
+        except SparqlError:
+            return None
+
+    def _query_f1(self, sparql: str, rec: dict[str, Any]) -> float:
+        result = self._run(sparql)
+        return 0.0 if result is None else answer_f1(result, rec["gold"])
 
     def report(self) -> dict[str, Any]:
         def recall(rs: list[int | None], k: int) -> float | None:
-            return _pct(sum(1 for r in rs if r is not None and r <= k), len(rs))
+            return percent(sum(1 for r in rs if r is not None and r <= k), len(rs))
 
         return {
             "property_ranking": {
@@ -418,7 +422,7 @@ class _Tally:
                 "questions": self.questions_with_pairs,
                 "questions_hinted": self.hinted,
                 "non_gold_starred_or_proposed_first": self.misled,
-                "non_gold_first_pct": _pct(self.misled, self.questions_with_pairs),
+                "non_gold_first_pct": percent(self.misled, self.questions_with_pairs),
             },
             "proposed_query": {
                 "answerable_questions": len(self.f1s),
@@ -461,9 +465,9 @@ class _Tally:
             },
             "answer_type": {
                 "questions": self.at_total,
-                "accuracy_pct": _pct(self.at_ok, self.at_total),
+                "accuracy_pct": percent(self.at_ok, self.at_total),
                 "class_checked": self.cls_total,
-                "class_accuracy_pct": _pct(self.cls_ok, self.cls_total),
+                "class_accuracy_pct": percent(self.cls_ok, self.cls_total),
                 "confusion": dict(self.at_confusion.most_common()),
             },
             "worst_ranked_examples": self.examples,

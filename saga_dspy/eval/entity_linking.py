@@ -22,7 +22,8 @@ _LABELS_QUERY = """SELECT ?e ?k ?v WHERE {{
 }}"""
 
 
-def _pct(a: int, b: int) -> float | None:
+def percent(a: int | float, b: int | float) -> float | None:
+    """a / b in percent, one decimal; None for an empty base."""
     return round(100.0 * a / b, 1) if b else None
 
 
@@ -97,8 +98,8 @@ def entity_linking(
                 missed.append(f"{mention!r}: gold {eid} {names[eid][0]!r} rank {rank}; top {top}")
     out: dict[str, Any] = {
         "entities": total,
-        "recall_at_1_pct": _pct(at1, total),
-        "recall_at_8_pct": _pct(at8, total),
+        "recall_at_1_pct": percent(at1, total),
+        "recall_at_8_pct": percent(at8, total),
         "mention_is_whole_question": whole,
     }
     if misses:
