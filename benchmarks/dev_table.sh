@@ -4,7 +4,8 @@
 # full, no-auto-run and spinach side by side, one run after another (one model on the CPU). Every step resumes, so
 # a second invocation continues where an interrupted one stopped. About 62 x 3 x 50 s = 2.6 hours on 2 idle cores.
 #
-#   bash benchmarks/dev_table.sh                 # writes runs/dev60/, then the protocol table and eval report
+#   bash benchmarks/dev_table.sh                 # writes runs/dev60/, the protocol tables (per run and pooled
+#                                                # per variant: runs/dev60/pooled.json) and the eval report
 #   VARIANTS="full spinach" OUT=runs/x bash benchmarks/dev_table.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,5 +24,11 @@ for ids in data/slices/dev60/*.ids; do
         runs+=("$OUT/$dataset/$variant")
     done
 done
+pooled=()
+for variant in $VARIANTS; do
+    dirs=("$OUT"/*/"$variant")
+    pooled+=("$variant=$(IFS=,; echo "${dirs[*]}")")
+done
 "$PY" benchmarks/protocol_table.py --json "$OUT/protocol.json" "${runs[@]}"
+"$PY" benchmarks/protocol_table.py --json "$OUT/pooled.json" "${pooled[@]}"
 "$PY" -m saga_dspy.eval report "${runs[@]}"
