@@ -19,9 +19,8 @@ from saga_dspy.agent.program import SagaProgram
 from saga_dspy.cli import ArgumentParser, append_help, run_main
 from saga_dspy.config import LM_FLAGS, add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.datasets import catalogue_text
-from saga_dspy.kg.endpoint import Endpoint
-from saga_dspy.kg.prefixes import WD
-from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
+from saga_dspy.kg.flavours import Flavour, flavour_for
+from saga_dspy.kg.results import AskResult, SelectResult
 from saga_dspy.lm import cli_lm
 from saga_dspy.services import KgServices
 
@@ -117,7 +116,7 @@ class TracePrinter:
         print(file=self.out)
 
 
-def format_answers(result: Any, labels: dict[str, str], limit: int = 30) -> list[str]:
+def format_answers(result: Any, labels: dict[str, str], flavour: Flavour, limit: int = 30) -> list[str]:
     if result is None:
         return ["(no answer)"]
     if isinstance(result, AskResult):
@@ -133,9 +132,9 @@ def format_answers(result: Any, labels: dict[str, str], limit: int = 30) -> list
                     continue
                 b = row[var]
                 text = b.value
-                if b.type == "uri" and b.value.startswith(WD):
-                    qid = b.value.rsplit("/", 1)[-1]
-                    text = f"{qid} ({labels[b.value]})" if b.value in labels else qid
+                eid = flavour.entity_id(b.value) if b.type == "uri" else None
+                if eid:
+                    text = f"{eid} ({labels[b.value]})" if b.value in labels else eid
                 elif b.datatype:
                     text = f"{b.value} [{b.datatype.rsplit('#', 1)[-1]}]"
                 cells.append(f"?{var} = {text}")
@@ -146,7 +145,7 @@ def format_answers(result: Any, labels: dict[str, str], limit: int = 30) -> list
     return [str(result)]
 
 
-def print_summary(pred, labels: dict[str, str], out: TextIO | None = None) -> None:
+def print_summary(pred, labels: dict[str, str], flavour: Flavour, out: TextIO | None = None) -> None:
     out = out or sys.stdout
     source = f" (from {pred.final_source})" if pred.final_source else ""
     print(f"Final SPARQL{source}:", file=out)
@@ -157,7 +156,7 @@ def print_summary(pred, labels: dict[str, str], out: TextIO | None = None) -> No
     print(f"Answers [{pred.final_status}]:", file=out)
     if pred.final_error:
         print(f"    the final query failed: {pred.final_error}", file=out)
-    for line in format_answers(pred.answers, labels):
+    for line in format_answers(pred.answers, labels, flavour):
         print(f"    {line}", file=out)
     c = pred.counters
     print("Counters: " + "  ".join(f"{k}={v}" for k, v in c.items()), file=out)
@@ -193,31 +192,17 @@ def prediction_json(pred, labels: dict[str, str]) -> dict[str, Any]:
 # --- labels for printing ----------------------------------------------------------------------------
 
 
-def answer_labels(endpoint: Endpoint, result: QueryResult | None, limit: int = 50) -> dict[str, str]:
-    """English labels of the Wikidata entities in a result (IRI -> label); {} on any failure."""
-    if not isinstance(result, SelectResult):
-        return {}
-    iris = []
-    for binding in result.values():
-        if binding.type == "uri" and binding.value.startswith(WD) and binding.value not in iris:
-            iris.append(binding.value)
-    iris = iris[:limit]
-    if not iris:
-        return {}
-    values = " ".join(f"<{iri}>" for iri in iris)
-    query = (
-        f"SELECT ?e ?l WHERE {{ VALUES ?e {{ {values} }} ?e <http://www.w3.org/2000/01/rdf-schema#label> ?l . "
-        f'FILTER(LANGMATCHES(LANG(?l), "en")) }}'
-    )
-    try:
-        labels = endpoint.query(query)
-    except Exception:  # labels only decorate the printout: without them the ids are shown
+def answer_labels(flavour: Flavour, pred: Any) -> dict[str, str]:
+    """The prediction's entity labels keyed by IRI, as printed and in --json (the program looked them up)."""
+    labels = pred.answer_labels or {}
+    result = pred.answers
+    if not isinstance(result, SelectResult) or not labels:
         return {}
     out: dict[str, str] = {}
-    if isinstance(labels, SelectResult):
-        for row in labels.rows:
-            if "e" in row and "l" in row:
-                out.setdefault(row["e"].value, row["l"].value)
+    for binding in result.values():
+        eid = flavour.entity_id(binding.value) if binding.type == "uri" else None
+        if eid in labels:
+            out.setdefault(binding.value, labels[eid])
     return out
 
 
@@ -243,13 +228,14 @@ def main(argv: list[str] | None = None) -> int:
         if printer is not None:
             print(describe_pool(pool_record))
         pred = program(question=args.question, on_event=printer)
-        labels = answer_labels(services.endpoint, pred.answers)
+        flavour = flavour_for(settings.kg)
+        labels = answer_labels(flavour, pred)
         if args.json:
             data = {**prediction_json(pred, labels), "demo_pool": pool_record}
             json.dump(data, sys.stdout, ensure_ascii=False, indent=2, default=str)
             print()
         else:
-            print_summary(pred, labels)
+            print_summary(pred, labels, flavour)
         return 0 if not pred.error else 1
 
 
