@@ -1,0 +1,37 @@
+"""Process helpers for tests that start servers and workers: is a pid alive, its children, wait for HTTP."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purpose
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def wait_for_http(url: str, proc: subprocess.Popen, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except OSError as exc:
+            if getattr(exc, "code", None):  # an HTTP answer of any status: it is up
+                return
+            time.sleep(0.2)
+    raise AssertionError(f"{url} did not come up")
