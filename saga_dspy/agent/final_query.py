@@ -26,6 +26,7 @@ from saga_dspy.agent.parsing import parse_tool_args
 from saga_dspy.agent.query_form import QUERY_FORMS, form_of, form_problem, keeps_the_question, to_form
 from saga_dspy.agent.trajectory import Step
 from saga_dspy.grounding.provenance import mentioned_ids, unseen_ids
+from saga_dspy.kg.errors import SparqlError
 from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
 from saga_dspy.tools.search import named_lookup
 
@@ -280,17 +281,29 @@ def seen_ids_only(episode: Episode, final: str, source: str | None, notes: list[
 def rewrite_form(episode: Episode, final: str, source: str | None, notes: list[str]) -> FinalQuery:
     """The final query with its head rewritten to the question's form where it has another one and the rewrite
     keeps the question (`form_rewrite`)."""
-    problem = form_problem(episode.form, final, episode.result_of(final))
+    result = episode.result_of(final)
+    if result is None and episode.form == "COUNT" and form_of(final) == "SELECT":
+        result = unstepped_result(episode, final)
+    problem = form_problem(episode.form, final, result)
     if problem and not episode.variant.agent.form_rewrite:
         notes.append(
             f"the final query has the wrong form ({form_of(final)} for {episode.form}); not rewritten in this variant"
         )
     elif problem:
-        rewritten = to_form(episode.form, final, episode.result_of(final))
+        rewritten = to_form(episode.form, final, result)
         if rewritten:
             return FinalQuery(rewritten, f"{source}+rewritten", final, tuple(notes))
         notes.append(f"the final query has the wrong form ({form_of(final)} for {episode.form})")
     return FinalQuery(final, source, None, tuple(notes))
+
+
+def unstepped_result(episode: Episode, final: str) -> QueryResult | None:
+    """The result of a final query no step ran (the extract call's): whether a COUNT question's SELECT is to be
+    counted depends on its values (stored numbers are the answer); None when it fails or is refused."""
+    try:
+        return episode.ctx.query(final)
+    except SparqlError:
+        return None
 
 
 def nonempty(result: QueryResult | None) -> bool:

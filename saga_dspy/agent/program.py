@@ -462,8 +462,6 @@ class SagaProgram(dspy.Module):
 
     # -- the final query ------------------------------------------------------------------------
 
-    # -- the final query ------------------------------------------------------------------------
-
     def _settle(self, episode: Episode, extract: bool = True, candidate: bool = True) -> None:
         """The episode's final query, by the final-query policy (`extract`: the extract call may be made,
         `candidate`: the lookup's candidate may be run)."""

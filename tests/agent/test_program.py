@@ -330,6 +330,32 @@ def test_step_limit_then_extract(settings, endpoint, search):
     assert len(lm.history) == 4 and pred.counters["extracts"] == 0 and pred.final_source is None
 
 
+def test_an_extracted_select_for_a_count_question_is_counted(settings, endpoint, search):
+    """The extract call's query was run by no step: the program runs it to see whether its values are to be
+    counted, as for a query the model executed."""
+    question = "How many children did Queen Victoria have?"
+    select = "SELECT ?c WHERE { wd:Q9439 wdt:P40 ?c }"
+    steps = [
+        step("search_wikidata", query="Queen Victoria"),
+        step("get_wikidata_entry", qid="Q9439"),
+        step("search_wikidata", query="Victoria"),
+    ]  # "how many": no answer-type call
+    pred, _ = run(
+        settings, endpoint, search, [*steps, {"sparql": select}], question, max_steps=3, variant="no-auto-run"
+    )
+    assert pred.query_form == "COUNT" and pred.counters["extracts"] == 1
+    assert pred.final_source == "extract+rewritten" and pred.rewritten_from == select
+    assert pred.sparql.startswith("SELECT (COUNT(DISTINCT ?c) AS ?count)")
+    assert pred.answers.rows and int(pred.answers.rows[0]["count"].value) > 1
+    # a stored number is the answer: an extracted query of numbers is left as it is
+    numbers = "SELECT ?n WHERE { wd:Q16695 wdt:P1082 ?n }"  # a population: one stored number
+    pred, _ = run(
+        settings, endpoint, search, [*steps, {"sparql": numbers}], question, max_steps=3, variant="no-auto-run"
+    )
+    assert pred.final_source == "extract" and pred.sparql == numbers and pred.rewritten_from is None
+    assert pred.answers.rows[0]["n"].value == "1558"
+
+
 def test_prefill_extract_begins_the_reply_in_the_controller_prompt(settings, endpoint, search):
     plan = [
         ("search_wikidata", {"query": "Riemannian geometry"}),
