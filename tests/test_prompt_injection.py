@@ -14,6 +14,7 @@ from pathlib import Path
 import dspy
 import pytest
 from conftest import free_port, make_settings, oxigraph_binary
+from helpers.processes import wait_for_http
 from helpers.scripted_lm import ScriptedLM
 
 from saga_dspy.agent.program import SagaProgram
@@ -95,9 +96,7 @@ def injecting_endpoint(tmp_path, canary):
     )
     query_url = f"http://127.0.0.1:{port}/query"
     try:
-        from tests.kg.test_kg_hardening import _wait_for_http
-
-        _wait_for_http(f"http://127.0.0.1:{port}/", proc)
+        wait_for_http(f"http://127.0.0.1:{port}/", proc)
         yield query_url, queries
     finally:
         proc.terminate()
