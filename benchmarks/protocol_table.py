@@ -92,8 +92,10 @@ def protocol_row(spec: str) -> dict[str, Any]:
 
 
 def against_first(rows: list[dict[str, Any]]) -> list[PairedComparison | None]:
-    """Each row's F1 against the first row's on the questions both scored (None for the first)."""
-    return [None] + [paired_by_id(rows[0]["f1_by_key"], r["f1_by_key"]) for r in rows[1:]]
+    """Each row's F1 against the first row's on the questions both scored (None for the first, and where they
+    share no question: another benchmark's run)."""
+    pairs = [paired_by_id(rows[0]["f1_by_key"], r["f1_by_key"]) for r in rows[1:]]
+    return [None] + [cmp if cmp.n else None for cmp in pairs]
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
