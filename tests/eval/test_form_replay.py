@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
+
+from helpers.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 SELECT = "SELECT ?c WHERE { wd:Q9439 wdt:P40 ?c }"
 COUNT = "SELECT (COUNT(DISTINCT ?c) AS ?count) WHERE { wd:Q9439 wdt:P40 ?c }"
-
-
-def _replay():
-    spec = importlib.util.spec_from_file_location("form_replay", REPO / "benchmarks" / "form_replay.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("form_replay", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _run(path: Path, variant: str, gold: dict) -> Path:
@@ -32,7 +24,7 @@ def _run(path: Path, variant: str, gold: dict) -> Path:
 
 
 def test_an_uncounted_listing_is_counted_where_the_variant_rewrites(tmp_path, endpoint):
-    replay = _replay()
+    replay = load_script("benchmarks/form_replay.py")
     gold = endpoint.query(COUNT).to_json()
     row = replay.replay_run(_run(tmp_path / "nar", "no-auto-run", gold), endpoint)
     assert (row["n"], row["f1"], row["f1_replayed"]) == (2, 0.25, 0.75)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.scripts import load_script
 
 from saga_dspy.eval.significance import paired_by_id
 
@@ -24,14 +23,6 @@ COUNT = {
 }
 
 
-def _table():
-    spec = importlib.util.spec_from_file_location("protocol_table", REPO / "benchmarks" / "protocol_table.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("protocol_table", module)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _run(path: Path, dataset: str, rows: list[tuple[str, dict, str, float]]) -> Path:
     path.mkdir(parents=True)
     (path / "config.json").write_text(json.dumps({"dataset": dataset}))
@@ -44,7 +35,7 @@ def _run(path: Path, dataset: str, rows: list[tuple[str, dict, str, float]]) -> 
 
 
 def test_pooled_rows_key_questions_by_dataset_and_compare_against_the_first(tmp_path):
-    table = _table()
+    table = load_script("benchmarks/protocol_table.py")
     count_q = "SELECT (COUNT(?x) AS ?n) WHERE { ?x ?p ?o }"
     # the same id "1" in two datasets: pooled rows must keep both
     a1 = _run(tmp_path / "qa" / "full", "qa", [("1", ASK_TRUE, "ASK {}", 1.0), ("2", COUNT, count_q, 1.0)])
@@ -69,7 +60,7 @@ def test_pooled_rows_key_questions_by_dataset_and_compare_against_the_first(tmp_
 
 
 def test_a_pooled_row_refuses_the_same_dataset_twice(tmp_path):
-    table = _table()
+    table = load_script("benchmarks/protocol_table.py")
     a = _run(tmp_path / "x" / "full", "qa", [("1", ASK_TRUE, "ASK {}", 1.0)])
     b = _run(tmp_path / "y" / "full", "qa", [("1", ASK_TRUE, "ASK {}", 1.0)])
     with pytest.raises(SystemExit, match="pools the same question more than once"):
@@ -77,7 +68,7 @@ def test_a_pooled_row_refuses_the_same_dataset_twice(tmp_path):
 
 
 def test_the_cli_writes_json_with_the_comparison(tmp_path, capsys):
-    table = _table()
+    table = load_script("benchmarks/protocol_table.py")
     a = _run(tmp_path / "qa" / "full", "qa", [("1", ASK_TRUE, "ASK {}", 1.0), ("2", ITEMS, "SELECT ?x {}", 1.0)])
     b = _run(tmp_path / "qa" / "spinach", "qa", [("1", ASK_TRUE, "ASK {}", 0.0), ("2", ITEMS, "SELECT ?x {}", 1.0)])
     assert table.main([str(a), str(b), "--json", str(tmp_path / "t.json")]) == 0

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import jsonschema
 import pytest
 from conftest import REPO, scripted_settings
 from helpers.scripted_lm import ScriptedLM, scripted_plans
+from helpers.scripts import load_script
 
 from saga_dspy.cli import run_main
 from saga_dspy.eval.__main__ import main
@@ -71,20 +70,11 @@ def test_compare_refuses_a_single_run_and_a_missing_directory(two_variant_run, t
     assert rc == 2 and "no such run directory" in err and len(err.splitlines()) == 1
 
 
-def _bundled_qald_loader():
-    """scripts/build_benchmarks.py's QALD reader: the one that reads QALD-10's qald_10.json into the bundle."""
-    spec = importlib.util.spec_from_file_location("build_benchmarks", REPO / "scripts" / "build_benchmarks.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("build_benchmarks", module)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_export_writes_qald_json_the_qald10_loader_reads(two_variant_run, tmp_path, capsys):
     out, evalset, _ = two_variant_run
     rc, text, _ = _cli(["export", str(out), "--format", "qald"], capsys)
     assert rc == 0 and "full: 6 questions" in text and "spinach: 6 questions" in text
-    build = _bundled_qald_loader()
+    build = load_script("scripts/build_benchmarks.py")
     gold = {item.id: item.gold for item in evalset.items}
     for variant in ("full", "spinach"):
         path = out / variant / "qald.json"
