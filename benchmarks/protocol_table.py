@@ -19,7 +19,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from saga_dspy.eval.breakdown import ANSWER_KINDS, ORIGINS, answer_kind, final_origin  # noqa: E402
+from saga_dspy.eval.breakdown import ANSWER_KINDS, ORIGINS, answer_kind, breakdown, final_origin  # noqa: E402
 from saga_dspy.eval.significance import PairedComparison, paired_by_id  # noqa: E402
 
 
@@ -74,17 +74,9 @@ def protocol_row(spec: str) -> dict[str, Any]:
     }
     for origin in ORIGINS:
         row[f"final_{origin}"] = share(lambda x, o=origin: final_origin(x) == o)
-    kinds: dict[str, list[float]] = {kind: [] for kind in ANSWER_KINDS}
-    true_golds = 0
-    for line in lines:
-        kind = answer_kind(line.get("gold"), line.get("gold_sparql"))
-        if kind is not None:
-            kinds[kind].append(float(line.get("f1") or 0))
-            true_golds += kind == "boolean" and bool(line["gold"].get("boolean"))
-    for kind, f1s in kinds.items():
-        row[f"{kind}_n"] = len(f1s)
-        row[f"{kind}_f1"] = sum(f1s) / len(f1s) if f1s else None
-    row["boolean_true_rate"] = true_golds / len(kinds["boolean"]) if kinds["boolean"] else None
+    row.update({k: v for k, v in breakdown(lines).items() if not k.startswith("source_")})
+    booleans = [float(x.get("f1") or 0) for x in lines if answer_kind(x.get("gold")) == "boolean"]
+    row["boolean_n"], row["boolean_f1"] = len(booleans), sum(booleans) / len(booleans) if booleans else None
     row["f1_by_key"] = {line["key"]: float(line.get("f1") or 0) for line in lines}
     if len(row["f1_by_key"]) < n:
         raise SystemExit(f"error: {label} pools the same question more than once (one run per dataset)")
