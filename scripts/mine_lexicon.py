@@ -17,7 +17,9 @@ distinct question text:
 3. every other content word counts for the properties whose label or alias it meets, else, shared, for the
    query's properties no word names;
 4. the classes the graph gives humans as occupation or position (P106, P39), counted over the sample;
-5. the question's wh-phrase openings and head noun count the gold query form and what the gold answers are
+5. the question's frame (its function words, each run of other words as `_`: "where is _ from") counts the
+   gold query's properties, shared like an unnamed word's;
+6. the question's wh-phrase openings and head noun count the gold query form and what the gold answers are
    (boolean / quantity / date / string, or the most common P31 type of the answer entities: the frozen gold
    on the sample, else the benchmark's own answers).
 
@@ -54,6 +56,7 @@ from saga_dspy.grounding.words import (  # noqa: E402
     base_forms,
     head_phrases,
     phrase_key,
+    question_frame,
     question_patterns,
     stem,
 )
@@ -278,6 +281,7 @@ def mine_questions(questions: list[Question], endpoint, schema, log=print) -> Le
     classes: dict = defaultdict(Counter)
     answers: dict = defaultdict(Counter)
     patterns: dict = defaultdict(lambda: defaultdict(Counter))
+    frames: dict = defaultdict(lambda: defaultdict(Counter))
     aligned = Counter()
     for q in questions:
         tokens = WORD.findall(q.text.lower())
@@ -297,6 +301,12 @@ def mine_questions(questions: list[Question], endpoint, schema, log=print) -> Le
             for key in heads:
                 classes[key][q.classes[0]] += 1
         _count_words(q, tokens, consumed, schema, words, properties, aligned)
+        if (frame := question_frame(q.text)) and q.props:
+            frames[frame]["questions"][""] += 1
+            pids = {p[0] for p in q.props}
+            for pid, direction, position in q.props:
+                per = sum(1 for p in q.props if p[0] == pid)
+                frames[frame][pid][f"{direction}/{position}"] += 1.0 / len(pids) / per
         label = q.answer_label(types, schema)
         kind = None if label is None else label if label in ("boolean", "quantity", "date", "string") else "entity"
         if label is not None:
@@ -318,6 +328,13 @@ def mine_questions(questions: list[Question], endpoint, schema, log=print) -> Le
         answers={k: dict(v.most_common()) for k, v in answers.items()},
         patterns={k: {t: dict(c.most_common()) for t, c in sorted(v.items())} for k, v in patterns.items()},
         people=people,
+        frames={
+            f: {
+                "n": int(rows.pop("questions")[""]),
+                **{p: {k: round(v, 3) for k, v in sorted(c.items())} for p, c in sorted(rows.items())},
+            }
+            for f, rows in frames.items()
+        },
         meta=meta,
     )
     meta["counts"] = {
@@ -327,6 +344,7 @@ def mine_questions(questions: list[Question], endpoint, schema, log=print) -> Le
         "answers": len(lexicon.answers),
         "patterns": len(lexicon.patterns),
         "people_classes": len(lexicon.people),
+        "frames": len(lexicon.frames),
     }
     return lexicon
 

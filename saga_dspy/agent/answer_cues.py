@@ -110,7 +110,8 @@ def _ancestors(schema: SchemaIndex | None, qid: str) -> frozenset[str]:
 
 
 def class_for(name: str, schema: SchemaIndex | None) -> str:
-    """The class whose English label is `name` (the lowest Q-id of several), via the schema index's labels."""
+    """The class whose English label is `name`, via the schema index's labels; of several, the one with the most
+    instances in the graph (its usage evidence: "language" the languages, not the faculty), then the lowest Q-id."""
     if schema is None or not name:
         return ""
     return _label_table(schema).get(name.lower(), "")
@@ -118,10 +119,14 @@ def class_for(name: str, schema: SchemaIndex | None) -> str:
 
 @lru_cache(maxsize=4)  # one schema index per process in practice (keyed by identity: the index is immutable)
 def _label_table(schema: SchemaIndex) -> dict[str, str]:
+    def rank(qid: str) -> tuple[int, tuple[int, str]]:
+        instances = schema.usage.instances(qid) if schema.usage is not None else None
+        return -(instances or 0), id_order(qid)
+
     table: dict[str, str] = {}
     for qid, label in schema.class_labels.items():
         low = label.lower()
-        if low not in table or id_order(qid) < id_order(table[low]):
+        if low not in table or rank(qid) < rank(table[low]):
             table[low] = qid
     return table
 

@@ -277,6 +277,7 @@ class _Tally:
         self.candidates = self.rewritten = 0
         self.returned_f1s: list[float] = []  # the same, rewritten to the question's form as the program returns it
         self.candidate_by_kind: dict[str, list[tuple[float, float]]] = {}  # gold kind -> (as run, returned)
+        self.per_question: list[dict[str, Any]] = []  # each candidate with its F1s, to see which questions fail
         self.at_total = self.at_ok = self.cls_total = self.cls_ok = 0
         self.at_confusion: Counter = Counter()
         self.examples: list[dict[str, Any]] = []
@@ -397,6 +398,9 @@ class _Tally:
         self.candidate_f1s.append(raw)
         self.returned_f1s.append(as_run)
         self.candidate_by_kind.setdefault(kind, []).append((raw, as_run))
+        self.per_question.append(
+            {"id": rec.get("id"), "kind": kind, "candidate": found.candidate, "f1": raw, "returned_f1": as_run}
+        )
 
     def _run(self, sparql: str):
         """The query's result; None where it fails (it scores 0)."""
@@ -471,6 +475,7 @@ class _Tally:
                 "confusion": dict(self.at_confusion.most_common()),
             },
             "worst_ranked_examples": self.examples,
+            "candidate_per_question": self.per_question,
         }
 
 

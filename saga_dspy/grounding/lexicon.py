@@ -15,6 +15,9 @@ each a count of train questions:
   the most common type (P31) of the answer entities.
 - `people`: the classes the graph gives people as their occupation or position (`?x wdt:P106|P39 wd:C` for a
   human `?x`) with how many: "actors", "politicians" ask for humans, whatever the class's own instances.
+- `frames`: a question frame (`words.question_frame`: "where is _ from") -> its questions (`n`) and their gold
+  properties, shared as an unnamed word's; `frame_prior(frame, pid)` is the share. What a question asks when its
+  content words name only the entity ("what does _ do": occupation).
 - `patterns`: a question pattern (`words.question_patterns`: the words that open a wh-phrase, "how often did")
   and a head noun phrase (`head:` ...) -> the gold query form (ASK / COUNT / SELECT) and answer kind.
 
@@ -71,10 +74,11 @@ class Lexicon:
     answers: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     patterns: Mapping[str, Mapping[str, Mapping[str, int]]] = field(default_factory=dict)
     people: Mapping[str, int] = field(default_factory=dict)
+    frames: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.words or self.classes or self.answers or self.patterns or self.people)
+        return bool(self.words or self.classes or self.answers or self.patterns or self.people or self.frames)
 
     def __hash__(self) -> int:  # immutable after loading; identity is enough for the caches keyed by it
         return id(self)
@@ -94,6 +98,20 @@ class Lexicon:
             return 0.0
         count = sum(c for key, c in rows.items() if direction is None or key.split("/")[0] in (direction, "var"))
         return min(1.0, count / n)
+
+    def frame_prior(self, frame: str, pid: str, direction: str | None = None) -> float:
+        """The share of the train questions with this frame whose gold query has `pid` (in that direction, when
+        given); 0 below MIN_SUPPORT questions and for any but the frame's most asked property: a frame is wider
+        than a word ("give me all _"), its runners-up are what its questions happened to ask. The most asked need
+        not be a majority: "who was _" asks occupation in a third of them, the best evidence such a question has.
+        The share counts MIN_SUPPORT questions more than the frame has, so two questions do not weigh as a label."""
+        entry = self.frames.get(frame) if frame else None
+        if not entry or entry.get("n", 0) < MIN_SUPPORT or not (rows := entry.get(pid)):
+            return 0.0
+        if sum(rows.values()) < max(sum(r.values()) for p, r in entry.items() if p != "n"):
+            return 0.0
+        count = sum(c for key, c in rows.items() if direction is None or key.split("/")[0] in (direction, "var"))
+        return min(1.0, count / (entry["n"] + MIN_SUPPORT))
 
     def item_class(self, phrase: str) -> str:
         """The class the train questions' gold queries restrict their items to when they say `phrase`, or ""."""
@@ -126,6 +144,7 @@ class Lexicon:
             "answers": {k: self.answers[k] for k in sorted(self.answers)},
             "patterns": {k: self.patterns[k] for k in sorted(self.patterns)},
             "people": dict(sorted(self.people.items())),
+            "frames": {k: self.frames[k] for k in sorted(self.frames)},
         }
 
     @classmethod
@@ -139,6 +158,7 @@ class Lexicon:
             obj.get("answers", {}),
             obj.get("patterns", {}),
             obj.get("people", {}),
+            obj.get("frames", {}),
             obj.get("meta", {}),
         )
 

@@ -69,11 +69,15 @@ def arrange(
     *,
     confident: bool,
     values: Mapping[str, Sequence[str]] | None = None,
+    echoes: frozenset[str] = frozenset(),
 ) -> Arrangement:
-    fit_map = {pid: bool(confident and fits(pid)) for pid in pids}
+    """`echoes`: properties whose only value is the entity itself ("France: country France"); they answer nothing
+    about it, so they are neither ranked nor proposed, only listed last."""
+    ranked = [pid for pid in pids if pid not in echoes]
+    fit_map = {pid: bool(confident and fits(pid)) for pid in ranked}
     scores = rank_properties(
         ctx.question,
-        pids,
+        ranked,
         ctx.schema,
         entity_label=entity_label,
         fits=fit_map,
@@ -85,7 +89,7 @@ def arrange(
     )
     full = [s.pid for s in scores[:TOP_FULL]]
     full += [s.pid for s in scores[TOP_FULL : TOP_FULL + STRONG_EXTRA] if s.relevance >= STRONG and not s.niche]
-    rest = [s.pid for s in scores if s.pid not in full]
+    rest = [s.pid for s in scores if s.pid not in full] + [pid for pid in pids if pid in echoes]
     top = agreed(scores)
     starred = {top.pid} if top is not None and top.pid in full else set()
     out = Arrangement(scores, full, rest, starred)
@@ -104,16 +108,19 @@ def arrange(
 def best_candidate(
     eid: str, arrangement: Arrangement, incoming: IncomingView | None, type_pid: str | None = None
 ) -> str | None:
-    """The query of the lookup's best candidate: its proposal, else the most question-relevant property
-    (outgoing `wd:E wdt:P ?x`, or incoming `?x wdt:P wd:E` when that is at least as relevant and its
-    subjects fit the answer type, or it is the only one); with none of those, a class's instances (`?x <type_pid>
-    wd:E`). Not shown to the model: the program runs it when the model stops (or the episode ends) without having
-    executed anything, which would otherwise end with no query at all."""
+    """The query of the lookup's best candidate: its proposal, else the most question-relevant property, one that
+    fits the answer type first (outgoing `wd:E wdt:P ?x`, or incoming `?x wdt:P wd:E` when that is at least as
+    relevant and its subjects fit the answer type, or it is the only one); with none of those, a class's instances
+    (`?x <type_pid> wd:E`). Not shown to the model: the program runs it when the model stops (or the episode ends)
+    without having executed anything, which would otherwise end with no query at all."""
     if arrangement.proposal:
         return arrangement.proposal
     if incoming is not None and incoming.proposal:
         return incoming.proposal
-    out = next((s for s in arrangement.scores if s.relevance > 0 and not s.niche), None)
+    relevant = [s for s in arrangement.scores if s.relevance > 0 and not s.niche]
+    # of the question-relevant properties, one whose range or values fit the answer type goes first ("in which city
+    # did X die": place of death, not cause of death); relevance decides among the fitting ones and without any
+    out = next((s for s in relevant if s.fits), relevant[0] if relevant else None)
     inc = next(
         (
             s

@@ -5,7 +5,9 @@ light stemming ("birthdays" -> birthday, "crosses" -> cross, "actors" -> actor) 
 play, "higher" -> high, `grounding.words`); a shared word prefix of five letters counts as a weaker match
 ("birthday" meets "birth"). Beside the labels, the mined lexicon (`grounding.lexicon`) says which properties
 the train questions that use a word asked for ("born" -> place / date of birth, "wife" -> spouse): the
-share of those questions is the word's evidence for a property where its label says less. A question word
+share of those questions is the word's evidence for a property where its label says less; the question's frame
+("where is _ from": its function words) is one more piece, by the share of the train questions with that frame
+that asked for the property. A question word
 is one piece of evidence: it scores by its best form or its lexicon share, not once per form; a yes/no
 question's words may also meet the entity's values ("a democrat"). The score orders the properties; the
 range's fit to the expected answer type only breaks ties, so it never puts an irrelevant property first.
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from saga_dspy.grounding.lexicon import Lexicon
-from saga_dspy.grounding.words import STOPWORDS, base_forms, stem
+from saga_dspy.grounding.words import STOPWORDS, base_forms, question_frame, stem
 from saga_dspy.grounding.words import WORD as _WORD
 from saga_dspy.schema.index import id_order  # one Wikidata id order (numeric, other ids after)
 
@@ -194,6 +196,7 @@ def rank_properties(
     header = frozenset(header)
     words = word_groups(question, drop=_WORD.findall((entity_label or "").lower()))
     asked = {form for group in words for form in group}
+    frame = question_frame(question) if lexicon else ""
     out = []
     for pid in pids:
         ps = schema.get(pid) if schema is not None else None
@@ -202,6 +205,7 @@ def rank_properties(
         desc = ps.description if ps is not None else ""
         prior = word_priors(words, pid, lexicon, direction)
         score = relevance(words, label, aliases, desc, (values or {}).get(pid, ()), prior)
+        score += LEXICON * lexicon.frame_prior(frame, pid, direction) if lexicon else 0.0
         niche = is_niche(label, ps.datatype if ps else None) and not (asked & _field_stems(label))
         out.append(PropertyScore(pid, round(score, 3), bool((fits or {}).get(pid)), niche))
     out.sort(key=lambda s: (s.niche, -s.relevance, not s.fits, s.pid in header, id_order(s.pid)))

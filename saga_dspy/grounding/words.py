@@ -78,6 +78,19 @@ def question_patterns(question: str) -> list[str]:
     return sorted(dict.fromkeys(out), key=lambda p: -p.count(" "))
 
 
+def question_frame(question: str) -> str:
+    """The question's function words with every run of other words as `_`: what it asks about whatever it names
+    ("Where is Eric Cantor from?" -> "where is _ from", "What does Jennifer Lopez do?" -> "what does _ do");
+    "" for a question of content words alone."""
+    out: list[str] = []
+    for word in WORD.findall((question or "").lower()):
+        if word in STOPWORDS:
+            out.append(word)
+        elif not out or out[-1] != "_":
+            out.append("_")
+    return " ".join(out) if "_" in out and len(out) > 1 else ""
+
+
 # --- the head noun --------------------------------------------------------------------------------------------
 
 _HEAD_WORD = r"(?:[a-z](?:\.[a-z])+\.?|[a-z][a-z-]*)"  # a word, or a dotted abbreviation ("U.S.")
@@ -121,6 +134,7 @@ __all__ = [
     "base_forms",
     "head_phrases",
     "phrase_key",
+    "question_frame",
     "question_patterns",
     "stem",
 ]

@@ -330,6 +330,7 @@ def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], pr
         lambda p: any(v.id for v in nb.edges.get(p, [])) or _group(ctx, p) == 1,
         confident=confident,
         values=_named_values(ctx, nb, kept),
+        echoes=frozenset(p for p in kept if nb.edges.get(p) and all(v.id == eid for v in nb.edges[p])),
     )
     return arrangement, arrangement.order, {pid: pid in arrangement.starred for pid in kept}
 

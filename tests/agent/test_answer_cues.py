@@ -63,6 +63,14 @@ def test_the_head_noun_class_by_label_or_the_committed_lexicon(schema, lexicon):
     assert (states.qid, states.confident) == ("Q35657", True)
 
 
+def test_of_classes_sharing_a_label_the_graph_uses_more_is_the_one(schema):
+    """Two classes are labelled "language": the faculty (Q315, no instances) and a language (Q34770, the type of
+    the graph's languages); the label names the one the graph's own instances say, the lower id only on a tie."""
+    assert schema.usage.instances("Q34770") and not schema.usage.instances("Q315")
+    assert rule_answer_type("What language do they speak in Brazil?", schema).qid == "Q34770"
+    assert rule_answer_type("Which city is the capital?", schema).qid == "Q515"
+
+
 def test_a_class_of_people_asks_for_a_person(schema, lexicon):
     """A class under human or person ("players"), or one the graph gives humans as occupation ("actors": its own
     instances are none, its holders thousands), asks for a person; the items are still of that class."""

@@ -176,3 +176,15 @@ def test_an_items_query_keeps_only_the_class_the_question_names_where_that_narro
         proposed("What movies does Jesse Eisenberg play in?", ("film", "Q11424", "Q11424"), "Q219512")
         == "SELECT DISTINCT ?x WHERE { ?x wdt:P161 wd:Q219512 }"
     )
+
+
+def test_a_property_whose_only_value_is_the_entity_itself_is_never_the_candidate(
+    settings, endpoint, search, schema, hierarchy
+):
+    """France's country is France: it answers nothing about France, so the lookup neither ranks nor proposes it
+    ("What country is beside France?"), but still lists it."""
+    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "What country is beside France?", ("country", "Q6256"))
+    found = do_lookup(ctx, "Q142")
+    assert "(P17)" in found.text
+    assert "wd:Q142 wdt:P17 ?x" not in (found.candidate or "") and "wd:Q142 wdt:P17 ?x" not in (found.proposal or "")
+    assert found.candidate  # another relevant property leads instead

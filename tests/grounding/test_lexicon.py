@@ -11,7 +11,7 @@ import pytest
 from saga_dspy.eval.datasets import load_records
 from saga_dspy.eval.splits import held_out_firewall
 from saga_dspy.grounding.lexicon import bundled_lexicon_path, load_lexicon
-from saga_dspy.grounding.words import head_phrases, phrase_key, question_patterns
+from saga_dspy.grounding.words import head_phrases, phrase_key, question_frame, question_patterns
 
 MINER = Path(__file__).resolve().parents[2] / "scripts" / "mine_lexicon.py"
 
@@ -38,6 +38,7 @@ def test_the_committed_lexicon_says_where_it_comes_from(settings):
         "answers": len(lexicon.answers),
         "patterns": len(lexicon.patterns),
         "people_classes": len(lexicon.people),
+        "frames": len(lexicon.frames),
     }
     assert sum(len(ids) for ids in meta["mined_ids"].values()) == meta["questions"] > 1000
     assert not load_lexicon(settings.model_copy(update={"lexicon": "none"}))
@@ -78,6 +79,9 @@ def test_the_miner_counts_words_classes_answers_and_patterns(miner, endpoint, sc
     assert lexicon.patterns["how many children"]["form"] == {"COUNT": 1}
     assert lexicon.patterns["who is the"]["form"] == {"SELECT": 1}
     assert lexicon.answers[phrase_key("children")] == {"quantity": 1}
+    # the frame (function words, each run of other words one slot) counts the gold properties
+    assert lexicon.frames["who is the _ of _"] == {"n": 1, "P26": {"out/answer": 1.0}}
+    assert lexicon.frames["how many _ did _ have"]["P40"] == {"out/inner": 1.0}  # the counted variable
     # the graph's occupations of humans
     assert lexicon.people.get("Q33999", 0) > 100
 
@@ -88,3 +92,7 @@ def test_the_miner_and_a_lookup_read_a_question_alike():
     assert head_phrases("Give me all Danish movies.") == ["danish movies", "danish", "movies"]
     assert head_phrases("How many airlines are there?", counted=True) == ["airlines"]
     assert phrase_key("U.S. states") == "u.s. state"
+    assert question_frame("Where is Eric Cantor from?") == "where is _ from"
+    assert question_frame("Where was George Washington originally from?") == "where was _ from"
+    assert question_frame("What did Martin Luther King Jr do in his life?") == "what did _ do in his _"
+    assert question_frame("Obama") == "" and question_frame("who is it") == ""  # no slot, or nothing else

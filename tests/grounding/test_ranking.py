@@ -70,6 +70,24 @@ def test_a_lexicon_share_is_evidence_only_with_support_and_by_direction():
     assert relevance([("spouse",)], "spouse", prior=[0.2]) == 1.0  # a word scores its best evidence, once
 
 
+def test_the_question_frame_is_evidence_by_its_train_share(schema):
+    """A question naming only its entity ("What does Jennifer Lopez do?") still has its frame ("what does _ do"):
+    what the train questions of that frame asked for most (occupation), with MIN_SUPPORT questions behind it."""
+    lexicon = Lexicon(
+        frames={"what does _ do": {"n": 4, "P106": {"out/answer": 3.0, "in/answer": 1.0}, "P26": {"out/answer": 1.0}}}
+    )
+    assert lexicon.frame_prior("what does _ do", "P106") == 4 / 6  # shrunk by MIN_SUPPORT questions
+    assert lexicon.frame_prior("what does _ do", "P106", "out") == 3 / 6
+    assert lexicon.frame_prior("what does _ do", "P19") == 0.0 and lexicon.frame_prior("", "P106") == 0.0
+    assert lexicon.frame_prior("what does _ do", "P26") == 0.0  # not the frame's most asked property
+    one = Lexicon(frames={"what does _ do": {"n": 1, "P106": {"out/answer": 1.0}}})
+    assert one.frame_prior("what does _ do", "P106") == 0.0  # one question is an anecdote
+    question, pids = "What does Jennifer Lopez do?", ["P19", "P26", "P106"]
+    assert all(s.relevance == 0 for s in rank_properties(question, pids, schema, entity_label="Jennifer Lopez"))
+    ranked = rank_properties(question, pids, schema, entity_label="Jennifer Lopez", lexicon=lexicon, direction="out")
+    assert ranked[0].pid == "P106" and ranked[0].relevance == 0.5 and ranked[1].relevance == 0
+
+
 def test_a_word_is_one_piece_of_evidence():
     assert word_groups("what continent is syria located in", drop=["syria"]) == [
         ("continent",),
