@@ -4,8 +4,8 @@
 
 Per Wikidata benchmark split: the share of questions with at least one content word the lexicon gives a
 property share for (MIN_SUPPORT train questions behind it), of content words with one, of questions whose head
-noun has a class or answer entry that decides, and of questions a wh-phrase opening or head noun decides the
-answer kind or form for.
+noun has a class or answer entry that decides, of questions a wh-phrase opening or head noun decides the
+answer kind or form for, and of questions whose frame ("where is _ from") has MIN_SUPPORT train questions.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
 from saga_dspy.eval.datasets import BENCHMARKS, load_records  # noqa: E402
 from saga_dspy.grounding.lexicon import MIN_SUPPORT, load_lexicon, question_keys  # noqa: E402
 from saga_dspy.grounding.ranking import word_groups  # noqa: E402
-from saga_dspy.grounding.words import head_phrases, phrase_key  # noqa: E402
+from saga_dspy.grounding.words import head_phrases, phrase_key, question_frame  # noqa: E402
 
 
 def coverage(lexicon, questions: list[str]) -> dict:
-    with_word = words = covered = with_head = decided = 0
+    with_word = words = covered = with_head = decided = framed = 0
     for q in questions:
         groups = word_groups(q)
         hits = [
@@ -37,6 +37,7 @@ def coverage(lexicon, questions: list[str]) -> dict:
         keys = [phrase_key(p) for p in head_phrases(q, counted=True)]
         with_head += any(lexicon.item_class(k) or lexicon.answer(k) for k in keys)
         decided += any(lexicon.vote(question_keys(q), t) for t in ("kind", "form"))
+        framed += lexicon.frames.get(question_frame(q), {}).get("n", 0) >= MIN_SUPPORT
     n = len(questions) or 1
     pct = lambda a, b: round(100.0 * a / b, 1) if b else None  # noqa: E731
     return {
@@ -45,6 +46,7 @@ def coverage(lexicon, questions: list[str]) -> dict:
         "content_words_with_a_property_share_pct": pct(covered, words),
         "head_noun_with_a_class_or_answer_pct": pct(with_head, n),
         "kind_or_form_decided_pct": pct(decided, n),
+        "frame_with_support_pct": pct(framed, n),
     }
 
 
