@@ -19,7 +19,7 @@ from typing import Any
 import dspy
 
 from saga_dspy.agent.program import SagaProgram
-from saga_dspy.optimize.candidates import Candidate
+from saga_dspy.optimize.candidates import Candidate, instructions_of
 from saga_dspy.optimize.metric import Metric
 from saga_dspy.optimize.sets import OptimizeError
 
@@ -89,14 +89,16 @@ def run_mipro(
     best = optimizer.compile(student, **compile_kwargs)
     trials = []
     for number, trial in sorted((getattr(best, "trial_logs", None) or {}).items()):
-        if trial.get("full_eval_score") is None:
+        # the minibatch is the whole valset (above), so a minibatch trial's score is a valset score too
+        score = trial.get("full_eval_score", trial.get("mb_score"))
+        if score is None:
             continue
-        program = trial.get("full_eval_program")
+        program = trial.get("full_eval_program") or trial.get("mb_program")
         trials.append(
             Candidate(
                 f"mipro trial {number}",
-                f1=float(trial["full_eval_score"]) / 100.0,  # dspy's Evaluate scores in percent
-                instructions=_instructions(program) if program is not None else {},
+                f1=float(score) / 100.0,  # dspy's Evaluate scores in percent
+                instructions=instructions_of(program, student) if program is not None else {},
             )
         )
     return best, trials
@@ -146,12 +148,10 @@ def run_gepa(
     details = getattr(best, "detailed_results", None)
     if details is not None:
         for index, (program, score) in enumerate(zip(details.candidates, details.val_aggregate_scores)):
-            trials.append(Candidate(f"gepa candidate {index}", f1=float(score), instructions=_instructions(program)))
+            trials.append(
+                Candidate(f"gepa candidate {index}", f1=float(score), instructions=instructions_of(program, student))
+            )
     return best, trials
-
-
-def _instructions(program: Any) -> dict[str, str]:
-    return {name: p.signature.instructions for name, p in program.named_predictors()}
 
 
 __all__ = ["CONTROLLER", "TunedProgram", "check_available", "run_gepa", "run_mipro"]

@@ -280,6 +280,10 @@ def test_mipro_searches_the_controllers_instructions_over_the_pool(opt_settings,
         prompt_lm=text_lm("TUNED: execute the query, then stop."),
     )
     assert result.candidates and all(c.f1 is not None for c in result.candidates)
+    # every trial scored on the valset is listed (the minibatch is the valset), each with what it changed
+    first, *trials = result.candidates
+    assert first.name == "mipro trial 1" and first.instructions == {}  # the default program
+    assert len(trials) >= 2 and any("execute the query" in t.instructions.get("react.react", "") for t in trials)
     loaded = SagaProgram(
         opt_settings.model_copy(update={"program": result.program_path}), endpoint=endpoint, search=search
     )
@@ -308,6 +312,7 @@ def test_gepa_reflects_on_f1_and_feedback_and_saves_its_best(opt_settings, plans
     )
     first, *rest = result.candidates
     assert first.f1 == 0.0 and rest and rest[-1].f1 > 0.5  # the metric accepted the rewrite
+    assert first.instructions == {}  # the seed: nothing changed
     assert "GEPA TUNED" in rest[-1].instructions["react.react"]
     # the reflection read our feedback: the gold answers, what came back, what went wrong
     reflected = json.dumps(reflection.history[0]["messages"])
