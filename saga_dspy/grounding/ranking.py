@@ -7,9 +7,9 @@ play, "higher" -> high, `grounding.words`); a shared word prefix of five letters
 the train questions that use a word asked for ("born" -> place / date of birth, "wife" -> spouse): the
 share of those questions is the word's evidence for a property where its label says less; the question's frame
 ("where is _ from": its function words) is one more piece, by the share of the train questions with that frame
-that asked for the property. A question word
-is one piece of evidence: it scores by its best form or its lexicon share, not once per form; a yes/no
-question's words may also meet the entity's values ("a democrat"). The score orders the properties; the
+that asked for the property (`Lexicon.frame_prior`). A question word is one piece of evidence: it scores by its
+best form or its lexicon share, not once per form; a yes/no question's words may also meet the entity's values
+("a democrat"). The score orders the properties; the
 range's fit to the expected answer type only breaks ties, so it never puts an irrelevant property first.
 Identifier, media and Commons properties go last unless the question names them. No model, no network.
 """
