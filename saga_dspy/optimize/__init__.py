@@ -124,12 +124,15 @@ def check_options(options: OptimizeOptions) -> None:
 
 
 def train_questions(sets: OptimizeSets, pooled: Sequence[dict[str, Any]], options: OptimizeOptions) -> list:
-    """The train questions to bootstrap on, in a seeded order with those not in the pool yet first (a trace of one
-    that is replaces its gold record: `candidates.merge_pool`), at most `options.train_size`."""
+    """The train questions to bootstrap on, in a seeded order with those the pool holds first, at most
+    `options.train_size`. A pooled question is one the gold teacher solved, so its entities can be found; the others
+    are mostly questions whose entities have no label in the graph, which no run can link (on the bundled sample all
+    59 of WWQ train's), so they give no trace. A trace of a pooled question replaces its gold record
+    (`candidates.merge_pool`)."""
     pooled_text = {normalise_text(r.get("question")) for r in pooled}
     items = sets.train.items
     random.Random(options.seed).shuffle(items)
-    items.sort(key=lambda i: normalise_text(i.question) in pooled_text)
+    items.sort(key=lambda i: normalise_text(i.question) not in pooled_text)
     return items[: options.train_size] if options.train_size is not None else items
 
 
@@ -232,8 +235,7 @@ class _Compile:
         return kept
 
     def train_items(self) -> list:
-        """The train questions bootstrapped on (and MIPROv2's / GEPA's trainset): seeded, none already in the pool,
-        at most `train_size`."""
+        """The train questions bootstrapped on (and MIPROv2's / GEPA's trainset): `train_questions`."""
         return train_questions(self.sets, self.gold, self.options)
 
     def bootstrap(self) -> None:

@@ -266,6 +266,21 @@ def test_bootstrap_adds_the_models_own_successful_train_runs_to_the_pool(
     assert len(lines) == len(pool.records)
 
 
+def test_bootstrap_draws_the_questions_the_gold_teacher_solved_first():
+    """A train question outside the pool is mostly one whose entities have no label in the graph: no run can link
+    them, so drawing those first gave no trace at all (0 of 34 local-model runs)."""
+    from types import SimpleNamespace
+
+    from saga_dspy.optimize import train_questions
+
+    items = [SimpleNamespace(question=f"question {i}?") for i in range(10)]
+    pooled = [{"question": f"question {i}?"} for i in (2, 5, 7)]
+    sets = SimpleNamespace(train=SimpleNamespace(items=list(items)))
+    drawn = train_questions(sets, pooled, SimpleNamespace(seed=0, train_size=4))
+    assert len(drawn) == 4 and {d.question for d in drawn[:3]} == {"question 2?", "question 5?", "question 7?"}
+    assert train_questions(sets, pooled, SimpleNamespace(seed=0, train_size=None))[3:] != []
+
+
 def test_mipro_searches_the_controllers_instructions_over_the_pool(opt_settings, plans, endpoint, search, tmp_path):
     from saga_dspy.agent.program import SagaProgram
 
