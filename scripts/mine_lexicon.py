@@ -282,6 +282,7 @@ def mine_questions(questions: list[Question], endpoint, schema, log=print) -> Le
     answers: dict = defaultdict(Counter)
     patterns: dict = defaultdict(lambda: defaultdict(Counter))
     frames: dict = defaultdict(lambda: defaultdict(Counter))
+    frame_questions: Counter = Counter()
     aligned = Counter()
     for q in questions:
         tokens = WORD.findall(q.text.lower())
@@ -302,11 +303,9 @@ def mine_questions(questions: list[Question], endpoint, schema, log=print) -> Le
                 classes[key][q.classes[0]] += 1
         _count_words(q, tokens, consumed, schema, words, properties, aligned)
         if (frame := question_frame(q.text)) and q.props:
-            frames[frame]["questions"][""] += 1
-            pids = {p[0] for p in q.props}
-            for pid, direction, position in q.props:
-                per = sum(1 for p in q.props if p[0] == pid)
-                frames[frame][pid][f"{direction}/{position}"] += 1.0 / len(pids) / per
+            frame_questions[frame] += 1
+            for pid, key, weight in _spread(q.props):
+                frames[frame][pid][key] += weight
         label = q.answer_label(types, schema)
         kind = None if label is None else label if label in ("boolean", "quantity", "date", "string") else "entity"
         if label is not None:
@@ -330,7 +329,7 @@ def mine_questions(questions: list[Question], endpoint, schema, log=print) -> Le
         people=people,
         frames={
             f: {
-                "n": int(rows.pop("questions")[""]),
+                "n": frame_questions[f],
                 **{p: {k: round(v, 3) for k, v in sorted(c.items())} for p, c in sorted(rows.items())},
             }
             for f, rows in frames.items()
@@ -396,10 +395,17 @@ def _count_words(q: Question, tokens, consumed, schema, words, properties, align
         else:
             aligned["shared"] += 1
             rows = unnamed
-        pids = {p[0] for p in rows}
-        for pid, direction, position in rows:
-            per = [r for r in rows if r[0] == pid]
-            properties[key][pid][f"{direction}/{position}"] += 1.0 / len(pids) / len(per)
+        for pid, slot, weight in _spread(rows):
+            properties[key][pid][slot] += weight
+
+
+def _spread(rows):
+    """One question's evidence spread over its (property, direction, position) rows: an equal share a property,
+    split over that property's rows; yields (pid, "direction/position", weight)."""
+    pids = {r[0] for r in rows}
+    for pid, direction, position in rows:
+        per = sum(1 for r in rows if r[0] == pid)
+        yield pid, f"{direction}/{position}", 1.0 / len(pids) / per
 
 
 def _commit() -> str:

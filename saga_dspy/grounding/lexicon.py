@@ -100,18 +100,17 @@ class Lexicon:
         return min(1.0, count / n)
 
     def frame_prior(self, frame: str, pid: str, direction: str | None = None) -> float:
-        """The share of the train questions with this frame whose gold query has `pid` (in that direction, when
-        given); 0 below MIN_SUPPORT questions and for any but the frame's most asked property: a frame is wider
-        than a word ("give me all _"), its runners-up are what its questions happened to ask. The most asked need
-        not be a majority: "who was _" asks occupation in a third of them, the best evidence such a question has.
-        The share counts MIN_SUPPORT questions more than the frame has, so two questions do not weigh as a label."""
-        entry = self.frames.get(frame) if frame else None
-        if not entry or entry.get("n", 0) < MIN_SUPPORT or not (rows := entry.get(pid)):
-            return 0.0
-        if sum(rows.values()) < max(sum(r.values()) for p, r in entry.items() if p != "n"):
-            return 0.0
-        count = sum(c for key, c in rows.items() if direction is None or key.split("/")[0] in (direction, "var"))
-        return min(1.0, count / (entry["n"] + MIN_SUPPORT))
+        """`pid`'s share in `frame_priors` (0 where it has none)."""
+        return self.frame_priors(frame, direction).get(pid, 0.0)
+
+    def frame_priors(self, frame: str, direction: str | None = None) -> dict[str, float]:
+        """The share of the train questions with this frame whose gold query has the frame's most asked property
+        (in that direction, when given), for that property (all of them on a tie); {} below MIN_SUPPORT questions.
+        Only the most asked: a frame is wider than a word ("give me all _"), its runners-up are what its questions
+        happened to ask. It need not be a majority: "who was _" asks occupation in a third of them, the best
+        evidence such a question has. The share counts MIN_SUPPORT questions more than the frame has, so two
+        questions do not weigh as a label."""
+        return _frame_priors(self, frame, direction)
 
     def item_class(self, phrase: str) -> str:
         """The class the train questions' gold queries restrict their items to when they say `phrase`, or ""."""
@@ -174,6 +173,22 @@ class Lexicon:
     def load(cls, path: str | Path) -> Lexicon:
         with gzip.open(path, "rt", encoding="utf-8") as f:
             return cls.from_json(json.load(f))
+
+
+@lru_cache(maxsize=1024)  # per question, asked once for every lookup's ranking
+def _frame_priors(lexicon: Lexicon, frame: str, direction: str | None) -> dict[str, float]:
+    entry = lexicon.frames.get(frame) if frame else None
+    if not entry or entry.get("n", 0) < MIN_SUPPORT:
+        return {}
+    totals = {pid: sum(rows.values()) for pid, rows in entry.items() if pid != "n"}
+    top = max(totals.values(), default=0.0)
+    out = {}
+    for pid, total in totals.items():
+        if total >= top:
+            rows = entry[pid]
+            count = sum(c for key, c in rows.items() if direction is None or key.split("/")[0] in (direction, "var"))
+            out[pid] = min(1.0, count / (entry["n"] + MIN_SUPPORT))
+    return out
 
 
 def bundled_lexicon_path(data_dir: str | Path, kg: str) -> Path:

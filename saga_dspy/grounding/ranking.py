@@ -196,7 +196,7 @@ def rank_properties(
     header = frozenset(header)
     words = word_groups(question, drop=_WORD.findall((entity_label or "").lower()))
     asked = {form for group in words for form in group}
-    frame = question_frame(question) if lexicon else ""
+    frame_shares = lexicon.frame_priors(question_frame(question), direction) if lexicon else {}
     out = []
     for pid in pids:
         ps = schema.get(pid) if schema is not None else None
@@ -205,7 +205,7 @@ def rank_properties(
         desc = ps.description if ps is not None else ""
         prior = word_priors(words, pid, lexicon, direction)
         score = relevance(words, label, aliases, desc, (values or {}).get(pid, ()), prior)
-        score += LEXICON * lexicon.frame_prior(frame, pid, direction) if lexicon else 0.0
+        score += LEXICON * frame_shares.get(pid, 0.0)
         niche = is_niche(label, ps.datatype if ps else None) and not (asked & _field_stems(label))
         out.append(PropertyScore(pid, round(score, 3), bool((fits or {}).get(pid)), niche))
     out.sort(key=lambda s: (s.niche, -s.relevance, not s.fits, s.pid in header, id_order(s.pid)))
