@@ -218,6 +218,10 @@ class QuestionContext:
                 self._label_cache.setdefault(i, "")
         return {i: (self.seen.get(i) or self._label_cache.get(i) or "") for i in ids}
 
+    def names(self, eid: str) -> list[str]:
+        """The entity's label and aliases (one query)."""
+        return [row["l"].value for row in self.rows(self.flavour.names_query(eid)) if "l" in row]
+
     def remember(self, eid: str, label: str) -> None:
         if eid and label:
             self.seen[eid] = label

@@ -17,6 +17,7 @@ from saga_dspy.grounding.incoming import (
     rank_incoming,
 )
 from saga_dspy.grounding.lookup_view import WITH_DESCRIPTION, arrange, best_candidate, rest_block, tail_lines
+from saga_dspy.grounding.named_values import narrow
 from saga_dspy.grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
 from saga_dspy.grounding.ranking import id_order
 from saga_dspy.grounding.render import (
@@ -384,6 +385,10 @@ def _incoming(
     )
 
 
+def _value_ids(nb: Neighbourhood) -> frozenset[str]:
+    return frozenset(v.id for values in nb.edges.values() for v in values if v.id)
+
+
 def _head_lines(
     ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, fits: dict[str, bool], prior: bool, arrangement
 ) -> list[str]:
@@ -466,7 +471,9 @@ def _render(
         blocks += [rest] if rest is not None else []
         text = render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
         candidate = (
-            best_candidate(eid, arrangement, incoming, ctx.flavour.type_pid) if ctx.flavour.proposes_queries else None
+            narrow(ctx, eid, best_candidate(eid, arrangement, incoming, ctx.flavour.type_pid), _value_ids(nb))
+            if ctx.flavour.proposes_queries
+            else None
         )
         return LookupResult(text, arrangement.proposal or incoming.proposal, candidate)
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed) for pid in order]

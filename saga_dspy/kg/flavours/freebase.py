@@ -154,6 +154,15 @@ class FreebaseFlavour(Flavour):
     def incoming_types_query(self, eid: str, limit: int) -> str | None:
         return None
 
+    def names_query(self, eid: str) -> str:
+        return (
+            f"SELECT ?l WHERE {{ <{NS}{eid}> <{NAME}>|<{NS}common.topic.alias> ?l "
+            f'FILTER(LANG(?l) = "en" || LANG(?l) = "") }}'
+        )
+
+    def named_values_query(self, body: str, phrases: list[str], skip: list[str]) -> str | None:
+        return None  # the lookup proposes no queries on Freebase
+
     def qualifier_query(self, eid: str) -> str | None:
         """CVT hop: the outgoing edges of nameless values (mediator nodes)."""
         e = f"<{NS}{eid}>"

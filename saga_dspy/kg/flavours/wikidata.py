@@ -23,6 +23,13 @@ SCHEMA_DESCRIPTION = "http://schema.org/description"
 SKOS_ALT = "http://www.w3.org/2004/02/skos/core#altLabel"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 
+
+def _literal(text: str) -> str:
+    """A SPARQL string literal of any text (backslash, quote and line breaks escaped)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"'
+
+
 # Well-known classes by the answer-type step's label: their ids win over the id the LM wrote for them.
 WELL_KNOWN_CLASSES: dict[str, str] = {
     "person": "Q5",
@@ -286,6 +293,24 @@ class Flavour:
             f"SELECT ?e ?l ?d WHERE {{ {self.values_clause('e', ids)} "
             f'OPTIONAL {{ ?e <{RDFS_LABEL}> ?l FILTER(LANG(?l) = "en") }} '
             f'OPTIONAL {{ ?e <{SCHEMA_DESCRIPTION}> ?d FILTER(LANG(?d) = "en") }} }}'
+        )
+
+    def names_query(self, eid: str) -> str:
+        """The entity's English label and aliases (?l)."""
+        return (
+            f"SELECT ?l WHERE {{ {self.values_clause('e', [eid])} ?e <{RDFS_LABEL}>|<{SKOS_ALT}> ?l "
+            f'FILTER(LANG(?l) = "en") }}'
+        )
+
+    def named_values_query(self, body: str, phrases: list[str], skip: list[str]) -> str | None:
+        """The item values of the answers `?x` of `body` whose English label or alias is one of `phrases`, by
+        direct-claim property (`skip`: pids left out): property, value, phrase, how many answers have it."""
+        names = " ".join(f"{_literal(p)}@en" for p in phrases)
+        skipped = "".join(f" && ?p != <{WDT}{pid}>" for pid in skip)
+        return (
+            f"SELECT ?p ?o ?l (COUNT(DISTINCT ?x) AS ?n) WHERE {{ VALUES ?l {{ {names} }} "
+            f"?o <{RDFS_LABEL}>|<{SKOS_ALT}> ?l . ?x ?p ?o . "
+            f'FILTER(STRSTARTS(STR(?p), "{WDT}"){skipped}) {body} }} GROUP BY ?p ?o ?l'
         )
 
     def exists_query(self, ids: list[str]) -> str:

@@ -1,0 +1,81 @@
+"""A second thing the question names narrows the lookup's candidate, on the graph's evidence: a value whose label
+or alias is a phrase of the question, held by some of the answers; never the looked-up entity's own mention."""
+
+from __future__ import annotations
+
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.named_values import narrow, phrases
+from saga_dspy.tools.lookup import do_lookup
+
+
+def _ctx(settings, endpoint, search, schema, hierarchy, question, answer_type):
+    return QuestionContext(
+        settings, endpoint, search, schema, hierarchy, question=question, variant="full", answer_type=answer_type
+    )
+
+
+def test_phrases_leave_out_the_entity_s_mention_and_what_the_candidate_explains():
+    found = phrases("Which movies star both Liz Taylor and Richard Burton?", ["Elizabeth Taylor", "Liz Taylor"])
+    assert found.names_entity
+    assert "Richard Burton" in found.texts and "richard burton" in found.texts
+    assert not any("Taylor" in p or "Liz" in p for p in found.texts)  # her own mention
+    assert not any(p.split()[0] in ("which", "and") or p.split()[-1] == "and" for p in found.texts)
+    unnamed = phrases("Give me all Danish movies.", ["Denmark"])
+    assert not unnamed.names_entity and "Danish" in unnamed.texts
+    assert "voice" not in phrases("who plays the voice of meg?", ["Meg Griffin"], {"voice", "actor"}).texts
+
+
+def test_a_second_named_entity_narrows_the_candidate(settings, endpoint, search, schema, hierarchy):
+    ctx = _ctx(
+        settings,
+        endpoint,
+        search,
+        schema,
+        hierarchy,
+        "Which movies star both Liz Taylor and Richard Burton?",
+        ("film", "Q11424"),
+    )
+    found = do_lookup(ctx, "Q34851")
+    assert found.candidate and "wdt:P161 wd:Q34851" in found.candidate and "wdt:P161 wd:Q151973" in found.candidate
+    answers = {row["x"].value.rsplit("/", 1)[-1] for row in ctx.rows(found.candidate)}
+    alone = {row["x"].value.rsplit("/", 1)[-1] for row in ctx.rows("SELECT ?x WHERE { ?x wdt:P161 wd:Q34851 }")}
+    assert answers and answers < alone  # both of them, not every film of hers
+
+
+def test_an_occupation_and_an_instrument_make_one_candidate(settings, endpoint, search, schema, hierarchy):
+    ctx = _ctx(
+        settings,
+        endpoint,
+        search,
+        schema,
+        hierarchy,
+        "Give me a list of all trumpet players that were bandleaders.",
+        ("person", "Q5"),
+    )
+    query = "SELECT DISTINCT ?x WHERE { ?x wdt:P106 wd:Q158852 }"
+    assert narrow(ctx, "Q158852", query) == "SELECT DISTINCT ?x WHERE { ?x wdt:P106 wd:Q158852 . ?x wdt:P1303 wd:Q8338 }"
+
+
+def test_the_entity_s_own_value_is_not_a_second_thing(settings, endpoint, search, schema, hierarchy):
+    """"Danish" is how the question names Denmark (the question never says "Denmark"): the Danish language,
+    one of Denmark's own values, does not narrow the Danish films."""
+    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Give me all Danish movies.", ("film", "Q11424"))
+    query = "SELECT DISTINCT ?x WHERE { ?x wdt:P495 wd:Q35 . ?x wdt:P31 wd:Q11424 }"
+    assert narrow(ctx, "Q35", query, own_values={"Q9035"}) == query
+    assert "Q9035" in narrow(ctx, "Q35", query)  # the graph alone would read "Danish" as the language
+
+
+def test_a_word_the_candidate_explains_is_not_a_second_thing(settings, endpoint, search, schema, hierarchy):
+    """"what language": the answers' head noun, and official language's own word, name no further value."""
+    ctx = _ctx(
+        settings,
+        endpoint,
+        search,
+        schema,
+        hierarchy,
+        "what language do the people speak in australia?",
+        ("language", "Q34770"),
+    )
+    query = "SELECT DISTINCT ?x WHERE { wd:Q408 wdt:P37 ?x }"
+    assert narrow(ctx, "Q408", query) == query
+    assert narrow(ctx, "Q408", "SELECT ?x WHERE { ?x ?p wd:Q408 }") == "SELECT ?x WHERE { ?x ?p wd:Q408 }"  # not ours
