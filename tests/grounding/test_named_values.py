@@ -53,11 +53,12 @@ def test_an_occupation_and_an_instrument_make_one_candidate(settings, endpoint, 
         ("person", "Q5"),
     )
     query = "SELECT DISTINCT ?x WHERE { ?x wdt:P106 wd:Q158852 }"
-    assert narrow(ctx, "Q158852", query) == "SELECT DISTINCT ?x WHERE { ?x wdt:P106 wd:Q158852 . ?x wdt:P1303 wd:Q8338 }"
+    narrowed = "SELECT DISTINCT ?x WHERE { ?x wdt:P106 wd:Q158852 . ?x wdt:P1303 wd:Q8338 }"
+    assert narrow(ctx, "Q158852", query) == narrowed
 
 
 def test_the_entity_s_own_value_is_not_a_second_thing(settings, endpoint, search, schema, hierarchy):
-    """"Danish" is how the question names Denmark (the question never says "Denmark"): the Danish language,
+    """The word "Danish" is how the question names Denmark (the question never says "Denmark"): the Danish language,
     one of Denmark's own values, does not narrow the Danish films."""
     ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Give me all Danish movies.", ("film", "Q11424"))
     query = "SELECT DISTINCT ?x WHERE { ?x wdt:P495 wd:Q35 . ?x wdt:P31 wd:Q11424 }"
@@ -66,7 +67,7 @@ def test_the_entity_s_own_value_is_not_a_second_thing(settings, endpoint, search
 
 
 def test_a_word_the_candidate_explains_is_not_a_second_thing(settings, endpoint, search, schema, hierarchy):
-    """"what language": the answers' head noun, and official language's own word, name no further value."""
+    """In "what language", the answers' head noun, and official language's own word, name no further value."""
     ctx = _ctx(
         settings,
         endpoint,
