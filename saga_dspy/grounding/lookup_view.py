@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .context import QuestionContext
-from .incoming import IncomingView
+from .incoming import OCCUPATION, IncomingView
 from .ranking import DESCRIPTION, PropertyScore, rank_properties
 from .render import Block, clip, one_hop_query
 from .two_hop import TwoHop, propose_two_hop
@@ -106,13 +106,22 @@ def arrange(
 
 
 def best_candidate(
-    eid: str, arrangement: Arrangement, incoming: IncomingView | None, type_pid: str | None = None
+    eid: str,
+    arrangement: Arrangement,
+    incoming: IncomingView | None,
+    type_pid: str | None = None,
+    answers_class: bool = False,
 ) -> str | None:
     """The query of the lookup's best candidate: its proposal, else the most question-relevant property, one that
     fits the answer type first (outgoing `wd:E wdt:P ?x`, or incoming `?x wdt:P wd:E` when that is at least as
     relevant and its subjects fit the answer type, or it is the only one); with none of those, a class's instances
     (`?x <type_pid> wd:E`). Not shown to the model: the program runs it when the model stops (or the episode ends)
-    without having executed anything, which would otherwise end with no query at all."""
+    without having executed anything, which would otherwise end with no query at all. `answers_class`: the entity
+    is the class the question names its answers by ("Give me all Czech movies" looked up from film): its instances
+    are the answers, whatever the class's own properties match."""
+    members = [p for p in (type_pid, OCCUPATION) if p and incoming is not None and p in incoming.edges]
+    if answers_class and incoming is not None and members:  # its instances, or the people of an occupation
+        return incoming.query(eid, max(members, key=lambda p: incoming.edges[p].count))
     if arrangement.proposal:
         return arrangement.proposal
     if incoming is not None and incoming.proposal:

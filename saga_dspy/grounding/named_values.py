@@ -22,7 +22,7 @@ from .ranking import rank_properties
 from .words import STOPWORDS, WORD, head_phrases, stem
 
 MAX_WORDS = 5  # the longest phrase tried
-MAX_PHRASES = 120
+MAX_PHRASES = 180
 COUNTED = 100_000
 SHARED = 0.5  # a value more than this share of the answers hold restates the candidate (data gaps aside)
 _BODY = re.compile(r"SELECT DISTINCT \?x WHERE \{ (.+) \}", re.S)
@@ -33,7 +33,7 @@ _PID = re.compile(r"wdt:(P\d+)")
 
 @dataclass(frozen=True)
 class Phrases:
-    texts: list[str]  # as written and lower-cased, longest first
+    texts: list[str]  # as written, lower-cased and in a title's case, longest first
     names_entity: bool  # the question names the looked-up entity (its label or an alias)
 
 
@@ -57,8 +57,9 @@ def phrases(question: str, own_names: Collection[str], explained: Collection[str
             span = stems[i : i + n]
             if first in STOPWORDS or last in STOPWORDS or own.intersection(span) or set(span) <= set(explained):
                 continue
-            phrase = " ".join(tokens[i : i + n])
-            out += [phrase, phrase.lower()]
+            words = tokens[i : i + n]
+            titled = " ".join(w if w.lower() in STOPWORDS else w[:1].upper() + w[1:] for w in words)
+            out += [" ".join(words), " ".join(words).lower(), titled]  # as written, lower, a title's case
     return Phrases(list(dict.fromkeys(out))[:MAX_PHRASES], bool(own))
 
 

@@ -385,6 +385,12 @@ def _incoming(
     )
 
 
+def _answers(ctx: QuestionContext, eid: str) -> bool:
+    """Is the entity the class the question names its answers by?"""
+    at = ctx.state.answer_type
+    return at is not None and eid in (at.qid, at.items)
+
+
 def _value_ids(nb: Neighbourhood) -> frozenset[str]:
     return frozenset(v.id for values in nb.edges.values() for v in values if v.id)
 
@@ -471,7 +477,12 @@ def _render(
         blocks += [rest] if rest is not None else []
         text = render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
         candidate = (
-            narrow(ctx, eid, best_candidate(eid, arrangement, incoming, ctx.flavour.type_pid), _value_ids(nb))
+            narrow(
+                ctx,
+                eid,
+                best_candidate(eid, arrangement, incoming, ctx.flavour.type_pid, _answers(ctx, eid)),
+                _value_ids(nb),
+            )
             if ctx.flavour.proposes_queries
             else None
         )

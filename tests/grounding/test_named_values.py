@@ -80,3 +80,32 @@ def test_a_word_the_candidate_explains_is_not_a_second_thing(settings, endpoint,
     query = "SELECT DISTINCT ?x WHERE { wd:Q408 wdt:P37 ?x }"
     assert narrow(ctx, "Q408", query) == query
     assert narrow(ctx, "Q408", "SELECT ?x WHERE { ?x ?p wd:Q408 }") == "SELECT ?x WHERE { ?x ?p wd:Q408 }"  # not ours
+
+
+def test_the_answers_class_gives_its_instances_then_narrowed(settings, endpoint, search, schema, hierarchy):
+    """Looked up from the class the question names its answers by, the candidate is the class's members (by type,
+    or the people of an occupation), whatever the class's own properties match, and a named value narrows it."""
+    ctx = _ctx(
+        settings,
+        endpoint,
+        search,
+        schema,
+        hierarchy,
+        "Which programming languages were influenced by Perl?",
+        ("programming language", "Q9143"),
+    )
+    assert (
+        do_lookup(ctx, "Q9143").candidate == "SELECT DISTINCT ?x WHERE { ?x wdt:P31 wd:Q9143 . ?x wdt:P737 wd:Q42478 }"
+    )
+    ctx = _ctx(
+        settings,
+        endpoint,
+        search,
+        schema,
+        hierarchy,
+        "Give me all writers that won the Nobel Prize in literature.",
+        ("writer", "Q36180"),
+    )
+    assert do_lookup(ctx, "Q36180").candidate == (
+        "SELECT DISTINCT ?x WHERE { ?x wdt:P106 wd:Q36180 . ?x wdt:P166 wd:Q37922 }"  # the prize's title case
+    )
