@@ -47,9 +47,9 @@ def phrases(question: str, own_names: Collection[str], explained: Collection[str
     stems = [stem(t) for t in tokens]
     own: set[str] = set()
     for name in own_names:
-        words = {stem(w) for w in WORD.findall(name.lower()) if w not in STOPWORDS}
-        if words and words <= set(stems):
-            own |= words
+        content = {stem(w) for w in WORD.findall(name.lower()) if w not in STOPWORDS}
+        if content and content <= set(stems):
+            own |= content
     out: list[str] = []
     for n in range(min(MAX_WORDS, len(tokens)), 0, -1):
         for i in range(len(tokens) - n + 1):
