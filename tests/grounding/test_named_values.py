@@ -3,15 +3,23 @@ or alias is a phrase of the question, held by some of the answers; never the loo
 
 from __future__ import annotations
 
+import pytest
+
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.named_values import narrow, phrases
 from saga_dspy.tools.lookup import do_lookup
 
 
-def _ctx(settings, endpoint, search, schema, hierarchy, question, answer_type):
-    return QuestionContext(
-        settings, endpoint, search, schema, hierarchy, question=question, variant="full", answer_type=answer_type
-    )
+@pytest.fixture
+def ask(settings, endpoint, search, schema, hierarchy):
+    """A question's context with its answer type."""
+
+    def build(question: str, answer_type: tuple[str, str]) -> QuestionContext:
+        return QuestionContext(
+            settings, endpoint, search, schema, hierarchy, question=question, variant="full", answer_type=answer_type
+        )
+
+    return build
 
 
 def test_phrases_leave_out_the_entity_s_mention_and_what_the_candidate_explains():
@@ -25,13 +33,8 @@ def test_phrases_leave_out_the_entity_s_mention_and_what_the_candidate_explains(
     assert "voice" not in phrases("who plays the voice of meg?", ["Meg Griffin"], {"voice", "actor"}).texts
 
 
-def test_a_second_named_entity_narrows_the_candidate(settings, endpoint, search, schema, hierarchy):
-    ctx = _ctx(
-        settings,
-        endpoint,
-        search,
-        schema,
-        hierarchy,
+def test_a_second_named_entity_narrows_the_candidate(ask):
+    ctx = ask(
         "Which movies star both Liz Taylor and Richard Burton?",
         ("film", "Q11424"),
     )
@@ -42,13 +45,8 @@ def test_a_second_named_entity_narrows_the_candidate(settings, endpoint, search,
     assert answers and answers < alone  # both of them, not every film of hers
 
 
-def test_an_occupation_and_an_instrument_make_one_candidate(settings, endpoint, search, schema, hierarchy):
-    ctx = _ctx(
-        settings,
-        endpoint,
-        search,
-        schema,
-        hierarchy,
+def test_an_occupation_and_an_instrument_make_one_candidate(ask):
+    ctx = ask(
         "Give me a list of all trumpet players that were bandleaders.",
         ("person", "Q5"),
     )
@@ -57,23 +55,18 @@ def test_an_occupation_and_an_instrument_make_one_candidate(settings, endpoint, 
     assert narrow(ctx, "Q158852", query) == narrowed
 
 
-def test_the_entity_s_own_value_is_not_a_second_thing(settings, endpoint, search, schema, hierarchy):
+def test_the_entity_s_own_value_is_not_a_second_thing(ask):
     """The word "Danish" is how the question names Denmark (the question never says "Denmark"): the Danish language,
     one of Denmark's own values, does not narrow the Danish films."""
-    ctx = _ctx(settings, endpoint, search, schema, hierarchy, "Give me all Danish movies.", ("film", "Q11424"))
+    ctx = ask("Give me all Danish movies.", ("film", "Q11424"))
     query = "SELECT DISTINCT ?x WHERE { ?x wdt:P495 wd:Q35 . ?x wdt:P31 wd:Q11424 }"
     assert narrow(ctx, "Q35", query, own_values={"Q9035"}) == query
     assert "Q9035" in narrow(ctx, "Q35", query)  # the graph alone would read "Danish" as the language
 
 
-def test_a_word_the_candidate_explains_is_not_a_second_thing(settings, endpoint, search, schema, hierarchy):
+def test_a_word_the_candidate_explains_is_not_a_second_thing(ask):
     """In "what language", the answers' head noun, and official language's own word, name no further value."""
-    ctx = _ctx(
-        settings,
-        endpoint,
-        search,
-        schema,
-        hierarchy,
+    ctx = ask(
         "what language do the people speak in australia?",
         ("language", "Q34770"),
     )
@@ -82,27 +75,17 @@ def test_a_word_the_candidate_explains_is_not_a_second_thing(settings, endpoint,
     assert narrow(ctx, "Q408", "SELECT ?x WHERE { ?x ?p wd:Q408 }") == "SELECT ?x WHERE { ?x ?p wd:Q408 }"  # not ours
 
 
-def test_the_answers_class_gives_its_instances_then_narrowed(settings, endpoint, search, schema, hierarchy):
+def test_the_answers_class_gives_its_instances_then_narrowed(ask):
     """Looked up from the class the question names its answers by, the candidate is the class's members (by type,
     or the people of an occupation), whatever the class's own properties match, and a named value narrows it."""
-    ctx = _ctx(
-        settings,
-        endpoint,
-        search,
-        schema,
-        hierarchy,
+    ctx = ask(
         "Which programming languages were influenced by Perl?",
         ("programming language", "Q9143"),
     )
     assert (
         do_lookup(ctx, "Q9143").candidate == "SELECT DISTINCT ?x WHERE { ?x wdt:P31 wd:Q9143 . ?x wdt:P737 wd:Q42478 }"
     )
-    ctx = _ctx(
-        settings,
-        endpoint,
-        search,
-        schema,
-        hierarchy,
+    ctx = ask(
         "Give me all writers that won the Nobel Prize in literature.",
         ("writer", "Q36180"),
     )
