@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import re
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -59,11 +60,13 @@ from saga_dspy.grounding.words import (  # noqa: E402
     question_frame,
     question_patterns,
     stem,
+    superlatives,
 )
 from saga_dspy.kg.endpoint import open_endpoint  # noqa: E402
 from saga_dspy.kg.flavours import WIKIDATA  # noqa: E402
 from saga_dspy.schema import entity_types_many, load_schema_index  # noqa: E402
 
+_ORDER = re.compile(r"\bORDER\s+BY\b", re.I)
 TRAIN = ("qald10", "qald9plus", "qald7", "wwq")  # the Wikidata benchmarks with a train split
 CLASS_PIDS = ("P31", "P106", "P279")
 PEOPLE_PIDS = ("P106", "P39")  # occupation, position held: what a human is, named by a class
@@ -283,6 +286,7 @@ def mine_questions(questions: list[Question], endpoint, schema, log=print) -> Le
     patterns: dict = defaultdict(lambda: defaultdict(Counter))
     frames: dict = defaultdict(lambda: defaultdict(Counter))
     frame_questions: Counter = Counter()
+    orders: dict = defaultdict(Counter)
     aligned = Counter()
     for q in questions:
         tokens = WORD.findall(q.text.lower())
@@ -306,6 +310,8 @@ def mine_questions(questions: list[Question], endpoint, schema, log=print) -> Le
             frame_questions[frame] += 1
             for pid, key, weight in _spread(q.props):
                 frames[frame][pid][key] += weight
+        for word in superlatives(q.text):
+            orders[word][gold_order(q.rec.get("sparql") or "")] += 1
         label = q.answer_label(types, schema)
         kind = None if label is None else label if label in ("boolean", "quantity", "date", "string") else "entity"
         if label is not None:
@@ -335,6 +341,7 @@ def mine_questions(questions: list[Question], endpoint, schema, log=print) -> Le
             for f, rows in frames.items()
         },
         meta=meta,
+        orders={k: dict(v.most_common()) for k, v in orders.items()},
     )
     meta["counts"] = {
         "words": len(lexicon.words),
@@ -344,6 +351,7 @@ def mine_questions(questions: list[Question], endpoint, schema, log=print) -> Le
         "patterns": len(lexicon.patterns),
         "people_classes": len(lexicon.people),
         "frames": len(lexicon.frames),
+        "orders": len(lexicon.orders),
     }
     return lexicon
 
@@ -397,6 +405,17 @@ def _count_words(q: Question, tokens, consumed, schema, words, properties, align
             rows = unnamed
         for pid, slot, weight in _spread(rows):
             properties[key][pid][slot] += weight
+
+
+def gold_order(sparql: str) -> str:
+    """How a gold query orders its answers: `DESC` / `ASC` by one value with a LIMIT, `count` by an aggregate,
+    `none`."""
+    m = _ORDER.search(sparql)
+    if m is None or not re.search(r"\bLIMIT\b", sparql[m.end() :], re.I):
+        return "none"
+    if re.match(r"\s*(?:DESC|ASC)?\s*\(\s*(?:COUNT|SUM|AVG|MAX|MIN)\b", sparql[m.end() :], re.I):
+        return "count"
+    return "DESC" if re.match(r"\s*DESC\b", sparql[m.end() :], re.I) else "ASC"
 
 
 def _spread(rows):

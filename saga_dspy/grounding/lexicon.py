@@ -1,7 +1,7 @@
 """The grounding lexicon: what the words of training questions meant in their gold SPARQL, counted.
 
 Mined by `scripts/mine_lexicon.py` from the train splits of the Wikidata benchmarks (only questions that
-collide with no test or dev question, `eval.firewall`), committed as `data/lexicon/<kg>.json`. Four tables,
+collide with no test or dev question, `eval.firewall`), committed as `data/lexicon/<kg>.json`. Its tables,
 each a count of train questions:
 
 - `properties`: a question word (stemmed) -> the gold properties of the questions that say it, with the
@@ -18,6 +18,10 @@ each a count of train questions:
 - `frames`: a question frame (`words.question_frame`: "where is _ from") -> its questions (`n`) and their gold
   properties, shared as an unnamed word's; `frame_prior(frame, pid)` is the share. What a question asks when its
   content words name only the entity ("what does _ do": occupation).
+- `orders`: a superlative word (`words.superlatives`: "highest", "first") -> how the gold queries of the train
+  questions that say it order their answers: `DESC` / `ASC` (an `ORDER BY` of one value with a `LIMIT`), `count`
+  (ordered by an aggregate), `none`. Which property orders them is the `properties` table's (the word's
+  between-variables rows: "highest" -> elevation).
 - `patterns`: a question pattern (`words.question_patterns`: the words that open a wh-phrase, "how often did")
   and a head noun phrase (`head:` ...) -> the gold query form (ASK / COUNT / SELECT) and answer kind.
 
@@ -34,7 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from saga_dspy.grounding.words import head_phrases, phrase_key, question_patterns
+from saga_dspy.grounding.words import head_phrases, phrase_key, question_patterns, superlatives
 
 LEXICON_VERSION = 1
 MIN_SUPPORT = 2  # questions behind an entry before it decides anything
@@ -76,6 +80,7 @@ class Lexicon:
     people: Mapping[str, int] = field(default_factory=dict)
     frames: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     meta: Mapping[str, Any] = field(default_factory=dict)
+    orders: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.words or self.classes or self.answers or self.patterns or self.people or self.frames)
@@ -124,6 +129,15 @@ class Lexicon:
         """Whether the graph gives MIN_SUPPORT humans or more this class as occupation or position."""
         return self.people.get(qid, 0) >= MIN_SUPPORT
 
+    def order(self, question: str) -> tuple[str, str] | None:
+        """(word, `ASC` | `DESC`): the first superlative word of the question whose train questions' gold queries
+        mostly order their answers by one value that way; None where no word decides."""
+        for word in superlatives(question):
+            found = _majority(self.orders.get(word))
+            if found in ("ASC", "DESC"):
+                return word, found
+        return None
+
     def vote(self, keys: list[str], table: str) -> str | None:
         """The form (`table="form"`) or answer kind (`"kind"`) of the first key an entry decides, else None."""
         for key in keys:
@@ -144,6 +158,7 @@ class Lexicon:
             "patterns": {k: self.patterns[k] for k in sorted(self.patterns)},
             "people": dict(sorted(self.people.items())),
             "frames": {k: self.frames[k] for k in sorted(self.frames)},
+            "orders": {k: self.orders[k] for k in sorted(self.orders)},
         }
 
     @classmethod
@@ -159,6 +174,7 @@ class Lexicon:
             obj.get("people", {}),
             obj.get("frames", {}),
             obj.get("meta", {}),
+            obj.get("orders", {}),
         )
 
     def save(self, path: str | Path) -> Path:

@@ -27,6 +27,9 @@ _INFLECTIONS = (("ied", "y"), ("ed", ""), ("ed", "e"), ("iest", "y"), ("ier", "y
 # grammar: the English question words that open the phrases `question_patterns` reads
 QUESTION_WORDS = frozenset({"how", "what", "when", "where", "which", "who", "whom", "whose", "why"})
 PATTERN_WORDS = 3  # a pattern is a question word and up to two more
+# grammar: the degree words of a superlative and the ordinals that rank ("the most", "the first")
+ORDER_WORDS = frozenset({"most", "least", "first", "last"})
+SUPERLATIVE_LEN = 6  # an -est adjective's shortest form ("oldest"; not "best", "west")
 
 
 def stem(word: str) -> str:
@@ -76,6 +79,14 @@ def question_patterns(question: str) -> list[str]:
         if word in QUESTION_WORDS:
             out.extend(" ".join(words[i : i + n]) for n in range(min(PATTERN_WORDS, len(words) - i), 0, -1))
     return sorted(dict.fromkeys(out), key=lambda p: -p.count(" "))
+
+
+def superlatives(question: str) -> list[str]:
+    """The question's words that may order its answers: an -est adjective ("highest", "youngest"), a degree word
+    of a superlative ("most", "least"), an ordinal that ranks ("first", "last"). Which of them order, and which
+    way, is data (`Lexicon.order`): "Mount Everest" ends in -est too."""
+    words = WORD.findall((question or "").lower())
+    return [w for w in dict.fromkeys(words) if w in ORDER_WORDS or (w.endswith("est") and len(w) >= SUPERLATIVE_LEN)]
 
 
 def question_frame(question: str) -> str:
@@ -137,4 +148,5 @@ __all__ = [
     "question_frame",
     "question_patterns",
     "stem",
+    "superlatives",
 ]

@@ -30,6 +30,7 @@ from saga_dspy.grounding.render import (
     one_hop_query,
     render_blocks,
 )
+from saga_dspy.grounding.superlative import order_by_superlative
 from saga_dspy.kg.values import Value
 from saga_dspy.schema.compat import Decision, Outcome
 from saga_dspy.tools.evidence import evidence_text
@@ -476,16 +477,10 @@ def _render(
         rest = rest_block(ctx, arrangement.rest)
         blocks += [rest] if rest is not None else []
         text = render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
-        candidate = (
-            narrow(
-                ctx,
-                eid,
-                best_candidate(eid, arrangement, incoming, ctx.flavour.type_pid, _answers(ctx, eid)),
-                _value_ids(nb),
-            )
-            if ctx.flavour.proposes_queries
-            else None
-        )
+        candidate = None
+        if ctx.flavour.proposes_queries:  # the best one-hop query, narrowed by what else the question names, ordered
+            best = best_candidate(eid, arrangement, incoming, ctx.flavour.type_pid, _answers(ctx, eid))
+            candidate = order_by_superlative(ctx, narrow(ctx, eid, best, _value_ids(nb)))
         return LookupResult(text, arrangement.proposal or incoming.proposal, candidate)
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed) for pid in order]
     starred = [pid for pid in order if fits[pid]]

@@ -11,7 +11,7 @@ import pytest
 from saga_dspy.eval.datasets import load_records
 from saga_dspy.eval.splits import held_out_firewall
 from saga_dspy.grounding.lexicon import bundled_lexicon_path, load_lexicon
-from saga_dspy.grounding.words import head_phrases, phrase_key, question_frame, question_patterns
+from saga_dspy.grounding.words import head_phrases, phrase_key, question_frame, question_patterns, superlatives
 
 MINER = Path(__file__).resolve().parents[2] / "scripts" / "mine_lexicon.py"
 
@@ -39,6 +39,7 @@ def test_the_committed_lexicon_says_where_it_comes_from(settings):
         "patterns": len(lexicon.patterns),
         "people_classes": len(lexicon.people),
         "frames": len(lexicon.frames),
+        "orders": len(lexicon.orders),
     }
     assert sum(len(ids) for ids in meta["mined_ids"].values()) == meta["questions"] > 1000
     assert not load_lexicon(settings.model_copy(update={"lexicon": "none"}))
@@ -65,6 +66,19 @@ def test_the_miner_counts_words_classes_answers_and_patterns(miner, endpoint, sc
             "SELECT ?x WHERE { ?x wdt:P31 wd:Q11424 . ?x wdt:P57 wd:Q56094 }",
         ),
         ("How many children did Barack Obama have?", "SELECT (COUNT(?c) AS ?n) WHERE { wd:Q76 wdt:P40 ?c }"),
+        (
+            "What is the highest mountain?",
+            "SELECT ?m WHERE { ?m wdt:P31 wd:Q8502 ; wdt:P2044 ?e } ORDER BY DESC(?e) LIMIT 1",
+        ),
+        (
+            "Which is the highest peak of the Alps?",
+            "SELECT ?m WHERE { wd:Q1286 wdt:P610 ?m . ?m wdt:P2044 ?e } ORDER BY DESC(?e) LIMIT 1",
+        ),
+        (
+            "Who produced the most films?",
+            "SELECT ?p WHERE { ?f wdt:P162 ?p } GROUP BY ?p ORDER BY DESC(COUNT(?f)) LIMIT 1",
+        ),
+        ("Where is Mount Everest?", "SELECT ?x WHERE { wd:Q513 wdt:P17 ?x }"),
     ]
     questions = [miner.Question({"id": str(i), "question": q, "sparql": s}, None) for i, (q, s) in enumerate(records)]
     lexicon = miner.mine_questions(questions, endpoint, schema, log=lambda _: None)
@@ -82,6 +96,11 @@ def test_the_miner_counts_words_classes_answers_and_patterns(miner, endpoint, sc
     # the frame (function words, each run of other words one slot) counts the gold properties
     assert lexicon.frames["who is the _ of _"] == {"n": 1, "P26": {"out/answer": 1.0}}
     assert lexicon.frames["how many _ did _ have"]["P40"] == {"out/inner": 1.0}  # the counted variable
+    # a superlative word: which way its questions' gold queries order their answers, and by what property
+    assert lexicon.orders["highest"] == {"DESC": 2} and lexicon.order("the highest tower?") == ("highest", "DESC")
+    assert lexicon.orders["most"] == {"count": 1} and lexicon.orders["everest"] == {"none": 1}
+    assert lexicon.properties["highest"]["P2044"] == {"var/answer": 2.0}
+    assert lexicon.order("Where is Mount Everest?") is None and lexicon.order("Who produced the most films?") is None
     # the graph's occupations of humans
     assert lexicon.people.get("Q33999", 0) > 100
 
@@ -96,3 +115,9 @@ def test_the_miner_and_a_lookup_read_a_question_alike():
     assert question_frame("Where was George Washington originally from?") == "where was _ from"
     assert question_frame("What did Martin Luther King Jr do in his life?") == "what did _ do in his _"
     assert question_frame("Obama") == "" and question_frame("who is it") == ""  # no slot, or nothing else
+    assert superlatives("Who was the first and the last? The highest, best, west, oldest.") == [
+        "first",
+        "last",
+        "highest",
+        "oldest",
+    ]

@@ -7,6 +7,7 @@ import pytest
 
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.named_values import narrow, phrases
+from saga_dspy.grounding.superlative import order_by_superlative
 from saga_dspy.tools.lookup import do_lookup
 
 
@@ -92,3 +93,16 @@ def test_the_answers_class_gives_its_instances_then_narrowed(ask):
     assert do_lookup(ctx, "Q36180").candidate == (
         "SELECT DISTINCT ?x WHERE { ?x wdt:P106 wd:Q36180 . ?x wdt:P166 wd:Q37922 }"  # the prize's title case
     )
+
+
+def test_a_superlative_orders_the_candidate_by_the_mined_property(ask):
+    """ "highest": its train questions order by elevation, descending (the bundled lexicon); the answers hold
+    elevation, so the candidate is the mountains by elevation, one. A word no train question decides changes
+    nothing."""
+    found = do_lookup(ask("What is the highest mountain?", ("mountain", "Q8502")), "Q8502")
+    assert found.candidate == (
+        "SELECT DISTINCT ?x WHERE { ?x wdt:P31 wd:Q8502 . ?x wdt:P2044 ?v } ORDER BY DESC(?v) LIMIT 1"
+    )
+    ctx = ask("What is the prettiest mountain?", ("mountain", "Q8502"))
+    query = "SELECT DISTINCT ?x WHERE { ?x wdt:P31 wd:Q8502 }"
+    assert order_by_superlative(ctx, query) == query
