@@ -37,6 +37,8 @@ GRAMMAR = {
     ("grounding/words.py", "IRREGULAR_PLURALS"): "English irregular plurals (inflection)",
     ("grounding/words.py", "_INFLECTIONS"): "English inflectional endings",
     ("grounding/words.py", "QUESTION_WORDS"): "English question words",
+    ("grounding/words.py", "ORDER_WORDS"): "the degree words of a superlative and the ranking ordinals (which way "
+    "each orders is mined)",
     ("grounding/words.py", "_OF_WORDS"): "light nouns whose of-phrase names the class (kind of, form of)",
     ("kg/search.py", "_STOPWORDS"): "English function words that name no entity",
     ("tools/lookup.py", "SCALAR_ANSWERS"): "our answer kinds' names -> datatypes (the answer-type vocabulary)",

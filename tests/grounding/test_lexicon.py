@@ -99,7 +99,7 @@ def test_the_miner_counts_words_classes_answers_and_patterns(miner, endpoint, sc
     # a superlative word: which way its questions' gold queries order their answers, and by what property
     assert lexicon.orders["highest"] == {"DESC": 2} and lexicon.order("the highest tower?") == ("highest", "DESC")
     assert lexicon.orders["most"] == {"count": 1} and lexicon.orders["everest"] == {"none": 1}
-    assert lexicon.properties["highest"]["P2044"] == {"var/answer": 2.0}
+    assert "var/answer" in lexicon.properties["highest"]["P2044"]  # between the answer and the ordered value
     assert lexicon.order("Where is Mount Everest?") is None and lexicon.order("Who produced the most films?") is None
     # the graph's occupations of humans
     assert lexicon.people.get("Q33999", 0) > 100
