@@ -24,6 +24,7 @@ from .lexicon import load_lexicon
 from .state import TypeState
 
 PruneFn = Callable[[str, str], Sequence[str]]
+OPTIONAL_SECONDS = 5.0  # the deadline of a query whose answer the lookup can do without (a live endpoint is slow)
 
 # --- execution records ---------------------------------------------------------------------------------------
 
@@ -194,13 +195,14 @@ class QuestionContext:
     def cache_types(self, eid: str, et) -> None:
         self._types_cache[eid] = et
 
-    def rows(self, sparql: str | None) -> list:
+    def rows(self, sparql: str | None, optional: bool = False) -> list:
         """The rows of one of our own lookup queries; none when the flavour has no such query or it fails
-        (what it would have added is left out, the tool goes on)."""
+        (what it would have added is left out, the tool goes on). `optional`: a refinement the lookup can do
+        without (the candidate's narrowing, its order) gets OPTIONAL_SECONDS at most, not the endpoint's deadline."""
         if sparql is None:
             return []
         try:
-            result = self.query(sparql)
+            result = self.query(sparql, min(OPTIONAL_SECONDS, self.settings.query_timeout) if optional else None)
         except SparqlError:
             return []
         return result.rows if isinstance(result, SelectResult) else []

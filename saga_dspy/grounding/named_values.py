@@ -90,11 +90,8 @@ def narrow(ctx: QuestionContext, eid: str, sparql: str | None, own_values: Colle
     if not names or not found.texts:  # an entity without a name: its own mention cannot be told apart
         return sparql
     flavour = ctx.flavour
-    rows = ctx.rows(
-        flavour.named_values_query(
-            body, found.texts, [ctx.flavour.type_pid, ctx.flavour.subclass_pid, ctx.flavour.example_pid]
-        )
-    )
+    skip = [flavour.type_pid, flavour.subclass_pid, flavour.example_pid]
+    rows = ctx.rows(flavour.named_values_query(body, found.texts, skip), optional=True)
     if not rows:
         return sparql
     total = _count(ctx, body)
@@ -129,7 +126,9 @@ def narrow(ctx: QuestionContext, eid: str, sparql: str | None, own_values: Colle
 
 def _count(ctx: QuestionContext, body: str) -> int:
     """How many answers the query has, counted up to COUNTED (a live endpoint has millions of humans)."""
-    rows = ctx.rows(f"SELECT (COUNT(*) AS ?n) WHERE {{ SELECT DISTINCT ?x WHERE {{ {body} }} LIMIT {COUNTED} }}")
+    rows = ctx.rows(
+        f"SELECT (COUNT(*) AS ?n) WHERE {{ SELECT DISTINCT ?x WHERE {{ {body} }} LIMIT {COUNTED} }}", optional=True
+    )
     return int(float(rows[0]["n"].value)) if rows and "n" in rows[0] else 0
 
 

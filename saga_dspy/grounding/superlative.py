@@ -36,7 +36,7 @@ def order_by_superlative(ctx: QuestionContext, sparql: str | None) -> str | None
     )
     body = m.group(1)
     for pid in pids:
-        if ctx.rows(f"SELECT ?x WHERE {{ {body} . ?x wdt:{pid} ?v }} LIMIT 1"):
+        if ctx.rows(f"SELECT ?x WHERE {{ {body} . ?x wdt:{pid} ?v }} LIMIT 1", optional=True):
             return f"SELECT DISTINCT ?x WHERE {{ {body} . ?x wdt:{pid} ?v }} ORDER BY {direction}(?v) LIMIT 1"
     return sparql
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.context import OPTIONAL_SECONDS, QuestionContext
 from saga_dspy.grounding.named_values import narrow, phrases
 from saga_dspy.grounding.superlative import order_by_superlative
 from saga_dspy.tools.lookup import do_lookup
@@ -106,3 +106,28 @@ def test_a_superlative_orders_the_candidate_by_the_mined_property(ask):
     ctx = ask("What is the prettiest mountain?", ("mountain", "Q8502"))
     query = "SELECT DISTINCT ?x WHERE { ?x wdt:P31 wd:Q8502 }"
     assert order_by_superlative(ctx, query) == query
+
+
+def test_the_narrowing_queries_have_a_short_deadline(settings, endpoint, search, schema, hierarchy):
+    """A refinement the lookup can do without waits OPTIONAL_SECONDS at most, not the endpoint's deadline (a live
+    endpoint may take that long over a class with millions of members)."""
+
+    class Recording:
+        def __init__(self, inner):
+            self.inner, self.timeouts = inner, []
+
+        def query(self, sparql, timeout=None):
+            self.timeouts.append((sparql, timeout))
+            return self.inner.query(sparql, timeout)
+
+        def __getattr__(self, item):
+            return getattr(self.inner, item)
+
+    recording = Recording(endpoint)
+    question = "Give me a list of all trumpet players that were bandleaders."
+    ctx = QuestionContext(
+        settings, recording, search, schema, hierarchy, question=question, variant="full", answer_type=("person", "Q5")
+    )
+    assert "P1303" in narrow(ctx, "Q158852", "SELECT DISTINCT ?x WHERE { ?x wdt:P106 wd:Q158852 }")
+    optional = [t for sparql, t in recording.timeouts if "COUNT" in sparql or "VALUES ?l" in sparql]
+    assert len(optional) == 2 and all(t is not None and t <= OPTIONAL_SECONDS for t in optional)
