@@ -28,6 +28,7 @@ from saga_dspy.eval.evalset import EvalSet
 from saga_dspy.eval.firewall import normalise_text
 from saga_dspy.eval.rundir import make_private
 from saga_dspy.eval.runner import run_variant
+from saga_dspy.eval.significance import PairedComparison, paired_by_id
 from saga_dspy.eval.tracking import Tracker
 from saga_dspy.services import KgServices
 
@@ -45,6 +46,7 @@ class Candidate:
     em: float | None = None
     per_question: dict[str, float] = field(default_factory=dict)
     run_dir: str | None = None
+    versus_default: PairedComparison | None = None  # paired on the valset against the default program
 
     def key(self) -> tuple:
         pool = None if self.pool is None else (tuple(r["question"] for r in self.pool.records), self.pool.k)
@@ -58,6 +60,7 @@ class Candidate:
             "instructions_changed": sorted(self.instructions),
             "f1": self.f1,
             "em": self.em,
+            "versus_default": None if self.versus_default is None else self.versus_default.as_dict(),
             "run_dir": self.run_dir,
         }
 
@@ -153,7 +156,8 @@ def pool_candidates(
 
 
 class Scorer:
-    """Scores candidates on the valset, each a run directory and a child run; keeps the best (ties: the earlier)."""
+    """Scores candidates on the valset, each a run directory and a child run; keeps the best (ties: the earlier)
+    among those clearly better than the first, the default program (`versus_first`)."""
 
     def __init__(
         self,
@@ -213,9 +217,11 @@ class Scorer:
         candidate.run_dir = str(run_dir)
         self.scored.append(candidate)
         self.tracker.log_metrics({"candidate_f1": candidate.f1}, step=index)
-        better = self.best is None or candidate.f1 > (self.best.f1 or 0.0)
+        better = self.better(candidate)
+        versus = candidate.versus_default
         print(
             f"candidate {index} {candidate.name}: valset F1 {candidate.f1:.3f} on {len(self.valset)} questions"
+            + (f", {versus.describe()} against {self.scored[0].name}" if versus is not None else "")
             + (" (best so far)" if better else ""),
             file=self.stream,
         )
@@ -224,6 +230,23 @@ class Scorer:
             if self.on_best is not None:
                 self.on_best(candidate, program)
         return candidate
+
+    def better(self, candidate: Candidate) -> bool:
+        """Is the scored candidate the new best: above the best so far and clearly above the default?"""
+        versus = self.versus_first(candidate)
+        if self.best is None:
+            return True
+        return (candidate.f1 or 0.0) > (self.best.f1 or 0.0) and versus is not None and versus.low > 0
+
+    def versus_first(self, candidate: Candidate) -> PairedComparison | None:
+        """The candidate against the first one scored (the default program) on the valset, paired by question; a
+        candidate replaces the default only when the interval's lower end is above zero, so a compile does not
+        trade the default for a valset's noise (a few questions of 15). None for the first itself."""
+        first = self.scored[0] if self.scored else None
+        if first is None or first is candidate:
+            return None
+        candidate.versus_default = paired_by_id(first.per_question, candidate.per_question)
+        return candidate.versus_default
 
 
 def save_program(program: SagaProgram, path: Path) -> Path:

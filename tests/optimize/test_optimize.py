@@ -196,7 +196,7 @@ def test_random_search_scores_candidates_on_the_valset_and_the_metric_picks_k(
     lm = DemoCountLM(plans, solves_with=3)
     result = run(
         settings,
-        small(optimizer="random-search", k=3, num_candidates=5, k_choices=(1, 3), report_size=3),
+        small(optimizer="random-search", k=3, num_candidates=5, k_choices=(1, 3), report_size=3, valset_size=5),
         tmp_path,
         lm,
         endpoint,
@@ -475,3 +475,23 @@ def test_the_budget_stops_bootstrapping_and_scoring(opt_settings, plans, endpoin
     assert "--budget-minutes 1e-06 bounds it" in out and "budget spent" in out
     assert result.metrics["bootstrap"].get("not_run_budget") and result.candidates == []
     assert result.program_path.exists() and result.metrics["chosen"] == "gold+bootstrap"
+
+
+def test_a_candidate_replaces_the_default_only_when_clearly_better_on_the_valset(opt_settings, tmp_path):
+    """One question better of fifteen (a valset's noise: the random searches that chose so lost on the report
+    set) keeps the default; better on many with no loss replaces it; the comparison is kept with the candidate."""
+    from saga_dspy.optimize.candidates import Candidate, Scorer
+
+    scorer = Scorer(opt_settings, None, None, tmp_path, None)
+    ids = [f"q{i}" for i in range(15)]
+    default = Candidate("default", f1=0.6, per_question={i: 0.6 for i in ids})
+    scorer.scored.append(default)
+    assert scorer.better(default)
+    scorer.best = default
+    noise = Candidate("k=3", f1=0.62, per_question={**default.per_question, "q0": 0.9})
+    scorer.scored.append(noise)
+    assert not scorer.better(noise) and noise.versus_default is not None and noise.versus_default.low <= 0
+    assert noise.summary()["versus_default"]["wins"] == 1
+    clear = Candidate("k=4", f1=0.8, per_question={i: (1.0 if n < 8 else 0.6) for n, i in enumerate(ids)})
+    scorer.scored.append(clear)
+    assert scorer.better(clear) and clear.versus_default.low > 0
