@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 from .context import QuestionContext
 from .ranking import rank_properties
+from .render import items_body, items_query
 from .words import STOPWORDS, WORD, head_phrases, stem
 
 MAX_WORDS = 5  # the longest phrase tried
 MAX_PHRASES = 180
 COUNTED = 100_000
 SHARED = 0.5  # a value more than this share of the answers hold restates the candidate (data gaps aside)
-_BODY = re.compile(r"SELECT DISTINCT \?x WHERE \{ (.+) \}", re.S)
 _TOKEN = re.compile(r"\w[\w.'&-]*")
 _ABBREVIATION = re.compile(r"(?:\w\.)+")
 _PID = re.compile(r"wdt:(P\d+)")
@@ -45,17 +45,18 @@ def phrases(question: str, own_names: Collection[str], explained: Collection[str
     tokens = [t if _ABBREVIATION.fullmatch(t) else t.rstrip(".'") for t in _TOKEN.findall(question or "")]
     tokens = [t[:-2] if t.lower().endswith("'s") else t for t in tokens if t]
     stems = [stem(t) for t in tokens]
+    said, explained = set(stems), set(explained)
     own: set[str] = set()
     for name in own_names:
         content = {stem(w) for w in WORD.findall(name.lower()) if w not in STOPWORDS}
-        if content and content <= set(stems):
+        if content and content <= said:
             own |= content
     out: list[str] = []
     for n in range(min(MAX_WORDS, len(tokens)), 0, -1):
         for i in range(len(tokens) - n + 1):
             first, last = tokens[i].lower(), tokens[i + n - 1].lower()
             span = stems[i : i + n]
-            if first in STOPWORDS or last in STOPWORDS or own.intersection(span) or set(span) <= set(explained):
+            if first in STOPWORDS or last in STOPWORDS or own.intersection(span) or set(span) <= explained:
                 continue
             words = tokens[i : i + n]
             titled = " ".join(w if w.lower() in STOPWORDS else w[:1].upper() + w[1:] for w in words)
@@ -81,10 +82,9 @@ def narrow(ctx: QuestionContext, eid: str, sparql: str | None, own_values: Colle
     longest question phrase naming a value that some of its answers hold, at most half (then the property most
     relevant to the question, then the most answers); the query unchanged where none does. `own_values`: the
     looked-up entity's own values."""
-    m = _BODY.fullmatch(sparql or "")
-    if m is None:
+    body = items_body(sparql)
+    if body is None:
         return sparql
-    body = m.group(1)
     names = ctx.names(eid)
     found = phrases(ctx.question, names, _explained(ctx, body))
     if not names or not found.texts:  # an entity without a name: its own mention cannot be told apart
@@ -95,12 +95,13 @@ def narrow(ctx: QuestionContext, eid: str, sparql: str | None, own_values: Colle
     if not rows:
         return sparql
     total = _count(ctx, body)
-    shared = {row["l"].value.lower() for row in rows if int(float(row["n"].value)) > SHARED * total}
+    held = [(row, int(float(row["n"].value))) for row in rows]  # with how many answers hold the value
+    shared = {row["l"].value.lower() for row, n in held if n > SHARED * total}
     options: list[tuple[str, str, str, int]] = []  # (pid, value, phrase, answers holding it)
-    for row in rows:
-        ref = ctx.flavour.prop_ref(row["p"].value)
-        value = ctx.flavour.entity_id(row["o"].value)
-        phrase, n = row["l"].value, int(float(row["n"].value))
+    for row, n in held:
+        ref = flavour.prop_ref(row["p"].value)
+        value = flavour.entity_id(row["o"].value)
+        phrase = row["l"].value
         if ref is None or value is None or value == eid or phrase.lower() in shared:
             continue
         if not found.names_entity and value in own_values:
@@ -121,7 +122,7 @@ def narrow(ctx: QuestionContext, eid: str, sparql: str | None, own_values: Colle
         )
     }
     pid, value, _, _ = max(options, key=lambda o: (len(o[2].split()), relevance.get(o[0], 0.0), o[3]))
-    return f"SELECT DISTINCT ?x WHERE {{ {body} . ?x wdt:{pid} wd:{value} }}"
+    return items_query(f"{body} . ?x wdt:{pid} wd:{value}")
 
 
 def _count(ctx: QuestionContext, body: str) -> int:

@@ -207,7 +207,21 @@ def one_hop_query(eid: str, pid: str, *, incoming: bool = False, restriction: st
     """The one-hop Wikidata query a lookup proposes: the entity's values of `pid`, or (`incoming`) the items
     whose `pid` is the entity; `restriction`: a further pattern on ?x (`?x wdt:P106 wd:Q82955`)."""
     pattern = f"?x wdt:{pid} wd:{eid}" if incoming else f"wd:{eid} wdt:{pid} ?x"
-    return f"SELECT DISTINCT ?x WHERE {{ {pattern}{' . ' + restriction if restriction else ''} }}"
+    return items_query(f"{pattern}{' . ' + restriction if restriction else ''}")
+
+
+_ITEMS = re.compile(r"SELECT DISTINCT \?x WHERE \{ (.+) \}", re.S)
+
+
+def items_query(body: str, modifiers: str = "") -> str:
+    """The shape of every query a lookup puts forward: the distinct ?x of `body`, then `modifiers` (ORDER BY …)."""
+    return f"SELECT DISTINCT ?x WHERE {{ {body} }}{modifiers}"
+
+
+def items_body(sparql: str | None) -> str | None:
+    """The body of a query `items_query` wrote without modifiers; None for any other query."""
+    m = _ITEMS.fullmatch(sparql or "")
+    return m.group(1) if m else None
 
 
 def render_ask(result: AskResult) -> str:

@@ -8,21 +8,19 @@ A word no train question decides, or a property none of the answers has, leaves 
 
 from __future__ import annotations
 
-import re
-
 from .context import QuestionContext
+from .render import items_body, items_query
 
 ORDERED = ("Time", "Quantity")  # datatypes a value orders by
-_BODY = re.compile(r"SELECT DISTINCT \?x WHERE \{ (.+) \}", re.S)
 BETWEEN = "var/answer"  # a property between the answer and a variable: what a gold ORDER BY orders by
 
 
 def order_by_superlative(ctx: QuestionContext, sparql: str | None) -> str | None:
     """`sparql` (a lookup's `SELECT DISTINCT ?x WHERE { … }` query) ordered by the question's superlative and cut
     to its first answer; unchanged where the lexicon decides no order or no ordering property the answers hold."""
-    m = _BODY.fullmatch(sparql or "")
-    found = ctx.lexicon.order(ctx.question) if m is not None else None
-    if m is None or found is None:
+    body = items_body(sparql)
+    found = ctx.lexicon.order(ctx.question) if body is not None else None
+    if body is None or found is None:
         return sparql
     word, direction = found
     rows = ctx.lexicon.properties.get(word, {})
@@ -34,10 +32,10 @@ def order_by_superlative(ctx: QuestionContext, sparql: str | None) -> str | None
         ),
         key=lambda pid: -ctx.lexicon.property_prior(word, pid),
     )
-    body = m.group(1)
     for pid in pids:
-        if ctx.rows(f"SELECT ?x WHERE {{ {body} . ?x wdt:{pid} ?v }} LIMIT 1", optional=True):
-            return f"SELECT DISTINCT ?x WHERE {{ {body} . ?x wdt:{pid} ?v }} ORDER BY {direction}(?v) LIMIT 1"
+        ordered = f"{body} . ?x wdt:{pid} ?v"
+        if ctx.rows(f"SELECT ?x WHERE {{ {ordered} }} LIMIT 1", optional=True):
+            return items_query(ordered, f" ORDER BY {direction}(?v) LIMIT 1")
     return sparql
 
 

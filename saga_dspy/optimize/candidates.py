@@ -232,8 +232,9 @@ class Scorer:
         return candidate
 
     def better(self, candidate: Candidate) -> bool:
-        """Is the scored candidate the new best: above the best so far and clearly above the default?"""
-        versus = self.versus_first(candidate)
+        """Is the scored candidate the new best: above the best so far and clearly above the default? Keeps its
+        comparison with the default (`versus_default`)."""
+        candidate.versus_default = versus = self.versus_first(candidate)
         if self.best is None:
             return True
         return (candidate.f1 or 0.0) > (self.best.f1 or 0.0) and versus is not None and versus.low > 0
@@ -245,8 +246,7 @@ class Scorer:
         first = self.scored[0] if self.scored else None
         if first is None or first is candidate:
             return None
-        candidate.versus_default = paired_by_id(first.per_question, candidate.per_question)
-        return candidate.versus_default
+        return paired_by_id(first.per_question, candidate.per_question)
 
 
 def save_program(program: SagaProgram, path: Path) -> Path:
