@@ -55,6 +55,7 @@ from saga_dspy.optimize.candidates import (
     Candidate,
     Scorer,
     build_program,
+    chosen_of,
     default_pool,
     instructions_of,
     merge_pool,
@@ -484,7 +485,7 @@ def _run_params(settings: Settings, options: OptimizeOptions, sets: OptimizeSets
 def _metrics(job: _Compile, sets: OptimizeSets, runs, minutes: float, report, interrupted) -> dict[str, Any]:
     program = job.best
     pool = program.compiled_pool
-    best = max(job.scored, key=lambda c: c.f1 or 0.0, default=None)
+    best = chosen_of(job.scored, job.chosen)
     return {
         "n_train": len(sets.train),
         "n_valset": len(sets.valset),

@@ -249,6 +249,13 @@ class Scorer:
         return paired_by_id(first.per_question, candidate.per_question)
 
 
+def chosen_of(scored: Sequence[Candidate], chosen: str | None) -> Candidate | None:
+    """The scored candidate a compile kept (by name); for an optimizer whose own pick is no scored candidate
+    (MIPROv2, GEPA: the best of its trials), the highest scored."""
+    named = [c for c in scored if c.name == chosen]
+    return named[0] if named else max(scored, key=lambda c: c.f1 or 0.0, default=None)
+
+
 def save_program(program: SagaProgram, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     program.save(str(path))
@@ -261,6 +268,7 @@ __all__ = [
     "Candidate",
     "Scorer",
     "build_program",
+    "chosen_of",
     "default_pool",
     "instructions_of",
     "merge_pool",

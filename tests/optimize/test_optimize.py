@@ -495,3 +495,13 @@ def test_a_candidate_replaces_the_default_only_when_clearly_better_on_the_valset
     clear = Candidate("k=4", f1=0.8, per_question={i: (1.0 if n < 8 else 0.6) for n, i in enumerate(ids)})
     scorer.scored.append(clear)
     assert scorer.better(clear) and clear.versus_default.low > 0
+
+
+def test_the_valset_score_reported_is_the_kept_programs():
+    """A kept default is reported with its own valset F1, not the higher one of a candidate it kept out."""
+    from saga_dspy.optimize.candidates import Candidate, chosen_of
+
+    default, noise = Candidate("default", f1=0.65), Candidate("k=3", f1=0.67)
+    assert chosen_of([default, noise], "default") is default
+    assert chosen_of([default, noise], "k=3") is noise
+    assert chosen_of([default, noise], "mipro best") is noise and chosen_of([], None) is None
