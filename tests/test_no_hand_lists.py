@@ -41,7 +41,7 @@ GRAMMAR = {
     "each orders is mined)",
     ("grounding/words.py", "_OF_WORDS"): "light nouns whose of-phrase names the class (kind of, form of)",
     ("kg/search.py", "_STOPWORDS"): "English function words that name no entity",
-    ("tools/lookup.py", "SCALAR_ANSWERS"): "our answer kinds' names -> datatypes (the answer-type vocabulary)",
+    ("grounding/answer_fit.py", "SCALAR_ANSWERS"): "our answer kinds' names -> datatypes (the answer-type vocabulary)",
 }
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from saga_dspy.grounding.answer_fit import fits_answer
+from saga_dspy.grounding.chain import follow
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.incoming import (
     IncomingView,
@@ -44,21 +46,6 @@ QUALIFIED_VALUES = 2
 TITLE_DESCRIPTION = 100
 TYPES_SHOWN = 4
 ANNOTATED_CLASSES = 3  # a domain or range of more classes is not annotated
-_DATES = ("Time", "type.datetime")
-_NUMBERS = ("Quantity", "type.int", "type.float")
-_STRINGS = ("String", "Monolingualtext", "type.text", "type.rawstring")
-SCALAR_ANSWERS = {
-    "date": _DATES,
-    "time": _DATES,
-    "year": _DATES,
-    "quantity": _NUMBERS,
-    "number": _NUMBERS,
-    "count": _NUMBERS,
-    "amount": _NUMBERS,
-    "string": _STRINGS,
-    "text": _STRINGS,
-    "name": _STRINGS,
-}
 ITEM_DATATYPES = ("WikibaseItem", "WikibaseProperty", "WikibaseLexeme", "WikibaseForm", "WikibaseSense", "entity", "")
 EXTERNAL_DATATYPES = ("ExternalId", "type.key", "type.id")
 PID_IN_TEXT = re.compile(r"\b(P[1-9]\d*)\b")
@@ -91,36 +78,6 @@ def _qualifier_text(ctx: QuestionContext, v: Value, limit: int = 4) -> str:
 
 def _prior_active(ctx: QuestionContext) -> bool:
     return bool(ctx.flags.answer_type_prior and ctx.state.answer_type)
-
-
-def _fits_answer(ctx: QuestionContext, pid: str, values: list[Value]) -> bool:
-    """Does this property's range (indexed, or seen in this question) or its values fit the expected answer type?"""
-    at = ctx.state.answer_type
-    if at is None:
-        return False
-    ps = ctx.schema.get(pid)
-    label = at.label.lower().strip()
-    scalar = SCALAR_ANSWERS.get(label)
-    if scalar:
-        return bool(ps and ps.datatype in scalar)
-    if not at.qid:
-        return False
-    h = ctx.hierarchy
-    ranges = list(ps.range.classes) if ps and ps.range else list(ctx.state.observed_range(pid))
-    try:
-        near = {at.qid, *h.parents(at.qid)}  # the answer type and its direct superclasses
-        for r in ranges:
-            # the range is the answer type, a subclass of it, or its direct superclass (human ~ person);
-            # broader ranges would make every property fit
-            if r in near or at.qid in h.ancestors(r):
-                return True
-        for v in values[:5]:
-            for t in v.types:
-                if at.qid in h.ancestors(t):
-                    return True
-    except Exception:  # noqa: BLE001 - ranking is best effort
-        return False
-    return False
 
 
 def _group(ctx: QuestionContext, pid: str) -> int:
@@ -319,7 +276,7 @@ def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], pr
     """(arrangement, order, fits): by relevance to the question (see lookup_view); SPINACH keeps the
     plain order (answer-type fit, then group, then id) and has no arrangement."""
     if ctx.flags.prune_all:
-        fits = {pid: (prior and _fits_answer(ctx, pid, nb.edges[pid])) for pid in kept}
+        fits = {pid: (prior and fits_answer(ctx, pid, nb.edges[pid])) for pid in kept}
         return None, sorted(kept, key=lambda p: (not fits[p], _group(ctx, p), id_order(p))), fits
     at = ctx.state.answer_type
     confident = prior and at is not None and at.label not in ("", "entity")
@@ -328,7 +285,7 @@ def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], pr
         eid,
         nb.label,
         kept,
-        lambda p: _fits_answer(ctx, p, nb.edges.get(p, [])),
+        lambda p: fits_answer(ctx, p, nb.edges.get(p, [])),
         lambda p: any(v.id for v in nb.edges.get(p, [])) or _group(ctx, p) == 1,
         confident=confident,
         values=_named_values(ctx, nb, kept),
@@ -478,9 +435,11 @@ def _render(
         blocks += [rest] if rest is not None else []
         text = render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
         candidate = None
-        if ctx.flavour.proposes_queries:  # the best one-hop query, narrowed by what else the question names, ordered
+        if ctx.flavour.proposes_queries:  # the best one-hop query, narrowed by what else the
+            # question names, one hop further where its answers are not of the type asked, ordered
             best = best_candidate(eid, arrangement, incoming, ctx.flavour.type_pid, _answers(ctx, eid))
-            candidate = order_by_superlative(ctx, narrow(ctx, eid, best, _value_ids(nb)))
+            narrowed = narrow(ctx, eid, best, _value_ids(nb))
+            candidate = order_by_superlative(ctx, follow(ctx, eid, narrowed, nb.label))
         return LookupResult(text, arrangement.proposal or incoming.proposal, candidate)
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed) for pid in order]
     starred = [pid for pid in order if fits[pid]]

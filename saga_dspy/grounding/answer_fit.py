@@ -1,0 +1,87 @@
+"""Does a property, or a query's answers, fit the expected answer type? A scalar kind ("date", "quantity") wants
+a datatype; a class wants values of that class or a subclass (its direct superclass too: human ~ person)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .context import QuestionContext
+from .state import AnswerType
+
+_DATES = ("Time", "type.datetime")
+_NUMBERS = ("Quantity", "type.int", "type.float")
+_STRINGS = ("String", "Monolingualtext", "type.text", "type.rawstring")
+SCALAR_ANSWERS = {
+    "date": _DATES,
+    "time": _DATES,
+    "year": _DATES,
+    "quantity": _NUMBERS,
+    "number": _NUMBERS,
+    "count": _NUMBERS,
+    "amount": _NUMBERS,
+    "string": _STRINGS,
+    "text": _STRINGS,
+    "name": _STRINGS,
+}
+SAMPLED = 20  # answers whose types are read
+
+
+def scalar_kind(at: AnswerType) -> tuple[str, ...] | None:
+    """The datatypes of a scalar answer kind, None for an item answer."""
+    return SCALAR_ANSWERS.get(at.label.lower().strip())
+
+
+def fits_answer(ctx: QuestionContext, pid: str, values: Sequence = ()) -> bool:
+    """Does this property's range (indexed, or seen in this question) or its values fit the expected answer type?"""
+    at = ctx.state.answer_type
+    if at is None:
+        return False
+    ps = ctx.schema.get(pid)
+    scalar = scalar_kind(at)
+    if scalar:
+        return bool(ps and ps.datatype in scalar)
+    if not at.qid:
+        return False
+    h = ctx.hierarchy
+    ranges = list(ps.range.classes) if ps and ps.range else list(ctx.state.observed_range(pid))
+    try:
+        near = {at.qid, *h.parents(at.qid)}  # the answer type and its direct superclasses
+        for r in ranges:
+            # the range is the answer type, a subclass of it, or its direct superclass (human ~ person);
+            # broader ranges would make every property fit
+            if r in near or at.qid in h.ancestors(r):
+                return True
+        for v in values[:5]:
+            for t in v.types:
+                if at.qid in h.ancestors(t):
+                    return True
+    except Exception:  # noqa: BLE001 - ranking is best effort
+        return False
+    return False
+
+
+def answers_fit(ctx: QuestionContext, body: str) -> bool | None:
+    """Do the answers of `SELECT DISTINCT ?x WHERE { body }` fit the expected answer type, by a sample of them
+    (literals for a scalar kind; for a class, an answer typed by it or a subclass)? None where nothing tells:
+    no answer type, no answers, or answers with no types."""
+    at = ctx.state.answer_type
+    if at is None or not (scalar_kind(at) or at.qid):
+        return None
+    rows = ctx.rows(f"SELECT DISTINCT ?x WHERE {{ {body} }} LIMIT {SAMPLED}", optional=True)
+    answers = [row["x"] for row in rows if "x" in row]
+    if not answers:
+        return None
+    if scalar_kind(at):
+        return any(not a.is_iri for a in answers)
+    ids = [i for a in answers if a.is_iri and (i := ctx.flavour.entity_id(a.value))]
+    if not ids:
+        return False
+    typed = [et.types for et in ctx.entity_types(ids).values() if et is not None and et.types]
+    if not typed:
+        return None
+    h = ctx.hierarchy
+    near = {at.qid, *h.parents(at.qid)}
+    return any(t in near or at.qid in h.ancestors(t) for types in typed for t in types)
+
+
+__all__ = ["SCALAR_ANSWERS", "answers_fit", "fits_answer", "scalar_kind"]

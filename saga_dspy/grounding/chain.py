@@ -1,0 +1,57 @@
+"""One more hop, where the candidate's answers are not what the question asks for but a property of theirs is.
+
+"To which party does the mayor of Paris belong?" looked up from Paris gives its mayor, a human; the question asks
+for a party, and "party" names a property the mayor holds (member of political party). The candidate follows it:
+`wd:Q90 wdt:P6 ?y . ?y wdt:P102 ?x`. The evidence is the graph's and the question's: the answers' own types do not
+fit the expected answer type, the next property is one the answers hold, the question names it as an alias
+would (a description word is not enough), and what it leads to fits. Answers that fit, or whose fit nothing
+tells, are left as they are."""
+
+from __future__ import annotations
+
+import re
+
+from .answer_fit import answers_fit
+from .context import QuestionContext
+from .ranking import ALIAS, rank_properties
+from .render import items_body, items_query
+
+SAMPLED = 200  # answers whose properties are read
+TRIED = 3  # next properties checked at most
+_ANSWER = re.compile(r"\?x\b")
+_PID = re.compile(r"wdt:(P\d+)")
+
+
+def follow(ctx: QuestionContext, eid: str, sparql: str | None, entity_label: str = "") -> str | None:
+    """`sparql` (a lookup's `SELECT DISTINCT ?x WHERE { … }` query) followed one hop further, through the property
+    of its answers the question names best whose values fit the answer type; unchanged where its answers fit, or
+    no such property leads to answers that do."""
+    body = items_body(sparql)
+    if body is None or "?y" in body or answers_fit(ctx, body) is not False:
+        return sparql
+    flavour = ctx.flavour
+    rows = ctx.rows(
+        f"SELECT DISTINCT ?p WHERE {{ {{ SELECT DISTINCT ?x WHERE {{ {body} }} LIMIT {SAMPLED} }} ?x ?p ?v }}",
+        optional=True,
+    )
+    used = set(_PID.findall(body)) | {flavour.type_pid, flavour.subclass_pid, flavour.example_pid}
+    pids = sorted({ref.pid for row in rows if (ref := flavour.prop_ref(row["p"].value)) is not None} - used)
+    scores = rank_properties(
+        ctx.question,
+        pids,
+        ctx.schema,
+        entity_label=entity_label,
+        label_of=ctx.property_label,
+        header=(),
+        lexicon=ctx.lexicon,
+        direction="out",
+    )
+    first = _ANSWER.sub("?y", body)
+    for score in [s for s in scores if s.relevance >= ALIAS and not s.niche][:TRIED]:
+        hop = f"{first} . ?y wdt:{score.pid} ?x"
+        if answers_fit(ctx, hop):
+            return items_query(hop)
+    return sparql
+
+
+__all__ = ["follow"]

@@ -1,0 +1,56 @@
+"""The candidate follows one more hop where its answers are not of the type asked and a property of theirs, named
+by the question, leads to answers that are; on the real store."""
+
+from __future__ import annotations
+
+import pytest
+
+from saga_dspy.grounding.answer_fit import answers_fit
+from saga_dspy.grounding.chain import follow
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.tools.lookup import do_lookup
+
+
+@pytest.fixture
+def ask(settings, endpoint, search, schema, hierarchy):
+    def build(question: str, answer_type: tuple[str, str]) -> QuestionContext:
+        return QuestionContext(
+            settings, endpoint, search, schema, hierarchy, question=question, variant="full", answer_type=answer_type
+        )
+
+    return build
+
+
+def test_the_capitals_of_the_countries_a_range_runs_through(ask):
+    ctx = ask("Give me the capitals of all countries that the Himalayas run through.", ("big city", "Q1549591"))
+    countries = "SELECT DISTINCT ?x WHERE { wd:Q5451 wdt:P17 ?x }"
+    assert answers_fit(ctx, "wd:Q5451 wdt:P17 ?x") is False
+    capitals = "SELECT DISTINCT ?x WHERE { wd:Q5451 wdt:P17 ?y . ?y wdt:P36 ?x }"
+    assert follow(ctx, "Q5451", countries, "Himalayas") == capitals
+    assert do_lookup(ctx, "Q5451").candidate == capitals
+    assert {row["x"].value.rsplit("/", 1)[-1] for row in ctx.rows(capitals)} == {"Q37995", "Q1362", "Q3037"}
+
+
+def test_answers_of_the_type_asked_are_left_alone(ask):
+    ctx = ask("Which countries does the Himalayas run through?", ("country", "Q6256"))
+    countries = "SELECT DISTINCT ?x WHERE { wd:Q5451 wdt:P17 ?x }"
+    assert answers_fit(ctx, "wd:Q5451 wdt:P17 ?x") is True
+    assert follow(ctx, "Q5451", countries, "Himalayas") == countries
+
+
+def test_a_property_met_only_weakly_is_no_hop(ask):
+    """"owns" meets "founded by" only through a description or a mined share, not as its label or an alias: a
+    company that owns Chrysler is not turned into its founders because "who" asked for a person."""
+    ctx = ask("who owns the chrysler corporation?", ("person", "Q5"))
+    owners = "SELECT DISTINCT ?x WHERE { ?x wdt:P1830 wd:Q29610 }"
+    assert follow(ctx, "Q29610", owners, "Chrysler") == owners
+
+
+def test_a_scalar_answer_wants_literals(ask):
+    ctx = ask("When were the actors of the television show Charmed born?", ("date", ""))
+    assert answers_fit(ctx, "wd:Q162371 wdt:P161 ?x") is False
+    assert answers_fit(ctx, "wd:Q162371 wdt:P161 ?y . ?y wdt:P569 ?x") is True
+    cast = "SELECT DISTINCT ?x WHERE { wd:Q162371 wdt:P161 ?x }"
+    assert follow(ctx, "Q162371", cast, "Charmed") == (
+        "SELECT DISTINCT ?x WHERE { wd:Q162371 wdt:P161 ?y . ?y wdt:P569 ?x }"
+    )
