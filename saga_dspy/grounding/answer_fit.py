@@ -1,8 +1,10 @@
-"""Does a property, or a query's answers, fit the expected answer type? A scalar kind ("date", "quantity") wants
-a datatype; a class wants values of that class or a subclass (its direct superclass too: human ~ person)."""
+"""A candidate's answers: do they (or a property's values) fit the expected answer type, and which properties do
+they hold? A scalar kind ("date", "quantity") wants a datatype; a class wants values of that class or a subclass
+(its direct superclass too: human ~ person)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from .context import QuestionContext
@@ -24,6 +26,8 @@ SCALAR_ANSWERS = {
     "name": _STRINGS,
 }
 SAMPLED = 20  # answers whose types are read
+HELD_SAMPLE = 200  # answers whose properties are read
+_PID = re.compile(r"wdt:(P\d+)")
 
 
 def scalar_kind(at: AnswerType) -> tuple[str, ...] | None:
@@ -84,4 +88,16 @@ def answers_fit(ctx: QuestionContext, body: str) -> bool | None:
     return any(t in near or at.qid in h.ancestors(t) for types in typed for t in types)
 
 
-__all__ = ["SCALAR_ANSWERS", "answers_fit", "fits_answer", "scalar_kind"]
+def held_properties(ctx: QuestionContext, body: str) -> list[str]:
+    """The properties some of the answers of `SELECT DISTINCT ?x WHERE { body }` hold (a sample of them), besides
+    the ones the query already uses and the type, subclass and example properties."""
+    flavour = ctx.flavour
+    rows = ctx.rows(
+        f"SELECT DISTINCT ?p WHERE {{ {{ SELECT DISTINCT ?x WHERE {{ {body} }} LIMIT {HELD_SAMPLE} }} ?x ?p ?v }}",
+        optional=True,
+    )
+    used = set(_PID.findall(body)) | {flavour.type_pid, flavour.subclass_pid, flavour.example_pid}
+    return sorted({ref.pid for row in rows if (ref := flavour.prop_ref(row["p"].value)) is not None} - used)
+
+
+__all__ = ["SCALAR_ANSWERS", "answers_fit", "fits_answer", "held_properties", "scalar_kind"]

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import re
 
-from .answer_fit import answers_fit
+from .answer_fit import answers_fit, held_properties
 from .context import QuestionContext
 from .ranking import ALIAS, rank_properties
 from .render import items_body, items_query
 
-SAMPLED = 200  # answers whose properties are read
 TRIED = 3  # next properties checked at most
 _ANSWER = re.compile(r"\?x\b")
-_PID = re.compile(r"wdt:(P\d+)")
 
 
 def follow(ctx: QuestionContext, eid: str, sparql: str | None, entity_label: str = "") -> str | None:
@@ -29,13 +27,7 @@ def follow(ctx: QuestionContext, eid: str, sparql: str | None, entity_label: str
     body = items_body(sparql)
     if body is None or "?y" in body or answers_fit(ctx, body) is not False:
         return sparql
-    flavour = ctx.flavour
-    rows = ctx.rows(
-        f"SELECT DISTINCT ?p WHERE {{ {{ SELECT DISTINCT ?x WHERE {{ {body} }} LIMIT {SAMPLED} }} ?x ?p ?v }}",
-        optional=True,
-    )
-    used = set(_PID.findall(body)) | {flavour.type_pid, flavour.subclass_pid, flavour.example_pid}
-    pids = sorted({ref.pid for row in rows if (ref := flavour.prop_ref(row["p"].value)) is not None} - used)
+    pids = held_properties(ctx, body)
     scores = rank_properties(
         ctx.question,
         pids,

@@ -4,25 +4,44 @@ mountains by elevation, descending, one.
 Both halves are data mined from train gold (`grounding.lexicon`): which way a word orders (`Lexicon.order`:
 "highest" DESC, "first" ASC) and by which property (the word's between-variables rows of the `properties` table:
 "highest" → elevation above sea level, "longest" → length), kept to time and quantity properties the answers hold.
-A word no train question decides, or a property none of the answers has, leaves the candidate as it was."""
+A word no train question decides, or a property none of the answers has, leaves the candidate as it was.
+
+An amount ("the most official languages", "the least inhabitants") names its property itself: one the answers
+hold whose label or alias the words after the degree word meet. A quantity orders by its value; an item-valued
+property by how many values each answer has."""
 
 from __future__ import annotations
 
+from saga_dspy.schema.index import ITEM_DATATYPES
+
+from .answer_fit import held_properties
 from .context import QuestionContext
+from .ranking import ALIAS, rank_properties
 from .render import items_body, items_query
+from .words import amount_phrase
 
 ORDERED = ("Time", "Quantity")  # datatypes a value orders by
 BETWEEN = "var/answer"  # a property between the answer and a variable: what a gold ORDER BY orders by
+TRIED = 3  # properties an amount's words meet, checked at most
 
 
 def order_by_superlative(ctx: QuestionContext, sparql: str | None) -> str | None:
     """`sparql` (a lookup's `SELECT DISTINCT ?x WHERE { … }` query) ordered by the question's superlative and cut
-    to its first answer; unchanged where the lexicon decides no order or no ordering property the answers hold."""
+    to its first answer; unchanged where neither the lexicon's order nor an amount finds a property the answers
+    hold."""
     body = items_body(sparql)
-    found = ctx.lexicon.order(ctx.question) if body is not None else None
-    if body is None or found is None:
+    if body is None:
         return sparql
-    word, direction = found
+    found = ctx.lexicon.order(ctx.question)
+    ordered = _by_word(ctx, body, *found) if found is not None else None
+    amount = amount_phrase(ctx.question) if ordered is None else None
+    if amount is not None:
+        ordered = _by_amount(ctx, body, *amount)
+    return ordered or sparql
+
+
+def _by_word(ctx: QuestionContext, body: str, word: str, direction: str) -> str | None:
+    """Ordered by the word's mined property (time or quantity) that the answers hold."""
     rows = ctx.lexicon.properties.get(word, {})
     pids = sorted(
         (
@@ -36,7 +55,25 @@ def order_by_superlative(ctx: QuestionContext, sparql: str | None) -> str | None
         ordered = f"{body} . ?x wdt:{pid} ?v"
         if ctx.rows(f"SELECT ?x WHERE {{ {ordered} }} LIMIT 1", optional=True):
             return items_query(ordered, f" ORDER BY {direction}(?v) LIMIT 1")
-    return sparql
+    return None
+
+
+def _by_amount(ctx: QuestionContext, body: str, phrase: str, direction: str) -> str | None:
+    """Ordered by the property the amount's words name: by its value (a quantity), or by how many values each
+    answer has (item-valued: "the most official languages")."""
+    scores = rank_properties(phrase, held_properties(ctx, body), ctx.schema, label_of=ctx.property_label, header=())
+    for score in [s for s in scores if s.relevance >= ALIAS and not s.niche][:TRIED]:
+        ps = ctx.schema.get(score.pid)
+        datatype = ps.datatype if ps is not None else None
+        ordered = f"{body} . ?x wdt:{score.pid} ?v"
+        if datatype not in (*ORDERED, *ITEM_DATATYPES) or not ctx.rows(
+            f"SELECT ?x WHERE {{ {ordered} }} LIMIT 1", optional=True
+        ):
+            continue
+        if datatype in ORDERED:
+            return items_query(ordered, f" ORDER BY {direction}(?v) LIMIT 1")
+        return f"SELECT ?x WHERE {{ {ordered} }} GROUP BY ?x ORDER BY {direction}(COUNT(DISTINCT ?v)) LIMIT 1"
+    return None
 
 
 __all__ = ["order_by_superlative"]

@@ -29,6 +29,8 @@ QUESTION_WORDS = frozenset({"how", "what", "when", "where", "which", "who", "who
 PATTERN_WORDS = 3  # a pattern is a question word and up to two more
 # grammar: the degree words of a superlative and the ordinals that rank ("the most", "the first")
 ORDER_WORDS = frozenset({"most", "least", "first", "last"})
+# grammar: the degree words of an amount ("the most official languages", "the least inhabitants"), which way each ranks
+AMOUNT_WORDS = {"most": "DESC", "least": "ASC", "fewest": "ASC"}
 SUPERLATIVE_LEN = 6  # an -est adjective's shortest form ("oldest"; not "best", "west")
 
 
@@ -87,6 +89,22 @@ def superlatives(question: str) -> list[str]:
     way, is data (`Lexicon.order`): "Mount Everest" ends in -est too."""
     words = WORD.findall((question or "").lower())
     return [w for w in dict.fromkeys(words) if w in ORDER_WORDS or (w.endswith("est") and len(w) >= SUPERLATIVE_LEN)]
+
+
+def amount_phrase(question: str) -> tuple[str, str] | None:
+    """(what is counted or measured, `ASC` | `DESC`) of the question's first degree word of an amount followed by
+    content words: "Which country has the most official languages?" -> ("official languages", "DESC")."""
+    words = WORD.findall((question or "").lower())
+    for i, word in enumerate(words):
+        if word in AMOUNT_WORDS:
+            phrase: list[str] = []
+            for w in words[i + 1 : i + 4]:
+                if w in STOPWORDS:
+                    break
+                phrase.append(w)
+            if phrase:
+                return " ".join(phrase), AMOUNT_WORDS[word]
+    return None
 
 
 def question_frame(question: str) -> str:
