@@ -195,7 +195,7 @@ class Scorer:
             params={"candidate": candidate.name, "k": k, "valset": self.valset.name, "n_valset": len(self.valset)},
             tags={"kind": "optimize-candidate", "out_dir": str(run_dir)},
             nested=True,
-        ):
+        ) as child_id:
             result = run_variant(
                 settings,
                 self.valset,
@@ -219,6 +219,15 @@ class Scorer:
         self.tracker.log_metrics({"candidate_f1": candidate.f1}, step=index)
         better = self.better(candidate)
         versus = candidate.versus_default
+        if versus is not None:  # why it was kept or not, beside its F1 in the child run
+            self.tracker.log_metrics_to(
+                child_id,
+                {
+                    "versus_default_delta": versus.delta,
+                    "versus_default_low": versus.low,
+                    "versus_default_high": versus.high,
+                },
+            )
         print(
             f"candidate {index} {candidate.name}: valset F1 {candidate.f1:.3f} on {len(self.valset)} questions"
             + (f", {versus.describe()} against {self.scored[0].name}" if versus is not None else "")

@@ -239,6 +239,10 @@ def test_random_search_scores_candidates_on_the_valset_and_the_metric_picks_k(
     assert sorted(c.data.metrics["f1"] for c in children) == sorted(display_value(c.f1) for c in scored)
     history = client.get_metric_history(parent.info.run_id, "candidate_f1")
     assert [m.step for m in history] == list(range(len(scored)))
+    by_name = {c.data.params["candidate"]: c for c in children}  # each beside the default: why kept or not
+    assert "versus_default_low" not in by_name[scored[0].name].data.metrics
+    for c in scored[1:]:
+        assert by_name[c.name].data.metrics["versus_default_low"] == pytest.approx(c.versus_default.low)
     assert parent.data.metrics["report_compiled_f1"] == display_value(report["metrics"]["compiled"]["f1"])
     assert "report_ci_low" in parent.data.metrics and parent.data.tags["chosen"] == "gold k=3"
     assert "program.json" in {a.path for a in client.list_artifacts(parent.info.run_id)}
