@@ -3,8 +3,9 @@
 "To which party does the mayor of Paris belong?" looked up from Paris gives its mayor, a human; the question asks
 for a party, and "party" names a property the mayor holds (member of political party). The candidate follows it:
 `wd:Q90 wdt:P6 ?y . ?y wdt:P102 ?x`. The evidence is the graph's and the question's: the answers' own types do not
-fit the expected answer type, the next property is one the answers hold, the question names it as an alias
-would (a description word is not enough), and what it leads to fits. Answers that fit, or whose fit nothing
+fit the expected answer type, the next property is one the answers hold, words of the question the candidate
+does not account for already (the entity's name, its properties' names) name it as an alias would (a
+description word is not enough), and what it leads to fits. Answers that fit, or whose fit nothing
 tells, are left as they are."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 
 from .answer_fit import answers_fit, held_properties
 from .context import QuestionContext
+from .named_values import property_words
 from .ranking import ALIAS, rank_properties
 from .render import items_body, items_query
 
@@ -32,7 +34,7 @@ def follow(ctx: QuestionContext, eid: str, sparql: str | None, entity_label: str
         ctx.question,
         pids,
         ctx.schema,
-        entity_label=entity_label,
+        entity_label=" ".join([entity_label, *property_words(ctx, body)]),  # what is named already
         label_of=ctx.property_label,
         header=(),
         lexicon=ctx.lexicon,

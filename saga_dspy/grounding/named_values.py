@@ -64,13 +64,19 @@ def phrases(question: str, own_names: Collection[str], explained: Collection[str
     return Phrases(list(dict.fromkeys(out))[:MAX_PHRASES], bool(own))
 
 
-def _explained(ctx: QuestionContext, body: str) -> set[str]:
-    """Word stems the candidate accounts for: its properties' labels and aliases, the answers' head noun."""
+def property_words(ctx: QuestionContext, body: str) -> list[str]:
+    """The words of the labels and aliases of the properties a query body uses: what it accounts for already."""
     words: list[str] = []
-    for pid in _PID.findall(body):
+    for pid in dict.fromkeys(_PID.findall(body)):
         ps = ctx.schema.get(pid)
         for name in (ctx.property_label(pid), *(ps.aliases if ps is not None else ())):
             words += WORD.findall(name.lower())
+    return [w for w in dict.fromkeys(words) if w not in STOPWORDS]
+
+
+def _explained(ctx: QuestionContext, body: str) -> set[str]:
+    """Word stems the candidate accounts for: its properties' labels and aliases, the answers' head noun."""
+    words = property_words(ctx, body)
     heads = head_phrases(ctx.question)
     if heads:
         words.append(heads[0].split()[-1])  # English noun phrases are head-final
@@ -133,4 +139,4 @@ def _count(ctx: QuestionContext, body: str) -> int:
     return int(float(rows[0]["n"].value)) if rows and "n" in rows[0] else 0
 
 
-__all__ = ["Phrases", "narrow", "phrases"]
+__all__ = ["Phrases", "narrow", "phrases", "property_words"]

@@ -54,3 +54,12 @@ def test_a_scalar_answer_wants_literals(ask):
     assert follow(ctx, "Q162371", cast, "Charmed") == (
         "SELECT DISTINCT ?x WHERE { wd:Q162371 wdt:P161 ?y . ?y wdt:P569 ?x }"
     )
+
+
+def test_words_the_candidate_accounts_for_name_no_hop(ask):
+    """"capital" is what the candidate's property (capital) says already; with a wrong answer type (a country, as
+    a model may give it) the capital is not followed back to what it is the capital of."""
+    ctx = ask("what is d capital city of south africa?", ("country", "Q6256"))
+    capital = "SELECT DISTINCT ?x WHERE { wd:Q258 wdt:P36 ?x }"
+    assert answers_fit(ctx, "wd:Q258 wdt:P36 ?x") is False
+    assert follow(ctx, "Q258", capital, "South Africa") == capital
