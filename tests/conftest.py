@@ -77,6 +77,19 @@ def hierarchy(settings, endpoint, schema):
     return load_hierarchy(settings, endpoint, schema)
 
 
+@pytest.fixture
+def ask(settings, endpoint, search, schema, hierarchy):
+    """A question's grounding context on the real store, with its answer type (label, class id)."""
+    from saga_dspy.grounding.context import QuestionContext
+
+    def build(question: str, answer_type: tuple[str, str]):
+        return QuestionContext(
+            settings, endpoint, search, schema, hierarchy, question=question, variant="full", answer_type=answer_type
+        )
+
+    return build
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

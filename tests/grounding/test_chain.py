@@ -3,22 +3,9 @@ by the question, leads to answers that are; on the real store."""
 
 from __future__ import annotations
 
-import pytest
-
 from saga_dspy.grounding.answer_fit import answers_fit
 from saga_dspy.grounding.chain import follow
-from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.tools.lookup import do_lookup
-
-
-@pytest.fixture
-def ask(settings, endpoint, search, schema, hierarchy):
-    def build(question: str, answer_type: tuple[str, str]) -> QuestionContext:
-        return QuestionContext(
-            settings, endpoint, search, schema, hierarchy, question=question, variant="full", answer_type=answer_type
-        )
-
-    return build
 
 
 def test_the_capitals_of_the_countries_a_range_runs_through(ask):
@@ -39,7 +26,7 @@ def test_answers_of_the_type_asked_are_left_alone(ask):
 
 
 def test_a_property_met_only_weakly_is_no_hop(ask):
-    """"owns" meets "founded by" only through a description or a mined share, not as its label or an alias: a
+    """ "owns" meets "founded by" only through a description or a mined share, not as its label or an alias: a
     company that owns Chrysler is not turned into its founders because "who" asked for a person."""
     ctx = ask("who owns the chrysler corporation?", ("person", "Q5"))
     owners = "SELECT DISTINCT ?x WHERE { ?x wdt:P1830 wd:Q29610 }"
@@ -57,7 +44,7 @@ def test_a_scalar_answer_wants_literals(ask):
 
 
 def test_words_the_candidate_accounts_for_name_no_hop(ask):
-    """"capital" is what the candidate's property (capital) says already; with a wrong answer type (a country, as
+    """ "capital" is what the candidate's property (capital) says already; with a wrong answer type (a country, as
     a model may give it) the capital is not followed back to what it is the capital of."""
     ctx = ask("what is d capital city of south africa?", ("country", "Q6256"))
     capital = "SELECT DISTINCT ?x WHERE { wd:Q258 wdt:P36 ?x }"

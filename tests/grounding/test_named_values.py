@@ -3,24 +3,10 @@ or alias is a phrase of the question, held by some of the answers; never the loo
 
 from __future__ import annotations
 
-import pytest
-
 from saga_dspy.grounding.context import OPTIONAL_SECONDS, QuestionContext
 from saga_dspy.grounding.named_values import narrow, phrases
 from saga_dspy.grounding.superlative import order_by_superlative
 from saga_dspy.tools.lookup import do_lookup
-
-
-@pytest.fixture
-def ask(settings, endpoint, search, schema, hierarchy):
-    """A question's context with its answer type."""
-
-    def build(question: str, answer_type: tuple[str, str]) -> QuestionContext:
-        return QuestionContext(
-            settings, endpoint, search, schema, hierarchy, question=question, variant="full", answer_type=answer_type
-        )
-
-    return build
 
 
 def test_phrases_leave_out_the_entity_s_mention_and_what_the_candidate_explains():

@@ -3,21 +3,8 @@ on the real store."""
 
 from __future__ import annotations
 
-import pytest
-
-from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.superlative import order_by_superlative
 from saga_dspy.grounding.words import amount_phrase
-
-
-@pytest.fixture
-def ask(settings, endpoint, search, schema, hierarchy):
-    def build(question: str, answer_type: tuple[str, str]) -> QuestionContext:
-        return QuestionContext(
-            settings, endpoint, search, schema, hierarchy, question=question, variant="full", answer_type=answer_type
-        )
-
-    return build
 
 
 def test_the_amount_phrase_is_the_words_after_the_degree_word():
@@ -34,9 +21,7 @@ def test_the_most_values_of_an_item_valued_property(ask):
         "SELECT ?x WHERE { ?x wdt:P31 wd:Q6256 . ?x wdt:P37 ?v } GROUP BY ?x ORDER BY DESC(COUNT(DISTINCT ?v)) LIMIT 1"
     )
     (top,) = ctx.rows(ranked)
-    counts = ctx.rows(
-        "SELECT ?x (COUNT(DISTINCT ?v) AS ?n) WHERE { ?x wdt:P31 wd:Q6256 . ?x wdt:P37 ?v } GROUP BY ?x"
-    )
+    counts = ctx.rows("SELECT ?x (COUNT(DISTINCT ?v) AS ?n) WHERE { ?x wdt:P31 wd:Q6256 . ?x wdt:P37 ?v } GROUP BY ?x")
     most = max(int(row["n"].value) for row in counts)
     assert {row["x"].value for row in counts if int(row["n"].value) == most} == {top["x"].value}
 
