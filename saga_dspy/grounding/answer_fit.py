@@ -25,6 +25,13 @@ SCALAR_ANSWERS = {
     "text": _STRINGS,
     "name": _STRINGS,
 }
+_XSD = "http://www.w3.org/2001/XMLSchema#"
+# the XSD datatypes of a kind's literals in SPARQL results (a string: none, or xsd:string)
+_LITERALS = {
+    _DATES: ("dateTime", "date", "gYear", "gYearMonth"),
+    _NUMBERS: ("decimal", "integer", "double", "float", "int", "long"),
+    _STRINGS: ("", "string"),
+}
 SAMPLED = 20  # answers whose types are read
 HELD_SAMPLE = 200  # answers whose properties are read
 _PID = re.compile(r"wdt:(P\d+)")
@@ -66,8 +73,8 @@ def fits_answer(ctx: QuestionContext, pid: str, values: Sequence = ()) -> bool:
 
 def answers_fit(ctx: QuestionContext, body: str) -> bool | None:
     """Do the answers of `SELECT DISTINCT ?x WHERE { body }` fit the expected answer type, by a sample of them
-    (literals for a scalar kind; for a class, an answer typed by it or a subclass)? None where nothing tells:
-    no answer type, no answers, or answers with no types."""
+    (for a scalar kind, a literal of its datatype: an unknown value is no date; for a class, an answer typed by it
+    or a subclass)? None where nothing tells: no answer type, no answers, or answers with no types."""
     at = ctx.state.answer_type
     if at is None or not (scalar_kind(at) or at.qid):
         return None
@@ -76,7 +83,8 @@ def answers_fit(ctx: QuestionContext, body: str) -> bool | None:
     if not answers:
         return None
     if scalar_kind(at):
-        return any(not a.is_iri for a in answers)
+        wanted = _LITERALS.get(scalar_kind(at) or (), ())
+        return any(a.type == "literal" and (a.datatype or "").removeprefix(_XSD) in wanted for a in answers)
     ids = [i for a in answers if a.is_iri and (i := ctx.flavour.entity_id(a.value))]
     if not ids:
         return False

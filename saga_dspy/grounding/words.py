@@ -93,7 +93,8 @@ def superlatives(question: str) -> list[str]:
 
 def amount_phrase(question: str) -> tuple[str, str] | None:
     """(what is counted or measured, `ASC` | `DESC`) of the question's first degree word of an amount followed by
-    content words: "Which country has the most official languages?" -> ("official languages", "DESC")."""
+    content words ending in a plural noun: "Which country has the most official languages?" -> ("official
+    languages", "DESC"). An amount counts a plural; "the most frequent cause" is an adjective's superlative."""
     words = WORD.findall((question or "").lower())
     for i, word in enumerate(words):
         if word in AMOUNT_WORDS:
@@ -102,9 +103,13 @@ def amount_phrase(question: str) -> tuple[str, str] | None:
                 if w in STOPWORDS:
                     break
                 phrase.append(w)
-            if phrase:
+            if phrase and _plural(phrase[-1]):
                 return " ".join(phrase), AMOUNT_WORDS[word]
     return None
+
+
+def _plural(word: str) -> bool:
+    return word in IRREGULAR_PLURALS or (word.endswith("s") and not word.endswith("ss") and stem(word) != word)
 
 
 def question_frame(question: str) -> str:

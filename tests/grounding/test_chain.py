@@ -50,3 +50,9 @@ def test_words_the_candidate_accounts_for_name_no_hop(ask):
     capital = "SELECT DISTINCT ?x WHERE { wd:Q258 wdt:P36 ?x }"
     assert answers_fit(ctx, "wd:Q258 wdt:P36 ?x") is False
     assert follow(ctx, "Q258", capital, "South Africa") == capital
+
+
+def test_an_unknown_value_is_no_literal(ask):
+    """Blank nodes (Wikidata's "unknown value") among the answers do not make items fit a date."""
+    ctx = ask("what present day countries use english as their national language?", ("date", ""))
+    assert answers_fit(ctx, "?y wdt:P2936 wd:Q1860 . ?y wdt:P832 ?x") is False

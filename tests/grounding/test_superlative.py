@@ -11,6 +11,7 @@ def test_the_amount_phrase_is_the_words_after_the_degree_word():
     assert amount_phrase("Which country has the most official languages?") == ("official languages", "DESC")
     assert amount_phrase("Which city has the least inhabitants?") == ("inhabitants", "ASC")
     assert amount_phrase("Who has the fewest of them?") is None  # nothing but function words after it
+    assert amount_phrase("What is the most frequent cause of death?") is None  # an adjective's superlative
     assert amount_phrase("Give me all cities in Germany.") is None
 
 
