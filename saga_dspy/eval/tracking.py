@@ -249,8 +249,11 @@ class Tracker:
         *,
         enabled: bool | None = None,
         autolog: bool = True,
+        note: str = EXPERIMENT_NOTE,
+        columns: Sequence[str] = VIEW_COLUMNS,
     ):
         self.settings = settings
+        self.note, self.columns = note, tuple(columns)  # the experiment's note and the shared view's columns
         self.enabled = settings.mlflow if enabled is None else enabled
         self.experiment = experiment
         self.uri: str | None = None
@@ -297,11 +300,11 @@ class Tracker:
         """Open on the runs table, with a note on where to click (a user's own choices are kept)."""
         try:
             tags = self._mlflow.MlflowClient().get_experiment(self.experiment_id).tags
-            for key, value in (("mlflow.experimentKind", EXPERIMENT_KIND), ("mlflow.note.content", EXPERIMENT_NOTE)):
+            for key, value in (("mlflow.experimentKind", EXPERIMENT_KIND), ("mlflow.note.content", self.note)):
                 if key not in tags:
                     self._mlflow.MlflowClient().set_experiment_tag(self.experiment_id, key, value)
             view = json.dumps(
-                {"selectedColumns": list(VIEW_COLUMNS), "columnOrder": list(VIEW_COLUMNS), "runsHiddenMode": "SHOW_ALL"}
+                {"selectedColumns": list(self.columns), "columnOrder": list(self.columns), "runsHiddenMode": "SHOW_ALL"}
             )
             self._mlflow.MlflowClient().set_experiment_tag(
                 self.experiment_id, f"mlflow.sharedViewState.{SHARED_VIEW}", view

@@ -73,6 +73,21 @@ OPTIMIZERS = ("bootstrap", "random-search", "mipro", "gepa", "none")
 TEACHERS = ("pool", "gold")
 SECONDS_PER_RUN = 50.0  # one question of the bundled model on 2 idle cores, for the estimate
 PROGRAM = "program.json"
+EXPERIMENT_NOTE = """Compiles of saga-dspy: one row per compile; expand it for a child run per candidate scored on the
+valset, with its f1 / em and its paired interval against the default program (versus_default_delta / _low /
+_high): a candidate replaces the default only when _low is above zero (random search).
+
+* The compile run: the tag `chosen`, valset_f1 of the kept program, candidate_f1 one step per candidate, and the
+  report set (never used for selection): report_default_f1, report_compiled_f1, report_delta_f1, report_ci_low /
+  _high; program.json, config.json, metrics.json and pool.jsonl as artifacts.
+"""
+VIEW_COLUMNS = (
+    *(f"metrics.`{key}`" for key in ("valset_f1", "f1", "versus_default_low", "report_delta_f1", "report_ci_low")),
+    "params.`optimizer`",
+    "params.`candidate`",
+    "params.`k`",
+    "params.`n_valset`",
+)
 
 
 @dataclass
@@ -394,7 +409,9 @@ def optimize(
     print(sets.describe(), file=stream)
     runs = estimate_runs(options, sets)
     print(estimate_text(options, runs), file=stream)
-    tracker = Tracker(settings, experiment or f"saga-optimize-{settings.dataset}")
+    tracker = Tracker(
+        settings, experiment or f"saga-optimize-{settings.dataset}", note=EXPERIMENT_NOTE, columns=VIEW_COLUMNS
+    )
     lm_ctx = dspy.context(lm=lm) if lm is not None else contextlib.nullcontext()
     interrupted: str | None = None
     report: dict[str, Any] | None = None

@@ -239,6 +239,8 @@ def test_random_search_scores_candidates_on_the_valset_and_the_metric_picks_k(
     assert sorted(c.data.metrics["f1"] for c in children) == sorted(display_value(c.f1) for c in scored)
     history = client.get_metric_history(parent.info.run_id, "candidate_f1")
     assert [m.step for m in history] == list(range(len(scored)))
+    note = client.get_experiment_by_name("opt-test").tags["mlflow.note.content"]
+    assert note.startswith("Compiles of saga-dspy") and "versus_default" in note  # where to click, for a compile
     by_name = {c.data.params["candidate"]: c for c in children}  # each beside the default: why kept or not
     assert "versus_default_low" not in by_name[scored[0].name].data.metrics
     for c in scored[1:]:
