@@ -42,6 +42,8 @@ GRAMMAR = {
     ("grounding/words.py", "_OF_WORDS"): "light nouns whose of-phrase names the class (kind of, form of)",
     ("kg/search.py", "_STOPWORDS"): "English function words that name no entity",
     ("grounding/answer_fit.py", "SCALAR_ANSWERS"): "our answer kinds' names -> datatypes (the answer-type vocabulary)",
+    ("grounding/answer_fit.py", "_LITERALS"): "XSD datatype names of the literals of each answer kind (SPARQL's "
+    "result vocabulary)",
 }
 
 
