@@ -469,7 +469,11 @@ def test_ctrl_c_keeps_the_traces_of_finished_questions(store_path, tmp_path):
     (the writer process, in its own session, is not interrupted; the evaluation flushes before it exits)."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     code = (
-        SCRIPTED_EVAL_PRELUDE + "settings = scripted_settings('test')"
+        # as in a terminal: a process started in the background by a shell without job control (nohup … &)
+        # inherits SIGINT ignored, and Ctrl-C would then never reach it
+        "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        + SCRIPTED_EVAL_PRELUDE
+        + "settings = scripted_settings('test')"
         f".model_copy(update={{'limit': 12, 'mlflow': True, 'mlflow_uri': {uri!r}}})\n"
         "lm = ScriptedLM(scripted_plans(load_eval_set(settings, progress=False).items), delay=0.4)\n"
         f"evaluate(settings, ['full'], out={str(tmp_path / 'run')!r}, lm=lm, progress=False, experiment='ctrl-c')\n"
