@@ -4,10 +4,10 @@ they hold? A scalar kind ("date", "quantity") wants a datatype; a class wants va
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from .context import QuestionContext
+from .render import body_pids
 from .state import AnswerType
 
 _DATES = ("Time", "type.datetime")
@@ -34,7 +34,6 @@ _LITERALS = {
 }
 SAMPLED = 20  # answers whose types are read
 HELD_SAMPLE = 200  # answers whose properties are read
-_PID = re.compile(r"wdt:(P\d+)")
 
 
 def scalar_kind(at: AnswerType) -> tuple[str, ...] | None:
@@ -56,12 +55,8 @@ def fits_answer(ctx: QuestionContext, pid: str, values: Sequence = ()) -> bool:
     h = ctx.hierarchy
     ranges = list(ps.range.classes) if ps and ps.range else list(ctx.state.observed_range(pid))
     try:
-        near = {at.qid, *h.parents(at.qid)}  # the answer type and its direct superclasses
-        for r in ranges:
-            # the range is the answer type, a subclass of it, or its direct superclass (human ~ person);
-            # broader ranges would make every property fit
-            if r in near or at.qid in h.ancestors(r):
-                return True
+        if any(_of_class(ctx, at.qid, r) for r in ranges):
+            return True
         for v in values[:5]:
             for t in v.types:
                 if at.qid in h.ancestors(t):
@@ -82,8 +77,9 @@ def answers_fit(ctx: QuestionContext, body: str) -> bool | None:
     answers = [row["x"] for row in rows if "x" in row]
     if not answers:
         return None
-    if scalar_kind(at):
-        wanted = _LITERALS.get(scalar_kind(at) or (), ())
+    scalar = scalar_kind(at)
+    if scalar:
+        wanted = _LITERALS.get(scalar, ())
         return any(a.type == "literal" and (a.datatype or "").removeprefix(_XSD) in wanted for a in answers)
     ids = [i for a in answers if a.is_iri and (i := ctx.flavour.entity_id(a.value))]
     if not ids:
@@ -91,9 +87,14 @@ def answers_fit(ctx: QuestionContext, body: str) -> bool | None:
     typed = [et.types for et in ctx.entity_types(ids).values() if et is not None and et.types]
     if not typed:
         return None
+    return any(_of_class(ctx, at.qid, t) for types in typed for t in types)
+
+
+def _of_class(ctx: QuestionContext, qid: str, cls: str) -> bool:
+    """`cls` is the answer type `qid`, a subclass of it, or its direct superclass (human ~ person); broader
+    classes would make everything fit."""
     h = ctx.hierarchy
-    near = {at.qid, *h.parents(at.qid)}
-    return any(t in near or at.qid in h.ancestors(t) for types in typed for t in types)
+    return cls == qid or cls in h.parents(qid) or qid in h.ancestors(cls)
 
 
 def held_properties(ctx: QuestionContext, body: str) -> list[str]:
@@ -104,7 +105,7 @@ def held_properties(ctx: QuestionContext, body: str) -> list[str]:
         f"SELECT DISTINCT ?p WHERE {{ {{ SELECT DISTINCT ?x WHERE {{ {body} }} LIMIT {HELD_SAMPLE} }} ?x ?p ?v }}",
         optional=True,
     )
-    used = set(_PID.findall(body)) | {flavour.type_pid, flavour.subclass_pid, flavour.example_pid}
+    used = set(body_pids(body)) | {flavour.type_pid, flavour.subclass_pid, flavour.example_pid}
     return sorted({ref.pid for row in rows if (ref := flavour.prop_ref(row["p"].value)) is not None} - used)
 
 

@@ -22,7 +22,7 @@ TRIED = 3  # next properties checked at most
 _ANSWER = re.compile(r"\?x\b")
 
 
-def follow(ctx: QuestionContext, eid: str, sparql: str | None, entity_label: str = "") -> str | None:
+def follow(ctx: QuestionContext, sparql: str | None, entity_label: str = "") -> str | None:
     """`sparql` (a lookup's `SELECT DISTINCT ?x WHERE { … }` query) followed one hop further, through the property
     of its answers the question names best whose values fit the answer type; unchanged where its answers fit, or
     no such property leads to answers that do."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .context import QuestionContext
 from .ranking import rank_properties
-from .render import items_body, items_query
+from .render import body_pids, items_body, items_query
 from .words import STOPWORDS, WORD, head_phrases, stem
 
 MAX_WORDS = 5  # the longest phrase tried
@@ -28,7 +28,6 @@ COUNTED = 100_000
 SHARED = 0.5  # a value more than this share of the answers hold restates the candidate (data gaps aside)
 _TOKEN = re.compile(r"\w[\w.'&-]*")
 _ABBREVIATION = re.compile(r"(?:\w\.)+")
-_PID = re.compile(r"wdt:(P\d+)")
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ def phrases(question: str, own_names: Collection[str], explained: Collection[str
 def property_words(ctx: QuestionContext, body: str) -> list[str]:
     """The words of the labels and aliases of the properties a query body uses: what it accounts for already."""
     words: list[str] = []
-    for pid in dict.fromkeys(_PID.findall(body)):
+    for pid in body_pids(body):
         ps = ctx.schema.get(pid)
         for name in (ctx.property_label(pid), *(ps.aliases if ps is not None else ())):
             words += WORD.findall(name.lower())

@@ -211,6 +211,7 @@ def one_hop_query(eid: str, pid: str, *, incoming: bool = False, restriction: st
 
 
 _ITEMS = re.compile(r"SELECT DISTINCT \?x WHERE \{ (.+) \}", re.S)
+_DIRECT = re.compile(r"wdt:(P\d+)")
 
 
 def items_query(body: str, modifiers: str = "") -> str:
@@ -224,11 +225,17 @@ def items_body(sparql: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+def body_pids(body: str) -> list[str]:
+    """The properties a query body uses directly (`wdt:P…`), each once, in order."""
+    return list(dict.fromkeys(_DIRECT.findall(body)))
+
+
 def render_ask(result: AskResult) -> str:
     return f"ASK result: {'true' if result.value else 'false'}"
 
 
 __all__ = [
+    "body_pids",
     "clip",
     "fit",
     "one_hop_query",

@@ -439,7 +439,7 @@ def _render(
             # question names, one hop further where its answers are not of the type asked, ordered
             best = best_candidate(eid, arrangement, incoming, ctx.flavour.type_pid, _answers(ctx, eid))
             narrowed = narrow(ctx, eid, best, _value_ids(nb))
-            candidate = order_by_superlative(ctx, follow(ctx, eid, narrowed, nb.label))
+            candidate = order_by_superlative(ctx, follow(ctx, narrowed, nb.label))
         return LookupResult(text, arrangement.proposal or incoming.proposal, candidate)
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed) for pid in order]
     starred = [pid for pid in order if fits[pid]]
