@@ -48,7 +48,7 @@ class AgentFlags:
     form_rewrite: bool = True  # rewrite the head of a final query of the wrong form (ASK <-> SELECT, COUNT); a count's
     # one-variable SELECT is then accepted at stop, not sent back first
     auto_run: bool = True  # a stop with nothing executed (or steps ending without a result) runs the lookup's
-    # candidate query first: its proposal, else its best candidate (`lookup_view.best_candidate`)
+    # candidate query first: its proposal, else its best candidate (`candidate.best_candidate`)
     schema_controller: bool = True  # the SAGA controller reading the type context and knowledge log; else SPINACH's
     reject_empty_stop: bool = True  # stop() on an empty / blocked final query is sent back once
     assist_repeats: bool = True  # a repeated action is answered with the step it circles (stop, the named lookup,

@@ -135,6 +135,7 @@ class QuestionContext:
         self.seen: dict[str, str] = {}
         self._types_cache: dict[str, Any] = {}  # id → EntityTypes (internal; not the rendered Θ)
         self._label_cache: dict[str, str] = {}
+        self._names: dict[str, list[str]] = {}  # id → label and aliases
         self.trace: list[dict[str, Any]] = []  # (tool, argument, seconds, queries) per call
         if answer_type:
             self.set_answer_type(*answer_type)
@@ -221,8 +222,10 @@ class QuestionContext:
         return {i: (self.seen.get(i) or self._label_cache.get(i) or "") for i in ids}
 
     def names(self, eid: str) -> list[str]:
-        """The entity's label and aliases (one query)."""
-        return [row["l"].value for row in self.rows(self.flavour.names_query(eid)) if "l" in row]
+        """The entity's label and aliases (one query, once a question)."""
+        if eid not in self._names:
+            self._names[eid] = [row["l"].value for row in self.rows(self.flavour.names_query(eid)) if "l" in row]
+        return self._names[eid]
 
     def remember(self, eid: str, label: str) -> None:
         if eid and label:

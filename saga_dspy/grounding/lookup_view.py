@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .context import QuestionContext
-from .incoming import OCCUPATION, IncomingView
 from .ranking import DESCRIPTION, PropertyScore, rank_properties
 from .render import Block, clip, one_hop_query
 from .two_hop import TwoHop, propose_two_hop
@@ -105,56 +104,6 @@ def arrange(
     return out
 
 
-def best_candidate(
-    eid: str,
-    arrangement: Arrangement,
-    incoming: IncomingView | None,
-    type_pid: str | None = None,
-    answers_class: bool = False,
-) -> str | None:
-    """The query of the lookup's best candidate: its proposal, else the most question-relevant property, one that
-    fits the answer type first (outgoing `wd:E wdt:P ?x`, or incoming `?x wdt:P wd:E` when that is at least as
-    relevant and its subjects fit the answer type, or it is the only one); with none of those, a class's instances
-    (`?x <type_pid> wd:E`). Not shown to the model: the program runs it when the model stops (or the episode ends)
-    without having executed anything, which would otherwise end with no query at all. `answers_class`: the entity
-    is the class the question names its answers by ("Give me all Czech movies" looked up from film): its instances
-    are the answers, whatever the class's own properties match."""
-    members = [p for p in (type_pid, OCCUPATION) if p and incoming is not None and p in incoming.edges]
-    if answers_class and incoming is not None and members:  # its instances, or the people of an occupation
-        return incoming.query(eid, max(members, key=lambda p: incoming.edges[p].count))
-    if arrangement.proposal:
-        return arrangement.proposal
-    if incoming is not None and incoming.proposal:
-        return incoming.proposal
-    relevant = [s for s in arrangement.scores if s.relevance > 0 and not s.niche]
-    # of the question-relevant properties, one whose range or values fit the answer type goes first ("in which city
-    # did X die": place of death, not cause of death); relevance decides among the fitting ones and without any
-    out = next((s for s in relevant if s.fits), relevant[0] if relevant else None)
-    inc = next(
-        (
-            s
-            for s in (incoming.scores[: len(incoming.shown)] if incoming else [])
-            if (s.relevance > 0 or s.fits) and not s.niche
-        ),
-        None,
-    )
-    if (
-        incoming is not None
-        and inc is not None
-        and (
-            out is None
-            or inc.relevance > out.relevance
-            or (inc.relevance == out.relevance and inc.fits and not out.fits)
-        )
-    ):
-        return incoming.query(eid, inc.pid)
-    if out is not None:
-        return one_hop_query(eid, out.pid)
-    if incoming is not None and type_pid and type_pid in incoming.shown:
-        return incoming.query(eid, type_pid)
-    return None
-
-
 def rest_block(ctx: QuestionContext, rest: Sequence[str]) -> Block | None:
     if not rest:
         return None
@@ -190,4 +139,4 @@ def tail_lines(ctx: QuestionContext, arrangement: Arrangement, incoming_proposal
     return ["Next: execute a query with the property above that leads to the answer."]
 
 
-__all__ = ["Arrangement", "agreed", "arrange", "best_candidate", "rest_block", "tail_lines"]
+__all__ = ["Arrangement", "agreed", "arrange", "rest_block", "tail_lines"]

@@ -29,6 +29,7 @@ QUESTION_WORDS = frozenset({"how", "what", "when", "where", "which", "who", "who
 PATTERN_WORDS = 3  # a pattern is a question word and up to two more
 # grammar: the degree words of a superlative and the ordinals that rank ("the most", "the first")
 ORDER_WORDS = frozenset({"most", "least", "first", "last"})
+ORDINALS = frozenset({"first", "last"})  # grammar: the ordinals of ORDER_WORDS, which rank the noun they modify
 # grammar: the degree words of an amount ("the most official languages", "the least inhabitants"), which way each ranks
 AMOUNT_WORDS = {"most": "DESC", "least": "ASC", "fewest": "ASC"}
 SUPERLATIVE_LEN = 6  # an -est adjective's shortest form ("oldest"; not "best", "west")
@@ -85,10 +86,21 @@ def question_patterns(question: str) -> list[str]:
 
 def superlatives(question: str) -> list[str]:
     """The question's words that may order its answers: an -est adjective ("highest", "youngest"), a degree word
-    of a superlative ("most", "least"), an ordinal that ranks ("first", "last"). Which of them order, and which
-    way, is data (`Lexicon.order`): "Mount Everest" ends in -est too."""
+    of a superlative ("most", "least"), an ordinal that ranks the answers' noun ("the first album" of "What was
+    the first album of …", not the season of "episodes of the first season", nor an adverb: "play for first").
+    Which of them order, and which way, is data (`Lexicon.order`): "Mount Everest" ends in -est too."""
     words = WORD.findall((question or "").lower())
-    return [w for w in dict.fromkeys(words) if w in ORDER_WORDS or (w.endswith("est") and len(w) >= SUPERLATIVE_LEN)]
+    heads = {stem(w) for phrase in head_phrases(question) for w in phrase.split()}
+    out: list[str] = []
+    for i, w in enumerate(words):
+        if w in ORDINALS:
+            after = words[i + 1] if i + 1 < len(words) else ""
+            # an ordinal modifies the next word: a content word, the head noun where the question has one
+            if not after or after in STOPWORDS or (heads and stem(after) not in heads):
+                continue
+        if w in ORDER_WORDS or (w.endswith("est") and len(w) >= SUPERLATIVE_LEN):
+            out.append(w)
+    return list(dict.fromkeys(out))
 
 
 def amount_phrase(question: str) -> tuple[str, str] | None:

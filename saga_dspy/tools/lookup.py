@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from saga_dspy.grounding.answer_fit import fits_answer
-from saga_dspy.grounding.chain import follow
+from saga_dspy.grounding.candidate import lookup_candidate
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.incoming import (
     IncomingView,
@@ -18,8 +18,7 @@ from saga_dspy.grounding.incoming import (
     incoming_block,
     rank_incoming,
 )
-from saga_dspy.grounding.lookup_view import WITH_DESCRIPTION, arrange, best_candidate, rest_block, tail_lines
-from saga_dspy.grounding.named_values import narrow
+from saga_dspy.grounding.lookup_view import WITH_DESCRIPTION, arrange, rest_block, tail_lines
 from saga_dspy.grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
 from saga_dspy.grounding.ranking import id_order
 from saga_dspy.grounding.render import (
@@ -32,7 +31,6 @@ from saga_dspy.grounding.render import (
     one_hop_query,
     render_blocks,
 )
-from saga_dspy.grounding.superlative import order_by_superlative
 from saga_dspy.kg.values import Value
 from saga_dspy.schema.compat import Decision, Outcome
 from saga_dspy.tools.evidence import evidence_text
@@ -343,16 +341,6 @@ def _incoming(
     )
 
 
-def _answers(ctx: QuestionContext, eid: str) -> bool:
-    """Is the entity the class the question names its answers by?"""
-    at = ctx.state.answer_type
-    return at is not None and eid in (at.qid, at.items)
-
-
-def _value_ids(nb: Neighbourhood) -> frozenset[str]:
-    return frozenset(v.id for values in nb.edges.values() for v in values if v.id)
-
-
 def _head_lines(
     ctx: QuestionContext, eid: str, nb: Neighbourhood, sel: _Selection, fits: dict[str, bool], prior: bool, arrangement
 ) -> list[str]:
@@ -434,12 +422,7 @@ def _render(
         rest = rest_block(ctx, arrangement.rest)
         blocks += [rest] if rest is not None else []
         text = render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
-        candidate = None
-        if ctx.flavour.proposes_queries:  # the best one-hop query, narrowed by what else the
-            # question names, one hop further where its answers are not of the type asked, ordered
-            best = best_candidate(eid, arrangement, incoming, ctx.flavour.type_pid, _answers(ctx, eid))
-            narrowed = narrow(ctx, eid, best, _value_ids(nb))
-            candidate = order_by_superlative(ctx, follow(ctx, narrowed, nb.label))
+        candidate = lookup_candidate(ctx, nb, arrangement, incoming) if ctx.flavour.proposes_queries else None
         return LookupResult(text, arrangement.proposal or incoming.proposal, candidate)
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed) for pid in order]
     starred = [pid for pid in order if fits[pid]]

@@ -115,9 +115,13 @@ def test_the_miner_and_a_lookup_read_a_question_alike():
     assert question_frame("Where was George Washington originally from?") == "where was _ from"
     assert question_frame("What did Martin Luther King Jr do in his life?") == "what did _ do in his _"
     assert question_frame("Obama") == "" and question_frame("who is it") == ""  # no slot, or nothing else
-    assert superlatives("Who was the first and the last? The highest, best, west, oldest.") == [
+    assert superlatives("Who was the first king and the last? The highest, best, west, oldest.") == [
         "first",
-        "last",
         "highest",
         "oldest",
     ]
+    # an ordinal ranks the answers' noun, not another noun, and an adverb ranks none
+    assert superlatives("What was the first album of Metallica?") == ["first"]
+    assert superlatives("List all episodes of the first season of The Sopranos!") == []
+    assert superlatives("what countries speak german as a first language?") == []
+    assert superlatives("what team did shaq play for first?") == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -35,3 +36,19 @@ def wait_for_http(url: str, proc: subprocess.Popen, seconds: float = 60) -> None
                 return
             time.sleep(0.2)
     raise AssertionError(f"{url} did not come up")
+
+
+def start_kg_serve(port: int, cache_dir) -> subprocess.Popen:
+    """`python -m saga_dspy.kg serve` on 127.0.0.1:`port` in its own session (kill it with `os.killpg`), up."""
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "saga_dspy.kg", "serve", "--port", str(port), "--cache-dir", str(cache_dir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/", serve)
+    except AssertionError:
+        os.killpg(serve.pid, 9)
+        raise
+    return serve

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import free_port, make_settings, oxigraph_binary
 from helpers.fault_server import start_fault_server
-from helpers.processes import alive, wait_for_http
+from helpers.processes import alive, start_kg_serve
 
 from saga_dspy.kg.endpoint import EmbeddedEndpoint, HttpEndpoint, _Worker, retry_after_seconds
 from saga_dspy.kg.errors import (
@@ -148,14 +148,8 @@ def test_bypass_attempts_never_reach_the_canary_through_the_cli(canary, settings
 def test_bypass_attempts_never_reach_the_canary_through_kg_serve(canary, settings, store_path):
     """The project's own server is Oxigraph, which runs any SERVICE it is sent: only the guard stands between."""
     port = free_port()
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "saga_dspy.kg", "serve", "--port", str(port), "--cache-dir", str(settings.cache_dir)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    serve = start_kg_serve(port, settings.cache_dir)
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/", serve)
         ep = HttpEndpoint(make_settings(http_retries=1), f"http://127.0.0.1:{port}/query")
         assert ep.ask("ASK { wd:Q761383 wdt:P138 wd:Q42299 }") is True
         canary.requests.clear()

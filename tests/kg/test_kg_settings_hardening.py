@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port, make_settings
-from helpers.processes import alive, children, wait_for_http
+from helpers.processes import alive, children, start_kg_serve
 from pydantic import ValidationError
 
 from saga_dspy.config import Settings
@@ -119,14 +119,8 @@ def test_spaced_path_modifiers_and_datatypes_parse_and_run(endpoint):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_kg_serve_takes_its_server_with_it(settings, sig):
     port = free_port()
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "saga_dspy.kg", "serve", "--port", str(port), "--cache-dir", str(settings.cache_dir)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    serve = start_kg_serve(port, settings.cache_dir)
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/", serve)
         servers = children(serve.pid)
         assert servers
         os.kill(serve.pid, sig)

@@ -1,0 +1,84 @@
+"""The lookup's candidate query: what the program runs when the model stops (or the episode ends) without having
+executed anything, which would otherwise end with no query at all. Not shown to the model.
+
+The best one-hop query of the lookup (`best_candidate`), then, each only where the graph and the question say so:
+asked of the entity's values for a relation the question puts on it (`relational`: "Obama's wife"), narrowed by
+another thing the question names (`named_values`), followed one hop further where its answers are not of the type
+asked (`chain`), ordered by a superlative and cut to its first answer (`superlative`)."""
+
+from __future__ import annotations
+
+from .chain import follow
+from .context import QuestionContext
+from .incoming import OCCUPATION, IncomingView
+from .lookup_view import Arrangement
+from .named_values import narrow
+from .neighbourhood import Neighbourhood
+from .relational import through
+from .render import one_hop_query
+from .superlative import order_by_superlative
+
+
+def lookup_candidate(
+    ctx: QuestionContext, nb: Neighbourhood, arrangement: Arrangement, incoming: IncomingView | None
+) -> str | None:
+    """The candidate of a lookup of `nb` whose properties are arranged as `arrangement` (and `incoming`)."""
+    at = ctx.state.answer_type
+    answers_class = at is not None and nb.id in (at.qid, at.items)
+    best = best_candidate(nb.id, arrangement, incoming, ctx.flavour.type_pid, answers_class)
+    own_values = frozenset(v.id for values in nb.edges.values() for v in values if v.id)
+    narrowed = narrow(ctx, nb.id, through(ctx, nb, best), own_values)
+    return order_by_superlative(ctx, follow(ctx, narrowed, nb.label))
+
+
+def best_candidate(
+    eid: str,
+    arrangement: Arrangement,
+    incoming: IncomingView | None,
+    type_pid: str | None = None,
+    answers_class: bool = False,
+) -> str | None:
+    """The query of the lookup's best candidate: its proposal, else the most question-relevant property, one that
+    fits the answer type first (outgoing `wd:E wdt:P ?x`, or incoming `?x wdt:P wd:E` when that is at least as
+    relevant and its subjects fit the answer type, or it is the only one); with none of those, a class's instances
+    (`?x <type_pid> wd:E`). Not shown to the model: the program runs it when the model stops (or the episode ends)
+    without having executed anything, which would otherwise end with no query at all. `answers_class`: the entity
+    is the class the question names its answers by ("Give me all Czech movies" looked up from film): its instances
+    are the answers, whatever the class's own properties match."""
+    members = [p for p in (type_pid, OCCUPATION) if p and incoming is not None and p in incoming.edges]
+    if answers_class and incoming is not None and members:  # its instances, or the people of an occupation
+        return incoming.query(eid, max(members, key=lambda p: incoming.edges[p].count))
+    if arrangement.proposal:
+        return arrangement.proposal
+    if incoming is not None and incoming.proposal:
+        return incoming.proposal
+    relevant = [s for s in arrangement.scores if s.relevance > 0 and not s.niche]
+    # of the question-relevant properties, one whose range or values fit the answer type goes first ("in which city
+    # did X die": place of death, not cause of death); relevance decides among the fitting ones and without any
+    out = next((s for s in relevant if s.fits), relevant[0] if relevant else None)
+    inc = next(
+        (
+            s
+            for s in (incoming.scores[: len(incoming.shown)] if incoming else [])
+            if (s.relevance > 0 or s.fits) and not s.niche
+        ),
+        None,
+    )
+    if (
+        incoming is not None
+        and inc is not None
+        and (
+            out is None
+            or inc.relevance > out.relevance
+            or (inc.relevance == out.relevance and inc.fits and not out.fits)
+        )
+    ):
+        return incoming.query(eid, inc.pid)
+    if out is not None:
+        return one_hop_query(eid, out.pid)
+    if incoming is not None and type_pid and type_pid in incoming.shown:
+        return incoming.query(eid, type_pid)
+    return None
+
+
+__all__ = ["best_candidate", "lookup_candidate"]
