@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from .chain import follow
 from .context import QuestionContext
-from .incoming import OCCUPATION, IncomingView
+from .incoming import OCCUPATION, POSITION, IncomingView
 from .lookup_view import Arrangement
 from .named_values import narrow
 from .neighbourhood import Neighbourhood
 from .relational import through
 from .render import one_hop_query
 from .superlative import order_by_superlative
+from .words import head_phrases, phrase_key
 
 
 def lookup_candidate(
@@ -24,11 +25,18 @@ def lookup_candidate(
 ) -> str | None:
     """The candidate of a lookup of `nb` whose properties are arranged as `arrangement` (and `incoming`)."""
     at = ctx.state.answer_type
-    answers_class = at is not None and nb.id in (at.qid, at.items)
+    answers_class = (at is not None and nb.id in (at.qid, at.items)) or _names_the_answers(ctx, nb)
     best = best_candidate(nb.id, arrangement, incoming, ctx.flavour.type_pid, answers_class)
     own_values = frozenset(v.id for values in nb.edges.values() for v in values if v.id)
     narrowed = narrow(ctx, nb.id, through(ctx, nb, best), own_values)
     return order_by_superlative(ctx, follow(ctx, narrowed, nb.label))
+
+
+def _names_the_answers(ctx: QuestionContext, nb: Neighbourhood) -> bool:
+    """Is the entity what the question's head noun names its answers by, by its label or an alias ("Give me all
+    cosmonauts" looked up from astronaut, alias cosmonaut), whatever the answer type says?"""
+    heads = {phrase_key(p) for p in head_phrases(ctx.question, counted=True)}
+    return bool(heads) and any(phrase_key(name) in heads for name in (nb.label, *ctx.names(nb.id)) if name)
 
 
 def best_candidate(
@@ -45,8 +53,8 @@ def best_candidate(
     without having executed anything, which would otherwise end with no query at all. `answers_class`: the entity
     is the class the question names its answers by ("Give me all Czech movies" looked up from film): its instances
     are the answers, whatever the class's own properties match."""
-    members = [p for p in (type_pid, OCCUPATION) if p and incoming is not None and p in incoming.edges]
-    if answers_class and incoming is not None and members:  # its instances, or the people of an occupation
+    members = [p for p in (type_pid, OCCUPATION, POSITION) if p and incoming is not None and p in incoming.edges]
+    if answers_class and incoming is not None and members:  # its instances, or the people of an occupation, office
         return incoming.query(eid, max(members, key=lambda p: incoming.edges[p].count))
     if arrangement.proposal:
         return arrangement.proposal

@@ -22,6 +22,7 @@ FETCHED = 30  # incoming properties read (most used first)
 TYPE_ROWS = 400  # (property, subject type) counts read to decide which properties fit the answer type
 SHOWN = 4  # shown in the lookup
 OCCUPATION = "P106"  # how a person is of the class the question names ("politicians"), where the type is human
+POSITION = "P39"  # how a person holds the office the question names ("federal chancellors")
 
 
 @dataclass
