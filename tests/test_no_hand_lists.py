@@ -39,6 +39,8 @@ GRAMMAR = {
     ("grounding/words.py", "QUESTION_WORDS"): "English question words",
     ("grounding/words.py", "ORDER_WORDS"): "the degree words of a superlative and the ranking ordinals (which way "
     "each orders is mined)",
+    ("grounding/words.py", "COMPARATIVES"): "English comparatives of an amount and their SPARQL operators",
+    ("grounding/words.py", "NUMBER_WORDS"): "English cardinal number words",
     ("grounding/words.py", "_OF_WORDS"): "light nouns whose of-phrase names the class (kind of, form of)",
     ("kg/search.py", "_STOPWORDS"): "English function words that name no entity",
     ("grounding/answer_fit.py", "SCALAR_ANSWERS"): "our answer kinds' names -> datatypes (the answer-type vocabulary)",

@@ -4,11 +4,13 @@ executed anything, which would otherwise end with no query at all. Not shown to 
 The best one-hop query of the lookup (`best_candidate`), then, each only where the graph and the question say so:
 asked of the entity's values for a relation the question puts on it (`relational`: "Obama's wife"), narrowed by
 another thing the question names (`named_values`), followed one hop further where its answers are not of the type
-asked (`chain`), ordered by a superlative and cut to its first answer (`superlative`)."""
+asked (`chain`), kept to the answers a comparative bounds (`comparison`), ordered by a superlative and cut to its
+first answer (`superlative`)."""
 
 from __future__ import annotations
 
 from .chain import follow
+from .comparison import compare
 from .context import QuestionContext
 from .incoming import OCCUPATION, POSITION, IncomingView
 from .lookup_view import Arrangement
@@ -29,7 +31,7 @@ def lookup_candidate(
     best = best_candidate(nb.id, arrangement, incoming, ctx.flavour.type_pid, answers_class)
     own_values = frozenset(v.id for values in nb.edges.values() for v in values if v.id)
     narrowed = narrow(ctx, nb.id, through(ctx, nb, best), own_values)
-    return order_by_superlative(ctx, follow(ctx, narrowed, nb.label))
+    return order_by_superlative(ctx, compare(ctx, follow(ctx, narrowed, nb.label)))
 
 
 def _names_the_answers(ctx: QuestionContext, nb: Neighbourhood) -> bool:

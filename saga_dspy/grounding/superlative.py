@@ -61,19 +61,30 @@ def _by_word(ctx: QuestionContext, body: str, word: str, direction: str) -> str 
 def _by_amount(ctx: QuestionContext, body: str, phrase: str, direction: str) -> str | None:
     """Ordered by the property the amount's words name: by its value (a quantity), or by how many values each
     answer has (item-valued: "the most official languages")."""
+    named = amount_property(ctx, body, phrase, (*ORDERED, *ITEM_DATATYPES))
+    if named is None:
+        return None
+    pid, datatype = named
+    ordered = f"{body} . ?x wdt:{pid} ?v"
+    if datatype in ORDERED:
+        return items_query(ordered, f" ORDER BY {direction}(?v) LIMIT 1")
+    return f"SELECT ?x WHERE {{ {ordered} }} GROUP BY ?x ORDER BY {direction}(COUNT(DISTINCT ?v)) LIMIT 1"
+
+
+def amount_property(
+    ctx: QuestionContext, body: str, phrase: str, datatypes: tuple[str, ...]
+) -> tuple[str, str | None] | None:
+    """(property, datatype): the property of one of `datatypes` that the answers hold and the amount's words name
+    as its label or an alias would ("official languages", "inhabitants": population); None for none."""
     scores = rank_properties(phrase, held_properties(ctx, body), ctx.schema, label_of=ctx.property_label, header=())
     for score in [s for s in scores if s.relevance >= ALIAS and not s.niche][:TRIED]:
         ps = ctx.schema.get(score.pid)
         datatype = ps.datatype if ps is not None else None
-        ordered = f"{body} . ?x wdt:{score.pid} ?v"
-        if datatype not in (*ORDERED, *ITEM_DATATYPES) or not ctx.rows(
-            f"SELECT ?x WHERE {{ {ordered} }} LIMIT 1", optional=True
+        if datatype in datatypes and ctx.rows(
+            f"SELECT ?x WHERE {{ {body} . ?x wdt:{score.pid} ?v }} LIMIT 1", optional=True
         ):
-            continue
-        if datatype in ORDERED:
-            return items_query(ordered, f" ORDER BY {direction}(?v) LIMIT 1")
-        return f"SELECT ?x WHERE {{ {ordered} }} GROUP BY ?x ORDER BY {direction}(COUNT(DISTINCT ?v)) LIMIT 1"
+            return score.pid, datatype
     return None
 
 
-__all__ = ["order_by_superlative"]
+__all__ = ["ORDERED", "amount_property", "order_by_superlative"]

@@ -32,6 +32,18 @@ ORDER_WORDS = frozenset({"most", "least", "first", "last"})
 ORDINALS = frozenset({"first", "last"})  # grammar: the ordinals of ORDER_WORDS, which rank the noun they modify
 # grammar: the degree words of an amount ("the most official languages", "the least inhabitants"), which way each ranks
 AMOUNT_WORDS = {"most": "DESC", "least": "ASC", "fewest": "ASC"}
+# grammar: the comparatives that bound an amount by a number ("more than two official languages"), as operators
+COMPARATIVES = {"more than": ">", "over": ">", "less than": "<", "fewer than": "<", "at least": ">=", "at most": "<="}
+# grammar: English cardinal number words
+NUMBER_WORDS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+    "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "fifty": 50, "hundred": 100,
+}  # fmt: skip
+_SCALES = {"thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}  # grammar: number scale words
+_COMPARED = re.compile(
+    rf"\b({'|'.join(COMPARATIVES)})\s+(\d[\d,]*(?:\.\d+)?|{'|'.join(NUMBER_WORDS)})(?:\s+({'|'.join(_SCALES)}))?"
+    r"((?:\s+[a-z][a-z-]*){1,3})"
+)
 SUPERLATIVE_LEN = 6  # an -est adjective's shortest form ("oldest"; not "best", "west")
 
 
@@ -118,6 +130,26 @@ def amount_phrase(question: str) -> tuple[str, str] | None:
             if phrase and _plural(phrase[-1]):
                 return " ".join(phrase), AMOUNT_WORDS[word]
     return None
+
+
+def compared_amount(question: str) -> tuple[str, str, float] | None:
+    """(what is counted or measured, operator, number) of a comparative bounding an amount: "Which countries have
+    more than two official languages?" -> ("official languages", ">", 2). As with `amount_phrase`, what is
+    compared is content words ending in a plural noun."""
+    m = _COMPARED.search((question or "").lower())
+    if m is None:
+        return None
+    raw = m.group(2).replace(",", "")
+    number = float(NUMBER_WORDS[raw]) if raw in NUMBER_WORDS else float(raw)
+    number *= _SCALES.get(m.group(3) or "", 1)
+    phrase: list[str] = []
+    for w in m.group(4).split():
+        if w in STOPWORDS:
+            break
+        phrase.append(w)
+    if not phrase or not _plural(phrase[-1]):
+        return None
+    return " ".join(phrase), COMPARATIVES[m.group(1)], number
 
 
 def _plural(word: str) -> bool:

@@ -1,0 +1,42 @@
+"""A comparative bounds an amount by a number: "Which countries have more than two official languages?" keeps the
+candidate's answers with more than two values of official language; "cities with more than 250000 inhabitants"
+those whose population is above it.
+
+Grammar finds the comparative, the number and what is compared (`words.compared_amount`); the graph names the
+property: one the answers hold whose label or alias those words meet (`superlative.amount_property`). A quantity
+is compared by its value, an item-valued property by how many values each answer has. A comparison no answer
+passes leaves the candidate as it was."""
+
+from __future__ import annotations
+
+from saga_dspy.schema.index import ITEM_DATATYPES
+
+from .context import QuestionContext
+from .render import items_body, items_query
+from .superlative import amount_property
+from .words import compared_amount
+
+QUANTITY = ("Quantity",)  # the datatype a number bounds by value
+
+
+def compare(ctx: QuestionContext, sparql: str | None) -> str | None:
+    """`sparql` (a lookup's `SELECT DISTINCT ?x WHERE { … }` query) kept to the answers whose amount the question's
+    comparative bounds; unchanged where it has none, or its words name no property the answers hold."""
+    body = items_body(sparql)
+    found = compared_amount(ctx.question) if body is not None else None
+    if body is None or found is None:
+        return sparql
+    phrase, op, number = found
+    named = amount_property(ctx, body, phrase, (*QUANTITY, *ITEM_DATATYPES))
+    if named is None:
+        return sparql
+    pid, datatype = named
+    bound = f"{number:g}" if number != int(number) else str(int(number))
+    if datatype in QUANTITY:
+        compared = items_query(f"{body} . ?x wdt:{pid} ?v FILTER(?v {op} {bound})")
+    else:
+        compared = f"SELECT ?x WHERE {{ {body} . ?x wdt:{pid} ?v }} GROUP BY ?x HAVING(COUNT(DISTINCT ?v) {op} {bound})"
+    return compared if ctx.rows(compared, optional=True) else sparql
+
+
+__all__ = ["compare"]
