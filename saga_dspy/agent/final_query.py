@@ -59,6 +59,7 @@ class FinalQuery:
     source: str | None
     rewritten_from: str | None = None
     notes: tuple[str, ...] = ()
+    result: QueryResult | None = None  # `sparql`'s result where the policy ran it (no step did): not run twice
 
 
 # --- at stop ----------------------------------------------------------------------------------------------------
@@ -294,7 +295,7 @@ def rewrite_form(episode: Episode, final: str, source: str | None, notes: list[s
         if rewritten:
             return FinalQuery(rewritten, f"{source}+rewritten", final, tuple(notes))
         notes.append(f"the final query has the wrong form ({form_of(final)} for {episode.form})")
-    return FinalQuery(final, source, None, tuple(notes))
+    return FinalQuery(final, source, None, tuple(notes), result)
 
 
 def unstepped_result(episode: Episode, final: str) -> QueryResult | None:

@@ -88,8 +88,10 @@ def prediction(
         if episode.status_of(final) == "blocked":
             status = "blocked"
         else:
-            try:  # the answers the execute tool already got for this very query, else the endpoint's
+            try:  # the answers the execute tool (or the policy) already got for this very query, else the endpoint's
                 answers = episode.result_of(final)
+                if answers is None:
+                    answers = decided.result
                 if answers is None:
                     answers = endpoint.query(final)
                 status = "ok" if nonempty(answers) else "empty"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..kg.flavours import DIRECT
 from .context import QuestionContext
 from .render import body_pids
 from .state import AnswerType
@@ -98,15 +99,17 @@ def _of_class(ctx: QuestionContext, qid: str, cls: str) -> bool:
 
 
 def held_properties(ctx: QuestionContext, body: str) -> list[str]:
-    """The properties some of the answers of `SELECT DISTINCT ?x WHERE { body }` hold (a sample of them), besides
-    the ones the query already uses and the type, subclass and example properties."""
+    """The properties some of the answers of `SELECT DISTINCT ?x WHERE { body }` hold (a sample of them) as direct
+    statements (what a `wdt:` hop can follow), besides the ones the query already uses and the type, subclass and
+    example properties."""
     flavour = ctx.flavour
     rows = ctx.rows(
         f"SELECT DISTINCT ?p WHERE {{ {{ SELECT DISTINCT ?x WHERE {{ {body} }} LIMIT {HELD_SAMPLE} }} ?x ?p ?v }}",
         optional=True,
     )
     used = set(body_pids(body)) | {flavour.type_pid, flavour.subclass_pid, flavour.example_pid}
-    return sorted({ref.pid for row in rows if (ref := flavour.prop_ref(row["p"].value)) is not None} - used)
+    held = {ref.pid for row in rows if (ref := flavour.prop_ref(row["p"].value)) is not None and ref.role == DIRECT}
+    return sorted(held - used)
 
 
 __all__ = ["SCALAR_ANSWERS", "answers_fit", "fits_answer", "held_properties", "scalar_kind"]

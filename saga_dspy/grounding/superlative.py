@@ -77,13 +77,10 @@ def amount_property(
     """(property, datatype): the property of one of `datatypes` that the answers hold and the amount's words name
     as its label or an alias would ("official languages", "inhabitants": population); None for none."""
     scores = rank_properties(phrase, held_properties(ctx, body), ctx.schema, label_of=ctx.property_label, header=())
-    for score in [s for s in scores if s.relevance >= ALIAS and not s.niche][:TRIED]:
+    for score in [s for s in scores if s.relevance >= ALIAS and not s.niche][:TRIED]:  # held: some answer has it
         ps = ctx.schema.get(score.pid)
-        datatype = ps.datatype if ps is not None else None
-        if datatype in datatypes and ctx.rows(
-            f"SELECT ?x WHERE {{ {body} . ?x wdt:{score.pid} ?v }} LIMIT 1", optional=True
-        ):
-            return score.pid, datatype
+        if ps is not None and ps.datatype in datatypes:
+            return score.pid, ps.datatype
     return None
 
 

@@ -354,6 +354,24 @@ def test_an_extracted_select_for_a_count_question_is_counted(settings, endpoint,
     )
     assert pred.final_source == "extract" and pred.sparql == numbers and pred.rewritten_from is None
     assert pred.answers.rows[0]["n"].value == "1558"
+    # the program ran it once, to decide the form; the prediction's answers are that result, not a second run
+    recording = _Recording(endpoint)
+    run(settings, recording, search, [*steps, {"sparql": numbers}], question, max_steps=3, variant="no-auto-run")
+    assert recording.sent.count(numbers) == 1
+
+
+class _Recording:
+    """An endpoint that records the queries sent through `query`."""
+
+    def __init__(self, inner):
+        self._inner, self.sent = inner, []
+
+    def query(self, sparql, *args, **kwargs):
+        self.sent.append(sparql)
+        return self._inner.query(sparql, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
 
 
 def test_prefill_extract_begins_the_reply_in_the_controller_prompt(settings, endpoint, search):
