@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from saga_dspy.grounding.neighbourhood import fetch_neighbourhood
 from saga_dspy.grounding.relational import relation_phrases, through
 from saga_dspy.tools.lookup import do_lookup
@@ -38,29 +40,20 @@ def test_what_is_asked_of_the_relation_is_named_by_the_rest(ask):
     assert do_lookup(ctx, "Q43247").candidate == ("SELECT DISTINCT ?x WHERE { wd:Q43247 wdt:P40 ?y . ?y wdt:P26 ?x }")
 
 
-def test_a_relation_the_candidate_accounts_for_changes_nothing(ask):
-    """ "mayor" is an alias of head of government, the candidate's own property."""
-    ctx = ask("Who is the mayor of Paris?", ("person", "Q5"))
-    mayor = "SELECT DISTINCT ?x WHERE { wd:Q90 wdt:P6 ?x }"
-    assert _through(ctx, "Q90", mayor) == mayor
-
-
-def test_a_relation_whose_values_hold_nothing_asked_changes_nothing(ask):
-    """ "president" names head of state, but a president holds no head of government: the candidate stays."""
-    ctx = ask("who is mexico's president right now?", ("person", "Q5"))
-    head = "SELECT DISTINCT ?x WHERE { wd:Q96 wdt:P6 ?x }"
-    assert _through(ctx, "Q96", head) == head
-
-
-def test_the_relation_of_the_candidate_itself_changes_nothing(ask):
-    """ "current wife" names spouse, which the candidate asks already: not the spouse's spouse."""
-    ctx = ask("who is paul mccartney's current wife?", ("person", "Q5"))
-    wife = "SELECT DISTINCT ?x WHERE { wd:Q2599 wdt:P26 ?x }"
-    assert _through(ctx, "Q2599", wife) == wife
-
-
-def test_a_noun_naming_the_entitys_own_class_is_no_relation(ask):
-    """ "the country of Panama": Panama is a country; "country" is no relation of it, though it names one."""
-    ctx = ask("what timezone is the country of panama in?", ("time zone", "Q12143"))
-    zone = "SELECT DISTINCT ?x WHERE { wd:Q804 wdt:P421 ?x }"
-    assert _through(ctx, "Q804", zone) == zone
+@pytest.mark.parametrize(
+    ("question", "answer_type", "eid", "pid"),
+    [
+        # "mayor" is an alias of head of government, the candidate's own property
+        ("Who is the mayor of Paris?", ("person", "Q5"), "Q90", "P6"),
+        # "president" names head of state, but a president holds no head of government
+        ("who is mexico's president right now?", ("person", "Q5"), "Q96", "P6"),
+        # "current wife" names spouse, which the candidate asks already: not the spouse's spouse
+        ("who is paul mccartney's current wife?", ("person", "Q5"), "Q2599", "P26"),
+        # "the country of Panama": Panama is a country; "country" is apposition, no relation, though it names one
+        ("what timezone is the country of panama in?", ("time zone", "Q12143"), "Q804", "P421"),
+    ],
+)
+def test_no_relation_leaves_the_candidate(ask, question, answer_type, eid, pid):
+    ctx = ask(question, answer_type)
+    own = f"SELECT DISTINCT ?x WHERE {{ wd:{eid} wdt:{pid} ?x }}"
+    assert _through(ctx, eid, own) == own
