@@ -217,8 +217,8 @@ class Scorer:
         candidate.run_dir = str(run_dir)
         self.scored.append(candidate)
         self.tracker.log_metrics({"candidate_f1": candidate.f1}, step=index)
+        candidate.versus_default = versus = self.versus_first(candidate)
         better = self.better(candidate)
-        versus = candidate.versus_default
         if versus is not None:  # why it was kept or not, beside its F1 in the child run
             self.tracker.log_metrics_to(
                 child_id,
@@ -241,11 +241,11 @@ class Scorer:
         return candidate
 
     def better(self, candidate: Candidate) -> bool:
-        """Is the scored candidate the new best: above the best so far and clearly above the default? Keeps its
-        comparison with the default (`versus_default`)."""
-        candidate.versus_default = versus = self.versus_first(candidate)
+        """Is the scored candidate (its `versus_default` set) the new best: above the best so far and clearly above
+        the default?"""
         if self.best is None:
             return True
+        versus = candidate.versus_default
         return (candidate.f1 or 0.0) > (self.best.f1 or 0.0) and versus is not None and versus.low > 0
 
     def versus_first(self, candidate: Candidate) -> PairedComparison | None:

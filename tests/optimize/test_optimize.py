@@ -485,7 +485,8 @@ def test_the_budget_stops_bootstrapping_and_scoring(opt_settings, plans, endpoin
 
 def test_a_candidate_replaces_the_default_only_when_clearly_better_on_the_valset(opt_settings, tmp_path):
     """One question better of fifteen (a valset's noise: the random searches that chose so lost on the report
-    set) keeps the default; better on many with no loss replaces it; the comparison is kept with the candidate."""
+    set) keeps the default; better on many with no loss replaces it; the comparison is kept with the candidate (the
+    scorer's `score` sets it before it asks `better`)."""
     from saga_dspy.optimize.candidates import Candidate, Scorer
 
     scorer = Scorer(opt_settings, None, None, tmp_path, None)
@@ -496,10 +497,13 @@ def test_a_candidate_replaces_the_default_only_when_clearly_better_on_the_valset
     scorer.best = default
     noise = Candidate("k=3", f1=0.62, per_question={**default.per_question, "q0": 0.9})
     scorer.scored.append(noise)
+    assert not scorer.better(noise)  # not compared with the default: no evidence it is clearly better
+    noise.versus_default = scorer.versus_first(noise)
     assert not scorer.better(noise) and noise.versus_default is not None and noise.versus_default.low <= 0
     assert noise.summary()["versus_default"]["wins"] == 1
     clear = Candidate("k=4", f1=0.8, per_question={i: (1.0 if n < 8 else 0.6) for n, i in enumerate(ids)})
     scorer.scored.append(clear)
+    clear.versus_default = scorer.versus_first(clear)
     assert scorer.better(clear) and clear.versus_default.low > 0
 
 
