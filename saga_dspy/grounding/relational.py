@@ -7,7 +7,7 @@ item-valued properties the candidate does not use already (spouse) moves the can
 as an alias would ("married to": spouse), else the candidate's own property where they hold it. The evidence is
 the graph's: the relation is the entity's, and what follows it has answers that do not misfit the answer type.
 A relational noun the candidate accounts for already ("the mayor of Paris" with head of government) changes
-nothing."""
+nothing, nor does one naming the entity's own class, which is apposition ("the country of Panama")."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ _POSSESSIVE = "s"  # "Obama's" reads as the words "obama", "s"
 def relation_phrases(question: str, names: Collection[str]) -> list[str]:
     """The noun phrases a mention of the entity (one of its `names` whose content words all occur in the
     question) is the possessor of: "Obama's wife" -> "wife"; "the daughter of Ingrid Bergman" -> "daughter". The
-    head word first, then with the word before it ("political leader")."""
+    word next to the mention first, then with the one beyond it ("political leader")."""
     words = WORD.findall((question or "").lower())
     stems = [stem(w) for w in words]
     spans: list[tuple[int, int]] = []
@@ -44,7 +44,7 @@ def relation_phrases(question: str, names: Collection[str]) -> list[str]:
             noun = _content_run(words[last + 2 :])[:NOUN_WORDS]
             out += [" ".join(noun[:1]), " ".join(noun)]
         before = words[:first]
-        while before and before[-1] in ("the", "a", "an"):
+        while before and before[-1] in ("the", "a", "an"):  # grammar: the articles
             before.pop()
         if before[-1:] == ["of"]:  # head-final before "of": "daughter", "political leader"
             noun = _content_run(before[:-1][::-1])[:NOUN_WORDS][::-1]
