@@ -203,7 +203,9 @@ def screenshots(base: str, found: dict, out: Path, chromium: str) -> list[Path]:
         )
         page.wait_for_timeout(6000)
         close_assistant(page)
-        page.mouse.click(653, 567)  # the fold button on the run list's right edge (in a 1600x1000 viewport)
+        fold = page.locator('[data-component-id="mlflow.experiment_page.table_resizer.collapse"]')
+        if fold.count():  # the run list's fold button, on its right edge
+            fold.first.click()
         page.wait_for_timeout(4000)
         shot("trace-comparison")
 
