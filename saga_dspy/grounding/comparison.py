@@ -12,7 +12,7 @@ from __future__ import annotations
 from saga_dspy.schema.index import ITEM_DATATYPES
 
 from .context import QuestionContext
-from .render import items_body, items_query
+from .render import counted_query, items_body, items_query
 from .superlative import amount_property
 from .words import compared_amount
 
@@ -35,8 +35,8 @@ def compare(ctx: QuestionContext, sparql: str | None) -> str | None:
     if datatype in QUANTITY:
         compared = items_query(f"{body} . ?x wdt:{pid} ?v FILTER(?v {op} {bound})")
     else:
-        compared = f"SELECT ?x WHERE {{ {body} . ?x wdt:{pid} ?v }} GROUP BY ?x HAVING(COUNT(DISTINCT ?v) {op} {bound})"
-    return compared if ctx.rows(compared, optional=True) else sparql
+        compared = counted_query(f"{body} . ?x wdt:{pid} ?v", f"HAVING(COUNT(DISTINCT ?v) {op} {bound})")
+    return compared if ctx.rows(f"{compared} LIMIT 1", optional=True) else sparql  # some answer passes
 
 
 __all__ = ["compare"]

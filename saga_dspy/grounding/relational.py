@@ -19,7 +19,7 @@ from .named_values import property_words
 from .neighbourhood import Neighbourhood
 from .ranking import ALIAS, rank_properties
 from .render import body_pids, items_body, items_query
-from .words import STOPWORDS, WORD, stem
+from .words import STOPWORDS, WORD, content_run, stem
 
 NOUN_WORDS = 2  # a relational noun phrase's longest form ("political leader")
 TRIED = 3  # properties of ?y checked at most
@@ -41,24 +41,15 @@ def relation_phrases(question: str, names: Collection[str]) -> list[str]:
     out: list[str] = []
     for first, last in dict.fromkeys(spans):
         if words[last + 1 : last + 2] == [_POSSESSIVE]:  # head-initial after the possessive: "wife", "style of"
-            noun = _content_run(words[last + 2 :])[:NOUN_WORDS]
+            noun = content_run(words[last + 2 :], (_POSSESSIVE,))[:NOUN_WORDS]
             out += [" ".join(noun[:1]), " ".join(noun)]
         before = words[:first]
         while before and before[-1] in ("the", "a", "an"):  # grammar: the articles
             before.pop()
         if before[-1:] == ["of"]:  # head-final before "of": "daughter", "political leader"
-            noun = _content_run(before[:-1][::-1])[:NOUN_WORDS][::-1]
+            noun = content_run(before[:-1][::-1], (_POSSESSIVE,))[:NOUN_WORDS][::-1]
             out += [" ".join(noun[-1:]), " ".join(noun)]
     return list(dict.fromkeys(p for p in out if p))
-
-
-def _content_run(words: list[str]) -> list[str]:
-    run: list[str] = []
-    for w in words:
-        if w in STOPWORDS or w == _POSSESSIVE:
-            break
-        run.append(w)
-    return run
 
 
 def through(ctx: QuestionContext, nb: Neighbourhood, sparql: str | None) -> str | None:
@@ -90,7 +81,8 @@ def through(ctx: QuestionContext, nb: Neighbourhood, sparql: str | None) -> str 
     asked = [f"{first} . ?y wdt:{s.pid} ?x" for s in scores if s.relevance >= ALIAS and not s.niche][:TRIED]
     asked.append(f"{first} . {body.replace(entity, '?y')}")  # the candidate's own property, where they have it
     for hop in asked:
-        if ctx.rows(f"SELECT ?x WHERE {{ {hop} }} LIMIT 1", optional=True) and answers_fit(ctx, hop) is not False:
+        fit = answers_fit(ctx, hop)  # its sample query also says whether there are answers, where it runs one
+        if fit or (fit is None and ctx.rows(f"SELECT ?x WHERE {{ {hop} }} LIMIT 1", optional=True)):
             return items_query(hop)
     return sparql
 

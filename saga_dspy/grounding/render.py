@@ -219,6 +219,12 @@ def items_query(body: str, modifiers: str = "") -> str:
     return f"SELECT DISTINCT ?x WHERE {{ {body} }}{modifiers}"
 
 
+def counted_query(body: str, modifiers: str) -> str:
+    """The ?x of `body` grouped, then `modifiers` over how many distinct ?v each has (`HAVING(COUNT(DISTINCT ?v) >
+    2)`, `ORDER BY DESC(COUNT(DISTINCT ?v)) LIMIT 1`)."""
+    return f"SELECT ?x WHERE {{ {body} }} GROUP BY ?x {modifiers}"
+
+
 def items_body(sparql: str | None) -> str | None:
     """The body of a query `items_query` wrote without modifiers; None for any other query."""
     m = _ITEMS.fullmatch(sparql or "")
@@ -236,6 +242,7 @@ def render_ask(result: AskResult) -> str:
 
 __all__ = [
     "body_pids",
+    "counted_query",
     "clip",
     "fit",
     "one_hop_query",

@@ -17,7 +17,7 @@ from saga_dspy.schema.index import ITEM_DATATYPES
 from .answer_fit import held_properties
 from .context import QuestionContext
 from .ranking import ALIAS, rank_properties
-from .render import items_body, items_query
+from .render import counted_query, items_body, items_query
 from .words import amount_phrase
 
 ORDERED = ("Time", "Quantity")  # datatypes a value orders by
@@ -68,12 +68,10 @@ def _by_amount(ctx: QuestionContext, body: str, phrase: str, direction: str) -> 
     ordered = f"{body} . ?x wdt:{pid} ?v"
     if datatype in ORDERED:
         return items_query(ordered, f" ORDER BY {direction}(?v) LIMIT 1")
-    return f"SELECT ?x WHERE {{ {ordered} }} GROUP BY ?x ORDER BY {direction}(COUNT(DISTINCT ?v)) LIMIT 1"
+    return counted_query(ordered, f"ORDER BY {direction}(COUNT(DISTINCT ?v)) LIMIT 1")
 
 
-def amount_property(
-    ctx: QuestionContext, body: str, phrase: str, datatypes: tuple[str, ...]
-) -> tuple[str, str | None] | None:
+def amount_property(ctx: QuestionContext, body: str, phrase: str, datatypes: tuple[str, ...]) -> tuple[str, str] | None:
     """(property, datatype): the property of one of `datatypes` that the answers hold and the amount's words name
     as its label or an alias would ("official languages", "inhabitants": population); None for none."""
     scores = rank_properties(phrase, held_properties(ctx, body), ctx.schema, label_of=ctx.property_label, header=())

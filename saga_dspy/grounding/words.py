@@ -7,6 +7,7 @@ these functions, so a mined key and a looked-up key are the same string."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable
 
 WORD = re.compile(r"[a-z0-9]+")
 # grammar: English function words (articles, auxiliaries, pronouns, prepositions, request verbs)
@@ -121,14 +122,8 @@ def amount_phrase(question: str) -> tuple[str, str] | None:
     languages", "DESC"). An amount counts a plural; "the most frequent cause" is an adjective's superlative."""
     words = WORD.findall((question or "").lower())
     for i, word in enumerate(words):
-        if word in AMOUNT_WORDS:
-            phrase: list[str] = []
-            for w in words[i + 1 : i + 4]:
-                if w in STOPWORDS:
-                    break
-                phrase.append(w)
-            if phrase and _plural(phrase[-1]):
-                return " ".join(phrase), AMOUNT_WORDS[word]
+        if word in AMOUNT_WORDS and (phrase := _plural_phrase(words[i + 1 : i + 4])):
+            return phrase, AMOUNT_WORDS[word]
     return None
 
 
@@ -142,14 +137,24 @@ def compared_amount(question: str) -> tuple[str, str, float] | None:
     raw = m.group(2).replace(",", "")
     number = float(NUMBER_WORDS[raw]) if raw in NUMBER_WORDS else float(raw)
     number *= _SCALES.get(m.group(3) or "", 1)
-    phrase: list[str] = []
-    for w in m.group(4).split():
-        if w in STOPWORDS:
+    phrase = _plural_phrase(m.group(4).split())
+    return (phrase, COMPARATIVES[m.group(1)], number) if phrase else None
+
+
+def content_run(words: Iterable[str], stop: Collection[str] = ()) -> list[str]:
+    """The words up to the first function word (or `stop` word): the content words a phrase opens with."""
+    run: list[str] = []
+    for w in words:
+        if w in STOPWORDS or w in stop:
             break
-        phrase.append(w)
-    if not phrase or not _plural(phrase[-1]):
-        return None
-    return " ".join(phrase), COMPARATIVES[m.group(1)], number
+        run.append(w)
+    return run
+
+
+def _plural_phrase(words: Iterable[str]) -> str:
+    """The content words the words open with, where they end in a plural noun (what an amount counts); else ""."""
+    phrase = content_run(words)
+    return " ".join(phrase) if phrase and _plural(phrase[-1]) else ""
 
 
 def _plural(word: str) -> bool:
