@@ -21,7 +21,6 @@ from functools import lru_cache
 from saga_dspy.agent.answer_type import SCALAR_TYPES
 from saga_dspy.agent.query_form import is_yes_no_question
 from saga_dspy.grounding.lexicon import Lexicon
-from saga_dspy.grounding.ranking import id_order
 from saga_dspy.grounding.words import STOPWORDS, head_phrases, phrase_key, question_patterns
 from saga_dspy.schema.hierarchy import ClassHierarchy
 from saga_dspy.schema.index import SchemaIndex
@@ -70,7 +69,7 @@ def rule_answer_type(question: str, schema: SchemaIndex | None = None, lexicon: 
         answer = lexicon.answer(key)
         if answer in SCALAR_TYPES:
             return AnswerCue(answer, cue=f"{cue} (lexicon)")
-        qid = _label_class(phrase, schema) or (answer if answer.startswith("Q") else "") or lexicon.item_class(key)
+        qid = _phrase_class(phrase, schema, lexicon, answer if answer.startswith("Q") else "")
         if qid:
             if lexicon.names_people(qid) or PEOPLE & ({qid} | _ancestors(schema, qid)):
                 return AnswerCue("person", HUMAN, cue=cue)
@@ -81,6 +80,27 @@ def rule_answer_type(question: str, schema: SchemaIndex | None = None, lexicon: 
 def _label_class(phrase: str, schema: SchemaIndex | None) -> str:
     """The class whose label the phrase is: its stemmed form's label, else the phrase's own."""
     return class_for(phrase_key(phrase), schema) or class_for(phrase.lower(), schema)
+
+
+def _phrase_class(phrase: str, schema: SchemaIndex | None, lexicon: Lexicon, answer: str = "") -> str:
+    """The class a head phrase names: the class it labels, else the class of the train answers to it (`answer`),
+    else the class the train questions' items had; of these, the first the graph uses (holds instances of it or of a
+    kind of it, or gives people it as occupation or position) where the graph's usage evidence tells: the label
+    "party" is a festivity of which the graph holds none, the train answers' "party" the political party."""
+    found = [
+        q for q in dict.fromkeys((_label_class(phrase, schema), answer, lexicon.item_class(phrase_key(phrase)))) if q
+    ]
+    if schema is None or schema.usage is None:
+        return found[0] if found else ""
+    used = [q for q in found if lexicon.names_people(q) or _has_instances(schema, q)]
+    return (used or found or [""])[0]
+
+
+@lru_cache(maxsize=1024)
+def _has_instances(schema: SchemaIndex, qid: str) -> bool:
+    """Does the graph's usage evidence record instances of the class or of a class below it?"""
+    usage = schema.usage
+    return usage is not None and any(c == qid or qid in _ancestors(schema, c) for c in usage)
 
 
 def items_class(question: str, schema: SchemaIndex | None, lexicon: Lexicon | None = None) -> str:
@@ -94,7 +114,7 @@ def items_class(question: str, schema: SchemaIndex | None, lexicon: Lexicon | No
         return ""
     lexicon = lexicon or Lexicon()
     for phrase in head_phrases(q, counted=True):
-        qid = _label_class(phrase, schema) or lexicon.item_class(phrase_key(phrase))
+        qid = _phrase_class(phrase, schema, lexicon)
         if qid:
             return qid
     return ""
@@ -110,25 +130,8 @@ def _ancestors(schema: SchemaIndex | None, qid: str) -> frozenset[str]:
 
 
 def class_for(name: str, schema: SchemaIndex | None) -> str:
-    """The class whose English label is `name`, via the schema index's labels; of several, the one with the most
-    instances in the graph (its usage evidence: "language" the languages, not the faculty), then the lowest Q-id."""
-    if schema is None or not name:
-        return ""
-    return _label_table(schema).get(name.lower(), "")
-
-
-@lru_cache(maxsize=4)  # one schema index per process in practice (keyed by identity: the index is immutable)
-def _label_table(schema: SchemaIndex) -> dict[str, str]:
-    def rank(qid: str) -> tuple[int, tuple[int, str]]:
-        instances = schema.usage.instances(qid) if schema.usage is not None else None
-        return -(instances or 0), id_order(qid)
-
-    table: dict[str, str] = {}
-    for qid, label in schema.class_labels.items():
-        low = label.lower()
-        if low not in table or rank(qid) < rank(table[low]):
-            table[low] = qid
-    return table
+    """The class whose English label is `name` (`SchemaIndex.class_named`); "" without a schema index."""
+    return schema.class_named(name) if schema is not None else ""
 
 
 def decides(cue: AnswerCue) -> bool:

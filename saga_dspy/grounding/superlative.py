@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from saga_dspy.schema.index import ITEM_DATATYPES
 
-from .answer_fit import held_properties
+from ..kg.flavours import DIRECT
+from .answer_fit import HELD_SAMPLE, held_properties
 from .context import QuestionContext
 from .ranking import ALIAS, rank_properties
 from .render import counted_query, items_body, items_query
-from .words import amount_phrase
+from .words import WORD, amount_phrase, phrase_key
 
 ORDERED = ("Time", "Quantity")  # datatypes a value orders by
 BETWEEN = "var/answer"  # a property between the answer and a variable: what a gold ORDER BY orders by
@@ -36,7 +37,7 @@ def order_by_superlative(ctx: QuestionContext, sparql: str | None) -> str | None
     ordered = _by_word(ctx, body, *found) if found is not None else None
     amount = amount_phrase(ctx.question) if ordered is None else None
     if amount is not None:
-        ordered = _by_amount(ctx, body, *amount)
+        ordered = _by_amount(ctx, body, *amount) or _by_members(ctx, body, *amount)
     return ordered or sparql
 
 
@@ -69,6 +70,33 @@ def _by_amount(ctx: QuestionContext, body: str, phrase: str, direction: str) -> 
     if datatype in ORDERED:
         return items_query(ordered, f" ORDER BY {direction}(?v) LIMIT 1")
     return counted_query(ordered, f"ORDER BY {direction}(COUNT(DISTINCT ?v)) LIMIT 1")
+
+
+def _by_members(ctx: QuestionContext, body: str, phrase: str, direction: str) -> str | None:
+    """Ordered by how many members of the class the amount's words name point to each answer, through the property
+    of theirs the question's other words name: "Who produced the most films?" (films' producer), "Which actor was
+    casted in the most movies?" (films' cast member, among actors). Where the body is about that class itself (the
+    lookup was of "film"), the answers are whatever its members point to."""
+    counted = ctx.schema.class_named(phrase_key(phrase)) or ctx.lexicon.item_class(phrase_key(phrase))
+    if not counted:
+        return None
+    members = f"?v wdt:{ctx.flavour.type_pid} wd:{counted}"
+    answers = "" if f"wd:{counted}" in body.split() else body
+    sample = (
+        f"{{ SELECT DISTINCT ?x WHERE {{ {answers} }} LIMIT {HELD_SAMPLE} }} ?v ?p ?x . {members}"
+        if answers
+        else f"{{ SELECT ?v WHERE {{ {members} }} LIMIT {HELD_SAMPLE} }} ?v ?p ?x . FILTER(isIRI(?x))"
+    )
+    refs = (ctx.flavour.prop_ref(row["p"].value) for row in ctx.rows(f"SELECT DISTINCT ?p WHERE {{ {sample} }}", True))
+    used = {ctx.flavour.type_pid, ctx.flavour.subclass_pid, ctx.flavour.example_pid}
+    pids = sorted({ref.pid for ref in refs if ref is not None and ref.role == DIRECT} - used)
+    rest = " ".join(w for w in WORD.findall(ctx.question.lower()) if w not in phrase.split())
+    scores = rank_properties(rest, pids, ctx.schema, label_of=ctx.property_label, header=(), lexicon=ctx.lexicon)
+    best = next((s for s in scores if s.relevance >= ALIAS and not s.niche), None)
+    if best is None:
+        return None
+    linked = f"{answers} . {members} . ?v wdt:{best.pid} ?x" if answers else f"{members} . ?v wdt:{best.pid} ?x"
+    return counted_query(linked, f"ORDER BY {direction}(COUNT(DISTINCT ?v)) LIMIT 1")
 
 
 def amount_property(ctx: QuestionContext, body: str, phrase: str, datatypes: tuple[str, ...]) -> tuple[str, str] | None:

@@ -199,6 +199,10 @@ class ClassUsage:
     def __len__(self) -> int:
         return len(self._classes)
 
+    def __iter__(self) -> Iterator[str]:
+        """The recorded classes."""
+        return iter(self._classes)
+
     def __contains__(self, cls: object) -> bool:
         return cls in self._classes
 
@@ -365,6 +369,7 @@ class SchemaIndex:
         self._masked = masked
         self.coverage = coverage  # (percent, seed) when a coverage mask is applied
         self._cache: dict[str, PropertySchema] = {}
+        self._by_label: dict[str, str] | None = None  # lower-cased label -> class, built on first use
 
     # --- lookups ------------------------------------------------------------------------------------
     def get(self, pid: str) -> PropertySchema | None:
@@ -405,6 +410,27 @@ class SchemaIndex:
     @property
     def class_labels(self) -> Mapping[str, str]:
         return self._labels
+
+    def class_named(self, name: str) -> str:
+        """The class whose English label is `name` (any case); of several, the one with the most instances in the
+        graph (its usage evidence: "language" the languages, not the faculty), then the lowest Q-id; "" for none."""
+        if not name:
+            return ""
+        if self._by_label is None:
+            self._by_label = self._label_table()
+        return self._by_label.get(name.lower(), "")
+
+    def _label_table(self) -> dict[str, str]:
+        def rank(qid: str) -> tuple[int, tuple[int, str]]:
+            instances = self.usage.instances(qid) if self.usage is not None else None
+            return -(instances or 0), id_order(qid)
+
+        table: dict[str, str] = {}
+        for qid, label in self._labels.items():
+            low = label.lower()
+            if low not in table or rank(qid) < rank(table[low]):
+                table[low] = qid
+        return table
 
     @property
     def kg(self) -> str:

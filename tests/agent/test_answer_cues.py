@@ -3,6 +3,8 @@ LM's answer type."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from saga_dspy.agent.answer_cues import guard, items_class, rule_answer_type
@@ -69,6 +71,18 @@ def test_of_classes_sharing_a_label_the_graph_uses_more_is_the_one(schema):
     assert schema.usage.instances("Q34770") and not schema.usage.instances("Q315")
     assert rule_answer_type("What language do they speak in Brazil?", schema).qid == "Q34770"
     assert rule_answer_type("Which city is the capital?", schema).qid == "Q515"
+
+
+def test_a_label_class_the_graph_holds_none_of_gives_way_to_the_lexicons(schema, lexicon):
+    """ "party" labels a festivity (Q200538) the graph holds no instance of, nor of a kind of it; the train answers to
+    "party" were political parties (Q7278), which the graph holds: that is the answer type. A label class the graph
+    holds kinds of ("company": record labels, …) stays. Without usage evidence (a live endpoint) the label decides."""
+    assert not schema.usage.instances("Q200538") and schema.usage.instances("Q7278")
+    assert rule_answer_type("Which party did Lincoln belong to?", schema, lexicon).qid == "Q7278"
+    assert rule_answer_type("Give me all companies in Hamburg.", schema, lexicon).qid == "Q783794"
+    bare = copy.copy(schema)
+    bare.usage = None
+    assert rule_answer_type("Which party did Lincoln belong to?", bare, lexicon).qid == "Q200538"
 
 
 def test_a_class_of_people_asks_for_a_person(schema, lexicon):

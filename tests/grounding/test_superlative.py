@@ -38,3 +38,30 @@ def test_an_amount_no_property_of_the_answers_meets_leaves_the_candidate(ask):
     ctx = ask("Which country has the most lighthouses?", ("country", "Q6256"))
     query = "SELECT DISTINCT ?x WHERE { ?x wdt:P31 wd:Q6256 }"
     assert order_by_superlative(ctx, query) == query
+
+
+def test_the_most_members_of_a_named_class_pointing_to_an_answer(ask):
+    # the lookup was of "film" itself: the answers are what its members point to through the verb's property
+    ctx = ask("Who directed the most films?", ("person", "Q5"))
+    ranked = order_by_superlative(ctx, "SELECT DISTINCT ?x WHERE { ?x wdt:P1056 wd:Q11424 }")
+    body = "?v wdt:P31 wd:Q11424 . ?v wdt:P57 ?x"
+    assert ranked == f"SELECT ?x WHERE {{ {body} }} GROUP BY ?x ORDER BY DESC(COUNT(DISTINCT ?v)) LIMIT 1"
+    (top,) = ctx.rows(ranked)
+    counts = ctx.rows(f"SELECT ?x (COUNT(DISTINCT ?v) AS ?n) WHERE {{ {body} }} GROUP BY ?x")
+    most = max(int(row["n"].value) for row in counts)
+    assert top["x"].value in {row["x"].value for row in counts if int(row["n"].value) == most}
+
+
+def test_the_most_members_counted_among_the_answers_the_body_names(ask):
+    ctx = ask("Which actor was casted in the most movies?", ("person", "Q5", "Q33999"))
+    assert order_by_superlative(ctx, "SELECT DISTINCT ?x WHERE { ?x wdt:P106 wd:Q33999 }") == (
+        "SELECT ?x WHERE { ?x wdt:P106 wd:Q33999 . ?v wdt:P31 wd:Q11424 . ?v wdt:P161 ?x } GROUP BY ?x "
+        "ORDER BY DESC(COUNT(DISTINCT ?v)) LIMIT 1"
+    )
+
+
+def test_members_no_word_of_the_question_links_leave_the_candidate(ask):
+    # "have" names no property of films' pointing to a person
+    ctx = ask("Who has the most films?", ("person", "Q5"))
+    query = "SELECT DISTINCT ?x WHERE { ?x wdt:P1056 wd:Q11424 }"
+    assert order_by_superlative(ctx, query) == query
