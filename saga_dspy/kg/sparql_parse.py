@@ -11,6 +11,7 @@ JavaCC/ANTLR-built servers read) reads with other SERVICE calls, update keywords
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -31,6 +32,9 @@ from .query_text import Token, matching_brace, query_form, tokenize
 DEFAULT_MAX_QUERY_CHARS = 20_000
 # pyparsing is not thread-safe: it learns each parse action's arity on the action's first call by
 # catching TypeError, so two threads parsing at once can fail on a valid query. Parses are short; one lock.
+# a literal outside Python's value space ("2020-00-00T00:00:00Z", Wikidata's year precision) is read as its lexical
+# form; rdflib's per-literal warning with a traceback says nothing to a user of a parsed query
+logging.getLogger("rdflib.term").setLevel(logging.ERROR)
 _PARSER_LOCK = threading.Lock()
 # Parse trees of checked queries, handed to the one later algebra translation of the same text (the
 # execute tool checks a query, then analyses its patterns: one parse, not two). Taken at most once,

@@ -3,6 +3,8 @@ same errors at the same places, one parse a query on the HTTP path, and pattern 
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from saga_dspy.kg import sparql_parse
@@ -134,3 +136,12 @@ def test_the_label_rewrite_leaves_copies_in_strings_and_resolves_base(endpoint):
         f"SELECT ?x ?xLabel WHERE {{ wd:Q761383 wdt:P138 ?x . {label} }}"
     )
     assert endpoint.select(relative).rows[0]["xLabel"].value == "Bernhard Riemann"
+
+
+def test_a_literal_outside_pythons_value_space_parses_without_a_logged_traceback(caplog):
+    # Wikidata writes a year-precision date with month and day 00: a valid query, no valid Python datetime
+    query = 'SELECT ?x WHERE { ?x wdt:P569 "1950-00-00T00:00:00Z"^^xsd:dateTime }'
+    with caplog.at_level(logging.DEBUG):
+        assert parse_sparql(query, WIKIDATA_PREFIXES).form == "SELECT"
+        assert query_algebra(query, WIKIDATA_PREFIXES) is not None
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
