@@ -29,11 +29,11 @@ from .index import (
     SUBJECT_TYPE,
     UNIVERSAL_PROPERTIES,
     ClassUsage,
-    ParentTable,
     SchemaIndex,
     id_order,
     normalize_pid,
 )
+from .parent_table import ParentTable
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..kg.endpoint import Endpoint

@@ -27,7 +27,8 @@ from saga_dspy.schema import (
     load_hierarchy,
     load_schema_index,
 )
-from saga_dspy.schema.index import ParentTable, PropertySchema, bundled_index_path
+from saga_dspy.schema.index import PropertySchema, bundled_index_path
+from saga_dspy.schema.parent_table import ParentTable
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 KNOWN = ("P19", "P138", "P607", "P50", "P136", "P31", "P1424", "P12081")
