@@ -34,6 +34,7 @@ from .eval.components import component_stats, print_components
 from .eval.conflicts import conflict_stats, fmt, print_conflicts
 from .eval.datasets import load_benchmark
 from .eval.gold_pairs import gold_queries
+from .eval.splits import without_test_twins
 from .grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
 from .kg.endpoint import Endpoint
 from .kg.flavours import Flavour, flavour_for
@@ -115,6 +116,7 @@ def grounding_stats(
         flavour = flavour_for(settings.kg)
         ds = load_benchmark(dataset, split, settings)
         records = [dict(r) for r in ds]
+        records, _ = without_test_twins(records, dataset, records[0]["split"] if records else split, settings)
         if limit:
             records = records[:limit]
         queries, unparsable = gold_queries(records, flavour)

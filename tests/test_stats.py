@@ -126,8 +126,8 @@ def test_components_cli(settings, capsys):
 def test_a_train_split_is_read_without_the_twins_of_test_questions(settings):
     """QALD-10 train holds QALD-7 test's "Give me all cosmonauts.": component figures on train leave it out, so a
     choice made by reading them reads no test question; a dev split is left as it is."""
-    from saga_dspy.eval.components import without_test_twins
     from saga_dspy.eval.datasets import load_records
+    from saga_dspy.eval.splits import without_test_twins
 
     train = load_records("qald10", "train", settings)
     kept, twins = without_test_twins(train, "qald10", "train", settings)

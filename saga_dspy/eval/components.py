@@ -53,11 +53,11 @@ from saga_dspy.agent.answer_cues import rule_answer_type as cue_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.query_form import decide_query_form, is_yes_no_question, to_form
 from saga_dspy.config import Settings
-from saga_dspy.eval.datasets import BENCHMARKS, load_benchmark
+from saga_dspy.eval.datasets import load_benchmark
 from saga_dspy.eval.entity_linking import entity_linking, entity_names, percent
 from saga_dspy.eval.gold_pairs import GoldQuery, gold_queries
 from saga_dspy.eval.metrics import answer_f1
-from saga_dspy.eval.splits import held_out_firewall
+from saga_dspy.eval.splits import without_test_twins
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.incoming import incoming_order
 from saga_dspy.grounding.lexicon import Lexicon, load_lexicon
@@ -191,21 +191,6 @@ def _form(question: str, at, lexicon: Lexicon | None) -> str:
     """The query form the program decides for the question from the LLM-free answer type."""
     info = AnswerTypeInfo.from_raw(at[0], at[1]) if at else None
     return decide_query_form(info, question, lexicon)
-
-
-def without_test_twins(
-    records: list[dict[str, Any]], dataset: str, split: str, settings: Settings
-) -> tuple[list[dict[str, Any]], int]:
-    """A train split's records without the twins of any test question of its graph's benchmarks (the demo pools'
-    firewall), and how many went: one benchmark's train split holds others' test questions (QALD-10 train most of
-    QALD-7 test), and a choice made by reading train failures must not read test questions. Other splits as they
-    are."""
-    info = BENCHMARKS.get(dataset)
-    if info is None or split != info.train:
-        return records, 0
-    firewall = held_out_firewall(settings, info.kg, roles=("test",))
-    kept = [r for r in records if not firewall.collides(r.get("question"), r.get("sparql"))]
-    return kept, len(records) - len(kept)
 
 
 # --- the report ----------------------------------------------------------------------------------------------------

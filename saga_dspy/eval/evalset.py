@@ -14,6 +14,7 @@ from saga_dspy.config import Settings
 from saga_dspy.eval.datasets import filter_report, load_benchmark, load_records
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.gold import find_gold, resolve_split
+from saga_dspy.eval.splits import without_test_twins
 from saga_dspy.input_files import MAX_IDS_BYTES, check_input_file
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,6 +113,22 @@ def parse_ids(values: Sequence[str] | None) -> list[str] | None:
     return list(dict.fromkeys(out))
 
 
+def _without_test_twins(ds, dataset: str, split: str, settings: Settings, report: dict[str, Any] | None):
+    """A bundled train split without the twins of test questions (`eval.splits.without_test_twins`), counted among
+    the questions left out."""
+    rows = ds.to_list()
+    kept, twins = without_test_twins(rows, dataset, split, settings)
+    if not twins:
+        return ds, report
+    ids = {id(r) for r in kept}
+    ds = ds.select([i for i, r in enumerate(rows) if id(r) in ids])
+    log.info("%s/%s: left out %d twins of test questions of its graph's benchmarks", dataset, split, twins)
+    if report is not None:
+        reasons = {**report.get("reasons", {}), "test_twin": twins}
+        report = {**report, "kept": len(ds), "left_out": report.get("left_out", 0) + twins, "reasons": reasons}
+    return ds, report
+
+
 def load_eval_set(
     settings: Settings,
     *,
@@ -131,6 +148,8 @@ def load_eval_set(
         raise EvalError(str(exc)) from exc
     report = filter_report(ds) if answerable_only else None
     resolved = ds[0]["split"] if len(ds) else resolve_split(dataset, split)
+    if data_file is None:
+        ds, report = _without_test_twins(ds, dataset, resolved, settings, report)
     if not answerable_only:
         missing = list(ds["gold"]).count(None)
         if missing:
@@ -181,9 +200,12 @@ def describe_filter(evalset: EvalSet) -> str:
     report = evalset.filter_report
     if not report:
         return f"{evalset.name}: all questions kept (no answerable filter)"
-    reasons = ", ".join(f"{k}: {v}" for k, v in report.get("reasons", {}).items()) or "none"
+    reasons = dict(report.get("reasons", {}))
+    twins = reasons.pop("test_twin", 0)
+    why = f"gold result {', '.join(f'{k}: {v}' for k, v in reasons.items()) or 'none'}"
+    if twins:
+        why += f"; twins of test questions: {twins}"
     return (
         f"{evalset.name}: {report['kept']} of {report['total']} questions answerable on "
-        f"this endpoint; left out {report['left_out']} (gold result {reasons}); evaluating "
-        f"{len(evalset)}"
+        f"this endpoint; left out {report['left_out']} ({why}); evaluating {len(evalset)}"
     )

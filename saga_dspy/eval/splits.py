@@ -94,4 +94,27 @@ def benchmark_firewall(
     return firewall
 
 
-__all__ = ["DEV_SEED", "DEV_SPLITS", "benchmark_firewall", "carve_dev", "held_out_firewall", "held_out_splits"]
+def without_test_twins(
+    records: list[dict[str, Any]], dataset: str, split: str, settings: Settings
+) -> tuple[list[dict[str, Any]], int]:
+    """A train split's records without the twins of any test question of its graph's benchmarks (the demo pools'
+    firewall), and how many went: a benchmark's train split is carved against its own test split only and holds
+    others' test questions (QALD-10 train most of QALD-7 test), and whatever reads train (an eval run, component
+    figures) must not read test questions. Other splits as they are."""
+    info = BENCHMARKS.get(dataset)
+    if info is None or split != info.train:
+        return records, 0
+    firewall = held_out_firewall(settings, info.kg, roles=("test",))
+    kept = [r for r in records if not firewall.collides(r.get("question"), r.get("sparql"))]
+    return kept, len(records) - len(kept)
+
+
+__all__ = [
+    "DEV_SEED",
+    "DEV_SPLITS",
+    "benchmark_firewall",
+    "carve_dev",
+    "held_out_firewall",
+    "held_out_splits",
+    "without_test_twins",
+]

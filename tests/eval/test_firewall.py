@@ -353,3 +353,20 @@ def test_optimize_drops_train_questions_colliding_with_the_evaluated_test_split(
     assert dropped == 2 and [i.id for i in kept.items] == ["own"]
     assert isinstance(kept.data, Dataset)
     assert drop_colliding(evalset, benchmark_firewall(("qald7",), make_settings()))[1] == 0
+
+
+def test_an_eval_run_on_a_train_split_leaves_out_the_twins_of_test_questions():
+    """QALD-10 train holds QALD-7 test's "Give me all cosmonauts.": an eval set of train leaves such twins out and
+    counts them among the questions left out; the answerable dev split loses nothing."""
+    from saga_dspy.eval.evalset import describe_filter, load_eval_set
+
+    train = load_eval_set(scripted_settings("train"), progress=False)
+    questions = {item.question for item in train.items}
+    assert "Give me all cosmonauts." not in questions
+    assert "Who is the daughter of Ingrid Bergman married to?" in questions
+    twins = train.filter_report["reasons"]["test_twin"]
+    assert twins > 0 and train.filter_report["kept"] == len(train)
+    assert train.filter_report["left_out"] == train.filter_report["total"] - len(train)
+    assert f"twins of test questions: {twins}" in describe_filter(train)
+    dev = load_eval_set(scripted_settings("dev"), progress=False)
+    assert "test_twin" not in dev.filter_report["reasons"]
