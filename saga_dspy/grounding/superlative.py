@@ -8,7 +8,8 @@ A word no train question decides, or a property none of the answers has, leaves 
 
 An amount ("the most official languages", "the least inhabitants") names its property itself: one the answers
 hold whose label or alias the words after the degree word meet. A quantity orders by its value; an item-valued
-property by how many values each answer has."""
+property by how many values each answer has. Where the words name a class instead ("the most films"), the answers
+are ordered by how many of its members point to each of them."""
 
 from __future__ import annotations
 
@@ -87,7 +88,10 @@ def _by_members(ctx: QuestionContext, body: str, phrase: str, direction: str) ->
         if answers
         else f"{{ SELECT ?v WHERE {{ {members} }} LIMIT {HELD_SAMPLE} }} ?v ?p ?x . FILTER(isIRI(?x))"
     )
-    refs = (ctx.flavour.prop_ref(row["p"].value) for row in ctx.rows(f"SELECT DISTINCT ?p WHERE {{ {sample} }}", True))
+    refs = (
+        ctx.flavour.prop_ref(row["p"].value)
+        for row in ctx.rows(f"SELECT DISTINCT ?p WHERE {{ {sample} }}", optional=True)
+    )
     used = {ctx.flavour.type_pid, ctx.flavour.subclass_pid, ctx.flavour.example_pid}
     pids = sorted({ref.pid for ref in refs if ref is not None and ref.role == DIRECT} - used)
     rest = " ".join(w for w in WORD.findall(ctx.question.lower()) if w not in phrase.split())
