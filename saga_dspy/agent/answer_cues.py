@@ -79,7 +79,9 @@ def rule_answer_type(question: str, schema: SchemaIndex | None = None, lexicon: 
 
 def _label_class(phrase: str, schema: SchemaIndex | None) -> str:
     """The class whose label the phrase is: its stemmed form's label, else the phrase's own."""
-    return class_for(phrase_key(phrase), schema) or class_for(phrase.lower(), schema)
+    if schema is None:
+        return ""
+    return schema.class_named(phrase_key(phrase)) or schema.class_named(phrase.lower())
 
 
 def _phrase_class(phrase: str, schema: SchemaIndex | None, lexicon: Lexicon, answer: str = "") -> str:
@@ -129,11 +131,6 @@ def _ancestors(schema: SchemaIndex | None, qid: str) -> frozenset[str]:
     return _hierarchy(schema).ancestors(qid) if schema is not None and schema.p279_edges else frozenset()
 
 
-def class_for(name: str, schema: SchemaIndex | None) -> str:
-    """The class whose English label is `name` (`SchemaIndex.class_named`); "" without a schema index."""
-    return schema.class_named(name) if schema is not None else ""
-
-
 def decides(cue: AnswerCue) -> bool:
     """Whether the cue alone settles the answer type: `guard` returns it whatever the LM says (a yes/no, a measure,
     a date, "where", the question's own head noun). Then the answer-type LM call is not made at all."""
@@ -152,4 +149,4 @@ def guard(cue: AnswerCue, lm_label: str, lm_qid: str) -> tuple[str, str]:
     return lm_label, lm_qid
 
 
-__all__ = ["AnswerCue", "rule_answer_type", "items_class", "class_for", "decides", "guard"]
+__all__ = ["AnswerCue", "rule_answer_type", "items_class", "decides", "guard"]

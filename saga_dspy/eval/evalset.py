@@ -14,7 +14,7 @@ from saga_dspy.config import Settings
 from saga_dspy.eval.datasets import filter_report, load_benchmark, load_records
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.gold import find_gold, resolve_split
-from saga_dspy.eval.splits import without_test_twins
+from saga_dspy.eval.splits import is_train_split, without_test_twins
 from saga_dspy.input_files import MAX_IDS_BYTES, check_input_file
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -148,7 +148,7 @@ def load_eval_set(
         raise EvalError(str(exc)) from exc
     report = filter_report(ds) if answerable_only else None
     resolved = ds[0]["split"] if len(ds) else resolve_split(dataset, split)
-    if data_file is None:
+    if data_file is None and is_train_split(dataset, resolved):
         ds, report = _without_test_twins(ds, dataset, resolved, settings, report)
     if not answerable_only:
         missing = list(ds["gold"]).count(None)

@@ -94,6 +94,12 @@ def benchmark_firewall(
     return firewall
 
 
+def is_train_split(dataset: str, split: str) -> bool:
+    """Is `split` the bundled benchmark's train split (what `without_test_twins` filters)?"""
+    info = BENCHMARKS.get(dataset)
+    return info is not None and split == info.train
+
+
 def without_test_twins(
     records: list[dict[str, Any]], dataset: str, split: str, settings: Settings
 ) -> tuple[list[dict[str, Any]], int]:
@@ -101,10 +107,9 @@ def without_test_twins(
     firewall), and how many went: a benchmark's train split is carved against its own test split only and holds
     others' test questions (QALD-10 train most of QALD-7 test), and whatever reads train (an eval run, component
     figures) must not read test questions. Other splits as they are."""
-    info = BENCHMARKS.get(dataset)
-    if info is None or split != info.train:
+    if not is_train_split(dataset, split):
         return records, 0
-    firewall = held_out_firewall(settings, info.kg, roles=("test",))
+    firewall = held_out_firewall(settings, BENCHMARKS[dataset].kg, roles=("test",))
     kept = [r for r in records if not firewall.collides(r.get("question"), r.get("sparql"))]
     return kept, len(records) - len(kept)
 
@@ -116,5 +121,6 @@ __all__ = [
     "carve_dev",
     "held_out_firewall",
     "held_out_splits",
+    "is_train_split",
     "without_test_twins",
 ]

@@ -102,14 +102,18 @@ def held_properties(ctx: QuestionContext, body: str) -> list[str]:
     """The properties some of the answers of `SELECT DISTINCT ?x WHERE { body }` hold (a sample of them) as direct
     statements (what a `wdt:` hop can follow), besides the ones the query already uses and the type, subclass and
     example properties."""
+    sample = f"{{ SELECT DISTINCT ?x WHERE {{ {body} }} LIMIT {HELD_SAMPLE} }} ?x ?p ?v"
+    return direct_properties(ctx, sample, body_pids(body))
+
+
+def direct_properties(ctx: QuestionContext, pattern: str, used: Sequence[str] = ()) -> list[str]:
+    """The direct (`wdt:`) properties `?p` binds in `pattern`, sorted, besides `used` and the type, subclass and
+    example properties (a refinement: the optional deadline)."""
     flavour = ctx.flavour
-    rows = ctx.rows(
-        f"SELECT DISTINCT ?p WHERE {{ {{ SELECT DISTINCT ?x WHERE {{ {body} }} LIMIT {HELD_SAMPLE} }} ?x ?p ?v }}",
-        optional=True,
-    )
-    used = set(body_pids(body)) | {flavour.type_pid, flavour.subclass_pid, flavour.example_pid}
-    held = {ref.pid for row in rows if (ref := flavour.prop_ref(row["p"].value)) is not None and ref.role == DIRECT}
-    return sorted(held - used)
+    rows = ctx.rows(f"SELECT DISTINCT ?p WHERE {{ {pattern} }}", optional=True)
+    skip = {*used, flavour.type_pid, flavour.subclass_pid, flavour.example_pid}
+    found = {ref.pid for row in rows if (ref := flavour.prop_ref(row["p"].value)) is not None and ref.role == DIRECT}
+    return sorted(found - skip)
 
 
-__all__ = ["SCALAR_ANSWERS", "answers_fit", "fits_answer", "held_properties", "scalar_kind"]
+__all__ = ["SCALAR_ANSWERS", "answers_fit", "direct_properties", "fits_answer", "held_properties", "scalar_kind"]

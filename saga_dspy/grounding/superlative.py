@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from saga_dspy.schema.index import ITEM_DATATYPES
 
-from ..kg.flavours import DIRECT
-from .answer_fit import HELD_SAMPLE, held_properties
+from .answer_fit import HELD_SAMPLE, direct_properties, held_properties
 from .context import QuestionContext
 from .ranking import ALIAS, rank_properties
 from .render import counted_query, items_body, items_query
@@ -88,18 +87,13 @@ def _by_members(ctx: QuestionContext, body: str, phrase: str, direction: str) ->
         if answers
         else f"{{ SELECT ?v WHERE {{ {members} }} LIMIT {HELD_SAMPLE} }} ?v ?p ?x . FILTER(isIRI(?x))"
     )
-    refs = (
-        ctx.flavour.prop_ref(row["p"].value)
-        for row in ctx.rows(f"SELECT DISTINCT ?p WHERE {{ {sample} }}", optional=True)
-    )
-    used = {ctx.flavour.type_pid, ctx.flavour.subclass_pid, ctx.flavour.example_pid}
-    pids = sorted({ref.pid for ref in refs if ref is not None and ref.role == DIRECT} - used)
+    pids = direct_properties(ctx, sample)
     rest = " ".join(w for w in WORD.findall(ctx.question.lower()) if w not in phrase.split())
     scores = rank_properties(rest, pids, ctx.schema, label_of=ctx.property_label, header=(), lexicon=ctx.lexicon)
     best = next((s for s in scores if s.relevance >= ALIAS and not s.niche), None)
     if best is None:
         return None
-    linked = f"{answers} . {members} . ?v wdt:{best.pid} ?x" if answers else f"{members} . ?v wdt:{best.pid} ?x"
+    linked = " . ".join(p for p in (answers, members, f"?v wdt:{best.pid} ?x") if p)
     return counted_query(linked, f"ORDER BY {direction}(COUNT(DISTINCT ?v)) LIMIT 1")
 
 
