@@ -5,7 +5,7 @@ The best one-hop query of the lookup (`best_candidate`), then, each only where t
 asked of the entity's values for a relation the question puts on it (`relational`: "Obama's wife"), narrowed by
 another thing the question names (`named_values`), followed one hop further where its answers are not of the type
 asked (`chain`), kept to the answers a comparative bounds (`comparison`), ordered by a superlative and cut to its
-first answer (`superlative`)."""
+first answer (`superlative`); for a yes/no question, the ASK of the value it names (`yes_no`)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from .relational import through
 from .render import one_hop_query
 from .superlative import order_by_superlative
 from .words import head_phrases, phrase_key
+from .yes_no import ask
 
 
 def lookup_candidate(
@@ -30,6 +31,8 @@ def lookup_candidate(
     answers_class = (at is not None and nb.id in (at.qid, at.items)) or _names_the_answers(ctx, nb)
     best = best_candidate(nb.id, arrangement, incoming, ctx.flavour.type_pid, answers_class)
     own_values = frozenset(v.id for values in nb.edges.values() for v in values if v.id)
+    if at is not None and at.yes_no:
+        return ask(ctx, nb.id, through(ctx, nb, best), own_values)
     narrowed = narrow(ctx, nb.id, through(ctx, nb, best), own_values)
     return order_by_superlative(ctx, compare(ctx, follow(ctx, narrowed, nb.label)))
 

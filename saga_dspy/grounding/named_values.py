@@ -73,7 +73,7 @@ def property_words(ctx: QuestionContext, body: str) -> list[str]:
     return [w for w in dict.fromkeys(words) if w not in STOPWORDS]
 
 
-def _explained(ctx: QuestionContext, body: str) -> set[str]:
+def explained(ctx: QuestionContext, body: str) -> set[str]:
     """Word stems the candidate accounts for: its properties' labels and aliases, the answers' head noun."""
     words = property_words(ctx, body)
     heads = head_phrases(ctx.question)
@@ -91,7 +91,7 @@ def narrow(ctx: QuestionContext, eid: str, sparql: str | None, own_values: Colle
     if body is None:
         return sparql
     names = ctx.names(eid)
-    found = phrases(ctx.question, names, _explained(ctx, body))
+    found = phrases(ctx.question, names, explained(ctx, body))
     if not names or not found.texts:  # an entity without a name: its own mention cannot be told apart
         return sparql
     flavour = ctx.flavour
@@ -138,4 +138,4 @@ def _count(ctx: QuestionContext, body: str) -> int:
     return int(float(rows[0]["n"].value)) if rows and "n" in rows[0] else 0
 
 
-__all__ = ["Phrases", "narrow", "phrases", "property_words"]
+__all__ = ["Phrases", "explained", "narrow", "phrases", "property_words"]

@@ -33,6 +33,11 @@ class AnswerType:
     qid: str = ""
     items: str = ""  # the class the question names its answer items by ("politicians": politician), however broad qid
 
+    @property
+    def yes_no(self) -> bool:
+        """A yes/no question: its answer is true or false, not the values of a pattern."""
+        return self.label == "boolean"
+
     def render(self) -> str:
         return f"{self.label} ({self.qid})" if self.qid else self.label
 

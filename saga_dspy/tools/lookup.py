@@ -297,7 +297,7 @@ def _named_values(ctx: QuestionContext, nb: Neighbourhood, kept: list[str]) -> d
     party = Democratic Party). Only there: in a wh-question the answer is not in it, and the values its words
     meet name other things around the subject ("Cameron's Titanic": director)."""
     at = ctx.state.answer_type
-    if at is None or at.label != "boolean":
+    if at is None or not at.yes_no:
         return None
     return {pid: [v.label for v in nb.edges.get(pid, []) if v.id and v.label] for pid in kept}
 

@@ -969,6 +969,18 @@ def test_a_stop_with_nothing_executed_runs_the_lookups_best_candidate(settings, 
     assert off.trajectory[1]["note"] == "rejected" and not off.sparql
 
 
+def test_a_yes_no_stop_runs_the_ask_of_the_value_the_question_names(settings, endpoint, search):
+    """The pattern alone (Neymar has teams) would answer yes; the candidate asks about the club the question names."""
+    script = [step("get_wikidata_entry", qid="Q142794"), step("stop")]  # a yes/no cue: no answer-type call
+    pred, _ = run(settings, endpoint, search, script, "Does Neymar play for Real Madrid?")
+    assert [(s["tool_name"], s.get("note")) for s in pred.trajectory[1:]] == [
+        ("execute_sparql", "from-candidate"),
+        ("stop", ""),
+    ]
+    assert pred.sparql == "ASK WHERE { wd:Q142794 wdt:P54 wd:Q8682 }" and pred.final_status == "ok"
+    assert pred.trajectory[1]["observation"].endswith("ASK result: false")
+
+
 def test_an_episode_that_ends_without_a_result_runs_the_candidate_before_extract(settings, endpoint, search):
     empty = "SELECT DISTINCT ?x WHERE { ?x wdt:P112 wd:Q1726 }"
     script = [

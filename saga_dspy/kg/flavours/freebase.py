@@ -163,6 +163,12 @@ class FreebaseFlavour(Flavour):
     def named_values_query(self, body: str, phrases: list[str], skip: list[str]) -> str | None:
         return None  # the lookup proposes no queries on Freebase
 
+    def named_answers_query(self, body: str, phrases: list[str]) -> str | None:
+        return None
+
+    def named_peers_query(self, body: str, phrases: list[str]) -> str | None:
+        return None
+
     def qualifier_query(self, eid: str) -> str | None:
         """CVT hop: the outgoing edges of nameless values (mediator nodes)."""
         e = f"<{NS}{eid}>"

@@ -313,6 +313,21 @@ class Flavour:
             f'FILTER(STRSTARTS(STR(?p), "{WDT}"){skipped}) {body} }} GROUP BY ?p ?o ?l'
         )
 
+    def named_answers_query(self, body: str, phrases: list[str]) -> str | None:
+        """The answers `?x` of `body` whose English label or alias is one of `phrases`, with that phrase (?l)."""
+        names = " ".join(f"{_literal(p)}@en" for p in phrases)
+        return f"SELECT DISTINCT ?x ?l WHERE {{ VALUES ?l {{ {names} }} ?x <{RDFS_LABEL}>|<{SKOS_ALT}> ?l . {body} }}"
+
+    def named_peers_query(self, body: str, phrases: list[str]) -> str | None:
+        """The items whose English label or alias is one of `phrases` (?l) and that are an instance of a class
+        some answer `?x` of `body` is an instance of: things of the answers' kind."""
+        names = " ".join(f"{_literal(p)}@en" for p in phrases)
+        typed = f"<{WDT}{self.type_pid}>"
+        return (
+            f"SELECT DISTINCT ?v ?l WHERE {{ VALUES ?l {{ {names} }} ?v <{RDFS_LABEL}>|<{SKOS_ALT}> ?l . "
+            f"?v {typed} ?t . {{ SELECT DISTINCT ?t WHERE {{ {body} . ?x {typed} ?t }} }} }}"
+        )
+
     def exists_query(self, ids: list[str]) -> str:
         """Which of these entities occur as a subject at all."""
         return f"SELECT DISTINCT ?e WHERE {{ {self.values_clause('e', ids)} ?e ?p ?o . }}"
