@@ -5,7 +5,9 @@ light stemming ("birthdays" -> birthday, "crosses" -> cross, "actors" -> actor) 
 play, "higher" -> high, `grounding.words`); a shared word prefix of five letters counts as a weaker match
 ("birthday" meets "birth"). Beside the labels, the mined lexicon (`grounding.lexicon`) says which properties
 the train questions that use a word asked for ("born" -> place / date of birth, "wife" -> spouse): the
-share of those questions is the word's evidence for a property where its label says less; the question's frame
+share of those questions is the word's evidence for a property where its label says less, and a word said by
+STRONG train questions none of which asked for a property is evidence against it, whatever its label says
+("located" never meant "located in time zone"); the question's frame
 ("where is _ from": its function words) is one more piece, by the share of the train questions with that frame
 that asked for the property (`Lexicon.frame_prior`). A question word is one piece of evidence: it scores by its
 best form or its lexicon share, not once per form; a yes/no question's words may also meet the entity's values
@@ -58,6 +60,7 @@ VALUE = (
 )
 PARTIAL = 0.6
 LEXICON = 1.0  # a lexicon share of 1 weighs as much as the word meeting the label
+STRONG = 20  # train questions saying a word before none of them asking for a property is evidence against it
 
 
 def word_groups(text: str, drop: Iterable[str] = ()) -> list[tuple[str, ...]]:
@@ -127,11 +130,12 @@ def relevance(
     aliases: Iterable[str] = (),
     description: str = "",
     values: Iterable[str] = (),
-    prior: Sequence[float] = (),
+    prior: Sequence[float | None] = (),
 ) -> float:
     """Sum over the question's words (a stem, or a `word_groups` group scored by its best form) of the best
     field match (label 1.0, aliases 0.9, a value's label 0.6, description 0.25), or of the word's lexicon share
-    for the property (`prior`, one a word, LEXICON weight) where that is more."""
+    for the property (`prior`, one a word, LEXICON weight) where that is more; nothing for a word whose prior is
+    None (`word_priors`: its train questions never asked for the property)."""
     fields = [(LABEL, _field_stems(label or ""))]
     fields += [(ALIAS, _field_stems(a)) for a in aliases]
     fields += [(VALUE, _field_stems(v)) for v in values if v]
@@ -156,17 +160,28 @@ def relevance(
         # a form that matches is the evidence; the word itself meeting another field word ("birthdays": "date
         # of birth" and "birthdate") adds half; meeting the form's own word ("located", "location") adds nothing
         lexical = form + OWN_BESIDE_FORM * best(group[0], besides=token)[0] if form > own else own
-        total += max(lexical, LEXICON * prior[i]) if i < len(prior) else lexical
+        if i < len(prior):
+            share = prior[i]
+            total += 0.0 if share is None else max(lexical, LEXICON * share)
+        else:
+            total += lexical
     return total
 
 
 def word_priors(
     words: Sequence[tuple[str, ...]], pid: str, lexicon: Lexicon | None, direction: str | None = None
-) -> list[float]:
-    """Each word group's lexicon share for `pid` (its best form's), [] without a lexicon."""
+) -> list[float | None]:
+    """Each word group's lexicon share for `pid` (its best form's), [] without a lexicon; None where the word is
+    said by STRONG train questions or more and none of them asked for `pid`: the word does not name it, whatever
+    its label says ("located" of 73 questions, never "located in time zone")."""
     if not lexicon:
         return []
-    return [max(lexicon.property_prior(f, pid, direction) for f in group) for group in words]
+    out: list[float | None] = []
+    for group in words:
+        share = max(lexicon.property_prior(f, pid, direction) for f in group)
+        said = max(lexicon.words.get(f, 0) for f in group)
+        out.append(None if share == 0.0 and said >= STRONG else share)
+    return out
 
 
 def is_niche(label: str, datatype: str | None) -> bool:

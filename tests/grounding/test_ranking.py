@@ -8,7 +8,15 @@ import pytest
 
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.lexicon import Lexicon, load_lexicon
-from saga_dspy.grounding.ranking import content_stems, rank_properties, relevance, stem, word_groups
+from saga_dspy.grounding.ranking import (
+    STRONG,
+    content_stems,
+    rank_properties,
+    relevance,
+    stem,
+    word_groups,
+    word_priors,
+)
 from saga_dspy.tools.lookup import do_lookup
 
 
@@ -68,6 +76,21 @@ def test_a_lexicon_share_is_evidence_only_with_support_and_by_direction():
     assert lexicon.property_prior("once", "P26") == 0.0  # one question is an anecdote
     assert relevance([("wed",)], "spouse", prior=[0.75]) == 0.75
     assert relevance([("spouse",)], "spouse", prior=[0.2]) == 1.0  # a word scores its best evidence, once
+
+
+def test_a_word_many_train_questions_say_without_asking_a_property_does_not_name_it(schema, lexicon):
+    """ "located" is said by dozens of train questions and none asked for "located in time zone": its label match
+    no longer puts the time zone first for "where is angola located?"; the word's own train share decides."""
+    strong = Lexicon(words={"located": STRONG, "zone": 3}, properties={"located": {"P30": {"out/answer": 5.0}}})
+    assert word_priors([("located",)], "P421", strong) == [None]  # evidence against
+    assert word_priors([("located",)], "P30", strong) == [5 / STRONG]
+    few = Lexicon(words={"located": STRONG - 1}, properties={"located": {"P30": {"out/answer": 5.0}}})
+    assert word_priors([("located",)], "P421", few) == [0.0]  # not enough questions to say so
+    assert relevance([("located",)], "located in time zone", prior=[None]) == 0.0
+    question, pids = "where is angola located?", ["P421", "P30", "P17"]
+    assert rank_properties(question, pids, schema, entity_label="Angola")[0].pid == "P421"  # the label alone
+    ranked = rank_properties(question, pids, schema, entity_label="Angola", lexicon=lexicon, direction="out")
+    assert ranked[0].pid == "P30" and lexicon.words["located"] >= STRONG
 
 
 def test_the_question_frame_is_evidence_by_its_train_share(schema):
