@@ -2,8 +2,8 @@
 
 "Does Neymar play for Real Madrid?" looked up from Neymar gives his teams (`wd:Q142794 wdt:P54 ?x`); the question
 asks whether one of them is the thing it names. An ASK of the pattern alone is true whenever Neymar has a team, so
-the value is put in: an answer whose English label or alias is a phrase of the question ("Is Michelle Obama the
-wife of Barack Obama?": Michelle Obama), else a thing so named that is of the answers' kind (an instance of a class
+the value is put in: an answer whose English label or alias is a phrase of the question ("Is Rita Wilson the wife
+of Tom Hanks?": Rita Wilson), else a thing so named that is of the answers' kind (an instance of a class
 some answer is an instance of: Real Madrid, a football club like his teams), which makes the ASK false. Where the
 question names no such thing ("Did Elvis Presley have children?"), the ASK asks whether the pattern has answers."""
 
