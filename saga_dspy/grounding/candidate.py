@@ -31,9 +31,10 @@ def lookup_candidate(
     answers_class = (at is not None and nb.id in (at.qid, at.items)) or _names_the_answers(ctx, nb)
     best = best_candidate(nb.id, arrangement, incoming, ctx.flavour.type_pid, answers_class)
     own_values = frozenset(v.id for values in nb.edges.values() for v in values if v.id)
+    moved = through(ctx, nb, best)
     if at is not None and at.yes_no:
-        return ask(ctx, nb.id, through(ctx, nb, best), own_values)
-    narrowed = narrow(ctx, nb.id, through(ctx, nb, best), own_values)
+        return ask(ctx, nb.id, moved, own_values)
+    narrowed = narrow(ctx, nb.id, moved, own_values)
     return order_by_superlative(ctx, compare(ctx, follow(ctx, narrowed, nb.label)))
 
 

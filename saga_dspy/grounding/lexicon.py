@@ -26,7 +26,8 @@ each a count of train questions:
   and a head noun phrase (`head:` ...) -> the gold query form (ASK / COUNT / SELECT) and answer kind.
 
 A lookup decides only with MIN_SUPPORT questions behind it and a MIN_SHARE majority: one question's word is
-an anecdote, not data. No model, no network: a dictionary lookup."""
+an anecdote, not data; a word STRONG questions say without ever asking for a property speaks against it. No
+model, no network: a dictionary lookup."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ from saga_dspy.grounding.words import head_phrases, phrase_key, question_pattern
 LEXICON_VERSION = 1
 MIN_SUPPORT = 2  # questions behind an entry before it decides anything
 MIN_SHARE = 0.5  # the majority an entry needs to decide a class, an answer kind or a form
+STRONG = 20  # train questions saying a word before none of them asking for a property is evidence against it
 KINDS = ("boolean", "quantity", "date", "string", "entity")
 FORMS = ("ASK", "COUNT", "SELECT")
 
@@ -103,6 +105,11 @@ class Lexicon:
             return 0.0
         count = sum(c for key, c in rows.items() if direction is None or key.split("/")[0] in (direction, "var"))
         return min(1.0, count / n)
+
+    def speaks_against(self, word: str, pid: str, direction: str | None = None) -> bool:
+        """Do STRONG train questions or more say `word` (a stem) and none of them ask for `pid` (in that
+        direction, when given)? Then the word does not name the property, whatever its label says."""
+        return self.words.get(word, 0) >= STRONG and self.property_prior(word, pid, direction) == 0.0
 
     def frame_prior(self, frame: str, pid: str, direction: str | None = None) -> float:
         """`pid`'s share in `frame_priors` (0 where it has none)."""
@@ -234,6 +241,7 @@ __all__ = [
     "Lexicon",
     "MIN_SHARE",
     "MIN_SUPPORT",
+    "STRONG",
     "bundled_lexicon_path",
     "head_key",
     "load_lexicon",

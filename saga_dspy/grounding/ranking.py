@@ -6,7 +6,7 @@ play, "higher" -> high, `grounding.words`); a shared word prefix of five letters
 ("birthday" meets "birth"). Beside the labels, the mined lexicon (`grounding.lexicon`) says which properties
 the train questions that use a word asked for ("born" -> place / date of birth, "wife" -> spouse): the
 share of those questions is the word's evidence for a property where its label says less, and a word said by
-STRONG train questions none of which asked for a property is evidence against it, whatever its label says
+`lexicon.STRONG` train questions none of which asked for a property is evidence against it, whatever its label says
 ("located" never meant "located in time zone"); the question's frame
 ("where is _ from": its function words) is one more piece, by the share of the train questions with that frame
 that asked for the property (`Lexicon.frame_prior`). A question word is one piece of evidence: it scores by its
@@ -60,7 +60,6 @@ VALUE = (
 )
 PARTIAL = 0.6
 LEXICON = 1.0  # a lexicon share of 1 weighs as much as the word meeting the label
-STRONG = 20  # train questions saying a word before none of them asking for a property is evidence against it
 
 
 def word_groups(text: str, drop: Iterable[str] = ()) -> list[tuple[str, ...]]:
@@ -171,16 +170,15 @@ def relevance(
 def word_priors(
     words: Sequence[tuple[str, ...]], pid: str, lexicon: Lexicon | None, direction: str | None = None
 ) -> list[float | None]:
-    """Each word group's lexicon share for `pid` (its best form's), [] without a lexicon; None where the word is
-    said by STRONG train questions or more and none of them asked for `pid`: the word does not name it, whatever
-    its label says ("located" of 73 questions, never "located in time zone")."""
+    """Each word group's lexicon share for `pid` (its best form's), [] without a lexicon; None where the lexicon
+    speaks against the property for the word (`Lexicon.speaks_against`: "located" of 73 questions, never "located
+    in time zone")."""
     if not lexicon:
         return []
     out: list[float | None] = []
     for group in words:
         share = max(lexicon.property_prior(f, pid, direction) for f in group)
-        said = max(lexicon.words.get(f, 0) for f in group)
-        out.append(None if share == 0.0 and said >= STRONG else share)
+        out.append(None if share == 0.0 and any(lexicon.speaks_against(f, pid, direction) for f in group) else share)
     return out
 
 

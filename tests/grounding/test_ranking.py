@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 from saga_dspy.grounding.context import QuestionContext
-from saga_dspy.grounding.lexicon import Lexicon, load_lexicon
+from saga_dspy.grounding.lexicon import STRONG, Lexicon, load_lexicon
 from saga_dspy.grounding.ranking import (
-    STRONG,
     content_stems,
     rank_properties,
     relevance,

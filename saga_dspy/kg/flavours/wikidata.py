@@ -30,6 +30,12 @@ def _literal(text: str) -> str:
     return f'"{escaped}"'
 
 
+def _named(var: str, phrases: list[str]) -> str:
+    """The pattern binding `?var` to the items whose English label or alias is one of `phrases` (bound to ?l)."""
+    names = " ".join(f"{_literal(p)}@en" for p in phrases)
+    return f"VALUES ?l {{ {names} }} ?{var} <{RDFS_LABEL}>|<{SKOS_ALT}> ?l ."
+
+
 # Well-known classes by the answer-type step's label: their ids win over the id the LM wrote for them.
 WELL_KNOWN_CLASSES: dict[str, str] = {
     "person": "Q5",
@@ -305,26 +311,22 @@ class Flavour:
     def named_values_query(self, body: str, phrases: list[str], skip: list[str]) -> str | None:
         """The item values of the answers `?x` of `body` whose English label or alias is one of `phrases`, by
         direct-claim property (`skip`: pids left out): property, value, phrase, how many answers have it."""
-        names = " ".join(f"{_literal(p)}@en" for p in phrases)
         skipped = "".join(f" && ?p != <{WDT}{pid}>" for pid in skip)
         return (
-            f"SELECT ?p ?o ?l (COUNT(DISTINCT ?x) AS ?n) WHERE {{ VALUES ?l {{ {names} }} "
-            f"?o <{RDFS_LABEL}>|<{SKOS_ALT}> ?l . ?x ?p ?o . "
+            f"SELECT ?p ?o ?l (COUNT(DISTINCT ?x) AS ?n) WHERE {{ {_named('o', phrases)} ?x ?p ?o . "
             f'FILTER(STRSTARTS(STR(?p), "{WDT}"){skipped}) {body} }} GROUP BY ?p ?o ?l'
         )
 
     def named_answers_query(self, body: str, phrases: list[str]) -> str | None:
         """The answers `?x` of `body` whose English label or alias is one of `phrases`, with that phrase (?l)."""
-        names = " ".join(f"{_literal(p)}@en" for p in phrases)
-        return f"SELECT DISTINCT ?x ?l WHERE {{ VALUES ?l {{ {names} }} ?x <{RDFS_LABEL}>|<{SKOS_ALT}> ?l . {body} }}"
+        return f"SELECT DISTINCT ?x ?l WHERE {{ {_named('x', phrases)} {body} }}"
 
     def named_peers_query(self, body: str, phrases: list[str]) -> str | None:
         """The items whose English label or alias is one of `phrases` (?l) and that are an instance of a class
         some answer `?x` of `body` is an instance of: things of the answers' kind."""
-        names = " ".join(f"{_literal(p)}@en" for p in phrases)
         typed = f"<{WDT}{self.type_pid}>"
         return (
-            f"SELECT DISTINCT ?v ?l WHERE {{ VALUES ?l {{ {names} }} ?v <{RDFS_LABEL}>|<{SKOS_ALT}> ?l . "
+            f"SELECT DISTINCT ?v ?l WHERE {{ {_named('v', phrases)} "
             f"?v {typed} ?t . {{ SELECT DISTINCT ?t WHERE {{ {body} . ?x {typed} ?t }} }} }}"
         )
 
