@@ -30,11 +30,10 @@ from typing import Any
 from saga_dspy.cli import ArgumentParser, run_main
 
 from .config import Settings, add_settings_args, apply_offline_env, settings_from_args
-from .eval.components import component_stats, print_components
+from .eval.components import component_stats, measured_records, print_components
 from .eval.conflicts import conflict_stats, fmt, print_conflicts
-from .eval.datasets import load_benchmark
+from .eval.evalset import parse_ids
 from .eval.gold_pairs import gold_queries
-from .eval.splits import without_test_twins
 from .grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
 from .kg.endpoint import Endpoint
 from .kg.flavours import Flavour, flavour_for
@@ -109,16 +108,13 @@ def grounding_stats(
     limit: int | None = None,
     log=None,
     split: str = "test",
+    ids: list[str] | None = None,
 ) -> dict[str, Any]:
     log = log or (lambda msg: None)
     started = time.monotonic()
     with KgServices(settings, endpoint, search, schema, hierarchy) as kg:
         flavour = flavour_for(settings.kg)
-        ds = load_benchmark(dataset, split, settings)
-        records = [dict(r) for r in ds]
-        records, _ = without_test_twins(records, dataset, records[0]["split"] if records else split, settings)
-        if limit:
-            records = records[:limit]
+        records, _, _ = measured_records(settings, dataset, split, limit, ids)
         queries, unparsable = gold_queries(records, flavour)
         entities = list(dict.fromkeys(e for q in queries for e in q.entities))
         pairs = list(dict.fromkeys(p for q in queries for p in q.pairs))
@@ -389,6 +385,7 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--dataset", dest="datasets", action="append", required=True, help="benchmark name (repeatable)")
     m.add_argument("--split", default="dev", help="dev | train | test (a split name or role; never tune on test)")
     m.add_argument("--limit", type=int, help="at most this many questions per dataset")
+    m.add_argument("--ids", action="append", help="only these question ids, comma-separated (repeatable), or @FILE")
     m.add_argument(
         "--answer-type",
         choices=["rules", "none"],
@@ -425,6 +422,7 @@ def components_report(
     answer_type: str,
     filter_modes: list[Mode],
     log,
+    ids: list[str] | None = None,
 ) -> dict[str, Any]:
     """`eval.components.component_stats`, with `stats grounding`'s filter figures per mode beside it."""
     with KgServices(settings, endpoint, search) as kg:
@@ -438,6 +436,7 @@ def components_report(
             hierarchy=kg.hierarchy,
             limit=limit,
             answer_type=answer_type,
+            ids=ids,
             log=log,
         )
         if filter_modes:
@@ -451,6 +450,7 @@ def components_report(
                 hierarchy=kg.hierarchy,
                 limit=limit,
                 split=split,
+                ids=ids,
                 log=log,
             )
             report["filters"] = {mode: {k: row[k] for k in FILTER_FIGURES} for mode, row in g["filters"].items()}
@@ -494,6 +494,7 @@ def main(argv: list[str] | None = None) -> int:
                     answer_type=args.answer_type,
                     filter_modes=modes,
                     log=say,
+                    ids=parse_ids(args.ids),
                 )
                 for name in args.datasets
             ]

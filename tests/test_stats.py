@@ -137,3 +137,18 @@ def test_a_train_split_is_read_without_the_twins_of_test_questions(settings):
     assert "Who is the daughter of Ingrid Bergman married to?" in questions
     dev = load_records("qald10", "dev", settings)
     assert without_test_twins(dev, "qald10", "dev", settings) == (dev, 0)
+
+
+def test_components_cli_measures_only_the_ids_asked(settings, capsys, tmp_path):
+    """`--ids` (a list or @FILE) narrows the split to those questions: what a cross-validation fold runs on."""
+    from saga_dspy.eval.datasets import load_records
+
+    ids = [str(r["id"]) for r in load_records("qald7", "dev", settings)[:3]]
+    (tmp_path / "ids").write_text("\n".join(ids[1:]), encoding="utf-8")
+    common = ["components", "--dataset", "qald7", "--split", "dev", "--json", "--filters", "closure"]
+    common += ["--cache-dir", str(settings.cache_dir)]
+    assert main([*common, "--ids", ids[0], "--ids", f"@{tmp_path / 'ids'}"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["questions"] == 3 and {r["id"] for r in report["candidate_per_question"]} <= set(ids)
+    assert main([*common, "--ids", ids[0]]) == 0
+    assert json.loads(capsys.readouterr().out)["questions"] == 1

@@ -46,6 +46,7 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from saga_dspy.agent.answer_cues import items_class
@@ -196,6 +197,20 @@ def _form(question: str, at, lexicon: Lexicon | None) -> str:
 # --- the report ----------------------------------------------------------------------------------------------------
 
 
+def measured_records(
+    settings: Settings, dataset: str, split: str, limit: int | None = None, ids: Sequence[str] | None = None
+) -> tuple[list[dict[str, Any]], str, int]:
+    """The questions an LLM-free figure is measured on: the split without its test twins, only `ids` where
+    given, the first `limit`; with the split's resolved name and how many twins were left out."""
+    records = [dict(r) for r in load_benchmark(dataset, split, settings)]
+    resolved = records[0]["split"] if records else split
+    records, twins = without_test_twins(records, dataset, resolved, settings)
+    if ids is not None:
+        wanted = {str(i) for i in ids}
+        records = [r for r in records if str(r.get("id")) in wanted]
+    return (records[:limit] if limit else records), resolved, twins
+
+
 def component_stats(
     settings: Settings,
     dataset: str,
@@ -207,9 +222,11 @@ def component_stats(
     hierarchy: ClassHierarchy | None = None,
     limit: int | None = None,
     answer_type: str = "rules",
+    ids: Sequence[str] | None = None,
     log=None,
 ) -> dict[str, Any]:
-    """The component figures of one split (the module docstring says what each one is)."""
+    """The component figures of one split (the module docstring says what each one is); `ids`: only these
+    questions of it."""
     log = log or (lambda msg: None)
     started = time.monotonic()
     with KgServices(settings, endpoint, search, schema, hierarchy) as kg:
@@ -221,11 +238,7 @@ def component_stats(
                 search = None
         flavour = flavour_for(settings.kg)
         lexicon = load_lexicon(settings)
-        records = [dict(r) for r in load_benchmark(dataset, split, settings)]
-        resolved = records[0]["split"] if records else split
-        records, twins = without_test_twins(records, dataset, resolved, settings)
-        if limit:
-            records = records[:limit]
+        records, resolved, twins = measured_records(settings, dataset, split, limit, ids)
         queries, unparsable = gold_queries(records, flavour)
         by_id = {str(r.get("id")): r for r in records}
         all_entities = list(dict.fromkeys(e for q in queries for e in q.entities))

@@ -1,8 +1,9 @@
-"""Paired comparison of two systems on the same questions: mean difference, bootstrap CI, wins/losses/ties.
+"""Paired comparison of two systems on the same questions: mean difference, bootstrap CI, wins/losses/ties; and
+one system on two question sets (a dev split against a test split): the difference with its interval.
 
 Ablations here are 12-60 questions, so a difference in mean F1 means little without its interval. The
-percentile bootstrap resamples *questions* (both systems' scores of a question move together), seeded so a
-table is reproducible.
+percentile bootstrap resamples *questions* (both systems' scores of a question move together; two question sets
+each within itself), seeded so a table is reproducible.
 """
 
 from __future__ import annotations
@@ -88,3 +89,38 @@ def paired_by_id(a: Mapping[str, float], b: Mapping[str, float], **kwargs: float
     """`paired_bootstrap` over the question ids both runs scored (sorted, so the result does not depend on order)."""
     ids = sorted(set(a) & set(b))
     return paired_bootstrap([a[i] for i in ids], [b[i] for i in ids], **kwargs)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class SetComparison:
+    """The same system on two question sets: delta = mean(A) - mean(B), [low, high] its bootstrap interval."""
+
+    n_a: int
+    n_b: int
+    mean_a: float
+    mean_b: float
+    delta: float
+    low: float
+    high: float
+    level: float = LEVEL
+
+    def as_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def set_bootstrap(
+    a: Sequence[float], b: Sequence[float], *, resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED
+) -> SetComparison:
+    """Percentile bootstrap of mean(a) - mean(b) for two independent question sets, each resampled within itself."""
+    x = np.asarray(a, dtype=float)
+    y = np.asarray(b, dtype=float)
+    if not len(x) or not len(y):
+        raise ValueError("both question sets need scores")
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
+    means -= y[rng.integers(0, len(y), size=(resamples, len(y)))].mean(axis=1)
+    tail = (1 - level) / 2
+    low, high = np.quantile(means, [tail, 1 - tail])
+    return SetComparison(
+        len(x), len(y), float(x.mean()), float(y.mean()), float(x.mean() - y.mean()), float(low), float(high), level
+    )

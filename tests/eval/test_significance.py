@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from saga_dspy.eval.significance import paired_bootstrap, paired_by_id
+from saga_dspy.eval.significance import paired_bootstrap, paired_by_id, set_bootstrap
 
 
 def test_a_consistent_gain_has_an_interval_above_zero_and_counts_its_wins():
@@ -31,3 +31,15 @@ def test_pairs_by_question_id_and_refuses_unpaired_lists():
     with pytest.raises(ValueError, match="same questions"):
         paired_bootstrap([1.0], [1.0, 0.0])
     assert paired_bootstrap([], []).n == 0
+
+
+def test_two_question_sets_of_different_sizes_are_each_resampled_within_themselves():
+    """A dev split against a test split: a real difference keeps its interval off zero, a small dev split widens it."""
+    test = [1.0, 0.0, 0.0, 1.0, 0.0] * 40  # mean 0.4, n = 200
+    c = set_bootstrap([1.0, 1.0, 0.0, 1.0] * 50, test)  # mean 0.75
+    assert (c.n_a, c.n_b) == (200, 200) and c.delta == pytest.approx(0.35) and 0 < c.low < c.delta < c.high
+    small = set_bootstrap([1.0, 1.0, 0.0, 1.0] * 3, test)
+    assert small.delta == pytest.approx(0.35) and small.high - small.low > c.high - c.low
+    assert set_bootstrap([1.0, 0.0] * 10, test[:20]) == set_bootstrap([1.0, 0.0] * 10, test[:20])  # seeded
+    with pytest.raises(ValueError):
+        set_bootstrap([], test)
