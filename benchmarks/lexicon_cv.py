@@ -6,9 +6,9 @@ The train questions the lexicon is mined from (`scripts/mine_lexicon.py`) are sp
 query's entity constants (questions about the same entities share a fold, so a paraphrase never sits on both
 sides). For each fold the lexicon is mined from the other folds and `stats components`' LLM-free candidate query
 is run on the fold's questions with it; the same questions are also run with the lexicon mined from every fold
-(in sample) and with no lexicon at all (`--lexicon none`: the grammar alone). The out-of-fold figure is what the grounding does on train questions it was not mined from: a
-selection measure over several hundred questions that never touches dev or test. Per-question rows are kept so
-two runs can be compared question by question.
+(in sample) and with no lexicon at all (`--lexicon none`: the grammar alone). The out-of-fold figure is what the
+grounding does on train questions it was not mined from: a selection measure over several hundred questions that
+never touches dev or test. Per-question rows are kept so two runs can be compared question by question.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from mine_lexicon import TRAIN, Question, mine_questions, train_questions  # noq
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
 from saga_dspy.eval.components import component_stats  # noqa: E402
 from saga_dspy.services import KgServices  # noqa: E402
-
 
 SIDES = ("out_of_fold", "in_sample", "no_lexicon")
 
