@@ -14,7 +14,6 @@ nothing is run, nothing is chosen from it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -28,6 +27,7 @@ from mine_lexicon import Question  # noqa: E402
 
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
 from saga_dspy.eval.datasets import BENCHMARKS, load_records  # noqa: E402
+from saga_dspy.eval.records import write_json  # noqa: E402
 from saga_dspy.eval.splits import without_test_twins  # noqa: E402
 from saga_dspy.grounding.words import STOPWORDS, WORD, stem  # noqa: E402
 
@@ -114,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['dataset']}: {len(r['conventions'])} train conventions; agreement (as is, at train's mix, pairs):")
         print(f"  {figures}")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(reports, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(args.json, reports)
     return 0
 
 

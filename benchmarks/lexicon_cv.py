@@ -31,6 +31,7 @@ from mine_lexicon import TRAIN, Question, mine_questions, train_questions  # noq
 
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
 from saga_dspy.eval.components import component_stats  # noqa: E402
+from saga_dspy.eval.records import write_json  # noqa: E402
 from saga_dspy.services import KgServices  # noqa: E402
 
 SIDES = ("out_of_fold", "in_sample", "no_lexicon")
@@ -133,8 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(report["figures"], indent=1))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(args.json, report)
     return 0
 
 

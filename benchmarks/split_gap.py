@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from saga_dspy.eval.records import write_json  # noqa: E402
 from saga_dspy.eval.significance import set_bootstrap  # noqa: E402
 
 
@@ -65,8 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             f"[{row['low']:+.3f}, {row['high']:+.3f}] (n = {row['n_a']}, {row['n_b']})"
         )
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        write_json(args.json, report)
     return 0
 
 
