@@ -7,8 +7,11 @@ questions saying the word have in their gold query ("speak" -> official language
 MAJORITY or more among MIN_QUESTIONS questions or more); then, on each split, the share of the questions saying one
 of those words whose gold query has the word's train property. A split annotated like train agrees about as
 often as train does; a split annotated by other conventions (another source's gold for the same kind of question)
-agrees less, and no grounding learned from train or chosen on dev can close that gap. Only gold queries are read:
-nothing is run, nothing is chosen from it.
+agrees less, and no grounding learned from train or chosen on dev can close that gap. Second, the paraphrase twins:
+a train question and a dev or test question the firewall calls the same question by its words (`eval.firewall`,
+the text and Jaccard rules), with whether their gold queries use the same properties and, where not, the swap
+("what language do people speak in iceland?": official language in train, language used in test). Only gold
+queries are read: nothing is run, nothing is chosen from it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from mine_lexicon import Question  # noqa: E402
 
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
 from saga_dspy.eval.datasets import BENCHMARKS, load_records  # noqa: E402
+from saga_dspy.eval.firewall import Firewall  # noqa: E402
 from saga_dspy.eval.records import write_json  # noqa: E402
 from saga_dspy.eval.splits import without_test_twins  # noqa: E402
 from saga_dspy.grounding.words import STOPWORDS, WORD, stem  # noqa: E402
@@ -34,6 +38,7 @@ from saga_dspy.grounding.words import STOPWORDS, WORD, stem  # noqa: E402
 TOP_WORDS = 80  # train's most frequent content words looked at
 MIN_QUESTIONS = 5  # train questions saying a word before its majority is a convention
 MAJORITY = 0.4  # the share of them whose gold has the property
+WORD_RULES = ("text", "jaccard")  # the firewall's collisions by the question's words, not by its query
 
 
 def _stems(text: str) -> set[str]:
@@ -84,12 +89,35 @@ def agreement(questions: list[Question], table: dict[str, tuple[str, int, float]
     }
 
 
+def twins(train: list[dict[str, Any]], held_out: list[dict[str, Any]], source: str) -> dict[str, Any]:
+    """The train questions the firewall finds the same as a held-out question by their words: how many, how many
+    have gold queries with the same properties, and the swaps (train's properties -> the split's) where not."""
+    by_id = {str(r.get("id")): r for r in held_out}
+    firewall = Firewall.of_records(held_out, source)
+    pairs = same = 0
+    swaps: Counter = Counter()
+    for rec in train:
+        for hit in firewall.collisions(rec.get("question"), rec.get("sparql")):
+            if hit.reason in WORD_RULES and hit.id in by_id:
+                mine, theirs = (_properties(Question(r, None)) for r in (rec, by_id[hit.id]))
+                pairs += 1
+                same += mine == theirs
+                if mine != theirs:
+                    swaps[f"{' '.join(sorted(mine)) or '-'} -> {' '.join(sorted(theirs)) or '-'}"] += 1
+    return {
+        "pairs": pairs,
+        "same_properties": same,
+        "share": round(same / pairs, 3) if pairs else None,
+        "swaps": dict(swaps.most_common()),
+    }
+
+
 def shift(dataset: str, settings: Settings) -> dict[str, Any]:
     info = BENCHMARKS[dataset]
     splits = {role: getattr(info, role) for role in ("train", "dev", "test") if getattr(info, role, None)}
-    read = {}
+    read, raw = {}, {}
     for role, split in splits.items():
-        records = load_records(dataset, split, settings)
+        raw[role] = records = load_records(dataset, split, settings)
         if role == "train":
             records, _ = without_test_twins(records, dataset, split, settings)
         read[role] = [q for r in records if (q := Question(r, None)).parsed is not None]
@@ -98,6 +126,7 @@ def shift(dataset: str, settings: Settings) -> dict[str, Any]:
         "dataset": dataset,
         "conventions": {w: {"property": p, "train_questions": n, "train_share": s} for w, (p, n, s) in table.items()},
         "splits": {role: agreement(questions, table) for role, questions in read.items()},
+        "twins": {role: twins(raw["train"], raw[role], f"{dataset}/{splits[role]}") for role in raw if role != "train"},
     }
 
 
@@ -113,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         figures = {role: (s["agreement"], s["agreement_at_train_mix"], s["pairs"]) for role, s in r["splits"].items()}
         print(f"{r['dataset']}: {len(r['conventions'])} train conventions; agreement (as is, at train's mix, pairs):")
         print(f"  {figures}")
+        pairs = {role: (t["same_properties"], t["pairs"]) for role, t in r["twins"].items()}
+        print(f"  paraphrase twins with train (same properties, pairs): {pairs}")
     if args.json:
         write_json(args.json, reports)
     return 0

@@ -69,3 +69,21 @@ def test_conventions_are_train_majorities_and_each_split_is_read_against_them():
     other = shift.agreement([q("what language does x speak", "P2936"), q("what language does y speak", "P37")], table)
     assert other["pairs"] == 4 and other["agreement"] == 0.5 and other["per_word"]["speak"] == {"n": 2, "agree": 0.5}
     assert shift.agreement(train, table)["agreement"] == 0.8
+
+
+def test_paraphrase_twins_compare_the_properties_of_their_gold_queries():
+    """The same question annotated twice: official language in one split, language used in the other, is a swap."""
+    shift = load_script("benchmarks/convention_shift.py")
+    prefixes = "PREFIX wd: <http://www.wikidata.org/entity/> PREFIX wdt: <http://www.wikidata.org/prop/direct/> "
+
+    def rec(rid: str, question: str, pid: str) -> dict:
+        return {"id": rid, "question": question, "sparql": f"{prefixes}SELECT ?x WHERE {{ wd:Q189 wdt:{pid} ?x }}"}
+
+    train = [rec("t1", "what language do people speak in iceland?", "P37"), rec("t2", "who founded iceland?", "P112")]
+    held = [
+        rec("h1", "what language does people in iceland speak?", "P2936"),
+        rec("h2", "who is the iceland mayor?", "P6"),
+    ]
+    found = shift.twins(train, held, "wwq/test")
+    assert found == {"pairs": 1, "same_properties": 0, "share": 0.0, "swaps": {"P37 -> P2936": 1}}
+    assert shift.twins(train, [rec("h1", "what language do people speak in iceland?", "P37")], "x")["share"] == 1.0
