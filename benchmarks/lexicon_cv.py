@@ -43,6 +43,19 @@ def fold_of(q: Question, folds: int) -> int:
     return int(hashlib.sha256(key.encode("utf-8")).hexdigest(), 16) % folds
 
 
+MINER_SOURCES = ("scripts/mine_lexicon.py", "saga_dspy/grounding/words.py", "saga_dspy/grounding/lexicon.py")
+
+
+def lexicon_key(questions: list[Question]) -> str:
+    """What a kept fold lexicon was mined from: its questions and the miner's code (a changed miner mines anew)."""
+    digest = hashlib.sha256()
+    for rel in MINER_SOURCES:
+        digest.update((REPO / rel).read_bytes())
+    for key in sorted(f"{q.rec['benchmark']}:{q.rec['id']}" for q in questions):
+        digest.update(key.encode("utf-8") + b"\n")
+    return digest.hexdigest()[:12]
+
+
 def _run(settings: Settings, kg: KgServices, by_benchmark: dict[str, list[str]], log) -> dict[str, dict]:
     """Per benchmark, the candidate rows of `component_stats` on those question ids."""
     out = {}
@@ -90,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--json", type=Path, help="write the figures and per-question rows here")
-    parser.add_argument("--lexicons", type=Path, help="keep the fold lexicons here and reuse those already there")
+    parser.add_argument(
+        "--lexicons",
+        type=Path,
+        help="keep the fold lexicons here and reuse those mined from the same questions and code",
+    )
     args = parser.parse_args(argv)
     log = lambda msg: print(msg, file=sys.stderr)  # noqa: E731
     started = time.monotonic()
@@ -103,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         where = args.lexicons or Path(tmp)
 
         def mined(name: str, subset: list[Question]) -> Path:
-            path = where / f"{name}.json.gz"
+            path = where / f"{name}-{lexicon_key(subset)}.json.gz"
             return path if path.is_file() else mine_questions(subset, kg.endpoint, kg.schema, log).save(path)
 
         every = mined("all", questions)

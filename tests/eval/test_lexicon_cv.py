@@ -87,3 +87,14 @@ def test_paraphrase_twins_compare_the_properties_of_their_gold_queries():
     found = shift.twins(train, held, "wwq/test")
     assert found == {"pairs": 1, "same_properties": 0, "share": 0.0, "swaps": {"P37 -> P2936": 1}}
     assert shift.twins(train, [rec("h1", "what language do people speak in iceland?", "P37")], "x")["share"] == 1.0
+
+
+def test_a_kept_fold_lexicon_is_keyed_by_its_questions():
+    """`--lexicons DIR` reuses a fold's lexicon only when mined from the same questions (and miner code)."""
+
+    def q(benchmark: str, qid: str):
+        return SimpleNamespace(rec={"benchmark": benchmark, "id": qid})
+
+    a = cv.lexicon_key([q("wwq", "1"), q("qald10", "2")])
+    assert a == cv.lexicon_key([q("qald10", "2"), q("wwq", "1")]) and len(a) == 12
+    assert a != cv.lexicon_key([q("wwq", "1")]) and a != cv.lexicon_key([q("wwq", "1"), q("wwq", "2")])
