@@ -33,7 +33,7 @@ from saga_dspy.eval.datasets import BENCHMARKS, load_records  # noqa: E402
 from saga_dspy.eval.firewall import Firewall  # noqa: E402
 from saga_dspy.eval.records import write_json  # noqa: E402
 from saga_dspy.eval.splits import without_test_twins  # noqa: E402
-from saga_dspy.grounding.words import STOPWORDS, WORD, stem  # noqa: E402
+from saga_dspy.grounding.ranking import word_groups  # noqa: E402
 
 TOP_WORDS = 80  # train's most frequent content words looked at
 MIN_QUESTIONS = 5  # train questions saying a word before its majority is a convention
@@ -42,7 +42,8 @@ WORD_RULES = ("text", "jaccard")  # the firewall's collisions by the question's 
 
 
 def _stems(text: str) -> set[str]:
-    return {stem(w) for w in WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1}
+    """The stems of the text's content words (the property ranking's words, without their other forms)."""
+    return {group[0] for group in word_groups(text)}
 
 
 def _properties(q: Question) -> set[str]:

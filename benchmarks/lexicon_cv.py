@@ -35,15 +35,13 @@ from saga_dspy.eval.records import write_json  # noqa: E402
 from saga_dspy.services import KgServices  # noqa: E402
 
 SIDES = ("out_of_fold", "in_sample", "no_lexicon")
+MINER_SOURCES = ("scripts/mine_lexicon.py", "saga_dspy/grounding/words.py", "saga_dspy/grounding/lexicon.py")
 
 
 def fold_of(q: Question, folds: int) -> int:
     """The question's fold: a stable hash of its gold query's entity constants (its text where it has none)."""
     key = " ".join(sorted(q.entities)) or q.text.lower()
     return int(hashlib.sha256(key.encode("utf-8")).hexdigest(), 16) % folds
-
-
-MINER_SOURCES = ("scripts/mine_lexicon.py", "saga_dspy/grounding/words.py", "saga_dspy/grounding/lexicon.py")
 
 
 def lexicon_key(questions: list[Question]) -> str:
@@ -56,8 +54,10 @@ def lexicon_key(questions: list[Question]) -> str:
     return digest.hexdigest()[:12]
 
 
-def _run(settings: Settings, kg: KgServices, by_benchmark: dict[str, list[str]], log) -> dict[str, dict]:
-    """Per benchmark, the candidate rows of `component_stats` on those question ids."""
+def _run(
+    settings: Settings, kg: KgServices, by_benchmark: dict[str, list[str]], log
+) -> dict[str, tuple[dict[str, dict], int]]:
+    """Per benchmark, `component_stats`' candidate rows on those question ids (by id) and how many are answerable."""
     out = {}
     for name, ids in by_benchmark.items():
         if not ids:
@@ -73,14 +73,9 @@ def _run(settings: Settings, kg: KgServices, by_benchmark: dict[str, list[str]],
             ids=ids,
             log=log,
         )
-        out[name] = {row["id"]: row for row in report["candidate_per_question"]} | {
-            "__answerable__": report["candidate_query"]["answerable_questions"]
-        }
+        rows = {row["id"]: row for row in report["candidate_per_question"]}
+        out[name] = rows, report["candidate_query"]["answerable_questions"]
     return out
-
-
-def _mean(values: list[float]) -> float | None:
-    return round(sum(values) / len(values), 3) if values else None
 
 
 def summarise(rows: dict[str, list[dict[str, Any]]], answerable: dict[str, int]) -> dict[str, Any]:
@@ -134,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
                 "no_lexicon": _run(settings.model_copy(update={"lexicon": "none"}), kg, ids, log),
             }
             for name, qids in ids.items():
-                answerable[name] += sides["out_of_fold"].get(name, {}).get("__answerable__", 0)
+                answerable[name] += sides["out_of_fold"].get(name, ({}, 0))[1]
                 for qid in qids:
-                    found = {side: got.get(name, {}).get(qid) for side, got in sides.items()}
+                    found = {side: got.get(name, ({}, 0))[0].get(qid) for side, got in sides.items()}
                     if any(found.values()):
                         rows[name][qid] = {"id": qid, "fold": k, **found}
             log(f"fold {k}: {len(held)} questions")

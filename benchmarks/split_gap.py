@@ -1,7 +1,7 @@
 """How far apart are the LLM-free candidate's scores on a benchmark's dev split, its test split and its train folds?
 
-    .venv/bin/python benchmarks/split_gap.py --dataset wwq --dev results/components/s29-wwq-dev.json \\
-        --test results/components/s29-wwq-test.json --cv results/cv/s29-base.json [--returned] [--json OUT]
+    .venv/bin/python benchmarks/split_gap.py --dataset wwq --dev results/components/s28-wwq-dev.json \\
+        --test results/components/s28-wwq-test.json --cv results/cv/s29.json [--returned] [--json OUT]
 
 Reads `stats components --json` files (one row per answerable question) and a `benchmarks/lexicon_cv.py` file
 (its out-of-fold rows for the dataset): each set's mean candidate F1 (as run; `--returned`: as the program returns
