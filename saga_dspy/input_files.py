@@ -4,7 +4,10 @@ they are read, so a FIFO, a device or a huge file is one clear line, not a hang 
 from __future__ import annotations
 
 import gzip
+import io
+import os
 import stat
+import zlib
 from pathlib import Path
 
 MAX_INPUT_BYTES = 512 * 2**20  # on disk; what a gzip file may inflate to is bounded by the same figure
@@ -36,13 +39,30 @@ def check_input_file(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYT
 
 
 def read_input_bytes(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of a checked file, gunzipped when gzip-compressed (bounded by `max_bytes` as well)."""
+    """The bytes of a checked file, gunzipped when gzip-compressed (bounded by `max_bytes` as well). Opened once,
+    without blocking (a FIFO put in its place after the check is refused, not waited on); a truncated or corrupt
+    gzip stream is an InputFileError naming the file."""
     path = check_input_file(path, what, max_bytes)
-    raw = path.read_bytes()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {path}: no such file") from None
+    except OSError as exc:
+        raise InputFileError(f"{what} {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise InputFileError(f"{what} {path}: not a regular file (a {_kind(mode)}); name a file")
+        raw = fh.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise InputFileError(f"{what} {path}: more than the {max_bytes / 2**20:,.0f} MB accepted")
     if raw[:2] != b"\x1f\x8b":
         return raw
-    with gzip.open(path, "rb") as fh:
-        data = fh.read(max_bytes + 1)
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
+            data = gz.read(max_bytes + 1)
+    except (OSError, EOFError, zlib.error) as exc:  # cut off, or not gzip after its first two bytes
+        raise InputFileError(f"{what} {path}: not a readable gzip file ({exc})") from None
     if len(data) > max_bytes:
         raise InputFileError(f"{what} {path}: inflates to more than the {max_bytes / 2**20:,.0f} MB accepted")
     return data

@@ -77,3 +77,66 @@ def test_the_command_lines_say_one_line_within_seconds(specials):
         assert proc.returncode == 2, (args, env, proc.stderr[-2000:])
         assert "not a regular file" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
         assert seconds < 45
+
+
+@pytest.fixture()
+def bad_lexicons(tmp_path, specials):
+    """A lexicon file broken each way a user or a crash leaves it: (path, what the one line says)."""
+    import gzip
+    import json
+
+    from saga_dspy.config import default_data_dir
+
+    good = (default_data_dir() / "lexicon" / "wikidata.json.gz").read_bytes()
+    truncated = tmp_path / "truncated.json.gz"
+    truncated.write_bytes(good[: len(good) // 2])
+    junk = tmp_path / "junk.json.gz"
+    junk.write_bytes(b"\x1f\x8b" + os.urandom(200))
+    not_json = tmp_path / "text.json"
+    not_json.write_text("words: many\n")
+    old = tmp_path / "old.json.gz"
+    with gzip.open(old, "wt") as fh:
+        json.dump({"version": 0, "words": {}}, fh)
+    bad_table = tmp_path / "table.json"
+    bad_table.write_text(json.dumps({"version": 1, "properties": {"born": {"P19": "many"}}}))
+    return [
+        (tmp_path / "typo.json.gz", "no such file"),
+        (truncated, "gzip"),
+        (junk, "gzip"),
+        (not_json, "not JSON"),
+        (old, "version 0"),
+        (bad_table, "properties/born/P19"),
+        (specials["device"], "not a regular file"),
+        (specials["FIFO"], "not a regular file"),
+        (specials["directory"], "not a regular file"),
+    ]
+
+
+def test_a_bad_lexicon_is_one_line_before_any_question(bad_lexicons):
+    """--lexicon is checked with the run's other files: rc 2, one line naming the file and what is wrong, before
+    the LM is built (no traceback per question, no run that ends 0 with F1 0, no hang on a FIFO)."""
+    base = [sys.executable, "-m", "saga_dspy.eval", "--cache-dir", str(TEST_CACHE), "--no-mlflow", "--limit", "1"]
+    base += ["--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--out", str(bad_lexicons[0][0].parent / "run")]
+    for path, said in bad_lexicons:
+        proc, seconds = _run(base + ["--lexicon", str(path)], timeout=60)
+        assert proc.returncode == 2, (path, proc.stderr[-2000:])
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and str(path) in lines[0] and said in lines[0], (path, proc.stderr[-2000:])
+        assert seconds < 30
+
+
+def test_a_missing_bundled_lexicon_is_an_error(tmp_path):
+    """The graph's bundled lexicon gone is said, not silently replaced by an empty one (a graph with none bundled,
+    Freebase, runs on the grammar alone as before)."""
+    from saga_dspy.config import Settings
+    from saga_dspy.eval.errors import EvalError
+    from saga_dspy.eval.run_inputs import check_file_inputs
+    from saga_dspy.grounding.lexicon import load_lexicon
+
+    settings = Settings(data_dir=tmp_path, cache_dir=TEST_CACHE)
+    with pytest.raises(FileNotFoundError, match="bundled lexicon .* is missing"):
+        load_lexicon(settings)
+    with pytest.raises(EvalError, match="--lexicon none"):
+        check_file_inputs(settings)
+    assert not load_lexicon(settings.model_copy(update={"lexicon": "none"}))
+    assert not load_lexicon(settings.model_copy(update={"kg": "freebase"}))

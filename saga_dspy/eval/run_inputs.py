@@ -22,6 +22,7 @@ from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalSet
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id
 from saga_dspy.eval.records import CONFIG, METRICS, fingerprint
+from saga_dspy.grounding.lexicon import load_lexicon
 from saga_dspy.input_files import MAX_PROGRAM_BYTES, InputFileError, check_input_file
 from saga_dspy.services import KgServices
 from saga_dspy.variants import VARIANT_NAMES
@@ -125,14 +126,16 @@ def check_program_file(path: str | Path | None) -> None:
 
 
 def check_file_inputs(settings: Settings, data_file: str | Path | None = None) -> None:
-    """The run's files (--program, --data-file) checked for type and size before anything is loaded, the LM
-    included: a FIFO or a device is one line, not a hang or a load error about something else."""
+    """The run's files (--program, --data-file, the lexicon, bundled or given) checked for type and size before
+    anything is loaded, the LM included: a FIFO or a device is one line, not a hang or a load error about something
+    else. The lexicon is read and validated whole here, once: its questions reuse it."""
     check_program_file(settings.program)
-    if data_file is not None:
-        try:
+    try:
+        if data_file is not None:
             check_input_file(data_file, "--data-file")
-        except (OSError, InputFileError) as exc:
-            raise EvalError(str(exc)) from None
+        load_lexicon(settings)
+    except (OSError, ValueError) as exc:
+        raise EvalError(str(exc)) from None
 
 
 def default_out_dir(settings: Settings, resume: bool) -> Path:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -40,8 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from saga_dspy.grounding.words import head_phrases, phrase_key, question_patterns, superlatives
+from saga_dspy.input_files import InputFileError, read_input_bytes
+from saga_dspy.kg.flavours import flavour_for
 
 LEXICON_VERSION = 1
+MAX_LEXICON_BYTES = 64 * 2**20  # inflated; the bundled one is under 1 MB
+# each table's nesting: how many levels of objects (string keys) above its counts
+TABLE_DEPTHS = {"words": 1, "people": 1, "classes": 2, "answers": 2, "orders": 2, "properties": 3, "patterns": 3}
 MIN_SUPPORT = 2  # questions behind an entry before it decides anything
 MIN_SHARE = 0.5  # the majority an entry needs to decide a class, an answer kind or a form
 STRONG = 20  # train questions saying a word before none of them asking for a property is evidence against it
@@ -193,9 +199,63 @@ class Lexicon:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> Lexicon:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return cls.from_json(json.load(f))
+    def load(cls, path: str | Path, what: str = "lexicon") -> Lexicon:
+        """The lexicon file at `path`, checked whole before use: a regular file within MAX_LEXICON_BYTES, gzip or
+        plain JSON of this code's version and tables; otherwise an InputFileError naming the file and what is
+        wrong (FileNotFoundError when it is missing)."""
+        data = read_input_bytes(path, what, MAX_LEXICON_BYTES)
+        try:
+            obj = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise InputFileError(f"{what} {path}: not a lexicon (not JSON: {exc})") from None
+        problem = lexicon_problem(obj)
+        if problem:
+            raise InputFileError(f"{what} {path}: not a lexicon ({problem})")
+        return cls.from_json(obj)
+
+
+def lexicon_problem(obj: Any) -> str:
+    """What makes a parsed file no lexicon of this version ("" when it is one): the lookups trust its shape."""
+    if not isinstance(obj, dict):
+        return f"a JSON object is expected, found {type(obj).__name__}"
+    if obj.get("version") != LEXICON_VERSION:
+        return f"version {obj.get('version')!r}, this code reads {LEXICON_VERSION}; mine it again"
+    if not isinstance(obj.get("meta", {}), dict):
+        return "meta: an object is expected"
+    for table, depth in TABLE_DEPTHS.items():
+        problem = _counts_problem(obj.get(table, {}), depth, table)
+        if problem:
+            return problem
+    frames = obj.get("frames", {})
+    if not isinstance(frames, dict):
+        return "frames: an object is expected"
+    for frame, entry in frames.items():
+        if not isinstance(entry, dict) or not _is_count(entry.get("n", 0)):
+            return f"frames/{frame}: an object with a count n is expected"
+        for pid, rows in entry.items():
+            problem = "" if pid == "n" else _counts_problem(rows, 1, f"frames/{frame}/{pid}")
+            if problem:
+                return problem
+    return ""
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _counts_problem(value: Any, depth: int, where: str) -> str:
+    """ "" when `value` is `depth` levels of objects with counts (finite numbers >= 0) at the bottom."""
+    if not isinstance(value, dict):
+        return f"{where}: an object is expected, found {type(value).__name__}"
+    for key, inner in value.items():
+        if depth == 1:
+            if not _is_count(inner):
+                return f"{where}/{key}: a count is expected, found {inner!r:.40}"
+        else:
+            problem = _counts_problem(inner, depth - 1, f"{where}/{key}")
+            if problem:
+                return problem
+    return ""
 
 
 @lru_cache(maxsize=1024)  # per question, asked once for every lookup's ranking
@@ -219,20 +279,28 @@ def bundled_lexicon_path(data_dir: str | Path, kg: str) -> Path:
 
 
 @lru_cache(maxsize=8)
-def _load(path: str) -> Lexicon:
-    return Lexicon.load(path)
+def _load(path: str, what: str) -> Lexicon:
+    return Lexicon.load(path, what)
 
 
 def load_lexicon(settings) -> Lexicon:
-    """The lexicon `settings.lexicon` names: `bundled` (the graph's committed file; empty where it has none),
-    `none` (the grammar alone: an ablation), or a file path. Shared per process."""
+    """The lexicon `settings.lexicon` names: `bundled` (the graph's committed file; empty for a graph that has none
+    bundled, an error when the file is missing), `none` (the grammar alone: an ablation), or a file path. Read and
+    checked once per process (the run's file checks call it before the first question); a bad file is a
+    ValueError or FileNotFoundError naming it."""
     choice = getattr(settings, "lexicon", "bundled")
     if choice == "none":
         return Lexicon()
-    path = bundled_lexicon_path(settings.data_dir, settings.kg) if choice == "bundled" else Path(choice)
-    if choice == "bundled" and not path.is_file():
+    if choice != "bundled":
+        return _load(str(Path(choice).expanduser()), "--lexicon")
+    if not flavour_for(settings.kg).bundled_lexicon:
         return Lexicon()
-    return _load(str(path))
+    path = bundled_lexicon_path(settings.data_dir, settings.kg)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"the bundled lexicon {path} is missing: restore it (scripts/mine_lexicon.py), or pass --lexicon none"
+        )
+    return _load(str(path), "the bundled lexicon")
 
 
 __all__ = [
@@ -244,6 +312,7 @@ __all__ = [
     "STRONG",
     "bundled_lexicon_path",
     "head_key",
+    "lexicon_problem",
     "load_lexicon",
     "question_keys",
 ]

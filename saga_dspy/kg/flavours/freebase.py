@@ -63,6 +63,7 @@ class FreebaseFlavour(Flavour):
     property_example = "people.person.place_of_birth"
     token_examples = "ns:m.0abc / ns:type.property"
     shared_demo_pool = None  # no Freebase pool is bundled
+    bundled_lexicon = False  # nor a lexicon: the grammar alone
     subclass_edge = f"<{INCLUDED}>"  # included types: Freebase's only type hierarchy
     well_known_classes: dict[str, str] = {}
     example_classes: dict[str, str] = {"person": "people.person", "country": "location.country"}

@@ -130,6 +130,8 @@ class Flavour:
     token_examples = "wd:Q42 for items, wdt:P19 for properties"
     # the demo pool of every bundled train pool on this graph (`--demo-pool shared`, scripts/build_demos.py)
     shared_demo_pool: str | None = "shared"
+    # a mined grounding lexicon is bundled (data/lexicon/<name>.json.gz): a missing one is an error, not an empty one
+    bundled_lexicon = True
     # the subclass property as the hierarchy's closure query writes it
     subclass_edge = "wdt:P279"
     # classes whose ids win over the id an LM wrote for them (by the answer-type step's label)
