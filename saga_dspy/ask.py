@@ -19,19 +19,24 @@ from saga_dspy.agent.program import SagaProgram
 from saga_dspy.cli import ArgumentParser, append_help, run_main
 from saga_dspy.config import LM_FLAGS, add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.datasets import catalogue_text
+from saga_dspy.eval.preflight import preflight
+from saga_dspy.eval.run_inputs import check_file_inputs
 from saga_dspy.kg.flavours import Flavour, flavour_for
 from saga_dspy.kg.results import AskResult, SelectResult
 from saga_dspy.lm import cli_lm
 from saga_dspy.services import KgServices
 
 SETTINGS_FLAGS = (
+    "kg_preset",
     "kg",
     "endpoint",
     "search",
     "cache_dir",
     "query_timeout",
     "result_cache",
+    "preflight",
     "schema_index",
+    "lexicon",
     "filter_mode",
     "schema_coverage",
     "coverage_seed",
@@ -194,7 +199,7 @@ def prediction_json(pred, labels: dict[str, str]) -> dict[str, Any]:
 
 def answer_labels(flavour: Flavour, pred: Any) -> dict[str, str]:
     """The prediction's entity labels keyed by IRI, as printed and in --json (the program looked them up)."""
-    labels = pred.answer_labels or {}
+    labels = getattr(pred, "answer_labels", None) or {}  # none on a question that failed before its answer
     result = pred.answers
     if not isinstance(result, SelectResult) or not labels:
         return {}
@@ -216,11 +221,14 @@ def main(argv: list[str] | None = None) -> int:
     if settings.demo_pool == "auto" and "dataset" not in settings.model_fields_set:
         settings = settings.model_copy(update={"demo_pool": "shared"})  # a question typed in is no benchmark's
     check_pool_choice(settings)
+    check_file_inputs(settings)  # eval's checks, before the LM: the program and the lexicon, one line each
 
     lm = cli_lm(settings)
     if lm is None:
         return 2
     with KgServices(settings) as services:
+        if settings.preflight:  # eval's: the endpoint, the search and schema index, the LM; one line, exit 2
+            preflight(settings, services, lm)
         program = SagaProgram(settings, services.endpoint, services.search, lm=lm)
         printer = None if args.json else TracePrinter(full=args.full_observations)
         pool = program.demo_pool()

@@ -31,7 +31,7 @@ def scripted(monkeypatch, store_path):
 
     monkeypatch.setattr(lm_module, "build_lm", lambda settings: DummyLM(list(SCRIPT)))
     monkeypatch.setattr(lm_module, "configure_lm_cache", lambda settings: None)
-    return ["--cache-dir", str(TEST_CACHE), "--no-result-cache", "--demos", "0"]
+    return ["--cache-dir", str(TEST_CACHE), "--no-result-cache", "--demos", "0", "--no-preflight"]
 
 
 def test_ask_prints_the_trace_as_it_goes(scripted, capsys):
@@ -92,3 +92,24 @@ def test_ask_flags_reach_the_settings():
         "p.json",
         True,
     )
+
+
+def test_ask_shares_the_preflight_of_eval(scripted, oxigraph_server, capsys):
+    """An HTTP endpoint with no schema index: eval's one line and rc 2 (cli.run_main), before the LM is asked,
+    not a traceback ending in an AttributeError about the prediction."""
+    from saga_dspy.ask import main
+    from saga_dspy.cli import run_main
+
+    rc = run_main(main, [QUESTION, *scripted, "--preflight", "--endpoint", oxigraph_server, "--search", "local"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err.startswith("error: preflight: ") and "schema index" in err and len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err and "unexpected" not in err
+
+
+def test_ask_takes_a_kg_preset():
+    from saga_dspy.ask import build_parser
+    from saga_dspy.config import QLEVER_WIKIDATA, settings_from_args
+
+    s = settings_from_args(build_parser().parse_args([QUESTION, "--kg-preset", "qlever-wikidata", "--no-preflight"]))
+    assert s.kg_preset == "qlever-wikidata" and s.endpoint == QLEVER_WIKIDATA and s.preflight is False
