@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 import textwrap
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from saga_dspy.agent.demos import describe_pool
 from saga_dspy.agent.pools import check_pool_choice
@@ -25,6 +25,7 @@ from saga_dspy.kg.flavours import Flavour, flavour_for
 from saga_dspy.kg.results import AskResult, SelectResult
 from saga_dspy.lm import cli_lm
 from saga_dspy.services import KgServices
+from saga_dspy.terminal_text import EscapingWriter, escape_json_controls
 
 SETTINGS_FLAGS = (
     "kg_preset",
@@ -230,20 +231,20 @@ def main(argv: list[str] | None = None) -> int:
         if settings.preflight:  # eval's: the endpoint, the search and schema index, the LM; one line, exit 2
             preflight(settings, services, lm)
         program = SagaProgram(settings, services.endpoint, services.search, lm=lm)
-        printer = None if args.json else TracePrinter(full=args.full_observations)
+        out = cast(TextIO, EscapingWriter(sys.stdout))  # labels, observations, thoughts: no raw control sequences
+        printer = None if args.json else TracePrinter(out, full=args.full_observations)
         pool = program.demo_pool()
         pool_record = pool.describe() if pool is not None else None
         if printer is not None:
-            print(describe_pool(pool_record))
+            print(describe_pool(pool_record), file=out)
         pred = program(question=args.question, on_event=printer)
         flavour = flavour_for(settings.kg)
         labels = answer_labels(flavour, pred)
         if args.json:
             data = {**prediction_json(pred, labels), "demo_pool": pool_record}
-            json.dump(data, sys.stdout, ensure_ascii=False, indent=2, default=str)
-            print()
+            print(escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2, default=str)))
         else:
-            print_summary(pred, labels, flavour)
+            print_summary(pred, labels, flavour, out)
         return 0 if not pred.error else 1
 
 

@@ -113,3 +113,82 @@ def test_ask_takes_a_kg_preset():
 
     s = settings_from_args(build_parser().parse_args([QUESTION, "--kg-preset", "qlever-wikidata", "--no-preflight"]))
     assert s.kg_preset == "qlever-wikidata" and s.endpoint == QLEVER_WIKIDATA and s.preflight is False
+
+
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x9b31m\u202e"  # window title, clear screen, C1 CSI, right-to-left override
+
+
+@pytest.fixture
+def hostile_graph(tmp_path):
+    """A real Oxigraph server over a graph whose answer's label carries terminal control sequences."""
+    import subprocess
+    import time
+    import urllib.request
+
+    import pyoxigraph
+    from conftest import free_port, oxigraph_binary
+
+    store = pyoxigraph.Store(str(tmp_path / "store"))
+    wd, wdt = "http://www.wikidata.org/entity/", "http://www.wikidata.org/prop/direct/"
+    label = pyoxigraph.NamedNode("http://www.w3.org/2000/01/rdf-schema#label")
+    store.add(
+        pyoxigraph.Quad(
+            pyoxigraph.NamedNode(wd + "Q761383"),
+            pyoxigraph.NamedNode(wdt + "P138"),
+            pyoxigraph.NamedNode(wd + "Q42299"),
+        )
+    )
+    store.add(
+        pyoxigraph.Quad(
+            pyoxigraph.NamedNode(wd + "Q42299"), label, pyoxigraph.Literal("Riemann" + HOSTILE, language="en")
+        )
+    )
+    store.flush()
+    del store
+    port = free_port()
+    cmd = [oxigraph_binary(), "serve-read-only", "--location", str(tmp_path / "store"), "--bind", f"127.0.0.1:{port}"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
+            break
+        except OSError as exc:
+            if getattr(exc, "code", None):
+                break
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}/query"
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_ask_escapes_control_characters_from_the_graph(monkeypatch, hostile_graph, capsys):
+    """An entity label with control sequences (and a thought echoing it) printed escaped: no raw ESC / BEL / C1 /
+    bidi character reaches the terminal, in the trace, the summary or --json (which keeps the label's text)."""
+    import saga_dspy.lm as lm_module
+    from saga_dspy.ask import main
+    from saga_dspy.config import default_data_dir
+
+    script = [
+        SCRIPT[0],
+        {
+            "next_thought": f"Label {HOSTILE}",
+            "next_tool_name": "execute_sparql",
+            "next_tool_args": {"sparql": "SELECT ?x ?l WHERE { wd:Q761383 wdt:P138 ?x . ?x rdfs:label ?l }"},
+        },
+        {"next_thought": "Done.", "next_tool_name": "stop", "next_tool_args": {}},
+    ]
+    monkeypatch.setattr(lm_module, "configure_lm_cache", lambda settings: None)
+    index = default_data_dir() / "schema" / "wikidata-sample.json.gz"
+    args = [QUESTION, "--cache-dir", str(TEST_CACHE), "--no-result-cache", "--demos", "0", "--no-preflight"]
+    args += ["--endpoint", hostile_graph, "--search", "local", "--schema-index", str(index)]
+    for extra in ([], ["--json"]):
+        monkeypatch.setattr(lm_module, "build_lm", lambda settings: DummyLM(list(script)))
+        main([*args, *extra])
+        out = capsys.readouterr().out
+        assert not any(ch in out for ch in "\x1b\x07\x9b\u202e"), repr(out[-600:])
+        if extra:
+            assert json.loads(out)["labels"]["http://www.wikidata.org/entity/Q42299"] == "Riemann" + HOSTILE
+        else:
+            assert "Q42299 (Riemann\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202e)" in out, out
+            assert "Label \\x1b]0;pwned" in out
