@@ -81,7 +81,14 @@ def main() -> None:
 
     store_path, parent_pid, memory_mb, cpu_seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
     die_with_parent(parent_pid)
-    limit_memory(memory_mb)
+    said = {""}  # a limit that cannot be set is said once, in one line
+
+    def say(note: str) -> None:
+        if note not in said:
+            print(note, file=sys.stderr)
+            said.add(note)
+
+    say(limit_memory(memory_mb))
     if not deny_network():
         print(
             "oxigraph worker: no seccomp filter on this platform; SERVICE is refused by the guard only", file=sys.stderr
@@ -95,7 +102,7 @@ def main() -> None:
             sparql, row_cap, prefixes, max_bytes = pickle.load(stdin)
         except EOFError:
             return
-        limit_cpu_for_next_query(cpu_seconds)
+        say(limit_cpu_for_next_query(cpu_seconds))
         pickle.dump(answer(store, sparql, row_cap, prefixes, max_bytes), stdout, protocol=pickle.HIGHEST_PROTOCOL)
         stdout.flush()
 

@@ -63,22 +63,37 @@ def exit_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> None:
         os._exit(1)
 
 
-def limit_memory(megabytes: int) -> None:
-    if megabytes > 0:
-        limit = megabytes * 1024 * 1024
+def limit_memory(megabytes: int) -> str:
+    """An address-space limit of `megabytes` (0: none), never above the hard limit the process was started under
+    (`ulimit -v`: raising it is refused); "" when set, else one line saying why it could not be."""
+    if megabytes <= 0:
+        return ""
+    limit = megabytes * 1024 * 1024
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    try:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ValueError, OSError) as exc:
+        return f"oxigraph worker: the {megabytes} MB address-space limit cannot be set ({exc}); running without it"
+    return ""
 
 
-def limit_cpu_for_next_query(seconds: float) -> None:
-    """RLIMIT_CPU counts the process's whole life: re-arm it as used-so-far + this query's share."""
+def limit_cpu_for_next_query(seconds: float) -> str:
+    """RLIMIT_CPU counts the process's whole life: re-arm it as used-so-far + this query's share, within the hard
+    limit; "" when set, else one line saying why it could not be."""
     if seconds <= 0:
-        return
+        return ""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     soft = int(usage.ru_utime + usage.ru_stime + seconds) + 1
     hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    except (ValueError, OSError) as exc:
+        return f"oxigraph worker: the {seconds:g} s CPU limit per query cannot be set ({exc}); running without it"
+    return ""
 
 
 def deny_network() -> bool:

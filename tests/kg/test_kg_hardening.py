@@ -298,6 +298,39 @@ def test_a_runaway_query_stays_under_its_memory_limit(store_path):
         ep.close()
 
 
+def test_workers_answer_under_a_lower_hard_address_space_limit(store_path):
+    """Under `ulimit -v 3500000` (a hard limit below the workers' 4096 MB) the workers take the hard limit as their
+    own instead of dying on a refused raise: queries are answered, and nothing is printed but one line at most."""
+    import resource
+
+    hard_kb = 3_500_000
+
+    def lower_limits():
+        resource.setrlimit(resource.RLIMIT_AS, (hard_kb * 1024, hard_kb * 1024))
+        resource.setrlimit(resource.RLIMIT_CPU, (600, 600))
+
+    script = (
+        "import sys; sys.path.insert(0, 'tests')\n"
+        "from conftest import make_settings\n"
+        "from saga_dspy.kg.endpoint import EmbeddedEndpoint\n"
+        f"ep = EmbeddedEndpoint(make_settings(embedded_workers=1), {str(store_path)!r})\n"
+        "print(ep.query('ASK { wd:Q761383 wdt:P138 wd:Q42299 }').value)\n"
+        "print(len(ep.query('SELECT ?p WHERE { wd:Q42299 ?p ?o } LIMIT 5').rows))\n"
+        "ep.close()\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],  # the repository: its saga_dspy, whatever is installed
+        preexec_fn=lower_limits,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", "5"], (proc.stdout, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr and "not allowed" not in proc.stderr, proc.stderr[-2000:]
+
+
 def test_a_failed_respawn_does_not_poison_the_pool(store_path, monkeypatch):
     ep = EmbeddedEndpoint(make_settings(embedded_workers=1), store_path)
     try:
