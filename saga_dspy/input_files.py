@@ -30,7 +30,7 @@ def check_input_file(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYT
     except OSError as exc:
         raise InputFileError(f"{what} {path}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(info.st_mode):
-        raise InputFileError(f"{what} {path}: not a regular file (a {_kind(info.st_mode)}); name a file")
+        raise InputFileError(f"{what} {path}: not a regular file (a {file_kind(info.st_mode)}); name a file")
     if info.st_size > max_bytes:
         raise InputFileError(
             f"{what} {path}: {info.st_size / 2**20:,.0f} MB, more than the {max_bytes / 2**20:,.0f} MB accepted"
@@ -52,7 +52,7 @@ def read_input_bytes(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYT
     with os.fdopen(fd, "rb") as fh:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise InputFileError(f"{what} {path}: not a regular file (a {_kind(mode)}); name a file")
+            raise InputFileError(f"{what} {path}: not a regular file (a {file_kind(mode)}); name a file")
         raw = fh.read(max_bytes + 1)
     if len(raw) > max_bytes:
         raise InputFileError(f"{what} {path}: more than the {max_bytes / 2**20:,.0f} MB accepted")
@@ -68,7 +68,8 @@ def read_input_bytes(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYT
     return data
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a file that is no regular file is ("FIFO", "directory"), for a message."""
     for test, name in (
         (stat.S_ISFIFO, "FIFO"),
         (stat.S_ISCHR, "character device"),

@@ -59,7 +59,7 @@ import pandas as pd
 from saga_dspy.config import Settings, apply_offline_env
 from saga_dspy.eval import trace_writer  # stdlib only: mlflow is imported by its install(), when tracking is on
 from saga_dspy.eval.chart import comparison_chart
-from saga_dspy.eval.preflight import check_tracking_server
+from saga_dspy.eval.preflight import check_tracking_uri, sqlite_path
 from saga_dspy.eval.trace_export import drain_trace_queue, terminate_trace_export
 
 log = logging.getLogger(__name__)
@@ -131,12 +131,6 @@ def default_tracking_uri(settings: Settings) -> str:
         return env
     path = Path(settings.cache_dir).expanduser().resolve() / "mlflow" / "mlflow.db"
     return f"sqlite:///{path}"
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The database file of a `sqlite:///...` URI (None for other stores)."""
-    m = re.match(r"^sqlite:///(.+)$", uri)
-    return Path(m.group(1)) if m else None
 
 
 def artifact_root(uri: str) -> str | None:
@@ -271,7 +265,7 @@ class Tracker:
 
         self._mlflow = mlflow
         self.uri = default_tracking_uri(settings)
-        check_tracking_server(self.uri)  # once, briefly: mlflow itself retries an unreachable server for minutes
+        check_tracking_uri(self.uri)  # once, briefly: mlflow itself retries a store it cannot open for minutes
         db = sqlite_path(self.uri)
         if db is not None:
             db.parent.mkdir(parents=True, exist_ok=True)

@@ -407,6 +407,35 @@ def test_the_api_key_is_never_written(tmp_path):
         assert stat.S_IMODE((out / name).stat().st_mode) == 0o600, name
 
 
+def test_an_unusable_mlflow_store_is_one_line_within_seconds(tmp_path):
+    """A tracking URI that names no usable store (a directory as the sqlite database, a file that is no database,
+    a file as a file store) is said in one line, rc 2, within seconds: mlflow alone retries for minutes and ends
+    with "unexpected OperationalError"."""
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database, " * 64)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    for uri, said in (
+        (f"sqlite:///{tmp_path}", "not an SQLite database file"),
+        (f"sqlite:///{junk}", "not an SQLite database"),
+        (f"file://{plain}", "not a directory"),
+    ):
+        started = time.monotonic()
+        proc = subprocess.run(
+            eval_cmd(tmp_path / "run", "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1", "--limit", "1")
+            + ["--mlflow-uri", uri],
+            cwd=REPO,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2, (uri, proc.stderr[-2000:])
+        assert len(lines) == 1 and uri in lines[0] and said in lines[0], (uri, proc.stderr[-2000:])
+        assert time.monotonic() - started < 60
+
+
 def test_redact_argv_and_secret_value():
     from pydantic import SecretStr
 
