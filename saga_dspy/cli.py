@@ -6,7 +6,8 @@ wrapper of `main` that turns any error into one line on stderr and an exit statu
 
 Bad input (a missing file, a bad value, an unknown dataset, a run directory in use: the errors listed
 in `KNOWN_ERRORS`) exits 2 with `error: <what>`; anything else exits 1 with the same one line and a
-hint: `--debug` (or SAGA_DEBUG=1) shows the traceback."""
+hint: `--debug` (or SAGA_DEBUG=1) shows the traceback. Either names the input being read when it failed
+(`input_files.reading`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from saga_dspy.errors import Interrupted, SagaError
+from saga_dspy.input_files import reading_context
 
 DEBUG_FLAG = "--debug"
 DEBUG_ENV = "SAGA_DEBUG"
@@ -91,14 +93,16 @@ def run_main(main: Callable[[list[str]], int], argv: Sequence[str] | None = None
     except _known_errors() as exc:
         if debug:
             raise
-        print(f"error: {one_line(exc)}", file=sys.stderr)
+        text = one_line(exc)
+        print(f"error: {text}{reading_context(exc, text)}", file=sys.stderr)
         return 2
     except Exception as exc:
         if debug:
             raise
+        text = one_line(exc)
         print(
-            f"error: unexpected {type(exc).__name__}: {one_line(exc)} (rerun with {DEBUG_FLAG} or "
-            f"{DEBUG_ENV}=1 for the traceback)",
+            f"error: unexpected {type(exc).__name__}: {text}{reading_context(exc, text)} (rerun with {DEBUG_FLAG} "
+            f"or {DEBUG_ENV}=1 for the traceback)",
             file=sys.stderr,
         )
         return 1

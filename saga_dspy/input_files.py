@@ -3,16 +3,19 @@ they are read, so a FIFO, a device or a huge file is one clear line, not a hang 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
 import stat
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 MAX_INPUT_BYTES = 512 * 2**20  # on disk; what a gzip file may inflate to is bounded by the same figure
 MAX_PROGRAM_BYTES = 64 * 2**20  # a compiled program.json: instructions and demos, a few MB at most
 MAX_IDS_BYTES = 16 * 2**20
+READING = "reading "  # the start of the note `reading` adds to an error
 
 
 class InputFileError(ValueError):
@@ -66,6 +69,24 @@ def read_input_bytes(path: str | Path, what: str, max_bytes: int = MAX_INPUT_BYT
     if len(data) > max_bytes:
         raise InputFileError(f"{what} {path}: inflates to more than the {max_bytes / 2**20:,.0f} MB accepted")
     return data
+
+
+@contextlib.contextmanager
+def reading(path: str | Path, what: str = "") -> Iterator[None]:
+    """Any error raised while the input at `path` (`what`: "--data-file", "program") is read or taken apart carries
+    a note naming it, so the one line a command prints (`cli.run_main`) says which file or record it was."""
+    try:
+        yield
+    except Exception as exc:
+        exc.add_note(f"{READING}{what} {path}".replace("  ", " ").rstrip())
+        raise
+
+
+def reading_context(exc: BaseException, message: str) -> str:
+    """ " (reading …)" for the inputs `reading` noted on `exc`, innermost first, those `message` names left out."""
+    notes = [n for n in getattr(exc, "__notes__", ()) if isinstance(n, str) and n.startswith(READING)]
+    said = [n for n in dict.fromkeys(notes) if n.rsplit(" ", 1)[-1] not in message]
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def file_kind(mode: int) -> str:

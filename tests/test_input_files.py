@@ -140,3 +140,34 @@ def test_a_missing_bundled_lexicon_is_an_error(tmp_path):
         check_file_inputs(settings)
     assert not load_lexicon(settings.model_copy(update={"lexicon": "none"}))
     assert not load_lexicon(settings.model_copy(update={"kg": "freebase"}))
+
+
+def test_an_error_names_the_input_it_was_reading(tmp_path, capsys):
+    """An error met while a file is taken apart (a schema index of the wrong shape, a data file's record, a run
+    folder's tampered config.json) says which file or run in its one line, unexpected or not."""
+    import json
+
+    from saga_dspy.cli import run_main
+    from saga_dspy.eval.__main__ import main as eval_main
+    from saga_dspy.eval.datasets import load_questions
+    from saga_dspy.schema.index import FORMAT, FORMAT_VERSION, SchemaIndex
+
+    index = tmp_path / "index.json"
+    index.write_text(json.dumps({"format": FORMAT, "format_version": FORMAT_VERSION, "properties": 5}))
+    listed = tmp_path / "listed.json"
+    listed.write_text("[1]")
+    records = tmp_path / "records.json"
+    records.write_text("[1, 2]")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "predictions.jsonl").write_text('{"id": "a"}\n')
+    (run / "config.json").write_text("[]")
+    for call, named in (
+        (lambda argv: SchemaIndex.load(index), f"schema index {index}"),
+        (lambda argv: SchemaIndex.load(listed), f"schema index {listed}"),
+        (lambda argv: load_questions("mine", "test", data_file=records), f"data file {records}"),
+        (lambda argv: eval_main(["rescore", str(run)]), f"run {run}"),
+    ):
+        assert run_main(call, []) in (1, 2)
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and f"(reading {named})" in err, err

@@ -49,6 +49,7 @@ from saga_dspy.agent.demo_views import for_variant
 from saga_dspy.agent.trajectory import Step, render_trajectory
 from saga_dspy.config import Settings
 from saga_dspy.grounding.state import controller_state
+from saga_dspy.input_files import read_input_bytes, reading
 from saga_dspy.signatures import QUERY_FORM_GUIDE
 from saga_dspy.variants import Variant
 
@@ -351,8 +352,9 @@ class DemoPool:
     def from_file(cls, path: str | Path, *, name: str = "file", **options: Any) -> DemoPool:
         """The pool of a JSONL file (`options`: those of `DemoPool`); lines that are not JSON are skipped."""
         records = []
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
+        with reading(path, "demo pool"):
+            text = read_input_bytes(path, "demo pool").decode("utf-8")
+            for number, line in enumerate(text.splitlines(), 1):
                 line = line.strip()
                 if not line:
                     continue
@@ -360,7 +362,7 @@ class DemoPool:
                     records.append(json.loads(line))
                 except ValueError:
                     log.warning("%s:%d: not JSON, skipped", path, number)
-        return cls(records, name=name, path=path, **options)
+            return cls(records, name=name, path=path, **options)
 
     def __len__(self) -> int:
         return len(self.records)

@@ -42,7 +42,7 @@ from saga_dspy.agent.trajectory import one_line
 from saga_dspy.config import Settings
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.lexicon import load_lexicon
-from saga_dspy.input_files import MAX_PROGRAM_BYTES, check_input_file
+from saga_dspy.input_files import MAX_PROGRAM_BYTES, check_input_file, reading
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.flavours import flavour_for
 from saga_dspy.kg.search import Search
@@ -155,7 +155,8 @@ class SagaProgram(dspy.Module):
         """dspy's load of a saved program (program.json: one entry per predictor), with a clear error."""
         check_input_file(path, "program", MAX_PROGRAM_BYTES)  # a FIFO or /dev/zero: one line, not a hang
         try:
-            dspy.Module.load(self, path, **kwargs)
+            with reading(path, "program"):
+                dspy.Module.load(self, path, **kwargs)
         except KeyError as exc:
             raise ValueError(
                 f"{path} is not a saved SagaProgram (the program.json that optimize writes): it has no entry {exc}"

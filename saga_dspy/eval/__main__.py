@@ -56,6 +56,7 @@ from saga_dspy.eval.rescore import RESCORED, rescore
 from saga_dspy.eval.run_inputs import COVERAGES, check_file_inputs, program_has_controller_demos
 from saga_dspy.eval.runner import evaluate
 from saga_dspy.eval.runs import expand_runs, run_labels
+from saga_dspy.input_files import reading
 from saga_dspy.lm import cli_lm
 from saga_dspy.variants import VARIANT_NAMES
 
@@ -211,7 +212,8 @@ def build_rescore_parser() -> argparse.ArgumentParser:
 def rescore_main(argv: Sequence[str]) -> int:
     args = build_rescore_parser().parse_args(argv)
     try:
-        metrics = rescore(args.run_dir, args.metric_mode, out=args.out)
+        with reading(args.run_dir, "run"):  # an error in a tampered file names the run
+            metrics = rescore(args.run_dir, args.metric_mode, out=args.out)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from saga_dspy.config import Settings, default_data_dir
 from saga_dspy.eval.answerability import unanswerable_reason
-from saga_dspy.input_files import read_input_bytes
+from saga_dspy.input_files import read_input_bytes, reading
 
 if TYPE_CHECKING:  # pragma: no cover
     import datasets  # heavy (pyarrow, pandas): imported where a Dataset is built, not at module import
@@ -261,11 +261,12 @@ def load_questions(
     info = BENCHMARKS.get(name)
     kg = info.kg if info else (settings.kg if settings else "wikidata")
     if data_file is not None:
-        raw = read_records(data_file)
-        if raw and all(isinstance(r, dict) and r.get("split") for r in raw):
-            if any(r["split"] == split for r in raw):
-                raw = [r for r in raw if r["split"] == split]
-        return Dataset.from_list([_normalise(r, i, kg, split) for i, r in enumerate(raw)], features=_features())
+        with reading(data_file, "data file"):
+            raw = read_records(data_file)
+            if raw and all(isinstance(r, dict) and r.get("split") for r in raw):
+                if any(r["split"] == split for r in raw):
+                    raw = [r for r in raw if r["split"] == split]
+            return Dataset.from_list([_normalise(r, i, kg, split) for i, r in enumerate(raw)], features=_features())
     if info is not None:
         if not info.bundled:
             raise ValueError(
@@ -425,7 +426,8 @@ def load_benchmark(
     if path is None and data_file is None:
         path = bundled_gold_path(name, split, settings)
     if path is not None:
-        ds = _with_gold_columns(ds, read_gold(path))
+        with reading(path, "gold file"):
+            ds = _with_gold_columns(ds, read_gold(path))
     if not answerable_only:
         return ds
     if not any(a is not None for a in ds["answerable"]):

@@ -14,6 +14,7 @@ from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.metrics import compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id
 from saga_dspy.eval.records import CONFIG, METRICS
+from saga_dspy.input_files import reading
 
 
 @dataclass
@@ -54,8 +55,12 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def read_run(path: str | Path) -> Run:
-    """The variant run in `path`; an EvalError when it holds no predictions."""
-    path = Path(path)
+    """The variant run in `path`; an EvalError when it holds no predictions (any error names the run)."""
+    with reading(path, "run"):
+        return _read_run(Path(path))
+
+
+def _read_run(path: Path) -> Run:
     if not (path / PREDICTIONS).is_file():
         raise EvalError(f"{path}: no {PREDICTIONS} (not a run directory)")
     config = _read_json(path / CONFIG)

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from saga_dspy.grounding.words import head_phrases, phrase_key, question_patterns, superlatives
-from saga_dspy.input_files import InputFileError, read_input_bytes
+from saga_dspy.input_files import InputFileError, read_input_bytes, reading
 from saga_dspy.kg.flavours import flavour_for
 
 LEXICON_VERSION = 1
@@ -280,7 +280,8 @@ def bundled_lexicon_path(data_dir: str | Path, kg: str) -> Path:
 
 @lru_cache(maxsize=8)
 def _load(path: str, what: str) -> Lexicon:
-    return Lexicon.load(path, what)
+    with reading(path, what):
+        return Lexicon.load(path, what)
 
 
 def load_lexicon(settings) -> Lexicon:

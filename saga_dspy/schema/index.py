@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..config import BUNDLED_SCHEMA_INDEX, Settings
-from ..input_files import read_input_bytes
+from ..input_files import read_input_bytes, reading
 from .parent_table import ParentTable
 
 FORMAT = "saga-schema-index"
@@ -403,8 +403,9 @@ class SchemaIndex:
     @classmethod
     def load(cls, path: str | Path) -> SchemaIndex:
         path = Path(path)
-        obj = json.loads(read_input_bytes(path, "schema index"))
-        return cls.from_json(obj, source=str(path))
+        with reading(path, "schema index"):
+            obj = json.loads(read_input_bytes(path, "schema index"))
+            return cls.from_json(obj, source=str(path))
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any], source: str = "<json>") -> SchemaIndex:
