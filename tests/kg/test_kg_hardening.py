@@ -409,6 +409,20 @@ def test_malformed_answers_are_unavailable_and_never_cached(faulty, tmp_path, mo
     assert len(ep.cache) == 0
 
 
+@pytest.mark.parametrize(
+    "tag", ["insert", "DELETE", "load", "clear", "drop", "create", "add", "move", "copy", "en-insert"]
+)
+def test_a_language_tag_that_spells_an_update_keyword_is_no_update(endpoint, tag):
+    """`'a'@insert` is a literal with a language tag (one token to every SPARQL tokenizer), not the INSERT keyword;
+    the keyword itself outside a string or a tag stays refused."""
+    result = endpoint.query(f"SELECT ?x WHERE {{ BIND('a'@{tag} AS ?x) }}")
+    assert result.rows[0]["x"].lang == tag.lower()
+    with pytest.raises(QueryRefused, match="update"):
+        endpoint.query(f"SELECT ?x WHERE {{ BIND('a'@{tag} AS ?x) }} ; INSERT DATA {{ <x:a> <x:b> <x:c> }}")
+    with pytest.raises(QueryRefused, match="DELETE"):
+        endpoint.query(f"ASK {{ ?o ?p ?a FILTER(?o<?a&&'>'=?x) FILTER(?x != '@{tag} DELETE ') }}")
+
+
 def test_an_outage_page_is_the_endpoints_error_not_a_result_too_large(faulty):
     """An HTTP 500 with a 5 MB HTML page is an endpoint error that says its status, not `add LIMIT`: the status is
     judged before the size, and an error page is read only as far as its message."""
