@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -99,13 +100,15 @@ TMP_SUFFIX = ".tmp"  # `<name>.tmp`: the file being written; a killed writer's l
 
 def write_file(path: str | Path, data: str | bytes) -> Path:
     """Write `path` whole and private (0600), never through a link: the data goes to a new `<name>.tmp` (created
-    O_EXCL|O_NOFOLLOW after a stale one is unlinked), is synced to disk, then renamed over `path` (a rename
-    replaces a link at `path`, it does not follow it). Every run-folder file is written here; an EvalError names
-    the file when it cannot be."""
+    O_EXCL|O_NOFOLLOW after a stale one is unlinked), is synced to disk, then renamed to `path`. Every run-folder
+    file is written here; an EvalError names the file when it cannot be, or when `path` is there as anything but a
+    regular file (a link, a device: neither written through nor replaced)."""
     path = Path(path)
     tmp = path.with_name(path.name + TMP_SUFFIX)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
+        if (kind := _not_a_file(path)) is not None:
+            raise EvalError(f"cannot write {path}: it is a {kind}, not a regular file; name another file")
         path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)  # a link is removed, not followed
@@ -121,9 +124,21 @@ def write_file(path: str | Path, data: str | bytes) -> Path:
                 os.unlink(tmp)
             raise
     except OSError as exc:
-        raise EvalError(f"cannot write {path}: {exc.strerror or exc}") from None
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+        raise EvalError(f"cannot write {path}: {exc.strerror or exc}{where}") from None
     _sync_directory(path.parent)
     return path
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What stands at `path` when it is there and no regular file (a symbolic link is not followed); else None."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return "symbolic link" if stat.S_ISLNK(mode) else "directory" if stat.S_ISDIR(mode) else "special file"
 
 
 def _sync_directory(path: Path) -> None:
@@ -143,7 +158,7 @@ def open_append(path: str | Path) -> IO[str]:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_MODE)
     except OSError as exc:
-        why = "it is a symbolic link, and run files are not written through links" if exc.errno == errno.ELOOP else None
+        why = "it is a symbolic link, not a regular file; name another file" if exc.errno == errno.ELOOP else None
         raise EvalError(f"cannot write {path}: {why or exc.strerror or exc}") from None
     os.fchmod(fd, PRIVATE_MODE)
     return os.fdopen(fd, "a", encoding="utf-8")

@@ -513,10 +513,12 @@ def _private_file(path: Path) -> bool:
 
 
 def test_run_folder_writes_never_follow_a_planted_link(tmp_path, capsys):
-    """rescore, export and compare --out write through a new temp file and a rename: a link planted at the temp
-    path or at the final path is replaced, never written through, and the file is private."""
+    """rescore, export and compare --out write a new temp file and rename it: a link planted at the temp path is
+    removed, one at the final path refused in one line; neither is written through, and what is written is
+    private."""
     from helpers.runs import write_run
 
+    from saga_dspy.cli import run_main
     from saga_dspy.eval import __main__ as eval_cli
 
     run = write_run(tmp_path / "run", {"1": 1.0, "2": 0.0})
@@ -525,17 +527,23 @@ def test_run_folder_writes_never_follow_a_planted_link(tmp_path, capsys):
     (run / "metrics.rescored.json.tmp").symlink_to(victims["tmp"])  # a stale temp file, planted
     (run / "qald.json").symlink_to(victims["final"])
     out = tmp_path / "cmp"
-    Path(f"{out}.md").symlink_to(victims["md"])
     Path(f"{out}.json.tmp").symlink_to(victims["json-tmp"])
 
     assert eval_cli.main(["rescore", str(run)]) == 0
-    assert eval_cli.main(["export", str(run), "--format", "qald"]) == 0
     assert eval_cli.main(["compare", str(run), str(other), "--out", str(out)]) == 0
     capsys.readouterr()
-    assert all(_untouched(v) for v in victims.values()), {n: v.read_text() for n, v in victims.items()}
-    for written in (run / "metrics.rescored.json", run / "qald.json", Path(f"{out}.md"), Path(f"{out}.json")):
+    for written in (run / "metrics.rescored.json", Path(f"{out}.md"), Path(f"{out}.json")):
         assert _private_file(written), written
     assert json.loads((run / "metrics.rescored.json").read_text())["n"] == 2
+
+    Path(f"{out}.md").unlink()
+    Path(f"{out}.md").symlink_to(victims["md"])
+    assert run_main(eval_cli.main, ["export", str(run), "--format", "qald"]) == 2
+    assert run_main(eval_cli.main, ["compare", str(run), str(other), "--out", str(out)]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 2 and all("is a symbolic link" in line for line in errors), errors
+    assert str(run / "qald.json") in errors[0] and f"{out}.md" in errors[1]
+    assert all(_untouched(v) for v in victims.values()), {n: v.read_text() for n, v in victims.items()}
     assert not list(tmp_path.glob("**/*.tmp"))
 
 
