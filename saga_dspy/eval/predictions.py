@@ -177,8 +177,7 @@ class PredictionsFile:
             good_end = pos
         if repair and good_end < len(data):
             log.warning("%s: dropping a cut-off last line (%d bytes)", path, len(data) - good_end)
-            with open(path, "r+b") as fh:
-                fh.truncate(good_end)
+            write_file(path, data[:good_end])
         return lines
 
     @staticmethod

@@ -558,6 +558,11 @@ def test_predictions_are_never_appended_through_a_link(tmp_path):
         predictions.append({"id": "1", "f1": 1.0})
     predictions.close()
     assert _untouched(victim)
+    cut_off = '{"id": "1", "f1": 1.0}\n{"id": "2", "f1'  # --resume's repair drops a cut-off last line
+    victim.write_text(cut_off)
+    with pytest.raises(EvalError, match="symbolic link"):
+        PredictionsFile.read(tmp_path / "predictions.jsonl", repair=True)
+    assert victim.read_text() == cut_off
 
 
 @pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity", "1.5"])
