@@ -38,7 +38,6 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import dspy
 
@@ -54,6 +53,7 @@ from saga_dspy.eval.gold import freeze
 from saga_dspy.eval.report import RUN_NAME_COLUMNS, md_table, results_table, runs_rows, text_table
 from saga_dspy.eval.rescore import RESCORED, rescore
 from saga_dspy.eval.run_inputs import COVERAGES, check_file_inputs, program_has_controller_demos
+from saga_dspy.eval.rundir import write_file
 from saga_dspy.eval.runner import evaluate
 from saga_dspy.eval.runs import expand_runs, run_labels
 from saga_dspy.input_files import reading
@@ -214,12 +214,13 @@ def rescore_main(argv: Sequence[str]) -> int:
     try:
         with reading(args.run_dir, "run"):  # an error in a tampered file names the run
             metrics = rescore(args.run_dir, args.metric_mode, out=args.out)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, EvalError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     shown = {k: metrics.get(k) for k in ("n", "f1", "em", "empty_rate", "boolean_f1", "factoid_f1")}
     print(json.dumps(shown, indent=2))
-    print(describe_subset(metrics["subset"]))
+    partial = "" if metrics.get("complete", True) else f"; {metrics['n']} of them have predictions"
+    print(describe_subset(metrics["subset"]) + partial)
     return 0
 
 
@@ -241,8 +242,8 @@ def compare_main(argv: Sequence[str]) -> int:
     result = compare_runs(expand_runs(args.runs))
     text = compare_markdown(result)
     if args.out:
-        Path(f"{args.out}.md").write_text(text, encoding="utf-8")
-        Path(f"{args.out}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_file(f"{args.out}.md", text)
+        write_file(f"{args.out}.json", json.dumps(result, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
     print(json.dumps(result, indent=1, ensure_ascii=False) if args.json else text)
     return 0
 

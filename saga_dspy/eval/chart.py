@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from saga_dspy.eval.rundir import write_file
 
 CHART_METRICS = (("f1", "F1"), ("em", "EM"), ("empty_rate", "empty rate"))
 
@@ -45,10 +48,10 @@ def comparison_chart(results: Mapping[str, Mapping[str, Any]], path: str | Path,
     if title:
         ax.set_title(title, fontsize=9)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
     plt.close(fig)
-    return path
+    return write_file(path, png.getvalue())
 
 
 __all__ = ["CHART_METRICS", "comparison_chart"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.report import f1_by_id, md_table
+from saga_dspy.eval.report import f1_by_id, md_code, md_table, md_text
 from saga_dspy.eval.runs import Run, run_labels
 from saga_dspy.eval.significance import paired_by_id
 from saga_dspy.kg.sparql_parse import split_declarations
@@ -60,8 +60,7 @@ def _id_key(qid: str) -> tuple[int, int | str]:
 
 def _code(text: str) -> str:
     """A SPARQL query as one markdown table cell, without its leading PREFIX declarations (the JSON keeps them)."""
-    flat = " ".join(split_declarations(str(text).strip())[1].split()).replace("|", "\\|")
-    return f"`{flat}`" if flat else "-"
+    return md_code(split_declarations(str(text).strip())[1])
 
 
 def _points(value: float | None) -> str:
@@ -72,12 +71,17 @@ def compare_markdown(result: dict[str, Any]) -> str:
     """The comparison as markdown: the runs, each later run's CI against the first, then the questions."""
     labels = [r["label"] for r in result["runs"]]
     out = ["# Per-question comparison", ""]
-    out += [f"- **{r['label']}**: `{r['dir']}` ({r['benchmark']}, {r['n']} questions)" for r in result["runs"]]
+    out += [
+        f"- **{md_text(r['label'])}**: {md_code(r['dir'])} ({md_text(r['benchmark'])}, {r['n']} questions)"
+        for r in result["runs"]
+    ]
     if len(result["benchmarks"]) > 1:
-        out.append(f"- note: the runs are on different benchmarks ({', '.join(result['benchmarks'])})")
+        out.append(f"- note: the runs are on different benchmarks ({md_text(', '.join(result['benchmarks']))})")
     out.append("")
     for a in result["against"]:
-        out.append(f"F1 change of **{a['run']}** against **{a['against']}**, in points: {a['describe']}")
+        out.append(
+            f"F1 change of **{md_text(a['run'])}** against **{md_text(a['against'])}**, in points: {a['describe']}"
+        )
     out.append("")
     header = ["id", "question", *[f"F1 {lab}" for lab in labels], *[f"change {lab}" for lab in labels[1:]]]
     header += [f"SPARQL {lab}" for lab in labels]
@@ -87,6 +91,6 @@ def compare_markdown(result: dict[str, Any]) -> str:
         f1s = [f"{100 * runs[lab]['f1']:.1f}" if lab in runs else "-" for lab in labels]
         deltas = [_points(q["delta"][lab]) for lab in labels[1:]]
         sparqls = [_code(runs[lab]["sparql"]) if lab in runs else "-" for lab in labels]
-        rows.append([q["id"], q["question"].replace("|", "\\|"), *f1s, *deltas, *sparqls])
+        rows.append([q["id"], q["question"], *f1s, *deltas, *sparqls])  # md_table escapes the text cells
     out.append(md_table(header, rows))
     return "\n".join(out) + "\n"

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from saga_dspy.config import Settings, default_data_dir
 from saga_dspy.eval.answerability import unanswerable_reason
+from saga_dspy.eval.rundir import write_file
 from saga_dspy.input_files import read_input_bytes, reading
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -135,14 +136,12 @@ def gold_file_name(endpoint_tag: str, split: str) -> str:
 
 def write_jsonl_gz(path: Path, records: Iterable[dict[str, Any]]) -> None:
     """Deterministic gzip JSON lines: fixed key order as given, no name and mtime 0 in the header."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, compresslevel=9, mtime=0) as gz:
         for rec in records:
             gz.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
             gz.write(b"\n")
-    path.write_bytes(buf.getvalue())
+    write_file(path, buf.getvalue())
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:

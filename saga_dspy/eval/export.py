@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from saga_dspy.eval.rundir import write_file
 from saga_dspy.eval.runs import Run
 from saga_dspy.kg.results import parse_sparql_json
 
@@ -49,6 +50,4 @@ def export_run(run: Run, fmt: str, out: str | Path | None = None, dataset_id: st
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")
     path = Path(out) if out is not None else run.path / f"{fmt}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(qald_json(run, dataset_id), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    return path
+    return write_file(path, json.dumps(qald_json(run, dataset_id), ensure_ascii=False, indent=1) + "\n")

@@ -20,6 +20,7 @@ from saga_dspy.eval.datasets import BENCHMARKS, bundled_gold_path, gold_file_nam
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.metrics import answer_f1
 from saga_dspy.eval.preflight import check_endpoint
+from saga_dspy.eval.rundir import write_file
 from saga_dspy.input_files import check_input_file
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.errors import SparqlError
@@ -229,7 +230,7 @@ def freeze_gold(
             "mean_f1": f1_sum / compared if compared else None,
         },
     }
-    _summary_path(out_path).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_file(_summary_path(out_path), json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
 

@@ -384,9 +384,41 @@ def _mean(values: list[float]) -> float | None:
 
 def _number(rec: dict[str, Any], key: str, i: int) -> float:
     value = rec[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"record {i}: {key!r} must be a number, got {value!r}")
     return float(value)
+
+
+SCORE_SUFFIXES = ("_f1", "_em", "_rate")  # with `f1` and `em`: the fields that are shares, in [0, 1]
+
+
+def is_score_field(name: str) -> bool:
+    return name in ("f1", "em") or name.endswith(SCORE_SUFFIXES)
+
+
+def checked_score(value: Any, what: str) -> float | None:
+    """`value` as a score: None, or a finite number in [0, 1] (a bool is 0 / 1); a ValueError naming `what`
+    otherwise. What decides whether a score read back from a file, or handed to `summarize`, is one."""
+    if value is None:
+        return None
+    ok = isinstance(value, (int, float)) and math.isfinite(value) and 0.0 <= value <= 1.0
+    if not ok:
+        raise ValueError(f"{what} {value!r:.40} is not a number in [0, 1]")
+    return float(value)
+
+
+def check_scores(record: dict[str, Any], where: str) -> dict[str, Any]:
+    """`record` (a predictions line, a metrics.json) when every score field (`is_score_field`) is a score and every
+    other number, its counters' included, is finite; a ValueError naming `where` and the field otherwise. Every
+    reader of a run's files checks what it reads here, so no NaN or infinity reaches a table or a comparison."""
+    counters = record.get("counters")
+    fields = [*record.items(), *(counters.items() if isinstance(counters, dict) else ())]
+    for name, value in fields:
+        if is_score_field(str(name)):
+            checked_score(value, f"{where}: {name}")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{where}: {name} {value!r} is not a finite number")
+    return record
 
 
 def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -409,9 +441,9 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
         for key in ("f1", "em"):
             if key not in rec:
                 raise ValueError(f"record {i}: missing {key!r}")
-        f1 = _number(rec, "f1", i)
-        if not 0.0 <= f1 <= 1.0:
-            raise ValueError(f"record {i}: f1 {f1} outside [0, 1]")
+        f1 = checked_score(rec["f1"], f"record {i}: f1")
+        if f1 is None:
+            raise ValueError(f"record {i}: f1 is None")
         em = rec["em"]
         if not isinstance(em, (bool, int)) or em not in (0, 1):
             raise ValueError(f"record {i}: 'em' must be a bool, got {em!r}")
@@ -455,6 +487,8 @@ __all__ = [
     "METRIC_RULES",
     "MetricMode",
     "answer_f1",
+    "check_scores",
+    "checked_score",
     "exact_match",
     "summarize",
 ]

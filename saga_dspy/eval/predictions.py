@@ -16,8 +16,8 @@ from typing import IO, Any
 from saga_dspy.agent.failures import PROGRAM, QUERY
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem
-from saga_dspy.eval.metrics import MetricMode, answer_f1
-from saga_dspy.eval.rundir import open_private
+from saga_dspy.eval.metrics import MetricMode, answer_f1, check_scores
+from saga_dspy.eval.rundir import open_append, write_file
 
 log = logging.getLogger(__name__)
 
@@ -144,20 +144,22 @@ class PredictionsFile:
     @staticmethod
     def read(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
         """Valid lines (dicts with an id). A last line cut off by a kill is dropped (and with
-        `repair`, truncated from the file so appends start on a fresh line)."""
+        `repair`, truncated from the file so appends start on a fresh line). A line whose scores are no
+        scores (NaN, infinite, outside [0, 1]: `metrics.check_scores`) is an EvalError naming it."""
         path = Path(path)
         if not path.exists():
             return []
         data = path.read_bytes()
         lines: list[dict[str, Any]] = []
         good_end = 0
-        pos = 0
+        pos = number = 0
         while pos < len(data):
             nl = data.find(b"\n", pos)
             if nl < 0:  # no newline: cut off mid-write
                 break
             chunk = data[pos:nl]
             pos = nl + 1
+            number += 1
             if not chunk.strip():
                 good_end = pos
                 continue
@@ -168,25 +170,20 @@ class PredictionsFile:
                     break
                 raise EvalError(f"{path}: a line in the middle of the file is not JSON; fix or remove it") from exc
             if isinstance(obj, dict) and "id" in obj:
-                lines.append(obj)
+                try:
+                    lines.append(check_scores(obj, f"{path} line {number} (id {str(obj['id'])[:40]!r})"))
+                except ValueError as exc:
+                    raise EvalError(str(exc)) from None
             good_end = pos
         if repair and good_end < len(data):
             log.warning("%s: dropping a cut-off last line (%d bytes)", path, len(data) - good_end)
-            with open(path, "r+b") as fh:
-                fh.truncate(good_end)
+            write_file(path, data[:good_end])
         return lines
 
     @staticmethod
     def rewrite(path: Path, lines: Iterable[dict[str, Any]]) -> None:
         """Replace the file atomically with these lines."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        with open_private(tmp) as fh:
-            for line in lines:
-                fh.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_file(path, "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in lines))
 
     def append(self, line: dict[str, Any]) -> bool:
         text = json.dumps(line, ensure_ascii=False, default=str) + "\n"
@@ -195,7 +192,7 @@ class PredictionsFile:
                 return False
             if self._fh is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._fh = open_private(self.path, "a")
+                self._fh = open_append(self.path)
             self._fh.write(text)
             self._fh.flush()
             os.fsync(self._fh.fileno())

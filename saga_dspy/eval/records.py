@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from saga_dspy import lm as lm_module
 from saga_dspy.config import PACKAGE_DIR, SECRET_FIELDS, Settings, redact_argv
 from saga_dspy.eval.evalset import EvalSet
 from saga_dspy.eval.metrics import METRIC_RULES
-from saga_dspy.eval.rundir import open_private
+from saga_dspy.eval.rundir import write_file
 
 CONFIG = "config.json"
 
@@ -210,9 +209,6 @@ def run_config(
     return cfg
 
 
-def write_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open_private(tmp) as fh:
-        fh.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
-    os.replace(tmp, path)
+def write_json(path: str | Path, obj: Any) -> Path:
+    """`obj` as indented JSON through `rundir.write_file`; a NaN or infinity is a ValueError, never invalid JSON."""
+    return write_file(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str, allow_nan=False) + "\n")

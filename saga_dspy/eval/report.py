@@ -4,6 +4,7 @@ query. Every text table fits in `MAX_WIDTH` characters; headers are words."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -157,9 +158,37 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int =
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *[line(r) for r in rows]])
 
 
-def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+class Markdown(str):
+    """A table cell that is markdown already (a code span): `md_table` keeps it as it is."""
+
+
+_MD_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def md_text(text: Any) -> str:
+    """Text (a question, a run's name) as one markdown table cell: on one line, its `|` and backslashes escaped,
+    HTML shown as text."""
+    return " ".join(str(text).split()).translate(_MD_ESCAPES)
+
+
+def md_code(text: Any) -> Markdown:
+    """Text as one code-span cell on one line (`|` escaped: the table's own syntax, even inside the span)."""
+    flat = " ".join(str(text).split()).replace("|", "\\|")
+    if not flat:
+        return Markdown("-")
+    ticks = "`" * (1 + max((len(run) for run in re.findall("`+", flat)), default=0))  # longer than any inside
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return Markdown(f"{ticks}{pad}{flat}{pad}{ticks}")
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A markdown table; every cell escaped by `md_text` but a `Markdown` one."""
+
+    def cell(value: Any) -> str:
+        return value if isinstance(value, Markdown) else md_text(value)
+
+    out = ["| " + " | ".join(cell(c) for c in header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
     return "\n".join(out)
 
 

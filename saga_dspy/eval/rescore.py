@@ -15,9 +15,11 @@ from typing import Any
 
 from saga_dspy.config import Settings
 from saga_dspy.eval.answerability import subset_record
+from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.metrics import MetricMode, compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_answers
 from saga_dspy.eval.records import CONFIG, METRICS, write_json
+from saga_dspy.eval.runs import read_metrics
 from saga_dspy.kg.errors import SparqlError
 from saga_dspy.services import KgServices
 
@@ -64,14 +66,15 @@ def rescore(
     latest = last_by_id(PredictionsFile.read(pred_path))
     ids = config.get("ids") or list(latest)
     lines = [latest[i] for i in ids if i in latest]
+    if not lines:
+        raise EvalError(f"{pred_path}: no prediction of the run's questions to rescore")
     if settings is None:
         known = {k: v for k, v in (config.get("settings") or {}).items() if k != "api_key"}
         settings = Settings(**{k: v for k, v in known.items() if k in Settings.model_fields})
     executed = _execute_missing(lines, settings)
     lines = [rescore_line(line, mode) for line in lines]
     metrics = compute_metrics(lines, total=len(ids))
-    old_path = run_dir / METRICS
-    old = json.loads(old_path.read_text(encoding="utf-8")) if old_path.is_file() else {}
+    old = read_metrics(run_dir / METRICS)
     for key in RUN_FACTS:  # facts of the run itself, not derivable from its predictions
         if key in old:
             metrics[key] = old[key]

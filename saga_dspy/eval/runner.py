@@ -46,7 +46,7 @@ from saga_dspy.eval.run_inputs import (
     read_config,
     warm_up,
 )
-from saga_dspy.eval.rundir import locked_run_dir
+from saga_dspy.eval.rundir import locked_run_dir, write_file
 from saga_dspy.eval.tracking import INVOCATION_TAG, Tracker, comparison_chart, run_name
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.search import Search
@@ -517,7 +517,7 @@ def _write_comparison(
         table, out_dir / "comparison.png", title=f"{what}: {evalset.name} ({len(evalset)} questions)"
     )
     write_json(out_dir / "comparison.json", table)
-    (out_dir / "comparison.md").write_text(markdown_table(table, against) + "\n", encoding="utf-8")
+    write_file(out_dir / "comparison.md", markdown_table(table, against) + "\n")
     if tracker.enabled:
         for variant, comparison in against.items():  # on the variant's own (closed) run, beside its f1
             tracker.log_metrics_to(results[variant].run_id, comparison_metrics(comparison))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.metrics import compute_metrics
+from saga_dspy.eval.metrics import check_scores, compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id
 from saga_dspy.eval.records import CONFIG, METRICS
 from saga_dspy.input_files import reading
@@ -68,8 +68,17 @@ def _read_run(path: Path) -> Run:
     order = [str(i) for i in config.get("ids") or []]
     ids = [i for i in order if i in latest] + [i for i in latest if i not in set(order)]
     lines = [latest[i] for i in ids]
-    metrics = _read_json(path / METRICS) or compute_metrics(lines)
+    metrics = read_metrics(path / METRICS) or compute_metrics(lines)
     return Run(path, config, metrics, lines)
+
+
+def read_metrics(path: Path) -> dict[str, Any]:
+    """A metrics.json (empty when there is none) whose scores are scores (`metrics.check_scores`); an EvalError
+    naming the file and the field otherwise."""
+    try:
+        return check_scores(_read_json(path), str(path))
+    except ValueError as exc:
+        raise EvalError(str(exc)) from None
 
 
 def variant_dirs(path: Path) -> list[Path]:

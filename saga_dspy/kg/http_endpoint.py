@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import email.utils
 import http.client
-import json
 import math
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -28,7 +28,7 @@ from .errors import (
 )
 from .oxigraph_worker import term_tuple
 from .prefixes import missing_prefixes
-from .results import Binding, QueryResult, SelectResult, parse_sparql_json
+from .results import Binding, QueryResult, SelectResult, load_json, parse_sparql_json
 from .sparql_parse import SparqlParse, with_declarations
 
 WDQS_HOSTS = {"query.wikidata.org"}
@@ -75,6 +75,8 @@ class HttpEndpoint(Endpoint):
         raise AssertionError("unreachable")
 
     def _once(self, sparql: str, form: str, deadline: float, row_cap: int) -> QueryResult:
+        """The reply judged by what happened, in order: its HTTP status, its content type, whether it parses (with
+        a depth bound), and only then its size (the agent's to narrow)."""
         status, content_type, body, headers = self._post(sparql, form, deadline)
         if status == 200:
             result = _cap(_parse_body(self.url, content_type, body), row_cap)
@@ -82,7 +84,7 @@ class HttpEndpoint(Endpoint):
             if isinstance(result, SelectResult) and size > self.settings.max_result_bytes:
                 raise too_large(size, len(result.rows), self.settings.max_result_bytes)
             return result
-        message = _clip_body(body)
+        message = _clip_body(body, content_type)
         if status == 400:
             raise QuerySyntaxError(message or "HTTP 400: the endpoint rejected the query")
         if status == 429 or status >= 500:
@@ -105,15 +107,22 @@ class HttpEndpoint(Endpoint):
         try:
             try:
                 response = client.send(deadline - started)
-            except urllib.error.HTTPError as error:  # a status other than 2xx: its headers and message
-                body = _read(error, deadline, MAX_ERROR_BYTES)
+            except urllib.error.HTTPError as error:  # a status other than 2xx: its headers and the start of its message
+                try:
+                    body = _read(error, deadline, MAX_ERROR_BYTES, clip=True)
+                finally:
+                    error.close()
                 return error.code, error.headers.get("Content-Type", ""), body, error.headers
             try:
+                content_type = response.headers.get("Content-Type", "")
+                if not _holds_results(content_type):  # a page, not results: its start says what it is
+                    body = _read(response, deadline, MAX_ERROR_BYTES, clip=True)
+                    return response.status, content_type, body, response.headers
                 limit = max(MAX_RESPONSE_BYTES, 4 * self.settings.max_result_bytes)
                 body = _read(response, deadline, limit)
                 if response.length:  # the server closed before Content-Length bytes came
                     raise http.client.IncompleteRead(body, response.length)
-                return response.status, response.headers.get("Content-Type", ""), body, response.headers
+                return response.status, content_type, body, response.headers
             finally:
                 response.close()
         except (TimeoutError, _Deadline):
@@ -177,9 +186,9 @@ def opener_for(url: str) -> urllib.request.OpenerDirector:
     return urllib.request.build_opener(urllib.request.ProxyHandler({scheme: proxy} if proxy else {}), _NoRedirects())
 
 
-def _read(response, deadline: float, limit: int) -> bytes:
+def _read(response, deadline: float, limit: int, *, clip: bool = False) -> bytes:
     """The body, each read given only the time left (a trickled body cannot outlive the deadline), at most
-    `limit` bytes (more is the query's own cost)."""
+    `limit` bytes: more is the query's own cost, or with `clip` (an error page) simply not read."""
     sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)
     chunks: list[bytes] = []
     size = 0
@@ -193,6 +202,9 @@ def _read(response, deadline: float, limit: int) -> bytes:
         if not chunk:
             return b"".join(chunks)
         size += len(chunk)
+        if size > limit and clip:
+            chunks.append(chunk)
+            return b"".join(chunks)[:limit]
         if size > limit:
             raise QueryTooCostly(
                 "result too large: add LIMIT (or select fewer or shorter values): the response passed "
@@ -218,15 +230,26 @@ def proxy_for(url: str) -> str | None:
     return proxy if "://" in proxy else f"http://{proxy}"
 
 
+def _media_type(content_type: str) -> str:
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def _holds_results(content_type: str) -> bool:
+    """Whether a reply of this content type may hold results (read up to the result cap): not a page (HTML, XML)."""
+    return not _media_type(content_type).endswith(("html", "xml"))
+
+
 def _parse_body(url: str, content_type: str, body: bytes) -> QueryResult:
-    kind = content_type.split(";", 1)[0].strip().lower()
+    kind = _media_type(content_type)
     if "html" in kind:
         raise MalformedResponse(f"{url}: answered with an HTML page ({kind}), not SPARQL results")
+    if not _holds_results(content_type):
+        raise MalformedResponse(f"{url}: answered with {kind}, not SPARQL-JSON results")
     if kind in ("application/n-triples", "text/plain") and not body.lstrip().startswith((b"{", b"[")):
         return _triples(url, body)
     try:
-        payload = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        payload = load_json(body)
+    except ValueError as exc:
         tail = body[-300:].decode("utf-8", "replace").lower()
         if any(word in tail for word in ("cancelled", "canceled", "timeout", "timed out")):
             # Oxigraph streams results: its own timeout mid-stream leaves an unfinished
@@ -292,5 +315,12 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, seconds)
 
 
-def _clip_body(body: bytes) -> str:
-    return " ".join(body.decode("utf-8", "replace").split())[:400]
+_TAG = re.compile(r"<[^<>]*>")
+
+
+def _clip_body(body: bytes, content_type: str = "") -> str:
+    """The start of an error message on one line (an HTML page's text without its tags)."""
+    text = body[:MAX_ERROR_BYTES].decode("utf-8", "replace")
+    if "html" in _media_type(content_type):
+        text = _TAG.sub(" ", text)
+    return " ".join(text.split())[:400]

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF_LANGSTRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 
@@ -101,6 +103,15 @@ class AskResult:
 
 
 QueryResult = SelectResult | AskResult
+
+
+MAX_JSON_DEPTH = 1024  # orjson's own bound; SPARQL-JSON is five levels deep
+
+
+def load_json(data: bytes | str) -> Any:
+    """An endpoint's JSON reply parsed strictly (UTF-8, no NaN) and with a nesting bound (`MAX_JSON_DEPTH`): a reply
+    nested deeper is a ValueError like any other malformed one, never a RecursionError."""
+    return orjson.loads(data)
 
 
 def parse_sparql_json(obj: Any) -> QueryResult:

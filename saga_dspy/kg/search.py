@@ -11,7 +11,6 @@ many statements are about it. Text relevance (BM25) breaks ties."""
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sqlite3
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .errors import EndpointUnavailable
+from .results import load_json
 from .store import ensure_store
 
 
@@ -326,7 +326,7 @@ class WikidataApiSearch:
         request = urllib.request.Request(f"{self.api_url}?{params}", headers={"User-Agent": self.user_agent})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read().decode("utf-8")).get("search", [])
+                return load_json(response.read()).get("search", [])
         except (OSError, ValueError) as exc:
             raise EndpointUnavailable(f"Wikidata search API failed: {exc}") from exc
 

@@ -46,7 +46,7 @@ from saga_dspy.config import Settings, redact_argv
 from saga_dspy.errors import Interrupted
 from saga_dspy.eval.firewall import normalise_text
 from saga_dspy.eval.records import endpoint_record, fingerprint, lm_record, program_record, versions, write_json
-from saga_dspy.eval.rundir import locked_run_dir, open_private
+from saga_dspy.eval.rundir import locked_run_dir, write_file
 from saga_dspy.eval.runner import sigterm_as_interrupt
 from saga_dspy.eval.tracking import Tracker, run_name
 from saga_dspy.optimize.bootstrap import bootstrap_traces
@@ -364,9 +364,7 @@ class _Compile:
         with self.tracker.run(f"candidate {index}: {trial.name}", tags={"kind": "optimize-candidate"}, nested=True):
             self.tracker.log_metrics({"f1": trial.f1})
             for name, text in trial.instructions.items():
-                path = self.out_dir / "candidates" / f"{index:02d}" / f"{name}.instructions.txt"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
+                path = write_file(self.out_dir / "candidates" / f"{index:02d}" / f"{name}.instructions.txt", text)
                 self.tracker.log_artifact(path)
         self.tracker.log_metrics({"candidate_f1": trial.f1}, step=index)
 
@@ -552,9 +550,8 @@ def _named_sets(sets: OptimizeSets) -> Sequence[tuple[str, Any]]:
 
 def _write_and_track(out_dir: Path, tracker: Tracker, metrics, config, job: _Compile) -> None:
     pool = job.best.compiled_pool
-    with open_private(out_dir / "pool.jsonl") as fh:
-        for record in pool.records if pool is not None else ():
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    records = pool.records if pool is not None else ()
+    write_file(out_dir / "pool.jsonl", "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
     write_json(out_dir / "config.json", config)
     write_json(out_dir / "metrics.json", metrics)
     tracker.log_metrics({k: v for k, v in metrics.items() if isinstance(v, int | float) and not isinstance(v, bool)})

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
 from saga_dspy.eval.evalset import EvalSet
 from saga_dspy.eval.firewall import normalise_text
-from saga_dspy.eval.rundir import make_private
+from saga_dspy.eval.rundir import write_file
 from saga_dspy.eval.runner import run_variant
 from saga_dspy.eval.significance import PairedComparison, paired_by_id
 from saga_dspy.eval.tracking import Tracker
@@ -266,10 +267,12 @@ def chosen_of(scored: Sequence[Candidate], chosen: str | None) -> Candidate | No
 
 
 def save_program(program: SagaProgram, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    program.save(str(path))
-    make_private(path)
-    return path
+    """dspy's save into a private scratch directory, then the file written in place by `rundir.write_file`."""
+    path = Path(path)
+    with tempfile.TemporaryDirectory(prefix=".save-") as scratch:
+        saved = Path(scratch) / path.name  # dspy picks the format from the suffix
+        program.save(str(saved))
+        return write_file(path, saved.read_bytes())
 
 
 __all__ = [

@@ -21,6 +21,7 @@ from saga_dspy.eval.metrics import compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile
 from saga_dspy.eval.records import CONFIG, METRICS, run_config, write_json
 from saga_dspy.eval.report import markdown_table, summary_table
+from saga_dspy.eval.rundir import write_file
 from saga_dspy.eval.runner import run_questions
 from saga_dspy.eval.significance import PairedComparison, paired_by_id
 from saga_dspy.eval.tracking import Tracker
@@ -76,9 +77,7 @@ def compare_on_report(
     paired = paired_by_id(*({line["id"]: float(line["f1"]) for line in lines[role]} for role in roles))
     text = comparison_text(report, metrics, paired)
     print("\n" + text, file=stream)
-    (base / "report.md").write_text(
-        markdown_table(metrics) + f"\n\n{roles[1]} - {roles[0]} F1: {paired.describe()}\n", encoding="utf-8"
-    )
+    write_file(base / "report.md", markdown_table(metrics) + f"\n\n{roles[1]} - {roles[0]} F1: {paired.describe()}\n")
     result = {"set": report.name, "ids": [i.id for i in report.items], "metrics": metrics, "paired": paired.as_dict()}
     write_json(base / "report.json", result)
     if tracker is not None:

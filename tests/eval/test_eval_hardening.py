@@ -1,5 +1,6 @@
 """A run under attack or on broken infrastructure: a locked run directory, infrastructure failures
-recorded and stopping the run, LM timeouts and a per-question budget, secrets never written.
+recorded and stopping the run, LM timeouts and a per-question budget, secrets never written; run files never
+written through a planted link, tampered scores refused by every reader, hostile questions escaped in markdown.
 
 Real processes (`python -m saga_dspy.eval`), a real closed loopback port as a dead server, and a
 loopback OpenAI-compatible stub (tests/helpers/openai_stub.py) as a slow or live LM server."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -518,3 +520,142 @@ def test_a_query_past_the_worker_limits_is_the_agents_to_narrow_not_an_infrastru
         observation = line["trajectory"][0]["observation"]
         assert "too_costly" in observation and "CPU" in observation
     assert result.metrics["n_failed"] == 0 and result.metrics["n_infra_failed"] == 0
+
+
+# --------------------------------------------------------------------------- run files under attack
+
+
+def _victim(path: Path) -> Path:
+    """A file outside the run directory that a planted link points at: it must stay as it is."""
+    path.write_text("not yours\n")
+    path.chmod(0o644)
+    return path
+
+
+def _untouched(victim: Path) -> bool:
+    return victim.read_text() == "not yours\n" and stat.S_IMODE(victim.stat().st_mode) == 0o644
+
+
+def _private_file(path: Path) -> bool:
+    info = path.lstat()
+    return stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o600
+
+
+def test_run_folder_writes_never_follow_a_planted_link(tmp_path, capsys):
+    """rescore, export and compare --out write a new temp file and rename it: a link planted at the temp path is
+    removed, one at the final path refused in one line; neither is written through, and what is written is
+    private."""
+    from helpers.runs import write_run
+
+    from saga_dspy.cli import run_main
+    from saga_dspy.eval import __main__ as eval_cli
+
+    run = write_run(tmp_path / "run", {"1": 1.0, "2": 0.0})
+    other = write_run(tmp_path / "other", {"1": 0.0, "2": 0.0}, variant="other")
+    victims = {name: _victim(tmp_path / f"victim-{name}") for name in ("tmp", "final", "md", "json-tmp")}
+    (run / "metrics.rescored.json.tmp").symlink_to(victims["tmp"])  # a stale temp file, planted
+    (run / "qald.json").symlink_to(victims["final"])
+    out = tmp_path / "cmp"
+    Path(f"{out}.json.tmp").symlink_to(victims["json-tmp"])
+
+    assert eval_cli.main(["rescore", str(run)]) == 0
+    assert eval_cli.main(["compare", str(run), str(other), "--out", str(out)]) == 0
+    capsys.readouterr()
+    for written in (run / "metrics.rescored.json", Path(f"{out}.md"), Path(f"{out}.json")):
+        assert _private_file(written), written
+    assert json.loads((run / "metrics.rescored.json").read_text())["n"] == 2
+
+    Path(f"{out}.md").unlink()
+    Path(f"{out}.md").symlink_to(victims["md"])
+    assert run_main(eval_cli.main, ["export", str(run), "--format", "qald"]) == 2
+    assert run_main(eval_cli.main, ["compare", str(run), str(other), "--out", str(out)]) == 2
+    errors = capsys.readouterr().err.splitlines()
+    assert len(errors) == 2 and all("is a symbolic link" in line for line in errors), errors
+    assert str(run / "qald.json") in errors[0] and f"{out}.md" in errors[1]
+    assert all(_untouched(v) for v in victims.values()), {n: v.read_text() for n, v in victims.items()}
+    assert not list(tmp_path.glob("**/*.tmp"))
+
+
+def test_predictions_are_never_appended_through_a_link(tmp_path):
+    from saga_dspy.eval.errors import EvalError
+    from saga_dspy.eval.predictions import PredictionsFile
+
+    victim = _victim(tmp_path / "victim")
+    (tmp_path / "predictions.jsonl").symlink_to(victim)
+    predictions = PredictionsFile(tmp_path / "predictions.jsonl")
+    with pytest.raises(EvalError, match="symbolic link"):
+        predictions.append({"id": "1", "f1": 1.0})
+    predictions.close()
+    assert _untouched(victim)
+    cut_off = '{"id": "1", "f1": 1.0}\n{"id": "2", "f1'  # --resume's repair drops a cut-off last line
+    victim.write_text(cut_off)
+    with pytest.raises(EvalError, match="symbolic link"):
+        PredictionsFile.read(tmp_path / "predictions.jsonl", repair=True)
+    assert victim.read_text() == cut_off
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity", "1.5"])
+def test_compare_refuses_scores_that_are_no_scores(tmp_path, capsys, bad):
+    """A tampered F1 (NaN, an infinity, outside [0, 1]) is one line naming the file and the record: no `+nan`
+    interval, no infinite win, and --out writes nothing."""
+    from helpers.runs import write_run
+
+    from saga_dspy.cli import run_main
+    from saga_dspy.eval import __main__ as eval_cli
+
+    base = write_run(tmp_path / "base", {"1": 1.0, "2": 0.0, "3": 1.0})
+    tampered = write_run(tmp_path / "tampered", {"1": 1.0, "2": 0.0, "3": 1.0}, variant="tampered")
+    pred = tampered / "predictions.jsonl"
+    pred.write_text(pred.read_text().replace('"f1": 0.0', f'"f1": {bad}'))
+    out = tmp_path / "cmp"
+    assert run_main(eval_cli.main, ["compare", str(base), str(tampered), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unexpected" not in err, err
+    assert str(pred) in err and "line 2" in err and "'2'" in err and "f1" in err, err
+    assert not list(tmp_path.glob("cmp*"))
+
+
+def test_report_resume_and_rescore_refuse_what_compare_refuses(tmp_path, capsys, settings):
+    """The same check (`metrics.check_scores`) on every reader: report on a metrics.json, rescore and --resume on
+    predictions.jsonl."""
+    from helpers.runs import write_run
+
+    from saga_dspy.cli import run_main
+    from saga_dspy.eval import __main__ as eval_cli
+    from saga_dspy.eval.errors import EvalError
+    from saga_dspy.eval.run_inputs import prepare_out_dir
+
+    run = write_run(tmp_path / "run", {"1": 1.0, "2": 0.0})
+    metrics = {"n": 2, "f1": float("nan"), "em": 0.5, "empty_rate": 0.0}
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    assert run_main(eval_cli.main, ["report", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert str(run / "metrics.json") in err and "f1 nan" in err and "unexpected" not in err, err
+
+    (run / "metrics.json").unlink()
+    pred = run / "predictions.jsonl"
+    pred.write_text(pred.read_text().replace('"f1": 1.0', '"f1": Infinity'))
+    assert run_main(eval_cli.main, ["rescore", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert str(pred) in err and "line 1" in err and "f1 inf" in err, err
+    with pytest.raises(EvalError, match="f1 inf"):
+        prepare_out_dir(run, settings, resume=True, retry_failed=False, overwrite=False)
+
+
+def test_compare_markdown_escapes_what_a_question_holds(tmp_path, capsys):
+    """A question's line break, `|` or HTML stays inside its cell, shown as text."""
+    from helpers.runs import write_run
+
+    from saga_dspy.eval import __main__ as eval_cli
+
+    hostile = 'Who | wrote\n| 9 | injected row |\n<img src=x onerror="alert(1)"> this?'
+    questions = {"1": hostile, "2": "plain?"}
+    a = write_run(tmp_path / "a", {"1": 1.0, "2": 0.0}, questions=questions)
+    b = write_run(tmp_path / "b", {"1": 0.0, "2": 0.0}, variant="b", questions=questions)
+    assert eval_cli.main(["compare", str(a), str(b)]) == 0
+    text = capsys.readouterr().out
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    assert len(rows) == 2 + 2  # header, rule, one row per question
+    cells = {len(re.split(r"(?<!\\)\|", row)) for row in rows}
+    assert len(cells) == 1, rows  # every row has the header's columns
+    assert "<img" not in text and "&lt;img" in text

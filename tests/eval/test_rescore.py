@@ -61,3 +61,25 @@ def test_rescore_re_executes_missing_answers_and_changes_mode(scripted_run, tmp_
 def test_rescore_needs_a_run_dir(tmp_path, capsys):
     assert eval_cli.main(["rescore", str(tmp_path)]) == 2
     assert "no predictions.jsonl" in capsys.readouterr().err
+
+
+def test_rescore_prints_the_counts_it_writes(tmp_path, capsys):
+    """An empty predictions file is nothing to rescore (not `scored: 4 questions` beside n = 0); a partial one says
+    how many of the run's questions its metrics are over, the n it writes."""
+    from helpers.runs import write_run
+
+    run = write_run(tmp_path / "run", {"1": 1.0, "2": 0.0, "3": 1.0, "4": 0.0})
+    pred = run / "predictions.jsonl"
+    lines = pred.read_text().splitlines(keepends=True)
+    pred.write_text("")
+    assert eval_cli.main(["rescore", str(run)]) == 2
+    assert "no prediction of the run's questions" in capsys.readouterr().err
+    assert not (run / "metrics.rescored.json").exists()
+
+    pred.write_text("".join(lines[:2]))
+    assert eval_cli.main(["rescore", str(run)]) == 0
+    out = capsys.readouterr().out
+    printed = json.loads(out[: out.index("}") + 1])
+    written = json.loads((run / "metrics.rescored.json").read_text())
+    assert printed["n"] == written["n"] == 2 and written["n_total"] == 4
+    assert "2 of them have predictions" in out

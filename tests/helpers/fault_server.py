@@ -1,7 +1,8 @@
 """A loopback SPARQL server that answers wrongly on purpose, for the endpoint's deadline and malformed-answer
 tests and the attack suite: the request path names the fault (`/trickle`, `/retry-<Retry-After value>`,
 `/incomplete`, `/badjson`, `/html`, `/boolean`, `/shape`, `/nested` (a term value that is an object),
-`/oddboolean`); every path asked is recorded in `server.requests`."""
+`/oddboolean`, `/deep` (JSON nested 100,000 levels), `/outage` (HTTP 500 with a 5 MB HTML page), `/bightml` (200
+with a 5 MB HTML page)); every path asked is recorded in `server.requests`."""
 
 from __future__ import annotations
 
@@ -44,6 +45,23 @@ class FaultyHandler(BaseHTTPRequestHandler):
             ),
             "oddboolean": ("application/sparql-results+json", b'{"head": {}, "boolean": {"a": 1}}'),
         }
+        big_page = (
+            b"<html><body><h1>Internal Server Error</h1>" + b"<p>maintenance</p>" * (5 * 2**20 // 18) + b"</html>"
+        )
+        if mode in ("outage", "bightml"):
+            self.send_response(500 if mode == "outage" else 200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(big_page)))
+            self.end_headers()
+            try:
+                self.wfile.write(big_page)
+            except OSError:  # the client read what it needed and closed
+                pass
+            return
+        if mode == "deep":
+            depth = 100_000
+            body = b'{"head": {"vars": ["x"]}, "results": {"bindings": ' + b"[" * depth + b"]" * depth + b"}}"
+            bodies["deep"] = ("application/sparql-results+json", body)
         if mode == "incomplete":
             self.send_response(200)
             self.send_header("Content-Type", "application/sparql-results+json")

@@ -39,3 +39,40 @@ def two_variant_run(store_path, endpoint, search, tmp_path_factory):
         stream=stream,
     )
     return out, evalset, stream.getvalue()
+
+
+ASK_TRUE = {"head": {}, "boolean": True}
+ASK_FALSE = {"head": {}, "boolean": False}
+
+
+def write_run(path, scores: dict[str, float], *, variant: str = "full", questions: dict[str, str] | None = None):
+    """A run directory written by hand (config.json, predictions.jsonl, no metrics.json), one ASK question per
+    id: gold true, answered true when its score is 1 (false otherwise), with `scores` as the stored F1 (which
+    may be anything a tampered file holds). Returns the path."""
+    import json
+    from pathlib import Path
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    config = {"kind": "eval", "dataset": "qald10", "split": "test", "variant": variant, "ids": list(scores)}
+    (path / "config.json").write_text(json.dumps(config))
+    lines = []
+    for qid, f1 in scores.items():
+        right = f1 == 1.0
+        lines.append(
+            {
+                "id": qid,
+                "question": (questions or {}).get(qid, f"question {qid}?"),
+                "gold": ASK_TRUE,
+                "gold_answerable": True,
+                "sparql": "ASK { ?s ?p ?o }",
+                "answers": ASK_TRUE if right else ASK_FALSE,
+                "f1": f1,
+                "em": right,
+                "is_boolean": True,
+                "empty": False,
+                "final_status": "ok",
+            }
+        )
+    (path / "predictions.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path

@@ -45,6 +45,7 @@ PAYLOADS = [
     "} ; LOAD <" + CANARY + "> ; SELECT * {",
     "DELETE WHERE { ?s ?p ?o }",
     "INSERT DATA { <x:a> <x:b> <x:c> }",
+    "BIND('a'@insert AS ?t) } ; DELETE WHERE { ?s ?p ?o",  # a language tag that spells a keyword, then a real one
 ]
 LINE_ENDS = ["\n", "\r", "\r\n", "\\u000D", "\\u000A", "\\u000D\\u000A", "\u2028", "\x0c", "\x85", "\\u2028", " "]
 QUOTES = ["'''", '"""', "'", '"', "\\u0027\\u0027\\u0027", "\\u0027", "\\u0022"]
@@ -64,6 +65,7 @@ BENIGN = [
     "?s wd:Q1\\#x ?o .",  # a local-name escape: `#` inside a prefixed name, a comment to a naive tokenizer
     "?s wd:Q1\\'x ?o .",
     "FILTER(?o<<x:a>)",
+    "BIND('x'@delete AS ?z)",  # a language tag, not the keyword
 ]
 
 

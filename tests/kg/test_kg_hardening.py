@@ -442,6 +442,45 @@ def test_malformed_answers_are_unavailable_and_never_cached(faulty, tmp_path, mo
     assert len(ep.cache) == 0
 
 
+@pytest.mark.parametrize(
+    "tag", ["insert", "DELETE", "load", "clear", "drop", "create", "add", "move", "copy", "en-insert"]
+)
+def test_a_language_tag_that_spells_an_update_keyword_is_no_update(endpoint, tag):
+    """`'a'@insert` is a literal with a language tag (one token to every SPARQL tokenizer), not the INSERT keyword;
+    the keyword itself outside a string or a tag stays refused."""
+    result = endpoint.query(f"SELECT ?x WHERE {{ BIND('a'@{tag} AS ?x) }}")
+    assert result.rows[0]["x"].lang == tag.lower()
+    with pytest.raises(QueryRefused, match="update"):
+        endpoint.query(f"SELECT ?x WHERE {{ BIND('a'@{tag} AS ?x) }} ; INSERT DATA {{ <x:a> <x:b> <x:c> }}")
+    with pytest.raises(QueryRefused, match="DELETE"):
+        endpoint.query(f"ASK {{ ?o ?p ?a FILTER(?o<?a&&'>'=?x) FILTER(?x != '@{tag} DELETE ') }}")
+
+
+def test_an_outage_page_is_the_endpoints_error_not_a_result_too_large(faulty):
+    """An HTTP 500 with a 5 MB HTML page is an endpoint error that says its status, not `add LIMIT`: the status is
+    judged before the size, and an error page is read only as far as its message."""
+    ep = HttpEndpoint(make_settings(http_retries=1), f"{faulty}/outage")
+    with pytest.raises(EndpointUnavailable, match="HTTP 500: Internal Server Error") as caught:
+        ep.query("SELECT ?x WHERE { ?x ?p ?o }", timeout=10)
+    assert "too large" not in str(caught.value) and "<" not in str(caught.value)
+
+
+def test_a_large_html_page_is_a_malformed_reply_not_a_result_too_large(faulty, monkeypatch):
+    """A 200 with an HTML page larger than any result: the content type is judged before the size."""
+    from saga_dspy.kg import http_endpoint
+
+    monkeypatch.setattr(http_endpoint, "MAX_RESPONSE_BYTES", 2**20)
+    ep = HttpEndpoint(make_settings(http_retries=1, max_result_bytes=2**18), f"{faulty}/bightml")
+    with pytest.raises(MalformedResponse, match="HTML page"):
+        ep.query("SELECT ?x WHERE { ?x ?p ?o }", timeout=10)
+
+
+def test_deeply_nested_json_is_a_malformed_reply_not_a_recursion_error(faulty):
+    ep = HttpEndpoint(make_settings(http_retries=1), f"{faulty}/deep")
+    with pytest.raises(MalformedResponse, match="not valid SPARQL-JSON.*depth"):
+        ep.query("SELECT ?x WHERE { ?x ?p ?o }", timeout=10)
+
+
 # --- cost caps --------------------------------------------------------------------------------------
 
 
