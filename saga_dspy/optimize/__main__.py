@@ -12,6 +12,7 @@ import dspy
 from saga_dspy.cli import ArgumentParser, append_help, run_main
 from saga_dspy.config import LM_FLAGS, Settings, add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.datasets import catalogue_text
+from saga_dspy.eval.run_inputs import check_file_inputs
 from saga_dspy.lm import build_lm, cli_lm, configure_lm_cache
 from saga_dspy.optimize import OPTIMIZERS, SECONDS_PER_RUN, TEACHERS, OptimizeOptions, optimize
 from saga_dspy.optimize.instructions import check_available
@@ -179,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.report_set != REST:
         parse_set(options.report_set, settings.dataset)
     check_available(options.optimizer)
+    check_file_inputs(settings, args.data_file)  # the program, the data file and the lexicon: one line each
     lm = None
     if options.optimizer == "none" and options.report_size == 0:  # the gold records alone: no LM call
         configure_lm_cache(settings)

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "saga_dspy"
 
 # Layers import only downward (docs/CONTRACTS.md). Leaves import only leaves; every layer may read them.
-LEAVES = frozenset({"config", "variants", "errors", "cli", "input_files"})
+LEAVES = frozenset({"config", "variants", "errors", "cli", "input_files", "terminal_text"})
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("kg",),
     ("schema",),
