@@ -1,6 +1,7 @@
 """Grounding statistics without an LLM (paper Appendix C, Table 9).
 
-    python -m saga_dspy.stats grounding --dataset qald10 [--filter bare|closure|calibrated|both|all] [--json]
+    python -m saga_dspy.stats grounding --dataset qald10 [--split test] [--filter bare|closure|calibrated|paper|all]
+        [--json]
     python -m saga_dspy.stats conflicts [--dataset NAME ...] [--json]
     python -m saga_dspy.stats components --dataset NAME --split dev|train|test [--json]  (eval/components.py)
 
@@ -13,6 +14,8 @@ entity's label, checked against the gold property; also the share of those pairs
 same check keeps the gold entity: detection that tells the wrong entity from the right one, which a
 filter flagging both does not), and the gold pairs each filter removes. Every check knows whether the
 entity carries the property (its neighbourhood; the candidates' statements), as the tools' checks do.
+Each dataset the paper's Table 9 reports is printed with the paper's figures beside the measured ones, and
+several datasets end with their averages (the paper's: unweighted over its four).
 
 `conflicts`: the execute tool's conflict check over every gold query (eval/conflicts.py).
 """
@@ -44,6 +47,15 @@ from .schema.compat import Mode
 from .services import KgServices
 
 WIKIDATA_BENCHMARKS = ("qald7", "qald9plus", "qald10", "wwq", "spinach", "lcquad2")
+FILTER_MODES: tuple[Mode, ...] = ("bare", "closure", "calibrated", "paper")
+# the paper's Table 9 (Appendix C): raw edges, edge reduction (%), gold-property recall (%) per test set
+PAPER_TABLE9 = {
+    "qald9plus": (2718, 26.6, 61.4),
+    "qald10": (12352, 28.6, 59.7),
+    "spinach": (3647, 22.4, 64.8),
+    "lcquad2": (21034, 25.5, 62.6),
+}
+PAPER_TABLE9_AVERAGE = (25.8, 62.1)
 WRONG_CANDIDATES = 5  # search hits looked at per gold entity label
 
 
@@ -323,6 +335,9 @@ def print_grounding(report: dict[str, Any], out=sys.stdout, details: int = 10) -
             ),
             file=out,
         )
+    paper = PAPER_TABLE9.get(report["dataset"])
+    if paper is not None:
+        print(f"paper, Table 9 | {paper[0]} | {paper[1]}% | — | {paper[2]}% | — | — | —", file=out)
     for mode, row in report["filters"].items():
         removed = row["removed_gold_pairs"]
         if not removed:
@@ -337,6 +352,69 @@ def print_grounding(report: dict[str, Any], out=sys.stdout, details: int = 10) -
             )
         if len(removed) > details:
             print(f"    … {len(removed) - details} more", file=out)
+
+
+def table9(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Table 9 beside the paper's: per dataset and filter mode raw edges, edge reduction and gold-property recall
+    (over all gold pairs: the paper's definition; and over those in the neighbourhood), then each mode's
+    unweighted average over the datasets, the paper's average over its four beside it."""
+    rows: list[dict[str, Any]] = []
+    for report in reports:
+        paper = PAPER_TABLE9.get(report["dataset"])
+        for mode, row in report["filters"].items():
+            rows.append(
+                {
+                    "dataset": report["dataset"],
+                    "filter": mode,
+                    "raw_edges": row["raw_edges"],
+                    "edge_reduction_pct": row["edge_reduction_pct"],
+                    "gold_recall_pct": row["gold_recall_all_pairs_pct"],
+                    "gold_recall_in_neighbourhood_pct": row["gold_recall_in_neighbourhood_pct"],
+                    "paper": paper,
+                }
+            )
+    if len(reports) > 1:
+        for mode in dict.fromkeys(r["filter"] for r in rows):
+            mine = [r for r in rows if r["filter"] == mode and r["dataset"] != "average"]
+
+            def mean(key: str, mine: list[dict[str, Any]] = mine) -> float:
+                return round(sum(r[key] or 0.0 for r in mine) / len(mine), 1)
+
+            rows.append(
+                {
+                    "dataset": "average",
+                    "filter": mode,
+                    "raw_edges": None,
+                    "edge_reduction_pct": mean("edge_reduction_pct"),
+                    "gold_recall_pct": mean("gold_recall_pct"),
+                    "gold_recall_in_neighbourhood_pct": mean("gold_recall_in_neighbourhood_pct"),
+                    "paper": (None, *PAPER_TABLE9_AVERAGE),
+                }
+            )
+    return rows
+
+
+def print_table9(rows: list[dict[str, Any]], out=sys.stdout) -> None:
+    print("\n== Table 9: measured | paper", file=out)
+    head = "dataset | filter | raw edges | edge red. | gold recall (all) | (in N(e)) | paper: raw / red. / recall"
+    print(head, file=out)
+    for r in rows:
+        paper = r["paper"]
+        theirs = " / ".join(fmt(v, "" if i == 0 else "%") for i, v in enumerate(paper)) if paper else "—"
+        print(
+            " | ".join(
+                [
+                    r["dataset"],
+                    r["filter"],
+                    fmt(r["raw_edges"]),
+                    fmt(r["edge_reduction_pct"], "%"),
+                    fmt(r["gold_recall_pct"], "%"),
+                    fmt(r["gold_recall_in_neighbourhood_pct"], "%"),
+                    theirs,
+                ]
+            ),
+            file=out,
+        )
 
 
 # --- CLI --------------------------------------------------------------------------------------------------------------
@@ -362,11 +440,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--dataset", dest="datasets", action="append", required=True, help="benchmark name (repeatable)")
     g.add_argument(
         "--filter",
-        choices=["bare", "closure", "calibrated", "both", "all"],
+        choices=[*FILTER_MODES, "both", "all"],
         default="all",
-        help="domain check: the paper's bare P31 intersection, ours through P279*, the calibrated one "
-        "(hub classes do not count), both (bare and closure) or all three (default)",
+        help="domain check: the bare P31 intersection, ours through P279*, the calibrated one (hub classes do not "
+        "count), the paper's reading (schema/compat.py), both (bare and closure) or all four (default)",
     )
+    g.add_argument("--split", default="test", help="dev | train | test (choose a reading on dev and train)")
     g.add_argument("--limit", type=int, help="at most this many questions per dataset")
     g.add_argument("--details", type=int, default=10, help="flagged gold pairs listed per filter")
     g.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -393,7 +472,7 @@ def _parser() -> argparse.ArgumentParser:
         help="answer type without an LLM: the rule-based cues, or only the yes/no fallback",
     )
     m.add_argument(
-        "--filters", default="bare,closure,calibrated", help="filter modes whose figures are reported ('' for none)"
+        "--filters", default=",".join(FILTER_MODES), help="filter modes whose figures are reported ('' for none)"
     )
     m.add_argument("--json", action="store_true")
     add_settings_args(m, COMMON)
@@ -469,11 +548,18 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:  # noqa: BLE001 - no label index for this endpoint: the statistics run without search
             search = None
         if args.command == "grounding":
-            modes = {"both": ["bare", "closure"], "all": ["bare", "closure", "calibrated"]}.get(
-                args.filter, [args.filter]
-            )
+            modes = {"both": ["bare", "closure"], "all": list(FILTER_MODES)}.get(args.filter, [args.filter])
             reports = [
-                grounding_stats(settings, name, modes, endpoint=endpoint, search=search, limit=args.limit, log=say)
+                grounding_stats(
+                    settings,
+                    name,
+                    modes,
+                    endpoint=endpoint,
+                    search=search,
+                    limit=args.limit,
+                    log=say,
+                    split=args.split,
+                )
                 for name in args.datasets
             ]
             if args.json:
@@ -481,6 +567,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 for report in reports:
                     print_grounding(report, details=args.details)
+                print_table9(table9(reports))
         elif args.command == "components":
             modes = [m for m in args.filters.split(",") if m]
             reports = [

@@ -125,7 +125,7 @@ class QuestionContext:
         self.lexicon = load_lexicon(settings)
         self.flavour: Flavour = flavour_for(kg or settings.kg)
         self.flags = flags if flags is not None else GroundingFlags.for_variant(variant or settings.variant)
-        self.filter_mode = settings.filter_mode
+        self.filter_mode = self.flags.filter_mode or settings.filter_mode  # a variant's own mode wins
         self.budget = max(400, int(settings.observation_chars))
         self.question = question
         self.prune = prune

@@ -17,7 +17,7 @@ from ..kg.flavours import Flavour
 from ..kg.results import QueryResult, SelectResult
 from ..kg.values import Value
 from ..schema import Decision, EntityTypes, check_domain
-from ..schema.compat import Mode, typed
+from ..schema.compat import Mode, filterable, typed
 
 
 @dataclass
@@ -133,7 +133,7 @@ def type_filter(nb: Neighbourhood, schema, hierarchy, mode: Mode, types=None) ->
     decisions: dict[str, Decision] = {}
     kept: list[str] = []
     removed: list[tuple[str, Decision]] = []
-    has_types = bool(et is not None and et.types) and (mode != "bare" or bool(et.p31))
+    has_types = et is not None and filterable(et, mode)
     for pid in nb.edges:
         ps = schema.get(pid)
         decision = check_domain(et, ps.domain if ps else None, hierarchy, mode, pid=pid, carried=True)
