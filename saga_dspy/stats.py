@@ -37,6 +37,7 @@ from .eval.components import component_stats, measured_records, print_components
 from .eval.conflicts import conflict_stats, fmt, print_conflicts
 from .eval.evalset import parse_ids
 from .eval.gold_pairs import gold_queries
+from .eval.table9 import PAPER_TABLE9, print_table9, table9
 from .grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
 from .kg.endpoint import Endpoint
 from .kg.flavours import Flavour, flavour_for
@@ -48,14 +49,6 @@ from .services import KgServices
 
 WIKIDATA_BENCHMARKS = ("qald7", "qald9plus", "qald10", "wwq", "spinach", "lcquad2")
 FILTER_MODES: tuple[Mode, ...] = ("bare", "closure", "calibrated", "paper")
-# the paper's Table 9 (Appendix C): raw edges, edge reduction (%), gold-property recall (%) per test set
-PAPER_TABLE9 = {
-    "qald9plus": (2718, 26.6, 61.4),
-    "qald10": (12352, 28.6, 59.7),
-    "spinach": (3647, 22.4, 64.8),
-    "lcquad2": (21034, 25.5, 62.6),
-}
-PAPER_TABLE9_AVERAGE = (25.8, 62.1)
 WRONG_CANDIDATES = 5  # search hits looked at per gold entity label
 
 
@@ -352,69 +345,6 @@ def print_grounding(report: dict[str, Any], out=sys.stdout, details: int = 10) -
             )
         if len(removed) > details:
             print(f"    … {len(removed) - details} more", file=out)
-
-
-def table9(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Table 9 beside the paper's: per dataset and filter mode raw edges, edge reduction and gold-property recall
-    (over all gold pairs: the paper's definition; and over those in the neighbourhood), then each mode's
-    unweighted average over the datasets, the paper's average over its four beside it."""
-    rows: list[dict[str, Any]] = []
-    for report in reports:
-        paper = PAPER_TABLE9.get(report["dataset"])
-        for mode, row in report["filters"].items():
-            rows.append(
-                {
-                    "dataset": report["dataset"],
-                    "filter": mode,
-                    "raw_edges": row["raw_edges"],
-                    "edge_reduction_pct": row["edge_reduction_pct"],
-                    "gold_recall_pct": row["gold_recall_all_pairs_pct"],
-                    "gold_recall_in_neighbourhood_pct": row["gold_recall_in_neighbourhood_pct"],
-                    "paper": paper,
-                }
-            )
-    if len(reports) > 1:
-        for mode in dict.fromkeys(r["filter"] for r in rows):
-            mine = [r for r in rows if r["filter"] == mode and r["dataset"] != "average"]
-
-            def mean(key: str, mine: list[dict[str, Any]] = mine) -> float:
-                return round(sum(r[key] or 0.0 for r in mine) / len(mine), 1)
-
-            rows.append(
-                {
-                    "dataset": "average",
-                    "filter": mode,
-                    "raw_edges": None,
-                    "edge_reduction_pct": mean("edge_reduction_pct"),
-                    "gold_recall_pct": mean("gold_recall_pct"),
-                    "gold_recall_in_neighbourhood_pct": mean("gold_recall_in_neighbourhood_pct"),
-                    "paper": (None, *PAPER_TABLE9_AVERAGE),
-                }
-            )
-    return rows
-
-
-def print_table9(rows: list[dict[str, Any]], out=sys.stdout) -> None:
-    print("\n== Table 9: measured | paper", file=out)
-    head = "dataset | filter | raw edges | edge red. | gold recall (all) | (in N(e)) | paper: raw / red. / recall"
-    print(head, file=out)
-    for r in rows:
-        paper = r["paper"]
-        theirs = " / ".join(fmt(v, "" if i == 0 else "%") for i, v in enumerate(paper)) if paper else "—"
-        print(
-            " | ".join(
-                [
-                    r["dataset"],
-                    r["filter"],
-                    fmt(r["raw_edges"]),
-                    fmt(r["edge_reduction_pct"], "%"),
-                    fmt(r["gold_recall_pct"], "%"),
-                    fmt(r["gold_recall_in_neighbourhood_pct"], "%"),
-                    theirs,
-                ]
-            ),
-            file=out,
-        )
 
 
 # --- CLI --------------------------------------------------------------------------------------------------------------
