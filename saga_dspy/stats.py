@@ -44,7 +44,7 @@ from .kg.flavours import Flavour, flavour_for
 from .kg.search import Search
 from .schema import ClassHierarchy, EntityTypes, Outcome, SchemaIndex, check_domain, entity_types_many
 from .schema.carried import carried_properties
-from .schema.compat import Mode
+from .schema.compat import Mode, as_mode
 from .services import KgServices
 
 WIKIDATA_BENCHMARKS = ("qald7", "qald9plus", "qald10", "wwq", "spinach", "lcquad2")
@@ -478,7 +478,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:  # noqa: BLE001 - no label index for this endpoint: the statistics run without search
             search = None
         if args.command == "grounding":
-            modes = {"both": ["bare", "closure"], "all": list(FILTER_MODES)}.get(args.filter, [args.filter])
+            named: dict[str, list[Mode]] = {"both": ["bare", "closure"], "all": list(FILTER_MODES)}
+            modes = named.get(args.filter) or [as_mode(args.filter)]
             reports = [
                 grounding_stats(
                     settings,

@@ -10,6 +10,7 @@ from typing import get_args
 import pytest
 
 from saga_dspy.config import Variant
+from saga_dspy.schema.compat import as_mode
 from saga_dspy.variants import VARIANT_FLAGS, VARIANT_NAMES, GroundingFlags, variant_of
 
 PACKAGE = Path(__file__).resolve().parents[1] / "saga_dspy"
@@ -77,6 +78,11 @@ def test_the_paper_rows():
     assert variant_of("no-type-filter").grounding == GroundingFlags(type_filter=False, conflict_check=False)
     spinach = variant_of("spinach")
     assert spinach.grounding.filter_mode is None and spinach.agent.reject_no_query_stop
+    for name in VARIANT_NAMES:  # a variant's own filter mode is one the schema layer knows
+        mode = variant_of(name).grounding.filter_mode
+        assert mode is None or as_mode(mode) == mode
+    with pytest.raises(ValueError, match="filter mode must be one of"):
+        as_mode("papers")
 
 
 def test_no_variant_name_is_compared_outside_the_table():

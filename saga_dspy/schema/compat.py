@@ -61,6 +61,16 @@ if TYPE_CHECKING:  # pragma: no cover
 Mode = Literal["closure", "bare", "calibrated", "paper"]
 MODES = ("closure", "bare", "calibrated", "paper")
 PAPER_MODE: Mode = "paper"  # the paper's reading (also the name of the variant that uses it)
+
+
+def as_mode(name: str) -> Mode:
+    """`name` as a filter mode; a ValueError naming the modes otherwise (a variant's own mode is a plain string)."""
+    for mode in MODES:
+        if mode == name:
+            return mode  # type: ignore[return-value]  # one of MODES, the values of Mode
+    raise ValueError(f"filter mode must be one of {', '.join(MODES)}, not {name!r}")
+
+
 HUB_CLASSES = frozenset(
     {  # classes nearly every class reaches through P279*: no evidence of fit (calibrated)
         "Q35120",  # entity
