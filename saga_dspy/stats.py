@@ -330,7 +330,7 @@ def print_grounding(report: dict[str, Any], out=sys.stdout, details: int = 10) -
         )
     paper = PAPER_TABLE9.get(report["dataset"])
     if paper is not None:
-        print(f"paper, Table 9 | {paper[0]} | {paper[1]}% | — | {paper[2]}% | — | — | —", file=out)
+        print(f"paper, Table 9 (test) | {paper[0]} | {paper[1]}% | — | {paper[2]}% | — | — | —", file=out)
     for mode, row in report["filters"].items():
         removed = row["removed_gold_pairs"]
         if not removed:

@@ -63,7 +63,7 @@ def table9(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def print_table9(rows: list[dict[str, Any]], out=sys.stdout) -> None:
-    print("\n== Table 9: measured | paper", file=out)
+    print("\n== Table 9: measured | paper (its test sets)", file=out)
     head = "dataset | filter | raw edges | edge red. | gold recall (all) | (in N(e)) | paper: raw / red. / recall"
     print(head, file=out)
     for r in rows:
