@@ -63,3 +63,18 @@ def test_the_answer_type_comes_from_the_model_not_the_questions_cues(settings, e
     assert pred.answer_type == "boolean" and len(lm.history) == 2
     full, full_lm = run(settings, endpoint, search, [step("stop"), step("stop")], question, variant="full")
     assert "answer_type_label" not in str(full_lm.history[0]["messages"])
+
+
+def test_an_entity_without_p31_types_is_pruned_by_the_model(settings, endpoint, search):
+    """Algorithm 1, line 14: τ(e) = ∅ (film, a class: P279 only) skips Eq. 3 and asks the LM to prune instead."""
+    script = [
+        answer_type("film", "Q11424"),
+        step("get_wikidata_entry", qid="Q11424"),
+        {"relevant_pids": ["P279", "P5869"]},  # the prune call inside the lookup
+        step("stop"),
+    ]
+    pred, lm = run(settings, endpoint, search, script, "Which films did Kubrick direct?")
+    lookup = pred.trajectory[0]["observation"]
+    assert pred.counters["prunes"] == 1 and len(lm.history) == 4
+    assert "Type filter skipped: the entity has no types." in lookup
+    assert "pruned for relevance to the question: 2 of 11 properties kept" in lookup
