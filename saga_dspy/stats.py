@@ -289,7 +289,8 @@ def _count_pairs(
 # --- printing ---------------------------------------------------------------------------------------------------------
 
 
-def print_grounding(report: dict[str, Any], out=sys.stdout, details: int = 10) -> None:
+def print_grounding(report: dict[str, Any], out=None, details: int = 10) -> None:
+    out = out or sys.stdout  # the stream of the call (a captured one in tests), not of the import
     print(
         f"\n== {report['dataset']} ({report['questions']} questions, {report['entities_known']}/"
         f"{report['entity_constants']} entity constants known to {report['endpoint']}, "

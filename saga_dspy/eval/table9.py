@@ -62,7 +62,8 @@ def table9(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def print_table9(rows: list[dict[str, Any]], out=sys.stdout) -> None:
+def print_table9(rows: list[dict[str, Any]], out=None) -> None:
+    out = out or sys.stdout  # the stream of the call, not of the import
     print("\n== Table 9: measured | paper (its test sets)", file=out)
     head = "dataset | filter | raw edges | edge red. | gold recall (all) | (in N(e)) | paper: raw / red. / recall"
     print(head, file=out)
