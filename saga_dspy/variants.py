@@ -66,6 +66,8 @@ class AgentFlags:
     reject_no_query_stop: bool = True  # stop() with no query executed is sent back once; else the episode ends
     # there with no final query (no extract call)
     answer_type_cues: bool = True  # the question's wording decides or guards the answer type (rule cues)
+    stable_history: bool = True  # the trajectory as `Settings.stable_history` says; off: the paper's window (the
+    # last five steps whole, whatever the setting)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ _PAPER_AGENT = AgentFlags(
     seen_ids_only=False,
     reject_no_query_stop=False,
     answer_type_cues=False,
+    stable_history=False,
 )
 
 _TABLE = (

@@ -62,7 +62,7 @@ def test_the_paper_rows():
     assert not (g.incoming_edges or g.question_view or g.proposals)
     assert a.answer_type_step and a.schema_controller
     remedies = ("query_form", "form_rewrite", "auto_run", "reject_empty_stop", "assist_repeats", "seen_ids_only")
-    assert not any(getattr(a, r) for r in (*remedies, "reject_no_query_stop", "answer_type_cues"))
+    assert not any(getattr(a, r) for r in (*remedies, "reject_no_query_stop", "answer_type_cues", "stable_history"))
     assert all(getattr(variant_of("full").agent, r) for r in remedies)  # full keeps them
     differs = {
         "paper-no-type-filter": {"type_filter", "conflict_check"},

@@ -78,3 +78,16 @@ def test_an_entity_without_p31_types_is_pruned_by_the_model(settings, endpoint, 
     assert pred.counters["prunes"] == 1 and len(lm.history) == 4
     assert "Type filter skipped: the entity has no types." in lookup
     assert "pruned for relevance to the question: 2 of 11 properties kept" in lookup
+
+
+def test_the_controller_reads_the_papers_window_of_steps(settings, endpoint, search):
+    """The last five steps whole, older ones in a line (F.2's action history), whatever `--stable-history` says."""
+    cities = ["Munich", "Berlin", "Paris", "Rome", "Vienna", "Madrid"]
+    script = [answer_type("organization", "Q43229"), *[step("search_wikidata", query=c) for c in cities], step("stop")]
+    whole = 'Observation: Search results for "Munich":\nEntities:'
+    _, lm = run(settings, endpoint, search, script, MUNICH_Q)
+    last = str(lm.history[-1]["messages"][-1]["content"])
+    assert 'Search results for "Munich"' in last and whole not in last  # step 1 of 6: summarised
+    assert 'Observation: Search results for "Berlin":\nEntities:' in last  # steps 2-6 whole
+    _, lm = run(settings, endpoint, search, script[1:], MUNICH_Q, variant="full")  # stable history: all whole
+    assert whole in str(lm.history[-1]["messages"][-1]["content"])
