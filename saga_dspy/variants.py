@@ -3,7 +3,8 @@
 `paper` is SAGA as the paper describes it: the schema-aware lookup with the paper's reading of Eq. 3
 (`schema.compat`'s `paper` mode), LM pruning of an untyped entity's neighbourhood, persistent type state, the
 answer-type prior, the SAGA controller, and none of this implementation's additions (no proposed or program-run
-query, no remedy at stop, no incoming properties, no question-aware ordering, no rule-decided answer type);
+query, no remedy at stop, no incoming properties, no question-aware ordering, no rule-decided answer type, the
+paper's window of steps);
 `paper-no-type-filter`, `paper-no-type-state` and `paper-no-answer-type` are the paper's ablations of it (Table 5).
 `full` is this implementation's SAGA; `no-type-filter`, `no-type-state` and `no-answer-type` are the same
 ablations of `full`; `no-query-form`, `no-form-rewrite`, `no-auto-run` and `no-repeat-assist` switch off, one
