@@ -149,10 +149,11 @@ class Settings(BaseSettings):
         description="grounding lexicon mined from train questions: 'bundled' (data/lexicon/<kg>.json.gz), "
         "'none' (grammar only), or a file",
     )
-    filter_mode: Literal["closure", "bare", "calibrated"] = Field(
+    filter_mode: Literal["closure", "bare", "calibrated", "paper"] = Field(
         "closure",
-        description="domain check through P279*, the paper's bare P31 intersection, or calibrated "
-        "(P279* without hub classes; schema/compat.py)",
+        description="domain check through P279*, the bare P31 intersection, calibrated (P279* without hub "
+        "classes), or paper (the reading of Eq. 3 that reproduces the paper's Table 9; schema/compat.py); "
+        "the paper variants use paper whatever this says",
     )
     schema_coverage: int = Field(100, ge=0, le=100, description="share of formal constraints kept (0/25/50/75/100)")
     coverage_seed: int = Field(0, description="seed of the coverage mask")

@@ -152,3 +152,13 @@ def test_components_cli_measures_only_the_ids_asked(settings, capsys, tmp_path):
     assert report["questions"] == 3 and {r["id"] for r in report["candidate_per_question"]} <= set(ids)
     assert main([*common, "--ids", ids[0]]) == 0
     assert json.loads(capsys.readouterr().out)["questions"] == 1
+
+
+def test_grounding_cli_prints_table9_beside_the_papers(settings, capsys):
+    args = ["grounding", "--dataset", "qald10", "--dataset", "spinach", "--split", "dev", "--limit", "4"]
+    assert main([*args, "--filter", "paper", "--details", "0", "--cache-dir", str(settings.cache_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "paper, Table 9 (test) | 12352 | 28.6% | — | 59.7%" in out  # the paper's row under each of its datasets
+    table = out.split("== Table 9")[1]
+    assert "qald10 | paper |" in table and "spinach | paper |" in table
+    assert "average | paper | — |" in table and "— / 25.8% / 62.1%" in table

@@ -3,9 +3,10 @@
 The bundled pools are recorded by the full variant's tools. A variant without a mechanism must not be
 shown what only that mechanism produces: `for_variant(record, variant)` removes it from the record's
 observations and controller inputs (type-filter notes, `[domain | range]` annotations, ★ marks and the
-proposed query, the incoming section, the expected answer type, the type context and knowledge log, the imposed
-form). What it cannot undo, it refuses: a record with a `[BLOCKED]` observation is dropped for a variant without the
-conflict check. A per-variant pool file recorded by the variant's own tools
+proposed query, a search's named next lookup, the incoming section, the expected answer type, the type context
+and knowledge log, the imposed form). What it cannot undo, it refuses: a record with a `[BLOCKED]` observation
+is dropped for a variant without the conflict check (the order a lookup's properties were shown in stays:
+`question_view` off cannot be undone). A per-variant pool file recorded by the variant's own tools
 (`<data_dir>/demos/<dataset>.<variant>.jsonl`) is preferred to this rendering wherever it exists.
 """
 
@@ -33,6 +34,8 @@ _INCOMING = re.compile(
     r"^Incoming:.*$\n?(?:^  ← .*$\n?)*", re.M
 )  # the section (or its compact line, or its clipped header)
 _NEXT_INCOMING = re.compile(r"^Next: (?:the items asked for point at this entity; )?execute e\.g\. .*$", re.M)
+_NEXT_TWO_HOP = re.compile(r"^(.*\(path [^\n]*\)\.) Next: execute .*$", re.M)
+_NEXT_LOOKUP = re.compile(r"^Next: get_wikidata_entry\(.*$\n?", re.M)  # a search's named next lookup
 
 
 def _observation(text: str, variant: Variant, tool: str) -> str:
@@ -41,8 +44,12 @@ def _observation(text: str, variant: Variant, tool: str) -> str:
         text = _TYPE_FILTER_LINE.sub("", text)
     if not g.incoming_edges:
         text = _INCOMING.sub("", text)
-    if not g.answer_type_prior or not g.incoming_edges:  # an incoming proposal needs both
+    if not g.answer_type_prior or not g.incoming_edges or not g.proposals:  # an incoming proposal needs all three
         text = _NEXT_INCOMING.sub(PLAIN_NEXT, text)
+    if not g.proposals:  # no proposed query, no named next lookup
+        text = _NEXT_PROPOSAL.sub(PLAIN_NEXT, text)
+        text = _NEXT_TWO_HOP.sub(PLAIN_NEXT, text)
+        text = _NEXT_LOOKUP.sub("", text)
     if not g.answer_type_prior:
         text = _STAR_LINE.sub("", text)
         text = _STAR.sub("", text)

@@ -79,6 +79,7 @@ class Episode:
     proposal: str | None = None  # the query the latest lookup that proposed one proposed (its ★ property)
     candidate: str | None = None  # the latest lookup's proposal or best candidate (never shown)
     stop_final: str | None = None  # the query the latest stop marked (the last successful execution)
+    stopped_without_query: bool = False  # the episode ended on a stop with no query executed (`reject_no_query`)
     final: FinalQuery | None = None  # once decided (`final_query.decide`)
 
     def trace_summary(self) -> dict[str, Any]:

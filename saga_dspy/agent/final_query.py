@@ -4,13 +4,15 @@ At stop (`judge_stop`), in order, each step switched by the variant's `AgentFlag
     execute_stop_argument   a query given to stop is executed first, so stop marks it
     run_candidate           nothing executed yet: the lookup's candidate query is run (`auto_run`)
     reject_no_query         no query at all: sent back once, with the lookup's proposal as an example
+                            (`reject_no_query_stop`; else the episode ends there with no final query)
     reject_empty            an empty or blocked final query: sent back once (`reject_empty_stop`)
     reject_form             a final query of the wrong form: sent back once, unless the end rewrites it
                             (`query_form`, `form_rewrite`)
     check_answer            CheckAnswer's verdict: sent back once with extra steps (`Settings.check_answer`)
 On a repeated action (`assist_repeat`, `assist_repeats`): the step it circles is taken for it.
 At the end (`decide`): the accepted stop's query, else the last non-empty execution, else the lookup's candidate
-run by the program, else the extract call's, else the last executed one; then `seen_ids_only` and `rewrite_form`.
+run by the program, else the extract call's (not after a stop the variant ends with no query), else the last
+executed one; then `seen_ids_only` and `rewrite_form`.
 
 Why each remedy exists is in docs/DESIGN.md (the final query); the episode (`agent.episode`) runs the tools and
 keeps the state these steps read."""
@@ -115,9 +117,10 @@ def run_candidate(episode: Episode, thought: str, at_end: bool = False) -> str |
 
 def reject_no_query(episode: Episode, thought: str, observation: str) -> StepOutcome:
     """No query was executed: the stop is sent back once, naming the lookup's proposal; the second one ends the
-    episode without a query."""
-    if episode.no_query_rejections >= MAX_NO_QUERY_REJECTIONS:
+    episode without a query, as the first one does where the variant sends nothing back (`reject_no_query_stop`)."""
+    if episode.no_query_rejections >= MAX_NO_QUERY_REJECTIONS or not episode.variant.agent.reject_no_query_stop:
         episode.add_step(Step(thought, "stop", {}, observation))
+        episode.stopped_without_query = True
         return StepOutcome.DONE
     episode.no_query_rejections += 1
     suggestion = episode.proposal
@@ -240,7 +243,12 @@ def decide(
         ran = run_candidate(episode, "The episode ended without an answer.", at_end=True)
         if ran and episode.status_of(ran) == "ok" and nonempty(episode.result_of(ran)):
             final, source = ran, "candidate"
-    if not final and acted and extract is not None:
+    if (
+        not final
+        and acted
+        and extract is not None
+        and not (episode.stopped_without_query and not episode.variant.agent.reject_no_query_stop)
+    ):
         final = extract(episode)
         source = "extract" if final else None
     if not final:

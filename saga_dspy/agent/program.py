@@ -296,7 +296,7 @@ class SagaProgram(dspy.Module):
         lexicon = load_lexicon(settings)
         cue = (
             rule_answer_type(str(question), self.services.schema, lexicon)
-            if step and flavour_for(settings.kg).rule_answer_types
+            if step and self.variant_def.agent.answer_type_cues and flavour_for(settings.kg).rule_answer_types
             else None
         )
         if cue is not None and decides(cue):

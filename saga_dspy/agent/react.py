@@ -197,7 +197,9 @@ class SagaReAct(dspy.ReAct):
                 episode.steps,
                 budget,
                 observation_chars=episode.settings.observation_chars,
-                keep_full=None if episode.settings.stable_history else KEEP_FULL_STEPS,
+                keep_full=None
+                if episode.settings.stable_history and episode.variant.agent.stable_history
+                else KEEP_FULL_STEPS,
             )
             episode.last_trajectory_chars = len(trajectory)
             if tail:

@@ -32,7 +32,7 @@ COST_COLUMNS = (
     ("extracts", "mean_extracts", "{:.1f}"),
     ("auto-runs", "mean_auto_runs", "{:.1f}"),
     ("ktokens", "mean_tokens", "k"),
-    ("kt evaluated", "mean_prompt_tokens_evaluated", "k"),
+    ("kt eval", "mean_prompt_tokens_evaluated", "k"),  # short: the variant names are up to 20 characters
     ("kt reused", "mean_prompt_tokens_reused", "k"),
 )
 CI_HEADER = "F1 change [95% CI]"

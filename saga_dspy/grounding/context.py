@@ -19,6 +19,7 @@ from ..kg.errors import SparqlError
 from ..kg.flavours import Flavour, flavour_for
 from ..kg.results import QueryResult, SelectResult
 from ..schema import EntityTypes, entity_types_many, load_hierarchy, load_schema_index
+from ..schema.compat import as_mode
 from ..variants import VARIANT_FLAGS, GroundingFlags  # noqa: F401  (VARIANT_FLAGS: re-exported)
 from .lexicon import load_lexicon
 from .state import TypeState
@@ -125,7 +126,7 @@ class QuestionContext:
         self.lexicon = load_lexicon(settings)
         self.flavour: Flavour = flavour_for(kg or settings.kg)
         self.flags = flags if flags is not None else GroundingFlags.for_variant(variant or settings.variant)
-        self.filter_mode = settings.filter_mode
+        self.filter_mode = as_mode(self.flags.filter_mode or settings.filter_mode)  # a variant's own mode wins
         self.budget = max(400, int(settings.observation_chars))
         self.question = question
         self.prune = prune

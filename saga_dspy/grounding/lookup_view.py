@@ -92,7 +92,7 @@ def arrange(
     top = agreed(scores)
     starred = {top.pid} if top is not None and top.pid in full else set()
     out = Arrangement(scores, full, rest, starred)
-    if not ctx.flavour.proposes_queries or not confident or not scores:
+    if not ctx.flavour.proposes_queries or not ctx.flags.proposals or not confident or not scores:
         return out
     if top is not None:
         out.proposal = one_hop_query(eid, top.pid)

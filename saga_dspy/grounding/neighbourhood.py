@@ -17,7 +17,7 @@ from ..kg.flavours import Flavour
 from ..kg.results import QueryResult, SelectResult
 from ..kg.values import Value
 from ..schema import Decision, EntityTypes, check_domain
-from ..schema.compat import Mode, typed
+from ..schema.compat import PAPER_READING, Mode, PaperReading, filterable, typed
 
 
 @dataclass
@@ -125,18 +125,21 @@ def _attach_qualifiers(result: QueryResult, by_key: dict[tuple[str, str], Value]
     flavour.attach_qualifiers(result, by_key)
 
 
-def type_filter(nb: Neighbourhood, schema, hierarchy, mode: Mode, types=None) -> FilterResult:
+def type_filter(
+    nb: Neighbourhood, schema, hierarchy, mode: Mode, types=None, *, reading: PaperReading = PAPER_READING
+) -> FilterResult:
     """Eq. 3 with three outcomes: keep unless the domain check demonstrates a conflict.
     With no types the filter is skipped (every property kept, decisions UNKNOWN). Every property of a
-    neighbourhood is one the entity carries (what the calibrated mode's inferred conflicts yield to)."""
+    neighbourhood is one the entity carries (what the calibrated mode's inferred conflicts yield to).
+    `reading`: the `paper` mode's reading (benchmarks/filter_readings.py compares them)."""
     et = types if types is not None else nb.types
     decisions: dict[str, Decision] = {}
     kept: list[str] = []
     removed: list[tuple[str, Decision]] = []
-    has_types = bool(et is not None and et.types) and (mode != "bare" or bool(et.p31))
+    has_types = et is not None and filterable(et, mode, reading)
     for pid in nb.edges:
         ps = schema.get(pid)
-        decision = check_domain(et, ps.domain if ps else None, hierarchy, mode, pid=pid, carried=True)
+        decision = check_domain(et, ps.domain if ps else None, hierarchy, mode, pid=pid, carried=True, reading=reading)
         decisions[pid] = decision
         if decision.keep:
             kept.append(pid)

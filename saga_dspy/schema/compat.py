@@ -34,6 +34,12 @@ and train splits' gold entities had lost 187 carried properties on such grounds,
 `bare` is the paper's Eq. 3: keep p iff δ(p) is empty or δ(p) ∩ τ(e) ≠ ∅, where τ(e)
 is the entity's P31 set (no subclass reasoning, no class-level typing); a property
 is still never judged against an entity without types.
+
+`paper` is Eq. 3 as read to reproduce the paper's Table 9 on the sample (`PaperReading`, chosen on the
+dev and train splits: docs/DESIGN.md): τ(e) is the entity's P31 types and their direct P279 superclasses
+(one step), δ(p) the property's domain evidence, formal or soft (the paper's schema index stores sampled
+subject types as δ(p) where P2302 declares none); the constraint's relation and status are not read, and an
+entity without P31 types is not filtered (the lookup's LM prune instead).
 """
 
 from __future__ import annotations
@@ -52,8 +58,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..config import Settings
     from ..kg.results import QueryResult
 
-Mode = Literal["closure", "bare", "calibrated"]
-MODES = ("closure", "bare", "calibrated")
+Mode = Literal["closure", "bare", "calibrated", "paper"]
+MODES = ("closure", "bare", "calibrated", "paper")
+PAPER_MODE: Mode = "paper"  # the paper's reading (also the name of the variant that uses it)
+
+
+def as_mode(name: str) -> Mode:
+    """`name` as a filter mode; a ValueError naming the modes otherwise (a variant's own mode is a plain string)."""
+    for mode in MODES:
+        if mode == name:
+            return mode  # type: ignore[return-value]  # one of MODES, the values of Mode
+    raise ValueError(f"filter mode must be one of {', '.join(MODES)}, not {name!r}")
+
+
 HUB_CLASSES = frozenset(
     {  # classes nearly every class reaches through P279*: no evidence of fit (calibrated)
         "Q35120",  # entity
@@ -81,6 +98,22 @@ USAGE_MIN_INSTANCES = 20  # a class with fewer instances in the KG says nothing 
 USAGE_MIN_INSTANCES_OVER_COMPATIBLE = 100  # to overrule a COMPATIBLE reached only through a superclass
 USAGE_MAX_SHARE = 0.01  # "none or a negligible share" of the class's instances carries the property
 USAGE_MIN_SUBJECTS = 20  # a property this rare in the KG is absent almost everywhere: no evidence
+
+
+@dataclass(frozen=True)
+class PaperReading:
+    """One reading of "the entity's types against the P2302 domains" (Eq. 3) for the `paper` mode.
+
+    `steps`: P279 steps above the P31 types that also count as τ(e) (0: P31 only; None: the whole P279*).
+    `soft`: empirical and suggestion-status domains count as δ(p) (else only formal, normal constraints).
+    `classes`: a class without P31 types is typed by its P279 superclasses (else it is not filtered)."""
+
+    steps: int | None = 1
+    soft: bool = True
+    classes: bool = False
+
+
+PAPER_READING = PaperReading()  # the reading closest to Table 9 on the dev and train splits (DESIGN.md)
 
 
 class Outcome(str, Enum):  # noqa: UP042 - str() names the member (stats keys), as StrEnum would not
@@ -217,6 +250,7 @@ def check_types(
     pid: str | None = None,
     usage: ClassUsage | None = None,
     carried: bool = False,
+    reading: PaperReading = PAPER_READING,
 ) -> Decision:
     """Is an entity with these types compatible with this evidence? (`role` only words the reason.)
 
@@ -229,6 +263,8 @@ def check_types(
     wanted = frozenset(evidence.classes)
     if mode == "bare":
         return _bare(et, evidence, wanted, role)
+    if mode == PAPER_MODE:
+        return _paper(et, evidence, wanted, hierarchy, role, reading)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
     if hierarchy is None:
@@ -258,11 +294,14 @@ def check_domain(
     pid: str | None = None,
     usage: ClassUsage | None = None,
     carried: bool = False,
+    reading: PaperReading = PAPER_READING,
 ) -> Decision:
     """Subject-side check: may an entity with these types be the subject of a property with this domain?
     Name the property (`pid`) for the calibrated mode's usage evidence, and say whether the entity carries it
-    (`carried`) where that is known (see the module docstring)."""
-    return check_types(entity_types, evidence, hierarchy, mode, "domain", pid=pid, usage=usage, carried=carried)
+    (`carried`) where that is known (see the module docstring); `reading`: the `paper` mode's reading."""
+    return check_types(
+        entity_types, evidence, hierarchy, mode, "domain", pid=pid, usage=usage, carried=carried, reading=reading
+    )
 
 
 def check_range(
@@ -353,6 +392,50 @@ def _bare(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], role:
     if hit:
         return Decision(Outcome.COMPATIBLE, f"type {hit} is in the {role}", hit)
     return Decision(Outcome.CONFLICT, f"types {_fmt(tau)} ∩ {role} {{{_fmt(evidence.classes)}}} = ∅")
+
+
+def filterable(et: EntityTypes, mode: Mode, reading: PaperReading = PAPER_READING) -> bool:
+    """Whether the filter can judge this entity in this mode at all (else it is skipped: Eq. 3 would reject
+    every property with a domain; the lookup prunes with the LM instead where it can)."""
+    if mode == "bare":
+        return bool(et.p31)
+    if mode == PAPER_MODE:
+        return bool(et.p31) or (reading.classes and et.is_class)
+    return bool(et.types)
+
+
+def paper_types(et: EntityTypes, hierarchy: ClassHierarchy | None, reading: PaperReading = PAPER_READING) -> set[str]:
+    """τ(e) as the `paper` reading sees it: the P31 types (or a class's superclasses, where the reading types
+    classes) and their superclasses up to `reading.steps` P279 steps; empty when the entity is not typed."""
+    tau = set(et.p31) or (set(et.superclasses or et.types) if reading.classes and et.is_class else set())
+    if not tau or hierarchy is None or reading.steps == 0:
+        return tau
+    if reading.steps is None:
+        return set().union(*(hierarchy.ancestors(t) for t in tau))
+    frontier = set(tau)
+    for _ in range(reading.steps):
+        frontier = {sup for t in frontier for sup in hierarchy.parents(t)} - tau
+        tau |= frontier
+    return tau
+
+
+def _paper(
+    et: EntityTypes,
+    evidence: TypeEvidence,
+    wanted: frozenset[str],
+    hierarchy: ClassHierarchy | None,
+    role: str,
+    reading: PaperReading,
+) -> Decision:
+    if evidence.is_soft and not reading.soft:
+        return Decision(Outcome.UNKNOWN, f"soft {role} evidence: not a declared {role}")
+    tau = paper_types(et, hierarchy, reading)
+    if not tau:
+        return Decision(Outcome.UNKNOWN, "the entity has no P31 types: filter skipped")
+    hits = sorted(tau & wanted)
+    if hits:
+        return Decision(Outcome.COMPATIBLE, f"type {hits[0]} is in the {role}", hits[0])
+    return Decision(Outcome.CONFLICT, f"types {_fmt(sorted(tau))} ∩ {role} {{{_fmt(evidence.classes)}}} = ∅")
 
 
 def _closure(

@@ -32,7 +32,7 @@ from saga_dspy.grounding.render import (
     render_blocks,
 )
 from saga_dspy.kg.values import Value
-from saga_dspy.schema.compat import Decision, Outcome
+from saga_dspy.schema.compat import Decision, Outcome, filterable
 from saga_dspy.tools.evidence import evidence_text
 from saga_dspy.tools.examples import do_examples
 from saga_dspy.tools.results import LookupResult
@@ -201,7 +201,7 @@ def do_lookup(ctx: QuestionContext, qid: str) -> LookupResult:
             )
             return LookupResult(fit("\n".join(head), ctx.budget))
         head.append("No outgoing properties in the knowledge graph.")
-        tail = [f"Next: execute e.g. {incoming.proposal}"] if incoming.proposal else []
+        tail = [f"Next: execute e.g. {incoming.proposal}"] if incoming.proposal else []  # none without proposals
         text = render_blocks(head, [block], ctx.budget, tail=tail).text
         return LookupResult(text, incoming.proposal, incoming.proposal)
     return _render(ctx, eid, nb, selection, head, arrangement, order, fits)
@@ -254,7 +254,7 @@ def _select(ctx: QuestionContext, nb: Neighbourhood) -> _Selection:
     """SPINACH prunes every neighbourhood with the LM; SAGA filters by type, and prunes only an untyped entity."""
     et = nb.types
     sel = _Selection(all_pids=list(nb.edges), kept=list(nb.edges))
-    has_types = bool(et.types) and (ctx.filter_mode != "bare" or bool(et.p31))
+    has_types = filterable(et, ctx.filter_mode)
     if ctx.flags.prune_all and sel.all_pids:
         sel.kept, note = _prune_with_lm(ctx, nb, sel.all_pids)
         sel.notes += [note] if note else []
@@ -271,9 +271,9 @@ def _select(ctx: QuestionContext, nb: Neighbourhood) -> _Selection:
 
 
 def _rank(ctx: QuestionContext, eid: str, nb: Neighbourhood, kept: list[str], prior: bool):
-    """(arrangement, order, fits): by relevance to the question (see lookup_view); SPINACH keeps the
-    plain order (answer-type fit, then group, then id) and has no arrangement."""
-    if ctx.flags.prune_all:
+    """(arrangement, order, fits): by relevance to the question (see lookup_view); SPINACH and the paper's compact
+    view (`question_view` off) keep the plain order (answer-type fit, then group, then id) and have no arrangement."""
+    if ctx.flags.prune_all or not ctx.flags.question_view:
         fits = {pid: (prior and fits_answer(ctx, pid, nb.edges[pid])) for pid in kept}
         return None, sorted(kept, key=lambda p: (not fits[p], _group(ctx, p), id_order(p))), fits
     at = ctx.state.answer_type
@@ -333,7 +333,7 @@ def _incoming(
         nb.label,
         edges,
         qid,
-        propose=propose,
+        propose=propose and ctx.flags.proposals,
         fit_alone=fit_alone,
         ranked=ranked,
         outgoing_best=outgoing_best,
@@ -422,11 +422,13 @@ def _render(
         rest = rest_block(ctx, arrangement.rest)
         blocks += [rest] if rest is not None else []
         text = render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
-        candidate = lookup_candidate(ctx, nb, arrangement, incoming) if ctx.flavour.proposes_queries else None
+        proposes = ctx.flavour.proposes_queries and ctx.flags.proposals
+        candidate = lookup_candidate(ctx, nb, arrangement, incoming) if proposes else None
         return LookupResult(text, arrangement.proposal or incoming.proposal, candidate)
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed) for pid in order]
     starred = [pid for pid in order if fits[pid]]
-    proposal = one_hop_query(eid, starred[0]) if starred and ctx.flavour.proposes_queries else None
+    proposes = ctx.flavour.proposes_queries and ctx.flags.proposals
+    proposal = one_hop_query(eid, starred[0]) if starred and proposes else None
     if proposal:
         tail = [f"Next: execute a query with the property that leads to the answer, e.g. {proposal}"]
     else:

@@ -87,7 +87,7 @@ def do_search(ctx: QuestionContext, query: str) -> str:
         all_blocks.append(Block("Properties:", "Properties:", ""))
         all_blocks.extend(prop_blocks)
     next_move: list[str] = []
-    if items:  # without a next move named, a model tends to repeat its search
+    if items and ctx.flags.proposals:  # without a next move named, a model tends to repeat its search
         pick = _hint_pick(query, items)
         next_move.append(
             f"Next: {lookup_call(pick.id)} if {pick.id} ({clip(pick.label, 40)}) is what "

@@ -373,6 +373,10 @@ def test_variants_map_to_flags_in_one_place(make, settings):
         "no-auto-run",
         "no-repeat-assist",
         "no-incoming",
+        "paper",
+        "paper-no-type-filter",
+        "paper-no-type-state",
+        "paper-no-answer-type",
     }
     assert GroundingFlags.for_variant("full") == GroundingFlags()
     for name in VARIANT_FLAGS:
@@ -380,6 +384,8 @@ def test_variants_map_to_flags_in_one_place(make, settings):
         # the agent-only ablations (the stop remedies) keep the full variant's grounding
         agent_only = name in ("no-query-form", "no-form-rewrite", "no-auto-run", "no-repeat-assist")
         assert ctx.variant == ("full" if agent_only else name)
+        # the paper's variants bring their own filter reading; the others use the settings' mode
+        assert ctx.filter_mode == ("paper" if name.startswith("paper") else settings.filter_mode)
     with pytest.raises(ValueError):
         GroundingFlags.for_variant("nope")
 
