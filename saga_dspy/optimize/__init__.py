@@ -445,6 +445,8 @@ def optimize(
         finally:
             tracker.close()
     print(f"\nprogram: {job.program_path}\nuse it:  {config['use']}", file=stream)
+    if tracker.enabled:  # where to click through to the compile run and its candidates
+        print("\n" + tracker.ui_hint(), file=stream)
     if interrupted:
         raise Interrupted(f"{interrupted}; the best program so far is saved: {job.program_path}")
     return OptimizeResult(job.program, out_dir, job.program_path, metrics, config, job.scored)
