@@ -32,6 +32,7 @@ from saga_dspy.eval.tracking import (
     display_value,
     numeric_metrics,
     sqlite_path,
+    ui_hint,
 )
 from saga_dspy.optimize import OptimizeOptions, optimize
 
@@ -603,3 +604,46 @@ def test_an_unreachable_tracking_server_is_one_error_within_seconds(tmp_path):
         check_tracking_server(f"http://127.0.0.1:{port}")  # a 404 on /health is an answer
     finally:
         server.kill()
+
+
+def _eval_import_graph() -> dict[str, set[str]]:
+    """saga_dspy.eval's modules -> the eval modules each imports (lazy imports too; `from saga_dspy.eval import x`
+    names the module x)."""
+    import ast
+
+    from tests.helpers import codebase
+
+    mods = {m.name: m for m in codebase.modules() if m.name.startswith("saga_dspy.eval.")}
+    graph: dict[str, set[str]] = {name: set() for name in mods}
+    for name, module in mods.items():
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph[name] |= {t for t in targets if t in mods and t != name}
+    return graph
+
+
+def test_no_import_circle_between_the_tracking_modules():
+    """A module imports only modules below it inside eval too: tracking reads the trace policy (lazily: it imports
+    mlflow), never the other way; what both need (FINAL_CHARS, answer_text) lives below both."""
+    import graphlib
+
+    graph = _eval_import_graph()
+    assert "saga_dspy.eval.tracking" not in graph["saga_dspy.eval.trace_policy"]
+    assert "saga_dspy.eval.trace_policy" in graph["saga_dspy.eval.tracking"]
+    tracking = {m: graph[m] for m in graph if m.rsplit(".", 1)[1] in ("tracking", "mlflow_values") or "trace" in m}
+    tuple(graphlib.TopologicalSorter(tracking).static_order())  # raises CycleError on a circle
+
+
+def test_ui_hint_for_a_tracking_server_and_another_store():
+    page = "http://mlflow.lab:8080/#/experiments/7"
+    assert ui_hint("http://mlflow.lab:8080/", "7").splitlines()[1:] == [
+        f"  runs:   {page}/runs?viewStateShareKey=saga",
+        f"  traces: {page}/traces?traceViewShareKey=saga",
+    ]
+    hint = ui_hint("postgresql://user:secret@db/mlflow", "7")  # the store's password is not printed
+    assert "secret" not in hint and "--backend-store-uri <your tracking store>" in hint
