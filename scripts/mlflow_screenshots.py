@@ -12,7 +12,8 @@ loopback on a free port over that store; opens it with Playwright driving the sy
 with its metrics in percent, no click), the chart view's f1 chart (a bar per variant), the Traces tab
 in the shared view (a trace per question and variant, with the variant, f1, em and question id
 columns), the comparison of two variants' traces question by question with their assessments (f1,
-em) and the gold (expectations), and one trace with its tool spans; stops the server.
+em) and the gold (expectations), and one trace as it opens (the question's input, its outputs led by
+the answers and the SPARQL) and at a tool span; stops the server; keeps each PNG small (a 256-colour palette).
 Needs the `playwright` package (the `docs` extra) and a Chromium binary.
 """
 
@@ -35,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from saga_dspy.eval.tracking import apply_mlflow_env, ui_hint  # noqa: E402
+from saga_dspy.eval.tracking import Tracker, apply_mlflow_env, ui_hint  # noqa: E402
 
 apply_mlflow_env()  # the offline MLflow environment before mlflow is imported
 
@@ -226,19 +227,29 @@ def screenshots(base: str, found: dict, out: Path, chromium: str) -> list[Path]:
         page.wait_for_timeout(4000)
         shot("trace-comparison")
 
-        # 5. a trace with its tool spans, its assessments beside them
+        # 5. a trace as it opens (the question's inputs and outputs), then one of its tool spans
         if found["traces"]:
             page.goto(f"{base}/#/experiments/{exp}/traces?workflowType=machine_learning", wait_until="load")
             page.wait_for_timeout(5000)
             close_assistant(page)
             page.get_by_text('{"question"').last.click()
             page.wait_for_timeout(3000)
+            shot("trace-outputs")  # the question's span: its input, its outputs led by the answers and SPARQL
             tool = page.get_by_text("tool execute_sparql", exact=True).filter(visible=True)
             if tool.count():
                 tool.first.click(timeout=10_000, force=True)  # the span tree keeps re-rendering: never "stable"
             shot("trace")
         browser.close()
     return shots
+
+
+def small_png(path: Path) -> None:
+    """The screenshot with a 256-colour palette: a third of the bytes, no visible change for a web page."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    small.save(path, optimize=True)
 
 
 def main() -> int:
@@ -252,6 +263,8 @@ def main() -> int:
 
     store = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="saga-mlflow-ui-"))
     uri = f"sqlite:///{store / 'mlflow.db'}" if args.store else run_eval(store, args.questions)
+    if args.store:  # the experiment's note and shared views as this code writes them
+        Tracker(make_settings(mlflow=True, mlflow_uri=uri, trace="none"), EXPERIMENT, autolog=False).close()
     found = ids(uri)
     print(json.dumps(found, indent=2))
     port = free_port()
@@ -261,6 +274,7 @@ def main() -> int:
     finally:
         stop_ui(proc)
     for path in shots:
+        small_png(path)
         print(path)
     if args.keep or args.store:
         print(f"store: {store}")

@@ -18,7 +18,7 @@ from typing import Any
 FINAL_CHARS = 4000  # a trace's final SPARQL and answers, and its gold in the assessments
 PERCENT_NAMES = frozenset({"f1", "em"})
 PERCENT_ENDINGS = ("_f1", "_em", "_rate", "_delta", "_low", "_high")
-# the trace tags each question carries (the Traces tab's columns, in this order)
+# the trace tags each question carries; the first three are the Traces tab's columns in the shared view
 QUESTION_TAGS = ("variant", "f1", "em", "question_id", "dataset")
 
 

@@ -102,13 +102,15 @@ INVOCATION_TAG = "saga.invocation"  # the variants of one invocation: flat runs 
 TABLE_FILE = "per_question.json"
 EXPERIMENT_KIND = "custom_model_development"  # the UI opens such an experiment on its runs table
 SHARED_VIEW = "saga"  # `?viewStateShareKey=saga` opens the runs table with the comparison columns
-# `?traceViewShareKey=saga` opens the Traces tab with a column per question tag but the dataset (one experiment
-# holds one dataset's runs); the UI keeps a saved traces view as an experiment tag {name, createdAt, updatedAt, state}
+# `?traceViewShareKey=saga` opens the Traces tab with the input, the output and the tags variant, f1 and em as
+# columns (the UI orders tag columns by name; more would push variant off a laptop's screen; the id and dataset
+# are a click away: "Expand tag columns"); the UI keeps a saved traces view as an experiment tag
+# {name, createdAt, updatedAt, state}
 TRACES_VIEW_TAG = f"mlflow.tracesV4ViewState.{SHARED_VIEW}"
 TRACES_VIEW_STATE = {
     "single": {"cols": "input,output"},
     "multi": {},
-    "customColumns": {f"tag:{key}": True for key in QUESTION_TAGS if key != "dataset"},
+    "customColumns": {f"tag:{key}": True for key in QUESTION_TAGS[:3]},
     # the tags say the same as the assessments; the gold stays in each trace's assessments
     "assessmentColumns": dict.fromkeys(("f1", "em", "expected_answers", "expected_sparql"), False),
 }

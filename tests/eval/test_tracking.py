@@ -213,7 +213,6 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
         "tag:variant",
         "tag:f1",
         "tag:em",
-        "tag:question_id",
     ]
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
     runs = client.search_runs([exp.experiment_id])
