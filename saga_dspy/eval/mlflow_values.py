@@ -7,11 +7,13 @@ per-question table. Counts, means and seconds are shown as they are.
 
 Each question's trace is tagged with its variant, scores, dataset and question id (`question_tags`), so the
 Traces tab has a column for each and the traces of several variants can be told apart; its answers are one
-line of values (`answer_text`).
+line of values (`answer_text`). The shared views (the runs table's, the Traces tab's) and the addresses that
+open them (`ui_hint`, what the CLI prints last) are named here too.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +22,21 @@ PERCENT_NAMES = frozenset({"f1", "em"})
 PERCENT_ENDINGS = ("_f1", "_em", "_rate", "_delta", "_low", "_high")
 # the trace tags each question carries; the first three are the Traces tab's columns in the shared view
 QUESTION_TAGS = ("variant", "f1", "em", "question_id", "dataset")
+
+SHARED_VIEW = "saga"  # `?viewStateShareKey=saga` opens the runs table with the comparison columns
+# `?traceViewShareKey=saga` opens the Traces tab with the input, the output and the tags variant, f1 and em as
+# columns (the UI orders tag columns by name; more would push variant off a laptop's screen; the id and dataset
+# are a click away: "Expand tag columns"); the UI keeps a saved traces view as an experiment tag
+# {name, createdAt, updatedAt, state}
+TRACES_VIEW_TAG = f"mlflow.tracesV4ViewState.{SHARED_VIEW}"
+TRACES_VIEW_STATE = {
+    "single": {"cols": "input,output"},
+    "multi": {},
+    "customColumns": {f"tag:{key}": True for key in QUESTION_TAGS[:3]},
+    # the tags say the same as the assessments; the gold stays in each trace's assessments
+    "assessmentColumns": dict.fromkeys(("f1", "em", "expected_answers", "expected_sparql"), False),
+}
+UI_PORT = 5000  # `mlflow ui`'s default port
 
 
 def in_percent(name: str) -> bool:
@@ -75,12 +92,35 @@ def question_tags(line: Mapping[str, Any], variant: str, dataset: str) -> dict[s
     }
 
 
+def ui_hint(uri: str, experiment_id: str) -> str:
+    """The MLflow UI's runs table (share-key view: a row per variant with its metrics, in percent as the CLI
+    prints them) and Traces tab (a column per question tag) of an experiment; for a local store (sqlite, file) the
+    command that serves it on loopback, for a tracking server its own address."""
+    if re.match(r"^https?://", uri):
+        base = uri.rstrip("/")
+        serve = ""
+    else:
+        base = f"http://127.0.0.1:{UI_PORT}"
+        store = uri if re.match(r"^(sqlite|file):", uri) else "<your tracking store>"  # no database password
+        serve = f"  serve: mlflow ui --backend-store-uri {store} --port {UI_PORT}\n"
+    page = f"{base}/#/experiments/{experiment_id}"
+    return (
+        f"MLflow UI (scores in percent):\n{serve}"
+        f"  runs:   {page}/runs?viewStateShareKey={SHARED_VIEW}\n"
+        f"  traces: {page}/traces?traceViewShareKey={SHARED_VIEW}"
+    )
+
+
 __all__ = [
     "FINAL_CHARS",
     "QUESTION_TAGS",
+    "SHARED_VIEW",
+    "TRACES_VIEW_STATE",
+    "TRACES_VIEW_TAG",
     "answer_text",
     "display_value",
     "in_percent",
     "question_tags",
     "shown_metric",
+    "ui_hint",
 ]

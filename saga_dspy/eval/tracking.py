@@ -63,11 +63,14 @@ from saga_dspy.eval import trace_writer  # stdlib only: mlflow is imported by it
 from saga_dspy.eval.chart import comparison_chart
 from saga_dspy.eval.mlflow_values import (
     FINAL_CHARS,
-    QUESTION_TAGS,
+    SHARED_VIEW,
+    TRACES_VIEW_STATE,
+    TRACES_VIEW_TAG,
     answer_text,
     display_value,
     question_tags,
     shown_metric,
+    ui_hint,
 )
 from saga_dspy.eval.preflight import check_tracking_server
 from saga_dspy.eval.trace_export import drain_trace_queue, terminate_trace_export
@@ -101,20 +104,6 @@ KEY_METRICS = (
 INVOCATION_TAG = "saga.invocation"  # the variants of one invocation: flat runs with the same value
 TABLE_FILE = "per_question.json"
 EXPERIMENT_KIND = "custom_model_development"  # the UI opens such an experiment on its runs table
-SHARED_VIEW = "saga"  # `?viewStateShareKey=saga` opens the runs table with the comparison columns
-# `?traceViewShareKey=saga` opens the Traces tab with the input, the output and the tags variant, f1 and em as
-# columns (the UI orders tag columns by name; more would push variant off a laptop's screen; the id and dataset
-# are a click away: "Expand tag columns"); the UI keeps a saved traces view as an experiment tag
-# {name, createdAt, updatedAt, state}
-TRACES_VIEW_TAG = f"mlflow.tracesV4ViewState.{SHARED_VIEW}"
-TRACES_VIEW_STATE = {
-    "single": {"cols": "input,output"},
-    "multi": {},
-    "customColumns": {f"tag:{key}": True for key in QUESTION_TAGS[:3]},
-    # the tags say the same as the assessments; the gold stays in each trace's assessments
-    "assessmentColumns": dict.fromkeys(("f1", "em", "expected_answers", "expected_sparql"), False),
-}
-UI_PORT = 5000  # `mlflow ui`'s default port
 VIEW_COLUMNS = (
     "params.`variant`",
     *(f"metrics.`{key}`" for key in KEY_METRICS),
@@ -535,25 +524,6 @@ class Tracker:
 
                 mlflow.dspy.autolog(disable=True, silent=True)  # no traces into this store after the run
             self._autologging = False
-
-
-def ui_hint(uri: str, experiment_id: str) -> str:
-    """The MLflow UI's runs table (share-key view: a row per variant with its metrics, in percent as the CLI
-    prints them) and Traces tab (a column per question tag) of an experiment; for a local store (sqlite, file) the
-    command that serves it on loopback, for a tracking server its own address."""
-    if re.match(r"^https?://", uri):
-        base = uri.rstrip("/")
-        serve = ""
-    else:
-        base = f"http://127.0.0.1:{UI_PORT}"
-        store = uri if re.match(r"^(sqlite|file):", uri) else "<your tracking store>"  # no database password
-        serve = f"  serve: mlflow ui --backend-store-uri {store} --port {UI_PORT}\n"
-    page = f"{base}/#/experiments/{experiment_id}"
-    return (
-        f"MLflow UI (scores in percent):\n{serve}"
-        f"  runs:   {page}/runs?viewStateShareKey={SHARED_VIEW}\n"
-        f"  traces: {page}/traces?traceViewShareKey={SHARED_VIEW}"
-    )
 
 
 def trace_question(info: Any) -> str:
