@@ -1,16 +1,19 @@
-"""Screenshots of the MLflow UI over a fresh two-variant eval, taken in a real (headless) browser.
+"""Screenshots of the MLflow UI over a fresh three-variant eval, taken in a real (headless) browser.
 
     .venv/bin/python scripts/mlflow_screenshots.py                    # writes docs/screenshots/*.png
     .venv/bin/python scripts/mlflow_screenshots.py --questions 6 --keep   # keep the store, print its URI
 
-What it does: evaluates `full` and `spinach` on a few QALD-10 test questions of the bundled
-sample with the test suite's scripted LM (real program, real tools; the script makes spinach
+What it does: evaluates `full`, `no-query-form` and `spinach` on a few QALD-10 test questions of the
+bundled sample with the test suite's scripted LM (real program, real tools; the script makes spinach
 miss some answers so the variants differ) into a new sqlite MLflow store; starts `mlflow ui` on
 loopback on a free port over that store; opens it with Playwright driving the system Chromium
-(`--chromium`, default /usr/bin/chromium; no browser is downloaded); saves under `docs/screenshots/`
-the runs table as it opens (a row per variant with its metrics, no click), the chart view's f1 chart
-(a bar per variant), the comparison of the two variants' traces question by question with their
-assessments (f1, em) and the gold (expectations), and one trace with its tool spans; stops the server.
+(`--chromium`, default /usr/bin/chromium; no browser is downloaded) at the addresses the CLI prints
+(`tracking.ui_hint`); saves under `docs/screenshots/` the runs table as it opens (a row per variant
+with its metrics in percent, no click), the chart view's f1 chart (a bar per variant), the Traces tab
+in the shared view (a trace per question and variant, with the variant, f1, em and question id
+columns), the comparison of two variants' traces question by question with their assessments (f1,
+em) and the gold (expectations), and one trace as it opens (the question's input, its outputs led by
+the answers and the SPARQL) and at a tool span; stops the server; keeps each PNG small (a 256-colour palette).
 Needs the `playwright` package (the `docs` extra) and a Chromium binary.
 """
 
@@ -33,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from saga_dspy.eval.tracking import SHARED_VIEW, apply_mlflow_env  # noqa: E402
+from saga_dspy.eval.tracking import Tracker, apply_mlflow_env, ui_hint  # noqa: E402
 
 apply_mlflow_env()  # the offline MLflow environment before mlflow is imported
 
@@ -46,7 +49,9 @@ from saga_dspy.eval.evalset import load_eval_set  # noqa: E402
 from saga_dspy.eval.runner import evaluate  # noqa: E402
 
 EXPERIMENT = "saga-eval-qald10-test"
+VARIANTS = ["full", "no-query-form", "spinach"]
 CHROMIUM_ARGS = [
+    "--headless",
     "--no-sandbox",
     "--disable-gpu",
     "--disable-quic",
@@ -58,7 +63,7 @@ CHROMIUM_ARGS = [
 
 
 def run_eval(store: Path, questions: int) -> str:
-    """Two variants into a new store; returns the tracking URI."""
+    """Three variants into a new store; returns the tracking URI."""
 
     uri = f"sqlite:///{store / 'mlflow.db'}"
     settings = make_settings(
@@ -76,7 +81,7 @@ def run_eval(store: Path, questions: int) -> str:
     wrong = {item.question: wrong_plan(item.question) for item in evalset.items[1::2]}
     evaluate(
         settings,
-        ["full", "spinach"],
+        VARIANTS,
         out=store / "run",
         lm=TwoVariantLM(plans, wrong),
         progress=False,
@@ -143,6 +148,7 @@ def ids(uri: str) -> dict:
     runs = client.search_runs([exp.experiment_id])
     traces = client.search_traces(locations=[exp.experiment_id], max_results=50)
     return {
+        "uri": uri,
         "experiment": exp.experiment_id,
         "runs": {r.data.params["variant"]: r.info.run_id for r in runs},
         "traces": [t.info.trace_id for t in traces],
@@ -176,8 +182,12 @@ def screenshots(base: str, found: dict, out: Path, chromium: str) -> list[Path]:
             page.screenshot(path=str(path))
             shots.append(path)
 
-        # 1. the experiment as it opens: the runs table, a row per variant with its metrics
-        runs_url = f"{base}/#/experiments/{exp}/runs?workflowType=machine_learning&viewStateShareKey={SHARED_VIEW}"
+        # the addresses the CLI prints at the end of a run, on this server's port
+        printed = ui_hint(found["uri"], exp).replace("http://127.0.0.1:5000", base)
+        runs_url = re.search(r"runs: +(\S+)", printed).group(1)
+        traces_url = re.search(r"traces: +(\S+)", printed).group(1)
+
+        # 1. the runs table as the printed address opens it: a row per variant with its metrics (percent)
         page.goto(runs_url, wait_until="load")
         page.wait_for_timeout(4000)
         close_assistant(page)
@@ -193,7 +203,15 @@ def screenshots(base: str, found: dict, out: Path, chromium: str) -> list[Path]:
             page.wait_for_timeout(2000)
         shot("f1-chart")
 
-        # 3. the trace comparison: the evaluation runs page comparing full to spinach, question by question,
+        # 3. the Traces tab as the printed address opens it (the shared view): a trace per question and
+        # variant, with the variant, f1, em and question id tags as columns
+        page.goto(traces_url, wait_until="load")
+        page.locator("[data-component-id='web-shared.traces-table.search']").wait_for(timeout=120_000)
+        page.wait_for_timeout(3000)
+        close_assistant(page)
+        shot("traces-table")
+
+        # 4. the trace comparison: the evaluation runs page comparing full to spinach, question by question,
         # each question's traces paired with their assessments (f1, em) and expectations (the gold), the run
         # list folded away
         full, other = found["runs"]["full"], found["runs"]["spinach"]
@@ -209,13 +227,14 @@ def screenshots(base: str, found: dict, out: Path, chromium: str) -> list[Path]:
         page.wait_for_timeout(4000)
         shot("trace-comparison")
 
-        # 4. a trace with its tool spans, its assessments beside them
+        # 5. a trace as it opens (the question's inputs and outputs), then one of its tool spans
         if found["traces"]:
             page.goto(f"{base}/#/experiments/{exp}/traces?workflowType=machine_learning", wait_until="load")
             page.wait_for_timeout(5000)
             close_assistant(page)
             page.get_by_text('{"question"').last.click()
             page.wait_for_timeout(3000)
+            shot("trace-outputs")  # the question's span: its input, its outputs led by the answers and SPARQL
             tool = page.get_by_text("tool execute_sparql", exact=True).filter(visible=True)
             if tool.count():
                 tool.first.click(timeout=10_000, force=True)  # the span tree keeps re-rendering: never "stable"
@@ -224,9 +243,18 @@ def screenshots(base: str, found: dict, out: Path, chromium: str) -> list[Path]:
     return shots
 
 
+def small_png(path: Path) -> None:
+    """The screenshot with a 256-colour palette: a third of the bytes, no visible change for a web page."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    small.save(path, optimize=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=int, default=6)
+    parser.add_argument("--questions", type=int, default=8, help="questions per variant (a trace each)")
     parser.add_argument("--out", default=str(REPO / "docs" / "screenshots"))
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     parser.add_argument("--store", help="reuse a store written by an earlier run (a directory with mlflow.db)")
@@ -235,6 +263,8 @@ def main() -> int:
 
     store = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="saga-mlflow-ui-"))
     uri = f"sqlite:///{store / 'mlflow.db'}" if args.store else run_eval(store, args.questions)
+    if args.store:  # the experiment's note and shared views as this code writes them
+        Tracker(make_settings(mlflow=True, mlflow_uri=uri, trace="none"), EXPERIMENT, autolog=False).close()
     found = ids(uri)
     print(json.dumps(found, indent=2))
     port = free_port()
@@ -244,6 +274,7 @@ def main() -> int:
     finally:
         stop_ui(proc)
     for path in shots:
+        small_png(path)
         print(path)
     if args.keep or args.store:
         print(f"store: {store}")

@@ -13,6 +13,8 @@ tracking. `python -m saga_dspy.eval` is the CLI (`__main__`); `evaluate()` lives
     report       the summary table
     runner       threads, resumable run directories, variants side by side
     rescore      a run's metrics again from its predictions.jsonl, no LM
-    tracking     MLflow runs and the comparison chart
+    tracking     MLflow runs and the comparison chart, the UI's addresses
+    trace_policy  what a question's trace records, which questions are traced
+    mlflow_values  what MLflow shows: scores in percent as the CLI, answers as a line, trace tags
 
 Kept without imports on purpose: `saga_dspy.eval.metrics` must not pull in dspy."""

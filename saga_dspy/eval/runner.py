@@ -292,7 +292,8 @@ def run_variant(
                 metrics, lines, settings.variant, eval_set=evalset.rows(), eval_set_name=evalset.name
             )
             tracker.flush()
-            tracker.log_assessments(run_id, lines, evalset.rows())  # each question's scores on its trace
+            # each question's scores and tags on its trace
+            tracker.log_assessments(run_id, lines, evalset.rows(), variant=settings.variant, dataset=evalset.name)
             tracker.log_artifacts([out_dir / PREDICTIONS, out_dir / CONFIG, out_dir / METRICS])
             if settings.program:
                 tracker.log_artifact(settings.program, artifact_path="program")
@@ -434,6 +435,8 @@ def evaluate(
         finally:
             tracker.close()
     print_outcome(settings, evalset, results, out_dir, stream)
+    if tracker.enabled:  # last: where to click through to the metrics and traces
+        print("\n" + tracker.ui_hint(), file=stream)
     return results
 
 

@@ -16,8 +16,11 @@ outputs, the LM's messages) — ~475 KB a question, serialised inside the eval t
   spans record only a few hundred characters each;
 * sampling: with `every = N` only every N-th question (root call) is traced; the others record
   no span at all;
-* the question's outputs (the root span's) keep the final SPARQL whole and the answers as their values,
-  each up to `FINAL_CHARS`, whatever the budget.
+* inputs without the program's machinery (the test firewall's guard, callbacks: objects that have no
+  `trace_summary`), not shown as `<Type>`;
+* the question's outputs (the root span's) open on its answers, as their values, and its final SPARQL whole,
+  each up to `FINAL_CHARS` whatever the budget (the trace list's Output preview shows them first), then the rest
+  of its prediction without empty values.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import mlflow
 from mlflow.dspy.callback import MlflowCallback
 
 from saga_dspy.agent.tool_spans import clip, small_value
-from saga_dspy.eval.tracking import FINAL_CHARS, answer_text
+from saga_dspy.eval.mlflow_values import FINAL_CHARS, answer_text
 
 TRACE_MODES = ("all", "sample", "none")
 SAMPLE_EVERY = 10  # --trace sample: the 1st, 11th, 21st ... question
@@ -75,6 +78,8 @@ def _messages(messages: list, terse: bool) -> list:
 
 
 def bounded_inputs(inputs: dict[str, Any], terse: bool = False) -> dict[str, Any]:
+    """A span's inputs as small plain values; an input that is the program's own machinery (an object with no
+    `trace_summary`: the test firewall's guard, a callback, the settings) is left out, not shown as `<Type>`."""
     limit = TERSE_CHARS if terse else INPUT_CHARS
     out: dict[str, Any] = {}
     for key, value in inputs.items():
@@ -83,8 +88,15 @@ def bounded_inputs(inputs: dict[str, Any], terse: bool = False) -> dict[str, Any
         elif key == "demos" and isinstance(value, list):
             out[key] = f"{len(value)} demos"
         elif value is not None:
-            out[key] = small_value(value, limit)
+            small = small_value(value, limit)
+            if not _internal(value, small):
+                out[key] = small
     return out
+
+
+def _internal(value: Any, small: Any) -> bool:
+    """`small_value` could only name the object's type: nothing a reader of the trace can use."""
+    return not isinstance(value, str) and small == f"<{type(value).__name__}>"
 
 
 class BoundedCallback(MlflowCallback):
@@ -174,30 +186,40 @@ class BoundedCallback(MlflowCallback):
                     self._used.pop(trace_id, None)
 
 
+FIRST_OUTPUTS = ("answers", "sparql")  # what a question's outputs open on (the UI and the trace list's preview)
+LEFT_OUT_OUTPUTS = frozenset({"question"})  # already the trace's input
+
+
 def final_outputs(outputs: Any, small: Any) -> Any:
-    """A question's bounded outputs with its final SPARQL whole and its answers as a line of values (IRIs as
-    their ids and labels), each up to `FINAL_CHARS`."""
+    """A question's bounded outputs led by its answers, as a line of values (IRIs as their ids and labels), and
+    its final SPARQL whole, each up to `FINAL_CHARS`; then the rest without empty values or the question."""
     if not isinstance(small, dict):
         return small
     get = getattr(outputs, "get", None)
     if not callable(get):
         return small
     sparql, answers, labels = get("sparql"), get("answers"), get("answer_labels")
-    out = dict(small)
-    if isinstance(sparql, str):
-        out["sparql"] = clip(sparql, FINAL_CHARS)
+    first: dict[str, Any] = {}
     if answers is not None:
         to_json = getattr(answers, "to_json", None)
         try:
             value = to_json() if callable(to_json) else answers
+            first["answers"] = answer_text(value, FINAL_CHARS, labels if isinstance(labels, dict) else None)
         except Exception:  # boundary: the bounded stand-in stays
-            return out
-        out["answers"] = answer_text(value, FINAL_CHARS, labels if isinstance(labels, dict) else None)
-    return out
+            first["answers"] = small.get("answers")
+    else:
+        first["answers"] = ""
+    first["sparql"] = clip(sparql, FINAL_CHARS) if isinstance(sparql, str) else small.get("sparql", "")
+    rest = {
+        key: value
+        for key, value in small.items()
+        if key not in FIRST_OUTPUTS and key not in LEFT_OUT_OUTPUTS and value not in (None, "", [], {})
+    }
+    return {**first, **rest}
 
 
 __all__ = [
-    "FINAL_CHARS",
+    "FIRST_OUTPUTS",
     "SAMPLE_EVERY",
     "TRACE_BUDGET",
     "TRACE_MODES",

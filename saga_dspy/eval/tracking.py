@@ -14,7 +14,9 @@ wins / losses / ties).
 
 Each question's trace carries its scores as assessments: feedback `f1` and `em`, expectations
 `expected_answers` and `expected_sparql` (the gold), so MLflow's trace list and trace comparison show
-per-question wins and losses.
+per-question wins and losses; and the tags variant, f1, em, question_id and dataset, the columns of the Traces
+tab's shared view. Scores and shares are shown in percent, as the CLI prints them (`mlflow_values`); the CLI
+ends with the UI's addresses (`ui_hint`).
 
 DSPy traces come through `mlflow.dspy.autolog()` with `trace_policy.BoundedCallback` (small
 span inputs, no adapter spans, a budget per question, `--trace sample` every 10th question;
@@ -59,6 +61,17 @@ import pandas as pd
 from saga_dspy.config import Settings, apply_offline_env
 from saga_dspy.eval import trace_writer  # stdlib only: mlflow is imported by its install(), when tracking is on
 from saga_dspy.eval.chart import comparison_chart
+from saga_dspy.eval.mlflow_values import (
+    FINAL_CHARS,
+    SHARED_VIEW,
+    TRACES_VIEW_STATE,
+    TRACES_VIEW_TAG,
+    answer_text,
+    display_value,
+    question_tags,
+    shown_metric,
+    ui_hint,
+)
 from saga_dspy.eval.preflight import check_tracking_uri, sqlite_path
 from saga_dspy.eval.trace_export import drain_trace_queue, terminate_trace_export
 
@@ -89,10 +102,8 @@ KEY_METRICS = (
     "mean_tokens",
 )
 INVOCATION_TAG = "saga.invocation"  # the variants of one invocation: flat runs with the same value
-FINAL_CHARS = 4000  # a trace's final SPARQL and answers, and its gold in the assessments
 TABLE_FILE = "per_question.json"
 EXPERIMENT_KIND = "custom_model_development"  # the UI opens such an experiment on its runs table
-SHARED_VIEW = "saga"  # `?viewStateShareKey=saga` opens the runs table with the comparison columns
 VIEW_COLUMNS = (
     "params.`variant`",
     *(f"metrics.`{key}`" for key in KEY_METRICS),
@@ -108,11 +119,13 @@ EXPERIMENT_NOTE = """Runs of saga-dspy: one row per variant (the variants of one
 `saga.invocation`; f1_delta and its CI compare a variant with the invocation's first).
 
 * Runs table: f1 / em / empty_rate / mean_seconds ... are metrics, variant / dataset / lm ... params ("Columns").
+  Scores and shares (f1, em, *_rate, f1_delta and its CI) are in percent, as the CLI prints them.
 * Chart view (the chart icon above the table): one bar chart per metric, a bar per variant (type f1 in its search).
 * Per question: a run's "Evaluation" tab or its `per_question.json` artifact (question, gold, prediction, F1,
   status, steps, variant).
-* Traces (the "Traces" tab): one per question, with a span per tool call, the final SPARQL and answers, and its
-  assessments: f1 and em (feedback), the gold answers and SPARQL (expectations). Tick two to compare them.
+* Traces (the "Traces" tab): one per question, with a span per tool call, the answers and final SPARQL, its
+  assessments: f1 and em (feedback), the gold answers and SPARQL (expectations), and the tags variant, f1, em,
+  question_id, dataset (the view "saga", `?traceViewShareKey=saga`, shows them as columns). Tick two to compare.
 """
 
 
@@ -155,31 +168,6 @@ def with_tokens(metrics: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def answer_text(answers: Any, limit: int = 300, labels: Mapping[str, str] | None = None) -> str:
-    """SPARQL-JSON results (or a list of values) as one short line of values; an IRI as its id, followed by its
-    label where `labels` (id -> label) has one."""
-    if answers is None:
-        return ""
-    if isinstance(answers, dict):
-        if "boolean" in answers:
-            return str(bool(answers["boolean"])).lower()
-        bindings = (answers.get("results") or {}).get("bindings")
-        if bindings is not None:
-            values = [cell.get("value", "") for row in bindings for cell in row.values() if isinstance(cell, dict)]
-            named = labels or {}
-
-            def shown(value: str) -> str:
-                if not value.startswith("http"):
-                    return value
-                eid = value.rsplit("/", 1)[-1]
-                return f"{eid} {named[eid]}" if named.get(eid) else eid
-
-            text = "; ".join(shown(v) for v in values)
-            return text if len(text) <= limit else text[: limit - 1] + "…"
-    text = str(answers)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def question_rows(lines: Sequence[Mapping[str, Any]], variant: str) -> list[dict[str, Any]]:
     """One row per question for the runs' per-question table."""
     rows = []
@@ -192,7 +180,7 @@ def question_rows(lines: Sequence[Mapping[str, Any]], variant: str) -> list[dict
                 "question": str(line.get("question") or ""),
                 "gold": answer_text(line.get("gold")),
                 "prediction": answer_text(line.get("answers")),
-                "f1": float(line.get("f1") or 0.0),
+                "f1": shown_metric("f1", float(line.get("f1") or 0.0)),
                 "em": bool(line.get("em")),
                 "status": str(line.get("final_status")),
                 "steps": counters.get("steps"),
@@ -214,22 +202,16 @@ def clean_params(params: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def display_value(value: float) -> float:
-    """A metric rounded for the runs table: 4 decimals below 1 (an F1), 2 up to 100 (a mean of calls), 1 above."""
-    size = abs(value)
-    return round(value, 4 if size < 1 else 2 if size < 100 else 1)
-
-
 def numeric_metrics(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """The finite numbers of a (flat) metrics dict, rounded for display (`display_value`); booleans become 0/1,
-    None is left out."""
+    """The finite numbers of a (flat) metrics dict as MLflow shows them (`mlflow_values.shown_metric`: scores and
+    shares in percent, as the CLI prints them; rounded); booleans become 0/1, None is left out."""
     out: dict[str, float] = {}
     for key, value in metrics.items():
         if isinstance(value, bool):
             value = float(value)
         if isinstance(value, (int, float)) and math.isfinite(float(value)):
             name = re.sub(r"[^A-Za-z0-9_\-./ ]", "_", f"{prefix}{key}")
-            out[name] = display_value(float(value))
+            out[name] = shown_metric(str(key), float(value))
     return out
 
 
@@ -303,6 +285,10 @@ class Tracker:
             self._mlflow.MlflowClient().set_experiment_tag(
                 self.experiment_id, f"mlflow.sharedViewState.{SHARED_VIEW}", view
             )
+            now = _now_ms()
+            traces_view = {"name": SHARED_VIEW, "createdAt": now, "updatedAt": now}
+            traces_view["state"] = json.dumps(TRACES_VIEW_STATE)
+            self._mlflow.MlflowClient().set_experiment_tag(self.experiment_id, TRACES_VIEW_TAG, json.dumps(traces_view))
         except Exception as exc:  # a convenience for the UI
             log.debug("could not tag the experiment: %s", exc)
 
@@ -330,6 +316,14 @@ class Tracker:
             self._autologging = True
         except Exception as exc:  # tracing is a convenience; the run's own records are not
             log.warning("mlflow.dspy.autolog() failed, continuing without DSPy traces: %s", exc)
+
+    def ui_hint(self) -> str:
+        """Where to see this invocation in the MLflow UI: the runs table with its metrics (the shared view) and
+        the traces with their tags; for a local store, the `mlflow ui` command that serves it first. "" when
+        tracking is off."""
+        if not self.enabled or self.uri is None or self.experiment_id is None:
+            return ""
+        return ui_hint(self.uri, self.experiment_id)
 
     # -- runs ---------------------------------------------------------------------------
 
@@ -422,25 +416,38 @@ class Tracker:
         self.log_table(question_rows(lines, variant))
 
     def log_assessments(
-        self, run_id: str | None, lines: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]] = ()
+        self,
+        run_id: str | None,
+        lines: Sequence[Mapping[str, Any]],
+        rows: Sequence[Mapping[str, Any]] = (),
+        *,
+        variant: str = "",
+        dataset: str = "",
     ) -> int:
-        """Each question's scores on its trace (the run's traces, matched by their question): feedback `f1` and
-        `em`, expectations `expected_answers` and `expected_sparql` (from `rows`, the evaluation set, by id).
-        Returns the number of traces assessed."""
+        """Each question's scores on its trace (the run's traces, matched by their question): feedback `f1` (in
+        percent) and `em`, expectations `expected_answers` and `expected_sparql` (from `rows`, the evaluation set,
+        by id), and the tags `mlflow_values.QUESTION_TAGS` (variant, f1, em, question id, dataset), the Traces
+        tab's columns. Returns the number of traces assessed."""
         if not self.enabled or not run_id or self.trace == "none" or not lines:
             return 0
         try:
-            return self._log_assessments(run_id, lines, rows)
+            return self._log_assessments(run_id, lines, rows, variant, dataset)
         except Exception as exc:  # the run's own records do not depend on it
             log.warning("could not log the per-question assessments: %s", exc)
             return 0
 
     def _log_assessments(
-        self, run_id: str, lines: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]
+        self,
+        run_id: str,
+        lines: Sequence[Mapping[str, Any]],
+        rows: Sequence[Mapping[str, Any]],
+        variant: str,
+        dataset: str,
     ) -> int:
         from mlflow.entities import AssessmentSource, AssessmentSourceType
 
         mlflow = self._mlflow
+        client = mlflow.MlflowClient()
         by_question: dict[str, Mapping[str, Any]] = {}
         for each in lines:
             by_question.setdefault(str(each.get("question") or ""), each)
@@ -459,9 +466,9 @@ class Tracker:
             if line is None:
                 continue
             trace_id = trace.info.trace_id
-            f1 = float(line.get("f1") or 0.0)
+            f1 = shown_metric("f1", float(line.get("f1") or 0.0))
             status = str(line.get("final_status"))
-            mlflow.log_feedback(trace_id=trace_id, name="f1", value=round(f1, 4), source=source, rationale=status)
+            mlflow.log_feedback(trace_id=trace_id, name="f1", value=f1, source=source, rationale=status)
             mlflow.log_feedback(trace_id=trace_id, name="em", value=bool(line.get("em")), source=source)
             gold = answer_text(line.get("gold"), FINAL_CHARS)
             mlflow.log_expectation(trace_id=trace_id, name="expected_answers", value=gold, source=source)
@@ -470,6 +477,8 @@ class Tracker:
                 mlflow.log_expectation(
                     trace_id=trace_id, name="expected_sparql", value=sparql[:FINAL_CHARS], source=source
                 )
+            for key, value in question_tags(line, variant, dataset).items():
+                client.set_trace_tag(trace_id, key, value)
             done += 1
         return done
 
@@ -529,6 +538,7 @@ def _now_ms() -> int:
 __all__ = [
     "FINAL_CHARS",
     "INVOCATION_TAG",
+    "SHARED_VIEW",
     "KEY_METRICS",
     "PARAM_KEYS",
     "TABLE_FILE",
@@ -545,5 +555,6 @@ __all__ = [
     "run_name",
     "sqlite_path",
     "trace_question",
+    "ui_hint",
     "with_tokens",
 ]

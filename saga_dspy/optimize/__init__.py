@@ -75,7 +75,8 @@ SECONDS_PER_RUN = 50.0  # one question of the bundled model on 2 idle cores, for
 PROGRAM = "program.json"
 EXPERIMENT_NOTE = """Compiles of saga-dspy: one row per compile; expand it for a child run per candidate scored on the
 valset, with its f1 / em and its paired interval against the default program (versus_default_delta / _low /
-_high): a candidate replaces the default only when _low is above zero (random search).
+_high): a candidate replaces the default only when _low is above zero (random search). Scores and intervals are
+in percent, as the CLI prints them.
 
 * The compile run: the tag `chosen`, valset_f1 of the kept program, candidate_f1 one step per candidate, and the
   report set (never used for selection): report_default_f1, report_compiled_f1, report_delta_f1, report_ci_low /
@@ -443,6 +444,8 @@ def optimize(
         finally:
             tracker.close()
     print(f"\nprogram: {job.program_path}\nuse it:  {config['use']}", file=stream)
+    if tracker.enabled:  # where to click through to the compile run and its candidates
+        print("\n" + tracker.ui_hint(), file=stream)
     if interrupted:
         raise Interrupted(f"{interrupted}; the best program so far is saved: {job.program_path}")
     return OptimizeResult(job.program, out_dir, job.program_path, metrics, config, job.scored)

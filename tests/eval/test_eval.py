@@ -293,8 +293,8 @@ def test_mlflow_run_with_params_metrics_and_artifacts(eval_settings, sample, end
     assert params["dataset"] == "qald10" and params["split"] == "test" and params["variant"] == "full"
     assert params["lm"] == "scripted" and params["endpoint"] == "embedded"
     assert params["schema_coverage"] == "100" and params["program"] == "None"
-    assert run.data.metrics["f1"] == pytest.approx(sum(expected.values()) / 4)
-    assert run.data.metrics["em"] == pytest.approx(0.5)
+    assert run.data.metrics["f1"] == pytest.approx(100 * sum(expected.values()) / 4, abs=0.01)  # percent
+    assert run.data.metrics["em"] == pytest.approx(50.0)
     assert "mean_steps" in run.data.metrics and "empty_rate" in run.data.metrics
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"predictions.jsonl", "config.json", "metrics.json", "comparison.png"} <= artifacts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -31,6 +32,7 @@ from saga_dspy.eval.tracking import (
     display_value,
     numeric_metrics,
     sqlite_path,
+    ui_hint,
 )
 from saga_dspy.optimize import OptimizeOptions, optimize
 
@@ -54,15 +56,26 @@ def test_params_and_metrics_are_cleaned():
     assert clean_params({"a": None, "b": 1, "c": "x" * 7000})["a"] == "None"
     assert len(clean_params({"c": "x" * 7000})["c"]) == 6000
     assert numeric_metrics({"f1": 0.5, "n": 3, "none": None, "ok": True, "nan": float("nan"), "s": "x"}) == {
-        "f1": 0.5,
+        "f1": 50.0,
         "n": 3.0,
         "ok": 1.0,
     }
-    # rounded for the runs table (metrics.json keeps every digit)
+    # scores and shares in percent as the CLI prints them, rounded for the runs table (metrics.json keeps 0-1)
     assert numeric_metrics({"f1": 1 / 6, "calls": 16 / 3, "tokens": 14398 / 3}) == {
-        "f1": 0.1667,
+        "f1": 16.67,
         "calls": 5.33,
         "tokens": 4799.3,
+    }
+    shares = {"em": 0.25, "empty_rate": 0.1, "boolean_f1": 1.0, "f1_delta": -0.05, "f1_delta_low": -0.125}
+    assert numeric_metrics({**shares, "f1_wins": 3, "mean_steps": 4.5, "k": 2}) == {
+        "em": 25.0,
+        "empty_rate": 10.0,
+        "boolean_f1": 100.0,
+        "f1_delta": -5.0,
+        "f1_delta_low": -12.5,
+        "f1_wins": 3.0,
+        "mean_steps": 4.5,
+        "k": 2.0,
     }
 
 
@@ -168,6 +181,7 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
     plans[long_question] = [
         ("search_wikidata", {"query": f"{w} {i}"}) for i, w in enumerate(long_question.split() * 3)
     ][:12] + plans[long_question][-2:]
+    printed = io.StringIO()
     evaluate(
         settings,
         ["full", "spinach"],
@@ -178,9 +192,28 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
         progress=False,
         experiment="cmp",
         ids=ids,
+        stream=printed,
     )
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("cmp")
+    # the CLI ends with the UI's runs table (the shared view: metrics as columns) and traces (tags as columns)
+    page = f"http://127.0.0.1:5000/#/experiments/{exp.experiment_id}"
+    assert printed.getvalue().rstrip().splitlines()[-4:] == [
+        "MLflow UI (scores in percent):",
+        f"  serve: mlflow ui --backend-store-uri {uri} --port 5000",
+        f"  runs:   {page}/runs?viewStateShareKey=saga",
+        f"  traces: {page}/traces?traceViewShareKey=saga",
+    ]
+    view = json.loads(exp.tags["mlflow.sharedViewState.saga"])
+    assert "metrics.`f1`" in view["selectedColumns"]
+    traces_view = json.loads(exp.tags["mlflow.tracesV4ViewState.saga"])
+    assert traces_view["name"] == "saga" and isinstance(traces_view["createdAt"], int)
+    columns = json.loads(traces_view["state"])["customColumns"]
+    assert [c for c, shown in columns.items() if shown] == [
+        "tag:variant",
+        "tag:f1",
+        "tag:em",
+    ]
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
     runs = client.search_runs([exp.experiment_id])
     assert not any("mlflow.parentRunId" in r.data.tags for r in runs)  # no parent to unfold
@@ -230,10 +263,26 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
     labelled: list[bool] = []
     for info in traces:
         trace = client.get_trace(info.info.trace_id)
-        line = lines[variant_of[trace.info.trace_metadata["mlflow.sourceRun"]], trace.data.spans[0].inputs["question"]]
+        variant = variant_of[trace.info.trace_metadata["mlflow.sourceRun"]]
+        line = lines[variant, trace.data.spans[0].inputs["question"]]
+        # tagged for the Traces tab's columns: which variant, its scores (percent, as the CLI), which question
+        assert {k: trace.info.tags.get(k) for k in ("variant", "f1", "em", "question_id", "dataset")} == {
+            "variant": variant,
+            "f1": f"{100 * line['f1']:.1f}",
+            "em": str(bool(line["em"])).lower(),
+            "question_id": line["id"],
+            "dataset": "qald10/test",
+        }
+        # inputs without the program's machinery (no `<QuestionGuard>`, no object's type name anywhere)
+        assert trace.data.spans[0].inputs == {"question": line["question"]}
+        assert not re.search(r'"<[A-Z]\w*>"', json.dumps([s.inputs for s in trace.data.spans]))
+        assert not re.search(r'"<[A-Z]\w*>"', trace.info.request_preview or "")
+        # outputs led by the answers and the final SPARQL (the trace list's Output preview shows them)
+        assert list(trace.data.spans[0].outputs)[:2] == ["answers", "sparql"]
+        assert (trace.info.response_preview or "").startswith('{"answers": ')
         scores = {a.name: a for a in trace.info.assessments}
         assert {"f1", "em", "expected_answers", "expected_sparql"} <= set(scores)
-        assert scores["f1"].feedback.value == pytest.approx(line["f1"], abs=1e-4)
+        assert scores["f1"].feedback.value == pytest.approx(100 * line["f1"], abs=1e-2)  # percent, as the CLI
         assert scores["em"].feedback.value is bool(line["em"])
         assert scores["expected_sparql"].expectation.value == line["gold_sparql"]
         root = trace.data.spans[0]
@@ -294,7 +343,7 @@ def test_trace_sample_and_none(store_path, endpoint, search, tmp_path):
         exp = client.get_experiment_by_name(f"trace-{mode}")
         assert len(client.search_traces(locations=[exp.experiment_id])) == expected, mode
         (run,) = client.search_runs([exp.experiment_id])
-        assert run.data.metrics["f1"] == 1.0
+        assert run.data.metrics["f1"] == 100.0  # percent, as the CLI prints it
 
 
 def test_bounded_inputs_keep_plain_values():
@@ -305,7 +354,7 @@ def test_bounded_inputs_keep_plain_values():
         {"role": "user", "content": "q" * 9000},
     ]
     out = bounded_inputs({"messages": messages, "demos": [1, 2, 3], "settings": object(), "n": 3})
-    assert out["demos"] == "3 demos" and out["n"] == 3 and out["settings"] == "<object>"
+    assert out["demos"] == "3 demos" and out["n"] == 3 and "settings" not in out  # no object's type name
     assert [m["role"] for m in out["messages"]] == ["system", "demonstrations", "user"]
     assert len(out["messages"][0]["content"]) <= 1200 and len(out["messages"][2]["content"]) <= 5000
     assert "chars left out" in out["messages"][2]["content"]
@@ -554,3 +603,46 @@ def test_an_unreachable_tracking_server_is_one_error_within_seconds(tmp_path):
         check_tracking_server(f"http://127.0.0.1:{port}")  # a 404 on /health is an answer
     finally:
         server.kill()
+
+
+def _eval_import_graph() -> dict[str, set[str]]:
+    """saga_dspy.eval's modules -> the eval modules each imports (lazy imports too; `from saga_dspy.eval import x`
+    names the module x)."""
+    import ast
+
+    from tests.helpers import codebase
+
+    mods = {m.name: m for m in codebase.modules() if m.name.startswith("saga_dspy.eval.")}
+    graph: dict[str, set[str]] = {name: set() for name in mods}
+    for name, module in mods.items():
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph[name] |= {t for t in targets if t in mods and t != name}
+    return graph
+
+
+def test_no_import_circle_between_the_tracking_modules():
+    """A module imports only modules below it inside eval too: tracking reads the trace policy (lazily: it imports
+    mlflow), never the other way; what both need (FINAL_CHARS, answer_text) lives below both."""
+    import graphlib
+
+    graph = _eval_import_graph()
+    assert "saga_dspy.eval.tracking" not in graph["saga_dspy.eval.trace_policy"]
+    assert "saga_dspy.eval.trace_policy" in graph["saga_dspy.eval.tracking"]
+    tracking = {m: graph[m] for m in graph if m.rsplit(".", 1)[1] in ("tracking", "mlflow_values") or "trace" in m}
+    tuple(graphlib.TopologicalSorter(tracking).static_order())  # raises CycleError on a circle
+
+
+def test_ui_hint_for_a_tracking_server_and_another_store():
+    page = "http://mlflow.lab:8080/#/experiments/7"
+    assert ui_hint("http://mlflow.lab:8080/", "7").splitlines()[1:] == [
+        f"  runs:   {page}/runs?viewStateShareKey=saga",
+        f"  traces: {page}/traces?traceViewShareKey=saga",
+    ]
+    hint = ui_hint("postgresql://user:secret@db/mlflow", "7")  # the store's password is not printed
+    assert "secret" not in hint and "--backend-store-uri <your tracking store>" in hint

@@ -12,7 +12,7 @@ from conftest import TEST_CACHE, make_settings
 from helpers.scripted_lm import ScriptedLM
 
 from saga_dspy.eval.firewall import normalise_text
-from saga_dspy.eval.tracking import display_value
+from saga_dspy.eval.mlflow_values import shown_metric
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +236,7 @@ def test_random_search_scores_candidates_on_the_valset_and_the_metric_picks_k(
     children = [r for r in runs if r.data.tags.get("kind") == "optimize-candidate"]
     assert len(children) == len(scored)
     assert all(c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
-    assert sorted(c.data.metrics["f1"] for c in children) == sorted(display_value(c.f1) for c in scored)
+    assert sorted(c.data.metrics["f1"] for c in children) == sorted(shown_metric("f1", c.f1) for c in scored)
     history = client.get_metric_history(parent.info.run_id, "candidate_f1")
     assert [m.step for m in history] == list(range(len(scored)))
     note = client.get_experiment_by_name("opt-test").tags["mlflow.note.content"]
@@ -244,8 +244,8 @@ def test_random_search_scores_candidates_on_the_valset_and_the_metric_picks_k(
     by_name = {c.data.params["candidate"]: c for c in children}  # each beside the default: why kept or not
     assert "versus_default_low" not in by_name[scored[0].name].data.metrics
     for c in scored[1:]:
-        assert by_name[c.name].data.metrics["versus_default_low"] == pytest.approx(c.versus_default.low)
-    assert parent.data.metrics["report_compiled_f1"] == display_value(report["metrics"]["compiled"]["f1"])
+        assert by_name[c.name].data.metrics["versus_default_low"] == pytest.approx(100 * c.versus_default.low, abs=0.01)
+    assert parent.data.metrics["report_compiled_f1"] == shown_metric("f1", report["metrics"]["compiled"]["f1"])
     assert "report_ci_low" in parent.data.metrics and parent.data.tags["chosen"] == "gold k=3"
     assert "program.json" in {a.path for a in client.list_artifacts(parent.info.run_id)}
 
