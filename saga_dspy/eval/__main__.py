@@ -51,7 +51,7 @@ from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import parse_ids
 from saga_dspy.eval.export import FORMATS, export_run
 from saga_dspy.eval.gold import freeze
-from saga_dspy.eval.report import RUN_NAME_COLUMNS, md_table, results_table, runs_rows, text_table
+from saga_dspy.eval.report import ACROSS_NOTE, RUN_NAME_COLUMNS, md_table, results_table, runs_rows, text_table
 from saga_dspy.eval.rescore import RESCORED, rescore
 from saga_dspy.eval.run_inputs import COVERAGES, check_file_inputs, program_has_controller_demos
 from saga_dspy.eval.runner import evaluate
@@ -291,7 +291,8 @@ def report_main(argv: Sequence[str]) -> int:
         print(md_table(*across) + "\n\n" + md_table(*each))
     else:
         print(text_table(*across) + "\n\n" + text_table(*each, left=RUN_NAME_COLUMNS))
-    print("\nF1, EM and empty in percent; seconds per question; runs: " + ", ".join(str(r.path) for r in runs))
+    note = f"; {ACROSS_NOTE}" if len(across[0]) > 2 else ""
+    print(f"\nF1, EM and empty in percent; seconds per question{note}; runs: " + ", ".join(str(r.path) for r in runs))
     return 0
 
 

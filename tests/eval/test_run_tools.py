@@ -108,6 +108,8 @@ def test_export_of_a_question_without_a_query_is_an_empty_result(two_variant_run
 
 
 def test_report_is_one_table_across_benchmarks(two_variant_run, endpoint, search, tmp_path, capsys):
+    import shutil
+
     from saga_dspy.eval.evalset import load_eval_set
     from saga_dspy.eval.runner import evaluate
 
@@ -120,7 +122,7 @@ def test_report_is_one_table_across_benchmarks(two_variant_run, endpoint, search
     rc, text, _ = _cli(["report", str(out), str(other)], capsys)
     assert rc == 0
     lines = text.splitlines()
-    assert lines[0].split() == ["variant", "qald10/test", "qald7/test", "mean", "F1"]
+    assert lines[0].split() == ["variant", "qald10/test", "qald7/test", "mean", "F1", "pooled", "F1"]
     full_f1 = read_run(out / "full").metrics["f1"]
     q7 = read_run(other).metrics["f1"]
     full_row = next(line for line in lines if line.startswith("full "))
@@ -129,10 +131,26 @@ def test_report_is_one_table_across_benchmarks(two_variant_run, endpoint, search
         "(6)",
         f"{100 * q7:.1f}",
         "(2)",
-        f"{100 * (full_f1 + q7) / 2:.1f}",
+        f"{100 * (full_f1 + q7) / 2:.1f}",  # each benchmark counts once
+        f"{100 * (6 * full_f1 + 2 * q7) / 8:.1f}",  # each question counts once
     ]
     spinach_row = next(line for line in lines if line.startswith("spinach "))
-    assert spinach_row.split()[-2:] == ["-", "-"]  # no qald7 run: no mean
+    assert spinach_row.split()[-3:] == ["-", "-", "-"]  # no qald7 run: no mean, no pooled F1
     assert any(line.startswith("qald7/test") and " full " in line for line in lines)  # a row per run
+    assert "mean F1: unweighted mean over the benchmarks" in text and "pooled F1: over all their questions" in text
     rc, text, _ = _cli(["report", str(out), "--markdown"], capsys)
     assert rc == 0 and text.startswith("| variant | qald10/test |")
+
+    # a folder of run folders, the runs two levels down (results/<campaign>/<benchmark>/<variant>): the same table
+    top = tmp_path / "campaign"
+    shutil.copytree(out, top / "qald10" / "two")
+    shutil.copytree(other, top / "qald7")
+    rc, nested, _ = _cli(["report", str(top)], capsys)
+    assert rc == 0, nested
+    flat = _cli(["report", str(out), str(other)], capsys)[1]
+    assert nested.splitlines()[:5] == flat.splitlines()[:5]
+    assert nested.count("qald10/test ") == 3 and "qald7/test " in nested  # full, spinach and the qald7 run
+    rc, exported, _ = _cli(["export", str(top), "--format", "qald"], capsys)
+    assert rc == 0 and exported.count(" questions -> ") == 3
+    rc, _, _ = _cli(["compare", str(top / "qald10")], capsys)
+    assert rc == 0
