@@ -33,6 +33,7 @@ from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id,
 from saga_dspy.eval.preflight import preflight
 from saga_dspy.eval.records import CONFIG, METRICS, run_config, write_json
 from saga_dspy.eval.report import against_first, comparison_metrics, markdown_table, summary_table
+from saga_dspy.eval.resume import INVOCATION, invocation_record, resume_command
 from saga_dspy.eval.run_inputs import (
     check_file_inputs,
     check_graph,
@@ -417,6 +418,7 @@ def evaluate(
                 todo += questions_left(vdir, evalset, resume=resume, retry_failed=retry_failed)
             if settings.preflight and todo:
                 preflight(settings, services, lm)
+            invocation = invocation_record(variants, ids, data_file, gold_file, answerable_only, experiment)
             results = _run_variants(
                 settings,
                 variants,
@@ -430,6 +432,7 @@ def evaluate(
                 retry_failed=retry_failed,
                 overwrite=overwrite,
                 progress=progress,
+                extra_config={INVOCATION: invocation},
             )
         finally:
             tracker.close()
@@ -464,6 +467,7 @@ def _run_variants(
     retry_failed: bool,
     overwrite: bool,
     progress: bool,
+    extra_config: dict[str, Any] | None = None,
 ) -> dict[str, VariantResult]:
     """Each variant into its run directory (one sub-directory each when there are several), then the comparison."""
     results: dict[str, VariantResult] = {}
@@ -493,6 +497,7 @@ def _run_variants(
                 progress=progress,
                 tracker=tracker if tracker.enabled else None,
                 run_tags={INVOCATION_TAG: invocation},
+                extra_config=extra_config,
                 warmup_seconds=warmup,
             )
         finally:
@@ -551,13 +556,13 @@ def print_outcome(
         if r.stopped:
             print(
                 f"error: [{variant}] {r.stopped}; fix it, then continue with "
-                f"`python -m saga_dspy.eval ... --retry-failed --out {out_dir}`",
+                f"`{resume_command(out_dir, retry_failed=True, settings=settings)}`",
                 file=sys.stderr,
             )
     if any(r.interrupted for r in results.values()):
         done = sum(len(r.lines) for r in results.values())
         print(
             f"interrupted: {done} finished questions are saved; continue with "
-            f"`python -m saga_dspy.eval ... --resume --out {out_dir}`",
+            f"`{resume_command(out_dir, settings=settings)}`",
             file=stream,
         )
