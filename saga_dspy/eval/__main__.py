@@ -371,5 +371,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 3 if any(r.stopped for r in results.values()) else 0
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The `saga-eval` console script: `python -m saga_dspy.eval`, errors as one line."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    console_main()

@@ -201,5 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The `saga-optimize` console script: `python -m saga_dspy.optimize`, errors as one line."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    console_main()
