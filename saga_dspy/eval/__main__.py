@@ -53,7 +53,15 @@ from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import parse_ids
 from saga_dspy.eval.export import FORMATS, export_run
 from saga_dspy.eval.gold import freeze
-from saga_dspy.eval.report import ACROSS_NOTE, RUN_NAME_COLUMNS, md_table, results_table, runs_rows, text_table
+from saga_dspy.eval.report import (
+    ACROSS_NOTE,
+    RUN_NAME_COLUMNS,
+    md_table,
+    rescore_summary,
+    results_table,
+    runs_rows,
+    text_table,
+)
 from saga_dspy.eval.rescore import RESCORED, rescore
 from saga_dspy.eval.resume import restore_args
 from saga_dspy.eval.run_inputs import COVERAGES, check_file_inputs, default_out_dir, program_has_controller_demos
@@ -223,8 +231,8 @@ def rescore_main(argv: Sequence[str]) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    shown = {k: metrics.get(k) for k in ("n", "f1", "em", "empty_rate", "boolean_f1", "factoid_f1")}
-    print(json.dumps(shown, indent=2))
+    written = Path(args.out) if args.out else Path(args.run_dir) / RESCORED
+    print(f"{args.run_dir}: {rescore_summary(metrics)} (percent); metrics written to {written}")
     print(describe_subset(metrics["subset"]))
     return 0
 

@@ -98,6 +98,17 @@ def _cell(value: Any, fmt: str) -> str:
     return fmt.format(value)
 
 
+def rescore_summary(metrics: Mapping[str, Any]) -> str:
+    """A run's scores in one line, in percent as every table here: questions, F1, EM, empty, and F1 per kind."""
+    parts = [f"{_cell(metrics.get('n'), 'int')} questions"]
+    parts += [f"{name} {_cell(metrics.get(key), 'pct')}" for name, key in (("F1", "f1"), ("EM", "em"))]
+    parts.append(f"empty {_cell(metrics.get('empty_rate'), 'pct')}")
+    for kind in ("boolean", "factoid"):
+        if metrics.get(f"{kind}_n"):
+            parts.append(f"{kind} F1 {_cell(metrics.get(f'{kind}_f1'), 'pct')} ({metrics[f'{kind}_n']})")
+    return ", ".join(parts)
+
+
 def _kind_cell(metrics: Mapping[str, Any], kind: str) -> str:
     n = metrics.get(f"{kind}_n")
     if not n:

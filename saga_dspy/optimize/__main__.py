@@ -13,7 +13,14 @@ from saga_dspy.cli import ArgumentParser, append_help, run_main
 from saga_dspy.config import LM_FLAGS, Settings, add_settings_args, apply_offline_env, settings_from_args
 from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.lm import build_lm, cli_lm, configure_lm_cache
-from saga_dspy.optimize import OPTIMIZERS, SECONDS_PER_RUN, TEACHERS, OptimizeOptions, optimize
+from saga_dspy.optimize import (
+    OPTIMIZERS,
+    SECONDS_PER_RUN,
+    SECONDS_PER_RUN_SERVED,
+    TEACHERS,
+    OptimizeOptions,
+    optimize,
+)
 from saga_dspy.optimize.instructions import check_available
 from saga_dspy.optimize.sets import REST, parse_set, refuse_test_split
 
@@ -121,7 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop bootstrapping / scoring candidates (GEPA: proposing) past this; the best program so far is kept",
     )
     parser.add_argument(
-        "--seconds-per-question", type=float, default=SECONDS_PER_RUN, help="for the estimate printed before start"
+        "--seconds-per-question",
+        type=float,
+        default=None,
+        help=f"for the estimate printed before start (default: {SECONDS_PER_RUN:g} with the bundled local model, "
+        f"{SECONDS_PER_RUN_SERVED:g} over --num-threads with a served one)",
     )
     parser.add_argument("--data-file", help="train questions in our schema instead of the bundled train split")
     parser.add_argument("--gold-file", help="frozen gold file of --data-file")
