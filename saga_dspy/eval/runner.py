@@ -28,6 +28,7 @@ from saga_dspy.eval.answerability import describe_subset, subset_record
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
 from saga_dspy.eval.firewall import guard_kwargs
+from saga_dspy.eval.gold import freezes_now
 from saga_dspy.eval.metrics import MetricMode, compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_prediction
 from saga_dspy.eval.preflight import preflight
@@ -400,6 +401,10 @@ def evaluate(
         check_pool_choice(settings)
     except ValueError as exc:
         raise EvalError(str(exc)) from None
+    preflighted = settings.preflight and freezes_now(settings, settings.dataset, settings.split, data_file, gold_file)
+    if preflighted:  # before the freeze: a dead LM or endpoint stops the run before any gold is frozen
+        with KgServices(settings, endpoint, search) as services:
+            preflight(settings, services, lm)
     evalset = load_eval_set(
         settings, ids=ids, data_file=data_file, gold_file=gold_file, answerable_only=answerable_only, progress=progress
     )
@@ -416,7 +421,7 @@ def evaluate(
                 vsettings = settings.model_copy(update={"variant": variant})
                 check_out_dir(vdir, vsettings, resume=resume, overwrite=overwrite)
                 todo += questions_left(vdir, evalset, resume=resume, retry_failed=retry_failed)
-            if settings.preflight and todo:
+            if settings.preflight and todo and not preflighted:
                 preflight(settings, services, lm)
             invocation = invocation_record(variants, ids, data_file, gold_file, answerable_only, experiment)
             results = _run_variants(
