@@ -121,6 +121,7 @@ def freezes_now(
     try:
         find_gold(settings, dataset, split, data_file=data_file, freeze_if_missing=False, progress=False)
     except EvalError:
+        load_records(dataset, split, settings, data_file)  # an unknown dataset or split says so first, as a freeze
         return True
     return False
 
