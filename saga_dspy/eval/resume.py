@@ -3,7 +3,8 @@ folders' ones) records the settings and the invocation (variants, question ids, 
 answerable filter, the MLflow experiment); a bare `--resume --out DIR` takes them all from there, and a flag given
 beside it that says otherwise is refused with one line. Flags that change how the run goes but not what it
 answers (threads, tracking, timeouts, retries) may be given anew; the API key is never recorded (flag or
-SAGA_API_KEY)."""
+SAGA_API_KEY). A config.json written before the invocation was recorded gives the variants by its folders, the ids
+and the answerable filter by its `selection`, and no data or gold file."""
 
 from __future__ import annotations
 
