@@ -169,3 +169,52 @@ def test_a_resume_of_a_folder_without_a_recorded_run_starts_nothing(tmp_path, mo
     rc, _, err = _main(["--resume", "--out", str(empty), "--no-mlflow"], monkeypatch, capsys, lm)
     assert rc == 2 and "holds no recorded run" in err and len(err.strip().splitlines()) == 1
     assert list(empty.iterdir()) == [] and lm.calls == 0
+
+
+_CHILD = """
+import json, sys
+sys.path.insert(0, {tests!r})
+from helpers.scripted_lm import ScriptedLM
+from saga_dspy.cli import run_main
+from saga_dspy.eval import __main__ as eval_main
+plans = {{q: [tuple(a) for a in p] for q, p in json.load(open({plans!r})).items()}}
+eval_main.cli_lm = lambda settings: ScriptedLM(plans, delay=0.4)
+sys.exit(run_main(eval_main.main, {argv!r}))
+"""
+
+
+def test_ctrl_c_prints_the_exact_command_that_continues_the_run(plans, tmp_path, monkeypatch, capsys):
+    """A real Ctrl-C (SIGINT) in the middle of a CLI run: the hint is a whole command, and that command, as
+    printed, finishes the run."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    plan, question_of = plans
+    out = tmp_path / "run"
+    script = tmp_path / "plans.json"
+    script.write_text(json.dumps(plan))
+    argv = first_run_argv(out)
+    at = argv.index("spinach")
+    del argv[at - 1 : at + 1]  # one variant: --variant full
+    code = _CHILD.format(tests=str(REPO / "tests"), plans=str(script), argv=argv)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 240
+    while not ((out / "predictions.jsonl").is_file() and (out / "predictions.jsonl").read_text().strip()):
+        assert child.poll() is None and time.monotonic() < deadline, child.communicate()[1][-2000:]
+        time.sleep(0.1)
+    child.send_signal(signal.SIGINT)
+    stdout, stderr = child.communicate(timeout=120)
+    assert child.returncode == 130, stderr[-2000:]
+    (hint,) = [line for line in stdout.splitlines() if line.startswith("interrupted:")]
+    command = hint.split("`")[1]
+    assert command == f"python -m saga_dspy.eval --resume --out {out}"
+    assert len(_lines(out / "predictions.jsonl")) < len(IDS)
+    rc, _, err = _main(shlex.split(command)[3:], monkeypatch, capsys, RecordingLM(plan))
+    assert rc == 0, err
+    assert sorted(x["id"] for x in _lines(out / "predictions.jsonl")) == sorted(IDS)
