@@ -248,5 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if not pred.error else 1
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The `saga-ask` console script: `python -m saga_dspy.ask`, errors as one line."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    console_main()

@@ -538,5 +538,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The `saga-stats` console script: `python -m saga_dspy.stats`, errors as one line."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    console_main()

@@ -2,7 +2,7 @@
 
     python -m saga_dspy.eval --dataset qald10 --split test --limit 10
     python -m saga_dspy.eval --variant full --variant spinach --variant no-type-filter --limit 20
-    python -m saga_dspy.eval --resume --out runs/my-run          # continue an interrupted run
+    python -m saga_dspy.eval --resume --out runs/my-run          # continue an interrupted run, as it was started
     python -m saga_dspy.eval freeze-gold --dataset qald10 --split test --endpoint URL
     python -m saga_dspy.eval rescore runs/my-run                  # metrics again from predictions.jsonl
     python -m saga_dspy.eval compare runs/a runs/b                # question by question, with the paired CI
@@ -16,7 +16,9 @@ sub-directory per variant):
   as soon as it finishes: question, gold query and result, predicted SPARQL, answers, F1, EM,
   counters, error, final status and the full trajectory. A killed run loses no finished
   question; `--resume` skips the ids already there (`--retry-failed` re-runs those with an
-  error), and a line cut off by the kill is dropped.
+  error), and a line cut off by the kill is dropped. `--resume --out DIR` alone restores the whole run from
+  DIR's config.json (dataset, split, ids, variants, LM, every setting: `eval.resume`); a flag that says otherwise
+  is refused.
 * `config.json` — everything needed to reproduce the run: versions, endpoint, LM, variant,
   seeds, the metric rules, the controller's instructions and fields, the question ids.
 * `metrics.json` — `metrics.summarize()` over the finished questions (+ counts).
@@ -38,6 +40,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import dspy
 
@@ -50,9 +53,18 @@ from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import parse_ids
 from saga_dspy.eval.export import FORMATS, export_run
 from saga_dspy.eval.gold import freeze
-from saga_dspy.eval.report import RUN_NAME_COLUMNS, md_table, results_table, runs_rows, text_table
+from saga_dspy.eval.report import (
+    ACROSS_NOTE,
+    RUN_NAME_COLUMNS,
+    md_table,
+    rescore_summary,
+    results_table,
+    runs_rows,
+    text_table,
+)
 from saga_dspy.eval.rescore import RESCORED, rescore
-from saga_dspy.eval.run_inputs import COVERAGES, check_file_inputs, program_has_controller_demos
+from saga_dspy.eval.resume import restore_args
+from saga_dspy.eval.run_inputs import COVERAGES, check_file_inputs, default_out_dir, program_has_controller_demos
 from saga_dspy.eval.rundir import write_file
 from saga_dspy.eval.runner import evaluate
 from saga_dspy.eval.runs import expand_runs, run_labels
@@ -136,7 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also evaluate questions whose frozen gold is empty, degenerate or failed (they score 0)",
     )
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out (default: the latest run)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out (default: the latest run) as recorded in its config.json: dataset, split, "
+        "ids, variants, LM and every setting; a flag that says otherwise is refused",
+    )
     parser.add_argument(
         "--retry-failed", action="store_true", help="with --resume: re-run questions that ended with an error"
     )
@@ -217,9 +234,9 @@ def rescore_main(argv: Sequence[str]) -> int:
     except (FileNotFoundError, ValueError, EvalError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    shown = {k: metrics.get(k) for k in ("n", "f1", "em", "empty_rate", "boolean_f1", "factoid_f1")}
-    print(json.dumps(shown, indent=2))
+    written = Path(args.out) if args.out else Path(args.run_dir) / RESCORED
     partial = "" if metrics.get("complete", True) else f"; {metrics['n']} of them have predictions"
+    print(f"{args.run_dir}: {rescore_summary(metrics)} (percent); metrics written to {written}")
     print(describe_subset(metrics["subset"]) + partial)
     return 0
 
@@ -294,8 +311,18 @@ def report_main(argv: Sequence[str]) -> int:
         print(md_table(*across) + "\n\n" + md_table(*each))
     else:
         print(text_table(*across) + "\n\n" + text_table(*each, left=RUN_NAME_COLUMNS))
-    print("\nF1, EM and empty in percent; seconds per question; runs: " + ", ".join(str(r.path) for r in runs))
+    note = f"; {ACROSS_NOTE}" if len(across[0]) > 2 else ""
+    print(f"\nF1, EM and empty in percent; seconds per question{note}; runs: " + ", ".join(str(r.path) for r in runs))
     return 0
+
+
+def resume_dir(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Path:
+    """The run directory a resume continues: --out, else the latest run of the dataset and split given."""
+    try:
+        settings = settings_from_args(args)
+    except Exception as exc:  # a settings validation error: argparse's one-line usage error
+        parser.error(one_line(exc))
+    return Path(settings.out) if settings.out else default_out_dir(settings, resume=True)
 
 
 SUBCOMMANDS = {
@@ -319,6 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.retry_failed:
         args.resume = True
+    if args.resume:  # the recorded run, whole: a bare `--resume --out DIR` continues it, a conflicting flag is refused
+        args = restore_args(args, resume_dir(args, parser))
     if getattr(args, "program", None) and "demos" not in vars(args) and program_has_controller_demos(args.program):
         print(
             f"note: {args.program} carries compiled controller demos; per-question pool demos are off "
@@ -354,5 +383,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 3 if any(r.stopped for r in results.values()) else 0
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The `saga-eval` console script: `python -m saga_dspy.eval`, errors as one line."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    console_main()

@@ -52,6 +52,7 @@ class BenchmarkInfo:
     train: str | None = None
     metric_mode: str = "answers"  # the benchmark's customary metric
     bundled: bool = True
+    numeric_ids: tuple[str, ...] = ()  # splits whose official file writes ids as JSON numbers (bundled as strings)
 
     def resolve_split(self, split: str) -> str:
         """A split name, or a role ('test', 'dev', 'train') mapped to this benchmark's split."""
@@ -89,7 +90,14 @@ BENCHMARKS: dict[str, BenchmarkInfo] = {
             train="train",
         ),  # dev: eval.splits
         BenchmarkInfo(
-            "qald10", "QALD-10", "wikidata", ("train", "dev", "test"), test="test", dev="dev", train="train"
+            "qald10",
+            "QALD-10",
+            "wikidata",
+            ("train", "dev", "test"),
+            test="test",
+            dev="dev",
+            train="train",
+            numeric_ids=("test",),
         ),  # dev: eval.splits
         BenchmarkInfo(
             "wwq", "WikiWebQuestions", "wikidata", ("train", "dev", "test"), test="test", dev="dev", train="train"
@@ -198,6 +206,12 @@ def _json_text(obj: Any) -> str | None:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+def _qald_answers(rec: dict[str, Any]) -> Any:
+    """QALD-JSON's stored answers (`answers`: a list of one SPARQL-JSON result), or None."""
+    answers = rec.get("answers")
+    return answers[0] if isinstance(answers, list) and len(answers) == 1 else None
+
+
 def _normalise(rec: Any, i: int, kg: str, split: str) -> dict[str, Any]:
     """One record in our schema (plus gold columns if the record carries them)."""
     if not isinstance(rec, dict):
@@ -222,7 +236,7 @@ def _normalise(rec: Any, i: int, kg: str, split: str) -> dict[str, Any]:
         "split": rec.get("split") or split,
         "answer_type": None if answer_type is None else str(answer_type),
         "aggregation": aggregation,
-        "source_answers": _json_text(rec.get("source_answers")),
+        "source_answers": _json_text(rec.get("source_answers", _qald_answers(rec))),
         "gold": _json_text(rec.get("gold")),
         "answerable": rec.get("answerable"),
         "gold_error": rec.get("gold_error"),

@@ -108,6 +108,25 @@ def find_gold(
     )
 
 
+def freezes_now(
+    settings: Settings,
+    dataset: str,
+    split: str,
+    data_file: str | Path | None = None,
+    gold_file: str | Path | None = None,
+) -> bool:
+    """Whether `find_gold` would freeze the split's gold now (none frozen yet, and this endpoint freezes on first
+    use): a run checks its LM and endpoint before that, so a dead one stops it before any gold is frozen."""
+    if gold_file is not None or not (settings.is_embedded or settings.freeze_on_first_use):
+        return False
+    try:
+        find_gold(settings, dataset, split, data_file=data_file, freeze_if_missing=False, progress=False)
+    except EvalError:
+        load_records(dataset, split, settings, data_file)  # an unknown dataset or split says so first, as a freeze
+        return True
+    return False
+
+
 def freeze(
     settings: Settings,
     dataset: str,

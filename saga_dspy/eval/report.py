@@ -99,6 +99,17 @@ def _cell(value: Any, fmt: str) -> str:
     return fmt.format(value)
 
 
+def rescore_summary(metrics: Mapping[str, Any]) -> str:
+    """A run's scores in one line, in percent as every table here: questions, F1, EM, empty, and F1 per kind."""
+    parts = [f"{_cell(metrics.get('n'), 'int')} questions"]
+    parts += [f"{name} {_cell(metrics.get(key), 'pct')}" for name, key in (("F1", "f1"), ("EM", "em"))]
+    parts.append(f"empty {_cell(metrics.get('empty_rate'), 'pct')}")
+    for kind in ("boolean", "factoid"):
+        if metrics.get(f"{kind}_n"):
+            parts.append(f"{kind} F1 {_cell(metrics.get(f'{kind}_f1'), 'pct')} ({metrics[f'{kind}_n']})")
+    return ", ".join(parts)
+
+
 def _kind_cell(metrics: Mapping[str, Any], kind: str) -> str:
     n = metrics.get(f"{kind}_n")
     if not n:
@@ -246,24 +257,37 @@ def _wrap(text: str, width: int = MAX_WIDTH) -> str:
 
 def results_table(entries: Sequence[tuple[str, str, Mapping[str, Any]]]) -> tuple[list[str], list[list[str]]]:
     """Results across benchmarks: one row per label (a variant, or variant · LM), one column per benchmark with
-    F1 and its questions, and the mean over benchmarks for a row that has every one. `entries`: (label,
-    benchmark, metrics) per run; a later run of the same label and benchmark replaces an earlier one."""
+    F1 and its questions, and for a row that has every one the mean over benchmarks (unweighted: each benchmark
+    counts once) and the pooled F1 (over all their questions: a benchmark weighs by its questions). `entries`:
+    (label, benchmark, metrics) per run; a later run of the same label and benchmark replaces an earlier one."""
     labels = list(dict.fromkeys(label for label, _, _ in entries))
     benchmarks = list(dict.fromkeys(bench for _, bench, _ in entries))
     cells = {(label, bench): m for label, bench, m in entries}
     header = ["variant", *benchmarks]
     if len(benchmarks) > 1:
-        header.append("mean F1")
+        header += [MEAN_F1, POOLED_F1]
     rows = []
     for label in labels:
         found = [cells.get((label, b)) for b in benchmarks]
         row = [label, *[_cell_f1(m) for m in found]]
         if len(benchmarks) > 1:
-            f1s = [m.get("f1") if m is not None else None for m in found]
-            complete = [f for f in f1s if f is not None]
-            row.append(_cell(sum(complete) / len(found), "pct") if len(complete) == len(found) else "-")
+            complete = [m for m in found if m is not None and m.get("f1") is not None]
+            if len(complete) == len(found):
+                n = sum(int(m.get("n") or 0) for m in complete)
+                pooled = sum(float(m["f1"]) * int(m.get("n") or 0) for m in complete) / n if n else None
+                row += [_cell(sum(float(m["f1"]) for m in complete) / len(found), "pct"), _cell(pooled, "pct")]
+            else:
+                row += ["-", "-"]
         rows.append(row)
     return header, rows
+
+
+MEAN_F1 = "mean F1"
+POOLED_F1 = "pooled F1"
+ACROSS_NOTE = (
+    f"{MEAN_F1}: unweighted mean over the benchmarks (each counts once); "
+    f"{POOLED_F1}: over all their questions (a benchmark weighs by its questions)"
+)
 
 
 def _cell_f1(metrics: Mapping[str, Any] | None) -> str:

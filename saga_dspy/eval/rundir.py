@@ -42,21 +42,14 @@ def locked_run_dir(path: Path) -> Iterator[Path]:
     try:
         lock.acquire()
     except filelock.Timeout:
-        raise EvalError(
-            f"{path} is in use by another run (it holds {path / LOCK_NAME}); wait for it to finish "
-            f"or pass another --out"
-        ) from None
+        raise _in_use(path) from None
     except OSError as exc:
         raise EvalError(f"cannot lock the run directory {path}: {exc.strerror or exc}") from None
     real = path.resolve()
     try:
         other = _held_nearby(real)  # after taking our own: of two runs starting at once, neither misses the other
         if other is not None:
-            where = "inside" if other in real.parents else "above"
-            raise EvalError(
-                f"{path} is {where} {other}, a run directory in use by another run; wait for it to finish "
-                f"or pass another --out"
-            )
+            raise _nearby_in_use(path, real, other)
         with _HELD_LOCK:
             _HELD.add(real)
         yield path
@@ -64,6 +57,33 @@ def locked_run_dir(path: Path) -> Iterator[Path]:
         with _HELD_LOCK:
             _HELD.discard(real)
         lock.release()
+
+
+def check_not_in_use(path: Path) -> None:
+    """The EvalError `locked_run_dir` would raise when another run holds `path` (or a directory above or
+    below it), said before the run directory is read (a resume reads its config.json first)."""
+    path = Path(path)
+    if not path.is_dir():
+        return
+    if _locked(path / LOCK_NAME):
+        raise _in_use(path)
+    real = path.resolve()
+    other = _held_nearby(real)
+    if other is not None:
+        raise _nearby_in_use(path, real, other)
+
+
+def _in_use(path: Path) -> EvalError:
+    return EvalError(
+        f"{path} is in use by another run (it holds {path / LOCK_NAME}); wait for it to finish or pass another --out"
+    )
+
+
+def _nearby_in_use(path: Path, real: Path, other: Path) -> EvalError:
+    where = "inside" if other in real.parents else "above"
+    return EvalError(
+        f"{path} is {where} {other}, a run directory in use by another run; wait for it to finish or pass another --out"
+    )
 
 
 def _held_nearby(path: Path) -> Path | None:
@@ -84,6 +104,8 @@ def _held_nearby(path: Path) -> Path | None:
 
 
 def _locked(lock_path: Path) -> bool:
+    if not lock_path.is_file():
+        return False
     probe = filelock.FileLock(str(lock_path), timeout=0)
     try:
         probe.acquire()

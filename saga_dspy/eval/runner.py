@@ -28,11 +28,13 @@ from saga_dspy.eval.answerability import describe_subset, subset_record
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
 from saga_dspy.eval.firewall import guard_kwargs
+from saga_dspy.eval.gold import freezes_now
 from saga_dspy.eval.metrics import MetricMode, compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_prediction
 from saga_dspy.eval.preflight import preflight
 from saga_dspy.eval.records import CONFIG, METRICS, run_config, write_json
 from saga_dspy.eval.report import against_first, comparison_metrics, markdown_table, summary_table
+from saga_dspy.eval.resume import INVOCATION, invocation_record, resume_command
 from saga_dspy.eval.run_inputs import (
     check_file_inputs,
     check_graph,
@@ -400,6 +402,10 @@ def evaluate(
         check_pool_choice(settings)
     except ValueError as exc:
         raise EvalError(str(exc)) from None
+    preflighted = settings.preflight and freezes_now(settings, settings.dataset, settings.split, data_file, gold_file)
+    if preflighted:  # before the freeze: a dead LM or endpoint stops the run before any gold is frozen
+        with KgServices(settings, endpoint, search) as services:
+            preflight(settings, services, lm)
     evalset = load_eval_set(
         settings, ids=ids, data_file=data_file, gold_file=gold_file, answerable_only=answerable_only, progress=progress
     )
@@ -416,8 +422,9 @@ def evaluate(
                 vsettings = settings.model_copy(update={"variant": variant})
                 check_out_dir(vdir, vsettings, resume=resume, overwrite=overwrite)
                 todo += questions_left(vdir, evalset, resume=resume, retry_failed=retry_failed)
-            if settings.preflight and todo:
+            if settings.preflight and todo and not preflighted:
                 preflight(settings, services, lm)
+            invocation = invocation_record(variants, ids, data_file, gold_file, answerable_only, experiment)
             results = _run_variants(
                 settings,
                 variants,
@@ -431,6 +438,7 @@ def evaluate(
                 retry_failed=retry_failed,
                 overwrite=overwrite,
                 progress=progress,
+                extra_config={INVOCATION: invocation},
             )
         finally:
             tracker.close()
@@ -467,6 +475,7 @@ def _run_variants(
     retry_failed: bool,
     overwrite: bool,
     progress: bool,
+    extra_config: dict[str, Any] | None = None,
 ) -> dict[str, VariantResult]:
     """Each variant into its run directory (one sub-directory each when there are several), then the comparison."""
     results: dict[str, VariantResult] = {}
@@ -496,6 +505,7 @@ def _run_variants(
                 progress=progress,
                 tracker=tracker if tracker.enabled else None,
                 run_tags={INVOCATION_TAG: invocation},
+                extra_config=extra_config,
                 warmup_seconds=warmup,
             )
         finally:
@@ -554,13 +564,13 @@ def print_outcome(
         if r.stopped:
             print(
                 f"error: [{variant}] {r.stopped}; fix it, then continue with "
-                f"`python -m saga_dspy.eval ... --retry-failed --out {out_dir}`",
+                f"`{resume_command(out_dir, retry_failed=True, settings=settings)}`",
                 file=sys.stderr,
             )
     if any(r.interrupted for r in results.values()):
         done = sum(len(r.lines) for r in results.values())
         print(
             f"interrupted: {done} finished questions are saved; continue with "
-            f"`python -m saga_dspy.eval ... --resume --out {out_dir}`",
+            f"`{resume_command(out_dir, settings=settings)}`",
             file=stream,
         )

@@ -82,16 +82,26 @@ def read_metrics(path: Path) -> dict[str, Any]:
 
 
 def variant_dirs(path: Path) -> list[Path]:
-    """The variant directories of an invocation directory, in its comparison's order."""
-    subdirs = [p for p in sorted(path.iterdir()) if (p / PREDICTIONS).is_file()] if path.is_dir() else []
+    """The run directories inside a directory, at any depth (an invocation's variants, a folder of such
+    invocations, ...): a directory holding predictions.jsonl is a run and is not looked into; sub-directories
+    in their comparison's order (an invocation's variants as it ran them), else by name; hidden ones skipped."""
+    if not path.is_dir():
+        return []
     order = list(_read_json(path / "comparison.json"))
     rank = {name: i for i, name in enumerate(order)}
-    return sorted(subdirs, key=lambda p: (rank.get(p.name, len(rank)), p.name))
+    subdirs = sorted(
+        (p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")),
+        key=lambda p: (rank.get(p.name, len(rank)), p.name),
+    )
+    found: list[Path] = []
+    for sub in subdirs:
+        found += [sub] if (sub / PREDICTIONS).is_file() else variant_dirs(sub)
+    return found
 
 
 def expand_runs(paths: Iterable[str | Path]) -> list[Run]:
-    """Each path's runs: itself when it is a variant's directory, else the variant directories inside it (a
-    directory named twice is read once)."""
+    """Each path's runs: itself when it is a variant's directory, else every run directory below it (a run
+    named twice is read once). The one walker of `eval compare`, `eval export` and `eval report`."""
     found: list[Path] = []
     for raw in paths:
         path = Path(raw)
@@ -99,7 +109,7 @@ def expand_runs(paths: Iterable[str | Path]) -> list[Run]:
             raise EvalError(f"{path}: no such run directory")
         inside = [path] if (path / PREDICTIONS).is_file() else variant_dirs(path)
         if not inside:
-            raise EvalError(f"{path}: no {PREDICTIONS} in it or in its sub-directories (not a run directory)")
+            raise EvalError(f"{path}: no {PREDICTIONS} in it or in any directory below it (not a run directory)")
         found += [p for p in inside if p.resolve() not in {q.resolve() for q in found}]
     return [read_run(p) for p in found]
 

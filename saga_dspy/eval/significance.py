@@ -2,8 +2,9 @@
 one system on two question sets (a dev split against a test split): the difference with its interval.
 
 Ablations here are 12-60 questions, so a difference in mean F1 means little without its interval. The
-percentile bootstrap resamples *questions* (both systems' scores of a question move together; two question sets
-each within itself), seeded so a table is reproducible.
+percentile bootstrap (`scipy.stats.bootstrap`) resamples *questions* (both systems' scores of a question move
+together: the per-question differences are resampled; two question sets each within itself), seeded so a table
+is reproducible.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from scipy import stats
 
 RESAMPLES = 10_000
 LEVEL = 0.95
@@ -42,8 +44,41 @@ class PairedComparison:
         pct = round(self.level * 100)
         return (
             f"{self.delta * scale:+.1f} [{self.low * scale:+.1f}, {self.high * scale:+.1f}] ({pct}% CI, n={self.n}; "
-            f"{self.wins} wins, {self.losses} losses, {self.ties} ties)"
+            f"{_count(self.wins, 'win')}, {_count(self.losses, 'loss')}, {_count(self.ties, 'tie')})"
         )
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 win`, `2 wins`, `1 loss`, `0 losses`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}{'es' if noun.endswith('s') else 's'}"
+
+
+def percentile_interval(
+    samples: Sequence[np.ndarray], statistic, *, resamples: int, level: float, seed: int
+) -> tuple[float, float]:
+    """`scipy.stats.bootstrap`'s percentile interval of `statistic(*samples)`, each sample resampled within
+    itself; a sample of one value has no spread to resample (scipy needs two): its interval is the statistic."""
+    if min(len(s) for s in samples) < 2:
+        value = float(statistic(*samples, axis=-1))
+        return value, value
+    result = stats.bootstrap(
+        tuple(samples),
+        statistic,
+        n_resamples=resamples,
+        confidence_level=level,
+        method="percentile",
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def _mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(x, axis=axis)
+
+
+def _mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(x, axis=axis) - np.mean(y, axis=axis)
 
 
 def paired_bootstrap(
@@ -64,12 +99,8 @@ def paired_bootstrap(
     n = len(x)
     if n == 0:
         return PairedComparison(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, 0, level, resamples)
-    diff = y - x
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(resamples, n))
-    means = diff[idx].mean(axis=1)
-    tail = (1 - level) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
+    diff = y - x  # paired: a resample draws questions, so it draws their differences
+    low, high = percentile_interval([diff], _mean, resamples=resamples, level=level, seed=seed)
     return PairedComparison(
         n=n,
         mean_a=float(x.mean()),
@@ -116,11 +147,7 @@ def set_bootstrap(
     y = np.asarray(b, dtype=float)
     if not len(x) or not len(y):
         raise ValueError("both question sets need scores")
-    rng = np.random.default_rng(seed)
-    means = x[rng.integers(0, len(x), size=(resamples, len(x)))].mean(axis=1)
-    means -= y[rng.integers(0, len(y), size=(resamples, len(y)))].mean(axis=1)
-    tail = (1 - level) / 2
-    low, high = np.quantile(means, [tail, 1 - tail])
+    low, high = percentile_interval([x, y], _mean_difference, resamples=resamples, level=level, seed=seed)
     return SetComparison(
         len(x), len(y), float(x.mean()), float(y.mean()), float(x.mean() - y.mean()), float(low), float(high), level
     )

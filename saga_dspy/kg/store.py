@@ -6,14 +6,14 @@ store directory is named by a hash of the dump, so a changed dump is rebuilt.
 
 from __future__ import annotations
 
-import fcntl
 import gzip
 import hashlib
 import os
 import shutil
 import time
-from contextlib import contextmanager
 from pathlib import Path
+
+import filelock
 
 from ..config import Settings
 from .label_index import LABEL_INDEX_VERSION, build_label_index, label_index_version
@@ -49,15 +49,10 @@ def store_path(settings: Settings) -> Path:
     return Path(settings.cache_dir) / "stores" / f"{SAMPLE_NAME}-{dump_hash(settings)}"
 
 
-@contextmanager
-def _build_lock(root: Path):
+def _build_lock(root: Path) -> filelock.FileLock:
+    """One build of the store at a time across processes (an OS lock on `<root>/.lock`, released if one dies)."""
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return filelock.FileLock(str(root / ".lock"))
 
 
 def ensure_store(settings: Settings, force: bool = False, log=None) -> Path:

@@ -3,15 +3,16 @@ directory and checked (size, SHA-256)."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import importlib.util
 import os
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+
+import filelock
 
 from saga_dspy.config import Settings
 
@@ -198,17 +199,6 @@ def _assemble(parts: Sequence[Path], target: Path, size: int, sha256: str) -> No
         tmp.unlink(missing_ok=True)
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock between processes (POSIX flock); a no-op where there is none."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    with open(path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _file_lock(path: Path) -> filelock.FileLock:
+    """An exclusive lock between processes on `path` (filelock: an OS lock, released if the holder dies)."""
+    return filelock.FileLock(str(path))

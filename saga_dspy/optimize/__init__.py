@@ -71,7 +71,9 @@ from saga_dspy.services import KgServices
 
 OPTIMIZERS = ("bootstrap", "random-search", "mipro", "gepa", "none")
 TEACHERS = ("pool", "gold")
-SECONDS_PER_RUN = 50.0  # one question of the bundled model on 2 idle cores, for the estimate
+# the estimate's seconds per program run (one question), by the LM's kind, when --seconds-per-question is not given
+SECONDS_PER_RUN = 50.0  # the bundled local model on 2 idle cores (one question at a time, whatever the threads)
+SECONDS_PER_RUN_SERVED = 10.0  # a served model: ~6-8 calls of 1-2 s; its threads run questions side by side
 PROGRAM = "program.json"
 EXPERIMENT_NOTE = """Compiles of saga-dspy: one row per compile; expand it for a child run per candidate scored on the
 valset, with its f1 / em and its paired interval against the default program (versus_default_delta / _low /
@@ -113,7 +115,7 @@ class OptimizeOptions:
     max_metric_calls: int | None = None
     tune: tuple[str, ...] = ("react.react",)
     budget_minutes: float | None = None
-    seconds_per_run: float = SECONDS_PER_RUN
+    seconds_per_run: float | None = None  # None: by the LM's kind (`run_seconds`)
 
 
 @dataclass
@@ -173,14 +175,30 @@ def estimate_runs(options: OptimizeOptions, sets: OptimizeSets) -> dict[str, int
     return runs
 
 
-def estimate_text(options: OptimizeOptions, runs: dict[str, int]) -> str:
+def run_seconds(options: OptimizeOptions, settings: Settings) -> tuple[float, str]:
+    """Seconds per program run for the estimate, and what they assume: the option when given, else the bundled
+    model's (its questions run one at a time) or a served model's over its threads."""
+    if options.seconds_per_run is not None:
+        return options.seconds_per_run, "as given"
+    if settings.lm.strip().lower() == "local":
+        return SECONDS_PER_RUN, "the bundled model on 2 cores"
+    threads = max(1, settings.num_threads)
+    plural = "s" if threads > 1 else ""
+    return (
+        SECONDS_PER_RUN_SERVED / threads,
+        f"a served model: {SECONDS_PER_RUN_SERVED:g} s a question, {threads} thread{plural}",
+    )
+
+
+def estimate_text(options: OptimizeOptions, runs: dict[str, int], settings: Settings) -> str:
     total = sum(runs.values())
-    minutes = total * options.seconds_per_run / 60
+    seconds, assumed = run_seconds(options, settings)
+    minutes = total * seconds / 60
     parts = ", ".join(f"{k} {v}" for k, v in runs.items())
     budget = f"; --budget-minutes {options.budget_minutes:g} bounds it" if options.budget_minutes else ""
     return (
-        f"estimate: at most {total} program runs ({parts}), about {minutes:.0f} min at {options.seconds_per_run:g} s "
-        f"a run (the bundled model on 2 cores); LM cache hits are free{budget}"
+        f"estimate: at most {total} program runs ({parts}), about {minutes:.0f} min at {seconds:.3g} s a run "
+        f"({assumed}; --seconds-per-question to set it); LM cache hits are free{budget}"
     )
 
 
@@ -407,7 +425,7 @@ def optimize(
     out_dir = Path(out) if out is not None else Path(settings.out) if settings.out else _default_out(settings)
     print(sets.describe(), file=stream)
     runs = estimate_runs(options, sets)
-    print(estimate_text(options, runs), file=stream)
+    print(estimate_text(options, runs, settings), file=stream)
     tracker = Tracker(
         settings, experiment or f"saga-optimize-{settings.dataset}", note=EXPERIMENT_NOTE, columns=VIEW_COLUMNS
     )

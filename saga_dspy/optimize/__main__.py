@@ -14,7 +14,14 @@ from saga_dspy.config import LM_FLAGS, Settings, add_settings_args, apply_offlin
 from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.eval.run_inputs import check_file_inputs
 from saga_dspy.lm import build_lm, cli_lm, configure_lm_cache
-from saga_dspy.optimize import OPTIMIZERS, SECONDS_PER_RUN, TEACHERS, OptimizeOptions, optimize
+from saga_dspy.optimize import (
+    OPTIMIZERS,
+    SECONDS_PER_RUN,
+    SECONDS_PER_RUN_SERVED,
+    TEACHERS,
+    OptimizeOptions,
+    optimize,
+)
 from saga_dspy.optimize.instructions import check_available
 from saga_dspy.optimize.sets import REST, parse_set, refuse_test_split
 
@@ -122,7 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop bootstrapping / scoring candidates (GEPA: proposing) past this; the best program so far is kept",
     )
     parser.add_argument(
-        "--seconds-per-question", type=float, default=SECONDS_PER_RUN, help="for the estimate printed before start"
+        "--seconds-per-question",
+        type=float,
+        default=None,
+        help=f"for the estimate printed before start (default: {SECONDS_PER_RUN:g} with the bundled local model, "
+        f"{SECONDS_PER_RUN_SERVED:g} over --num-threads with a served one)",
     )
     parser.add_argument("--data-file", help="train questions in our schema instead of the bundled train split")
     parser.add_argument("--gold-file", help="frozen gold file of --data-file")
@@ -203,5 +214,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The `saga-optimize` console script: `python -m saga_dspy.optimize`, errors as one line."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    console_main()

@@ -169,5 +169,10 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """The `saga-schema` console script: `python -m saga_dspy.schema`, errors as one line."""
     sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    console_main()

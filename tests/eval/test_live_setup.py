@@ -145,3 +145,46 @@ def test_the_live_preset_freezes_gold_on_first_use(oxigraph_server, search, tmp_
     assert f"No frozen gold for tiny/test on {oxigraph_server}; freezing it now" in err
     assert list((tmp_path / "cache" / "gold" / "tiny").glob("data-*/gold-*-test.jsonl.gz"))  # under the file's hash
     assert results["full"].metrics["n"] == 1 and results["full"].metrics["f1"] == 1.0  # b's empty gold left out
+
+
+def test_the_live_preset_checks_its_lm_before_freezing_gold(oxigraph_server, search, tmp_path, capsys):
+    """A dead LM on a live preset whose split has no frozen gold: the preflight stops the run before the freeze
+    (no "freezing it now" line, no gold file), one line, exit 2; alive, the same run freezes and goes on."""
+    from saga_dspy.cli import run_main
+    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.lm import build_lm
+
+    data = tmp_path / "tiny.jsonl"
+    data.write_text(
+        json.dumps({"id": "a", "question": "Is Douglas Adams a human?", "sparql": "ASK { wd:Q42 wdt:P31 wd:Q5 }"})
+        + "\n"
+    )
+    settings = make_settings(
+        kg_preset="wikidata-live",
+        endpoint=oxigraph_server,
+        search="local",
+        cache_dir=tmp_path / "cache",
+        dataset="tiny",
+        split="test",
+        demos=0,
+        max_steps=3,
+        mlflow=False,
+        lm="openai/x",
+        api_base="http://127.0.0.1:9/v1",
+        lm_retries=0,
+        lm_cache=False,
+    )
+
+    def run(lm):
+        return evaluate(settings, ["full"], out=tmp_path / "run", data_file=data, lm=lm, search=search, progress=False)
+
+    rc = run_main(lambda argv: run(build_lm(settings)) and 0, [])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.strip().splitlines() == [line for line in err.strip().splitlines() if "error:" in line]
+    assert "preflight: the LM openai/x" in err and "freezing" not in err, err
+    assert not list((tmp_path / "cache").glob("gold/**/*.jsonl.gz"))
+    plans = {
+        "Is Douglas Adams a human?": [("execute_sparql", {"sparql": "ASK { wd:Q42 wdt:P31 wd:Q5 }"}), ("stop", {})]
+    }
+    results = run(ScriptedLM(plans))
+    assert "freezing it now" in capsys.readouterr().err and results["full"].metrics["f1"] == 1.0

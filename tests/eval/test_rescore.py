@@ -34,7 +34,11 @@ def test_rescore_reproduces_the_runs_metrics(scripted_run, capsys):
     rescored = json.loads((scripted_run / "metrics.rescored.json").read_text())
     assert _without(rescored, "rescored") == original
     assert rescored["rescored"] == {"metric_mode": "answers", "re_executed": 0, "from": "predictions.jsonl"}
-    assert "answerable subset" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "answerable subset" in printed
+    # in percent, as every table of the CLI: F1 62.5 for the script's 0.625
+    assert f"4 questions, F1 {100 * original['f1']:.1f}, EM {100 * original['em']:.1f}" in printed
+    assert "(percent)" in printed and "0.625" not in printed
 
 
 def test_rescore_re_executes_missing_answers_and_changes_mode(scripted_run, tmp_path, settings):

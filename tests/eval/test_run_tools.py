@@ -86,11 +86,76 @@ def test_export_writes_qald_json_the_qald10_loader_reads(two_variant_run, tmp_pa
         run = read_run(out / variant)
         assert [r["id"] for r in records] == [line["id"] for line in run.lines]
         for record, line in zip(records, run.lines):
-            assert record["question"] == line["question"] and record["sparql"] == line["sparql"].strip()
+            assert record["question"] == line["question"] and record["sparql"].endswith(line["sparql"].strip())
             # the exported answers score what the run scored against the frozen gold
             assert answer_f1(record["source_answers"], gold[line["id"]]) == pytest.approx(line["f1"])
     rc, _, err = _cli(["export", str(out), "--format", "qald", "--out", str(tmp_path / "x.json")], capsys)
     assert rc == 2 and "--out names one file" in err
+
+
+def test_qald_export_round_trips_and_its_queries_run_as_exported(two_variant_run, oxigraph_server, tmp_path, capsys):
+    """The export read back by the package's own loader (a --data-file) gives the run's questions, queries, answers
+    and the answer type and aggregation it wrote; each query declares its prefixes, so it parses alone and runs on a
+    server that predeclares none (Oxigraph's, as QLever's and GERBIL's) with the answers exported."""
+    import urllib.parse
+    import urllib.request
+
+    from rdflib.plugins.sparql import prepareQuery
+
+    from saga_dspy.eval.datasets import load_records
+
+    out, evalset, _ = two_variant_run
+    gold = {item.id: item.gold for item in evalset.items}
+    kinds, flags, undeclared = set(), set(), 0
+    for variant in ("full", "spinach"):  # spinach's misses are queries written without declarations
+        path = tmp_path / f"{variant}.qald.json"
+        rc, _, _ = _cli(["export", str(out / variant), "--format", "qald", "--out", str(path)], capsys)
+        assert rc == 0
+        exported = json.loads(path.read_text())
+        jsonschema.validate(exported, SCHEMA)
+        run = read_run(out / variant)
+        records = load_records("qald10", "test", scripted_settings("test"), data_file=path)
+        assert [r["id"] for r in records] == [line["id"] for line in run.lines]
+        for record, q, line in zip(records, exported["questions"], run.lines):
+            assert record["question"] == line["question"] and record["sparql"] == q["query"]["sparql"]
+            assert (record["answer_type"], record["aggregation"]) == (q["answertype"], q["aggregation"])
+            assert answer_f1(record["source_answers"], gold[line["id"]]) == pytest.approx(line["f1"])
+            kinds.add(q["answertype"])
+            flags.add(q["aggregation"])
+            sparql = q["query"]["sparql"]
+            undeclared += "PREFIX" not in line["sparql"]
+            prepareQuery(sparql)  # no namespaces given: every prefix it uses is declared in it
+            request = urllib.request.Request(
+                oxigraph_server,
+                data=urllib.parse.urlencode({"query": sparql}).encode(),
+                headers={"Accept": "application/sparql-results+json"},
+            )
+            with urllib.request.urlopen(request, timeout=30) as response:
+                result = json.loads(response.read())
+            assert answer_f1(result, json.dumps(q["answers"][0])) == pytest.approx(1.0), sparql
+    assert undeclared >= 2  # the run's own text would not parse there
+    assert {"resource", "boolean", "number"} <= kinds  # RUN_IDS: entities, a yes/no question, a count
+    assert flags == {True, False}
+
+
+def test_qald_export_writes_ids_as_the_source_file_had_them(two_variant_run, tmp_path):
+    """QALD-10's test file has numeric ids; another benchmark's (QALD-7, WWQ) and a --data-file's string ids stay
+    strings, a data file's numeric ids numbers."""
+    from dataclasses import replace
+
+    from saga_dspy.eval.export import qald_json
+
+    out, _, _ = two_variant_run
+    run = read_run(out / "full")
+    assert all(isinstance(q["id"], int) for q in qald_json(run)["questions"])
+    qald7 = replace(run, config={**run.config, "dataset": "qald7"})
+    assert all(isinstance(q["id"], str) for q in qald_json(qald7)["questions"])
+    data = tmp_path / "mine.json"
+    first, *rest = [line["id"] for line in run.lines]
+    data.write_text(json.dumps([{"id": int(first), "question": "q", "sparql": "ASK {}"}] + [{"id": i} for i in rest]))
+    mine = replace(run, config={**run.config, "invocation": {"data_file": str(data)}})
+    ids = [q["id"] for q in qald_json(mine)["questions"]]
+    assert ids[0] == int(first) and all(isinstance(i, str) for i in ids[1:])
 
 
 def test_export_of_a_question_without_a_query_is_an_empty_result(two_variant_run, tmp_path):
@@ -108,6 +173,8 @@ def test_export_of_a_question_without_a_query_is_an_empty_result(two_variant_run
 
 
 def test_report_is_one_table_across_benchmarks(two_variant_run, endpoint, search, tmp_path, capsys):
+    import shutil
+
     from saga_dspy.eval.evalset import load_eval_set
     from saga_dspy.eval.runner import evaluate
 
@@ -120,7 +187,7 @@ def test_report_is_one_table_across_benchmarks(two_variant_run, endpoint, search
     rc, text, _ = _cli(["report", str(out), str(other)], capsys)
     assert rc == 0
     lines = text.splitlines()
-    assert lines[0].split() == ["variant", "qald10/test", "qald7/test", "mean", "F1"]
+    assert lines[0].split() == ["variant", "qald10/test", "qald7/test", "mean", "F1", "pooled", "F1"]
     full_f1 = read_run(out / "full").metrics["f1"]
     q7 = read_run(other).metrics["f1"]
     full_row = next(line for line in lines if line.startswith("full "))
@@ -129,10 +196,26 @@ def test_report_is_one_table_across_benchmarks(two_variant_run, endpoint, search
         "(6)",
         f"{100 * q7:.1f}",
         "(2)",
-        f"{100 * (full_f1 + q7) / 2:.1f}",
+        f"{100 * (full_f1 + q7) / 2:.1f}",  # each benchmark counts once
+        f"{100 * (6 * full_f1 + 2 * q7) / 8:.1f}",  # each question counts once
     ]
     spinach_row = next(line for line in lines if line.startswith("spinach "))
-    assert spinach_row.split()[-2:] == ["-", "-"]  # no qald7 run: no mean
+    assert spinach_row.split()[-3:] == ["-", "-", "-"]  # no qald7 run: no mean, no pooled F1
     assert any(line.startswith("qald7/test") and " full " in line for line in lines)  # a row per run
+    assert "mean F1: unweighted mean over the benchmarks" in text and "pooled F1: over all their questions" in text
     rc, text, _ = _cli(["report", str(out), "--markdown"], capsys)
     assert rc == 0 and text.startswith("| variant | qald10/test |")
+
+    # a folder of run folders, the runs two levels down (results/<campaign>/<benchmark>/<variant>): the same table
+    top = tmp_path / "campaign"
+    shutil.copytree(out, top / "qald10" / "two")
+    shutil.copytree(other, top / "qald7")
+    rc, nested, _ = _cli(["report", str(top)], capsys)
+    assert rc == 0, nested
+    flat = _cli(["report", str(out), str(other)], capsys)[1]
+    assert nested.splitlines()[:5] == flat.splitlines()[:5]
+    assert nested.count("qald10/test ") == 3 and "qald7/test " in nested  # full, spinach and the qald7 run
+    rc, exported, _ = _cli(["export", str(top), "--format", "qald"], capsys)
+    assert rc == 0 and exported.count(" questions -> ") == 3
+    rc, _, _ = _cli(["compare", str(top / "qald10")], capsys)
+    assert rc == 0
