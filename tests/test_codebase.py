@@ -47,6 +47,46 @@ def test_the_import_rule_can_fail(tmp_path, monkeypatch):
     ]
 
 
+def test_no_import_cycle(modules):
+    """No circle anywhere: inside each package a module imports only modules below it there (lazy and
+    TYPE_CHECKING imports too), and no two modules of different packages import each other round."""
+    found = codebase.import_cycles(modules)
+    assert found == [], "import circles:\n" + "\n".join(found)
+
+
+def test_no_import_cycle_between_packages(modules):
+    """The packages and leaves, taken whole, import each other without a circle (agent, lm and signatures share a
+    layer, so the layer rule alone does not see one between them)."""
+    found = codebase.import_cycles(modules, by_package=True)
+    assert found == [], "import circles between packages:\n" + "\n".join(found)
+
+
+def test_the_cycle_rule_can_fail(tmp_path, monkeypatch):
+    monkeypatch.setattr(codebase, "PACKAGE", tmp_path / "saga_dspy")
+    mods = [
+        _module(tmp_path, "__init__.py", ""),
+        _module(tmp_path, "agent/__init__.py", ""),
+        _module(tmp_path, "agent/a.py", "from saga_dspy.agent import b\n"),
+        _module(tmp_path, "agent/b.py", "import os\nfrom .c import run\n"),
+        _module(tmp_path, "agent/c.py", "def run():\n    from saga_dspy.agent.a import x\n"),
+        _module(tmp_path, "agent/d.py", "from saga_dspy.lm import wire\nfrom . import c\n"),
+        _module(tmp_path, "lm/__init__.py", ""),
+        _module(
+            tmp_path,
+            "lm/wire.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import saga_dspy.agent.d\n",
+        ),
+        _module(tmp_path, "kg/__init__.py", ""),
+        _module(tmp_path, "kg/base.py", "from saga_dspy.kg import cache\n"),
+        _module(tmp_path, "kg/cache.py", "from saga_dspy.config import Settings\n"),
+    ]
+    assert codebase.import_cycles(mods) == [
+        "agent/a.py:1 -> agent/b.py:2 -> agent/c.py:2 -> agent/a.py",
+        "agent/d.py:1 -> lm/wire.py:3 -> agent/d.py",
+    ]
+    assert codebase.import_cycles(mods, by_package=True) == ["agent (agent/d.py:1) -> lm (lm/wire.py:3) -> agent"]
+
+
 def test_no_kg_name_comparison_outside_the_flavours(modules):
     found = codebase.kg_name_comparisons(modules)
     assert found == [], "ask the flavour (kg/flavours/) instead of comparing a knowledge graph's name"

@@ -85,13 +85,13 @@ def _is_package(module: Module) -> bool:
     return module.path.name == "__init__.py"
 
 
-def imports(module: Module) -> Iterator[tuple[int, str]]:
-    """(line, dotted module) of every project import, anywhere in the module (lazy ones too)."""
+def _imported(module: Module) -> Iterator[tuple[int, str, tuple[str, ...]]]:
+    """(line, dotted module, names taken from it) of every project import, anywhere in the module."""
     for node in ast.walk(module.tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith("saga_dspy"):
-                    yield node.lineno, alias.name
+                    yield node.lineno, alias.name, ()
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.name.split(".")
@@ -102,7 +102,125 @@ def imports(module: Module) -> Iterator[tuple[int, str]]:
             else:
                 target = node.module or ""
             if target.startswith("saga_dspy"):
-                yield node.lineno, target
+                yield node.lineno, target, tuple(alias.name for alias in node.names)
+
+
+def imports(module: Module) -> Iterator[tuple[int, str]]:
+    """(line, dotted module) of every project import, anywhere in the module (lazy ones too)."""
+    for line, target, _names in _imported(module):
+        yield line, target
+
+
+def import_graph(mods: list[Module] | None = None) -> dict[str, dict[str, int]]:
+    """module -> {project module it imports: the line}, every import counted (lazy and TYPE_CHECKING ones too);
+    `from pkg import name` is an import of `pkg.name` when that is a module, and `saga_dspy` is its `__init__`."""
+    mods = mods if mods is not None else modules()
+    known = {m.name for m in mods}
+
+    def resolve(target: str) -> str | None:
+        if target in known:
+            return target
+        return target + ".__init__" if target + ".__init__" in known else None
+
+    graph: dict[str, dict[str, int]] = {}
+    for module in mods:
+        edges = graph.setdefault(module.name, {})
+        for line, target, names in _imported(module):
+            subs = [resolve(f"{target}.{name}") for name in names]
+            found = [sub for sub in subs if sub] if subs and all(subs) else [resolve(target), *subs]
+            for name in found:
+                if name is not None and name != module.name:
+                    edges.setdefault(name, line)
+    return graph
+
+
+def _strong_components(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), each sorted, in name order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, {})):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(out)
+
+
+def _shortest_cycle(graph: dict[str, dict[str, int]], start: str, within: set[str]) -> list[str]:
+    """The shortest path from `start` back to itself inside `within` (breadth first)."""
+    parent: dict[str, str] = {}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for nxt in sorted(graph.get(node, {})):
+            if nxt not in within or nxt in parent:
+                continue
+            parent[nxt] = node
+            if nxt == start:
+                path = [start]
+                while path[-1] != start or len(path) == 1:
+                    path.append(parent[path[-1]])
+                return path[::-1]
+            queue.append(nxt)
+    return [start]
+
+
+def import_cycles(mods: list[Module] | None = None, *, by_package: bool = False) -> list[str]:
+    """Each import circle, named by the path around it: `a.py:12 -> b.py:3 -> a.py` (the line of each import),
+    with the other members of its tangle when there are more. `by_package`: circles between the top-level
+    packages and leaves (kg, schema, agent, lm, config, ...), each step named by one import that makes it."""
+    mods = mods if mods is not None else modules()
+    rel = {m.name: m.rel for m in mods}
+    graph = import_graph(mods)
+    if by_package:
+        where: dict[str, dict[str, str]] = {}
+        for source, edges in graph.items():
+            for target, line in edges.items():
+                a, b = _package_of(source), _package_of(target)
+                if a != b:
+                    where.setdefault(a, {}).setdefault(b, f"{rel[source]}:{line}")
+        graph = {a: {b: 0 for b in edges} for a, edges in where.items()}
+    name = {a: a for a in graph} if by_package else rel
+    out = []
+    for component in _strong_components(graph):
+        cycle = _shortest_cycle(graph, component[0], set(component))
+        if by_package:
+            steps = [f"{a} ({where[a][b]})" for a, b in zip(cycle, cycle[1:], strict=False)]
+        else:
+            steps = [f"{rel[a]}:{graph[a][b]}" for a, b in zip(cycle, cycle[1:], strict=False)]
+        text = " -> ".join([*steps, name[cycle[-1]]])
+        others = sorted(name[n] for n in set(component) - set(cycle))
+        out.append(text + (f" (tangled with {', '.join(others)})" if others else ""))
+    return out
+
+
+def _package_of(name: str) -> str:
+    """The top-level package or leaf module a module belongs to (`saga_dspy.kg.base` -> kg)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
 
 
 def upward_imports(mods: list[Module] | None = None) -> list[str]:
