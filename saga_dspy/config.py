@@ -361,6 +361,32 @@ LM_FLAGS = (
 )
 
 
+# Settings no run command offers as a flag: where the bundled data lives and the tuning of the store and the
+# transport (their SAGA_ variables set them)
+NOT_RUN_FLAGS = frozenset(
+    {
+        "data_dir",
+        "row_cap",
+        "max_result_bytes",
+        "http_retries",
+        "embedded_workers",
+        "max_query_chars",
+        "worker_memory_mb",
+        "worker_cpu_seconds",
+    }
+)
+
+
+def run_flags(*, own: Iterable[str] = ()) -> tuple[str, ...]:
+    """The settings a command that runs the agent over questions (eval, optimize) offers as flags, in the model's
+    order: every field but `NOT_RUN_FLAGS`, less `own`, those the command sets its own way."""
+    unknown = set(own) - set(Settings.model_fields)
+    if unknown:
+        raise KeyError(f"not a settings field: {', '.join(sorted(unknown))}")
+    skip = NOT_RUN_FLAGS | set(own)
+    return tuple(name for name in Settings.model_fields if name not in skip)
+
+
 def add_settings_args(
     parser: argparse.ArgumentParser, names: Iterable[str], defaults: dict[str, Any] | None = None
 ) -> None:
