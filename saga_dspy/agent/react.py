@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import dspy
 from dspy.adapters.chat_adapter import ChatAdapter
@@ -118,7 +118,7 @@ class SagaReAct(dspy.ReAct):
                 dspy.OutputField(desc="in one or two short sentences: what you learnt and what to do next"),
                 type_=str,
             )
-            .append("next_tool_name", dspy.OutputField(desc="one of: " + ", ".join(TOOL_NAMES)), type_=str)
+            .append("next_tool_name", dspy.OutputField(), type_=Literal[TOOL_NAMES])
             .append("next_tool_args", dspy.OutputField(desc="JSON object of the tool's arguments"), type_=str)
         )
         fallback_signature = dspy.Signature(
