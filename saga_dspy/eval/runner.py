@@ -28,6 +28,7 @@ from saga_dspy.eval.answerability import describe_subset, subset_record
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
 from saga_dspy.eval.firewall import guard_kwargs
+from saga_dspy.eval.gold import freeze_missing_gold
 from saga_dspy.eval.metrics import MetricMode, compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_prediction
 from saga_dspy.eval.preflight import preflight
@@ -399,6 +400,9 @@ def evaluate(
         check_pool_choice(settings)
     except ValueError as exc:
         raise EvalError(str(exc)) from None
+    freeze_missing_gold(
+        settings, settings.dataset, settings.split, data_file=data_file, gold_file=gold_file, progress=progress
+    )
     evalset = load_eval_set(
         settings, ids=ids, data_file=data_file, gold_file=gold_file, answerable_only=answerable_only, progress=progress
     )
