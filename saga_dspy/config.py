@@ -10,7 +10,7 @@ import argparse
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args, get_origin
 from urllib.parse import urlsplit
 
 import platformdirs
@@ -87,11 +87,15 @@ def header_value_problem(value: str) -> str | None:
     return None
 
 
+# the knowledge graph named where none is given (a setting, a function's argument): the bundled sample's
+DEFAULT_KG: Final = "wikidata"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SAGA_", extra="ignore")
 
     # --- knowledge graph -------------------------------------------------
-    kg: Literal["wikidata", "freebase"] = Field("wikidata", description="which knowledge graph")
+    kg: Literal["wikidata", "freebase"] = Field(DEFAULT_KG, description="which knowledge graph")
     endpoint: str = Field("embedded", description="'embedded' (bundled sample) or a SPARQL endpoint URL")
     search: str = Field(
         "auto",
@@ -151,8 +155,8 @@ class Settings(BaseSettings):
     )
     filter_mode: Literal["closure", "bare", "calibrated"] = Field(
         "closure",
-        description="domain check through P279*, the paper's bare P31 intersection, or calibrated "
-        "(P279* without hub classes; schema/compat.py)",
+        description="domain check through the subclass closure, the paper's bare instance-of intersection, or "
+        "calibrated (the closure without hub classes; schema/compat.py)",
     )
     schema_coverage: int = Field(100, ge=0, le=100, description="share of formal constraints kept (0/25/50/75/100)")
     coverage_seed: int = Field(0, description="seed of the coverage mask")

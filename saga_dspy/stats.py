@@ -37,6 +37,7 @@ from .eval.gold_pairs import gold_queries
 from .grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
 from .kg.endpoint import Endpoint
 from .kg.flavours import Flavour, flavour_for
+from .kg.flavours.wikidata_ids import SUBCLASS, TYPE
 from .kg.search import Search
 from .schema import ClassHierarchy, EntityTypes, Outcome, SchemaIndex, check_domain, entity_types_many
 from .schema.carried import carried_properties
@@ -364,7 +365,7 @@ def _parser() -> argparse.ArgumentParser:
         "--filter",
         choices=["bare", "closure", "calibrated", "both", "all"],
         default="all",
-        help="domain check: the paper's bare P31 intersection, ours through P279*, the calibrated one "
+        help=f"domain check: the paper's bare {TYPE} intersection, ours through {SUBCLASS}*, the calibrated one "
         "(hub classes do not count), both (bare and closure) or all three (default)",
     )
     g.add_argument("--limit", type=int, help="at most this many questions per dataset")

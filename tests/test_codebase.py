@@ -1,5 +1,6 @@
-"""The package's shape: layers import only downward, knowledge-graph differences are flavour data (no comparison
-against a KG's name outside `kg/flavours/` and `config.py`), no lab notebook in comments and docstrings, no module
+"""The package's shape: layers import only downward and no import goes round in a circle, knowledge-graph differences
+are flavour data (no comparison against a KG's name, no KG name as a default, outside `kg/flavours/` and `config.py`;
+no Wikidata id outside `kg/flavours/`), no lab notebook in comments and docstrings, no module
 over 600 lines. The rules read the source (tests/helpers/codebase.py); benchmarks/code_metrics.py reports the same
 figures."""
 
@@ -109,6 +110,38 @@ def test_the_kg_name_rule_can_fail(tmp_path, monkeypatch):
         "grounding/x.py:3",
         "grounding/x.py:5",
     ]
+
+
+def test_no_kg_name_default_outside_the_flavours(modules):
+    assert codebase.kg_name_defaults(modules) == [], "default to config.DEFAULT_KG"
+
+
+def test_no_wikidata_id_outside_the_flavours(modules):
+    """Every Wikidata id the code names (a class, a property, a constraint value, a prompt's example) lives in
+    `kg/flavours/` (`wikidata_ids`, the flavour's queries); docstrings may name them as prose."""
+    found = codebase.id_literals(modules)
+    assert found == [], "name the id from kg/flavours/ (wikidata_ids):\n" + "\n".join(found)
+
+
+def test_the_id_and_default_rules_can_fail(tmp_path, monkeypatch):
+    monkeypatch.setattr(codebase, "PACKAGE", tmp_path / "saga_dspy")
+    text = (
+        '"""Ids such as P31 in a docstring are prose."""\n'
+        'HUMAN = "Q5"\n'
+        'QUERY = "SELECT ?x WHERE { ?x wdt:P279* wd:Q35120 }"\n'
+        'fine = ("P", "Q0", "MP3", "P31x", "q5", "sP31")\n'
+        'def f(kg: str = "wikidata", *, pid=f"wdt:P19 {x}"):\n'
+        '    """P19 here is prose too."""\n'
+        'g = lambda kg="freebase": kg\n'
+    )
+    bad = _module(tmp_path, "grounding/x.py", text)
+    home = _module(tmp_path, "kg/flavours/y.py", text)
+    assert codebase.id_literals([bad, home]) == [
+        "grounding/x.py:2: Q5",
+        "grounding/x.py:3: P279, Q35120",
+        "grounding/x.py:5: P19",
+    ]
+    assert codebase.kg_name_defaults([bad, home]) == ["grounding/x.py:5", "grounding/x.py:7"]
 
 
 def test_no_lab_notebook_in_comments_and_docstrings(modules):

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from saga_dspy.config import DEFAULT_KG
 from saga_dspy.kg.flavours import flavour_for
 
 FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
@@ -76,7 +77,7 @@ def params_of(func: Callable) -> list[str]:
         return []
 
 
-def parse_pids(raw: Any, kg: str = "wikidata") -> list[str]:
+def parse_pids(raw: Any, kg: str = DEFAULT_KG) -> list[str]:
     """Property ids from whatever the LM returned (list, JSON-ish text, prose); never raises."""
     if raw is None:
         return []

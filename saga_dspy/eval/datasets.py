@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from saga_dspy.config import Settings, default_data_dir
+from saga_dspy.config import DEFAULT_KG, Settings, default_data_dir
 from saga_dspy.eval.answerability import unanswerable_reason
 from saga_dspy.input_files import read_input_bytes
 
@@ -255,7 +255,7 @@ def load_questions(
     writes nothing); a hub id goes through `load_dataset` and the hub cache."""
     quiet_progress()
     info = BENCHMARKS.get(name)
-    kg = info.kg if info else (settings.kg if settings else "wikidata")
+    kg = info.kg if info else (settings.kg if settings else DEFAULT_KG)
     if data_file is not None:
         raw = read_records(data_file)
         if raw and all(isinstance(r, dict) and r.get("split") for r in raw):

@@ -31,6 +31,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 KG_NAMES = frozenset({"wikidata", "freebase"})
 # where a knowledge graph's name may be compared: the flavours (what differs between KGs) and the settings
 KG_NAME_HOMES = ("kg/flavours/", "config.py")
+# a Wikidata id in a string: P31, Q5, wdt:P279, "wd:Q42 wdt:P19" (its flavour's data, not code's)
+ID_LITERAL = re.compile(r"(?<![A-Za-z0-9_])[PQ][1-9]\d*(?![A-Za-z0-9_])")
+ID_HOMES = ("kg/flavours/",)
 NOTEBOOK = re.compile(
     r"\b(session|issue)s?\s*#?\d+|small[- ]models?\b|\b1\.5B\b(?!-Instruct)|\bF1\b[^.\n]{0,12}?\d\.\d",
     re.IGNORECASE,
@@ -258,6 +261,38 @@ def kg_name_comparisons(mods: list[Module] | None = None, *, homes: tuple[str, .
             elif isinstance(node, ast.MatchValue) and _is_kg_name(node.value):
                 lines.add(node.lineno)
         out.extend(f"{module.rel}:{line}" for line in sorted(lines))
+    return out
+
+
+def kg_name_defaults(mods: list[Module] | None = None, *, homes: tuple[str, ...] = KG_NAME_HOMES) -> list[str]:
+    """`module:line` of each argument whose default is a knowledge graph's name ("wikidata") outside `homes`: the
+    default is `config.DEFAULT_KG`."""
+    out = []
+    for module in mods if mods is not None else modules():
+        if any(module.rel.startswith(home) for home in homes):
+            continue
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+                out.extend(f"{module.rel}:{d.lineno}" for d in defaults if _is_kg_name(d))
+    return sorted(out)
+
+
+def id_literals(mods: list[Module] | None = None, *, homes: tuple[str, ...] = ID_HOMES) -> list[str]:
+    """`module:line: ids` of each string literal (f-string parts too; docstrings are prose) naming a Wikidata
+    property or item id outside `homes`."""
+    out = []
+    for module in mods if mods is not None else modules():
+        if any(module.rel.startswith(home) for home in homes):
+            continue
+        docs = {id(doc) for doc in _docstrings(module.tree)}
+        found: dict[int, list[str]] = {}
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                ids = ID_LITERAL.findall(node.value)
+                if ids:
+                    found.setdefault(node.lineno, []).extend(ids)
+        out.extend(f"{module.rel}:{line}: {', '.join(dict.fromkeys(ids))}" for line, ids in sorted(found.items()))
     return out
 
 
