@@ -136,7 +136,7 @@ def load_eval_set(
     data_file: str | Path | None = None,
     gold_file: str | Path | None = None,
     answerable_only: bool = True,
-    progress: bool = True,
+    progress: bool = True,  # unused: reading shows no progress (freezing did); kept for its callers
 ) -> EvalSet:
     """The questions of `settings.dataset`/`settings.split` with frozen gold; answerable ones by
     default; then `ids` (in the given order), then `settings.limit`. Reads only: gold not frozen yet is an error
