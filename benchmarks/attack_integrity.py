@@ -117,8 +117,10 @@ def record_integrity(cache_dir: Path, store: Path) -> None:
             )
         )
         from saga_dspy.eval.evalset import load_eval_set
+        from saga_dspy.eval.gold import freeze_missing_gold
 
         s = Settings(cache_dir=root, result_cache=False, dataset="mine", split="test")
+        freeze_missing_gold(s, "mine", "test", data_file=data, progress=False)
         golds.append(load_eval_set(s, data_file=data, progress=False).items[0].gold)
     record("gold of a second --data-file with the same ids is its own", golds[0] != golds[1])
 

@@ -61,6 +61,7 @@ def measure(repo: Path, with_duplicates: bool = True) -> dict:
         "Any": f"{any_count} ({1000 * any_count / lines:.1f} per 1k lines)",
         "getattr": f"{getattr_count} ({1000 * getattr_count / lines:.1f} per 1k lines)",
         "upward imports": codebase.upward_imports(mods),
+        "import circles": codebase.import_cycles(mods),
         "KG-name comparisons outside the flavours/config": len(codebase.kg_name_comparisons(mods)),
         "lab-notebook mentions": len(codebase.notebook_mentions(mods)),
         "lines over 120 characters": sum(1 for m in mods for line in m.text.splitlines() if len(line) > MAX_LINE),

@@ -10,7 +10,7 @@ import argparse
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Final, Literal, get_args, get_origin
 from urllib.parse import urlsplit
 
 import platformdirs
@@ -87,11 +87,15 @@ def header_value_problem(value: str) -> str | None:
     return None
 
 
+# the knowledge graph named where none is given (a setting, a function's argument): the bundled sample's
+DEFAULT_KG: Final = "wikidata"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SAGA_", extra="ignore")
 
     # --- knowledge graph -------------------------------------------------
-    kg: Literal["wikidata", "freebase"] = Field("wikidata", description="which knowledge graph")
+    kg: Literal["wikidata", "freebase"] = Field(DEFAULT_KG, description="which knowledge graph")
     endpoint: str = Field("embedded", description="'embedded' (bundled sample) or a SPARQL endpoint URL")
     search: str = Field(
         "auto",
@@ -151,9 +155,9 @@ class Settings(BaseSettings):
     )
     filter_mode: Literal["closure", "bare", "calibrated", "paper"] = Field(
         "closure",
-        description="domain check through P279*, the bare P31 intersection, calibrated (P279* without hub "
-        "classes), or paper (the reading of Eq. 3 that reproduces the paper's Table 9; schema/compat.py); "
-        "the paper variants use paper whatever this says",
+        description="domain check through the subclass closure, the paper's bare instance-of intersection, "
+        "calibrated (the closure without hub classes), or paper (the reading of Eq. 3 that reproduces the paper's "
+        "Table 9; schema/compat.py); the paper variants use paper whatever this says",
     )
     schema_coverage: int = Field(100, ge=0, le=100, description="share of formal constraints kept (0/25/50/75/100)")
     coverage_seed: int = Field(0, description="seed of the coverage mask")
@@ -360,6 +364,32 @@ LM_FLAGS = (
     "lm_retries",
     "question_budget",
 )
+
+
+# Settings no run command offers as a flag: where the bundled data lives and the tuning of the store and the
+# transport (their SAGA_ variables set them)
+NOT_RUN_FLAGS = frozenset(
+    {
+        "data_dir",
+        "row_cap",
+        "max_result_bytes",
+        "http_retries",
+        "embedded_workers",
+        "max_query_chars",
+        "worker_memory_mb",
+        "worker_cpu_seconds",
+    }
+)
+
+
+def run_flags(*, own: Iterable[str] = ()) -> tuple[str, ...]:
+    """The settings a command that runs the agent over questions (eval, optimize) offers as flags, in the model's
+    order: every field but `NOT_RUN_FLAGS`, less `own`, those the command sets its own way."""
+    unknown = set(own) - set(Settings.model_fields)
+    if unknown:
+        raise KeyError(f"not a settings field: {', '.join(sorted(unknown))}")
+    skip = NOT_RUN_FLAGS | set(own)
+    return tuple(name for name in Settings.model_fields if name not in skip)
 
 
 def add_settings_args(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dspy
 
 from saga_dspy.kg.flavours import FREEBASE, WIKIDATA, flavour_for
+from saga_dspy.kg.flavours.wikidata_ids import HUMAN, PLACE_OF_BIRTH, TYPE
 
 # --- answer type ----------------------------------------------------------------
 
@@ -38,7 +39,7 @@ class AnswerType(dspy.Signature):
     answer_type_label: str = dspy.OutputField(
         desc="boolean, quantity, date, string, or a short class name (e.g. person, country, film)"
     )
-    answer_type_qid: str = dspy.OutputField(desc="Wikidata QID of that class (e.g. Q5), or empty")
+    answer_type_qid: str = dspy.OutputField(desc=f"Wikidata QID of that class (e.g. {HUMAN}), or empty")
 
 
 _CLASS_ID_HINT = "Give the class's Wikidata item"
@@ -115,7 +116,9 @@ class SagaController(dspy.Signature):
     __doc__ = SAGA_CONTROLLER_INSTRUCTIONS
 
     question: str = dspy.InputField(desc="the question (earlier turns of a conversation first, if any)")
-    answer_type: str = dspy.InputField(desc="expected type of the answer, e.g. 'person (Q5)', 'boolean', 'quantity'")
+    answer_type: str = dspy.InputField(
+        desc=f"expected type of the answer, e.g. 'person ({HUMAN})', 'boolean', 'quantity'"
+    )
     query_form: str = dspy.InputField(desc="how the final query must start")
     type_context: str = dspy.InputField(desc="types of the most recently explored entities and variables")
     knowledge_log: str = dspy.InputField(desc="outcomes of the recent steps: [ok], [fail], [info]")
@@ -141,7 +144,9 @@ class PruneNeighborhood(dspy.Signature):
     neighborhood: str = dspy.InputField(
         desc="the entity (label, id, description) and its properties with example values"
     )
-    relevant_pids: list[str] = dspy.OutputField(desc='ids of the relevant properties, e.g. ["P31", "P19"]')
+    relevant_pids: list[str] = dspy.OutputField(
+        desc=f'ids of the relevant properties, e.g. ["{TYPE}", "{PLACE_OF_BIRTH}"]'
+    )
 
 
 # --- answer check (beyond the paper) --------------------------------------------------------

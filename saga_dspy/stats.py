@@ -41,6 +41,7 @@ from .eval.table9 import PAPER_TABLE9, print_table9, table9
 from .grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
 from .kg.endpoint import Endpoint
 from .kg.flavours import Flavour, flavour_for
+from .kg.flavours.wikidata_ids import SUBCLASS, TYPE
 from .kg.search import Search
 from .schema import ClassHierarchy, EntityTypes, Outcome, SchemaIndex, check_domain, entity_types_many
 from .schema.carried import carried_properties
@@ -373,8 +374,9 @@ def _parser() -> argparse.ArgumentParser:
         "--filter",
         choices=[*FILTER_MODES, "both", "all"],
         default="all",
-        help="domain check: the bare P31 intersection, ours through P279*, the calibrated one (hub classes do not "
-        "count), the paper's reading (schema/compat.py), both (bare and closure) or all four (default)",
+        help=f"domain check: the paper's bare {TYPE} intersection, ours through {SUBCLASS}*, the calibrated one "
+        "(hub classes do not count), the paper's reading (schema/compat.py), both (bare and closure) or all four "
+        "(default)",
     )
     g.add_argument("--split", default="test", help="dev | train | test (choose a reading on dev and train)")
     g.add_argument("--limit", type=int, help="at most this many questions per dataset")

@@ -315,6 +315,21 @@ def test_help_says_each_default_once_and_optimize_compiles_on_train():
     assert optimize.parse_args(["--split", "qald7:dev"]).valset == "qald7:dev"
 
 
+def test_the_run_clis_take_their_settings_flags_from_the_settings_model():
+    """eval and optimize offer every run setting (each field but `config.NOT_RUN_FLAGS`) as a flag (eval's variant and
+    coverage as lists, optimize's --split is its valset), less what a compile does not read: a new settings field is
+    a flag of both without a hand list to extend."""
+    from saga_dspy.config import NOT_RUN_FLAGS, Settings
+
+    parsers = _parsers()
+    run_settings = set(Settings.model_fields) - NOT_RUN_FLAGS
+    for name, theirs in {"eval": set(), "optimize": {"limit", "program", "preflight"}}.items():
+        flags = {option for action in parsers[name]._actions for option in action.option_strings}
+        missing = {field for field in run_settings if "--" + field.replace("_", "-") not in flags}
+        assert missing == theirs, name
+    assert parsers["optimize"].parse_args(["--demo-anchors", "1"]).demo_anchors == 1
+
+
 @pytest.mark.parametrize(
     "args,bad",
     [(["Qfoo", "P19"], "'Qfoo' is not an entity id"), (["Q42", "born"], "'born' is not a property id")],

@@ -1,5 +1,6 @@
-"""The package's shape: layers import only downward, knowledge-graph differences are flavour data (no comparison
-against a KG's name outside `kg/flavours/` and `config.py`), no lab notebook in comments and docstrings, no module
+"""The package's shape: layers import only downward and no import goes round in a circle, knowledge-graph differences
+are flavour data (no comparison against a KG's name, no KG name as a default, outside `kg/flavours/` and `config.py`;
+no Wikidata id outside `kg/flavours/`), no lab notebook in comments and docstrings, no module
 over 600 lines. The rules read the source (tests/helpers/codebase.py); benchmarks/code_metrics.py reports the same
 figures."""
 
@@ -47,6 +48,46 @@ def test_the_import_rule_can_fail(tmp_path, monkeypatch):
     ]
 
 
+def test_no_import_cycle(modules):
+    """No circle anywhere: inside each package a module imports only modules below it there (lazy and
+    TYPE_CHECKING imports too), and no two modules of different packages import each other round."""
+    found = codebase.import_cycles(modules)
+    assert found == [], "import circles:\n" + "\n".join(found)
+
+
+def test_no_import_cycle_between_packages(modules):
+    """The packages and leaves, taken whole, import each other without a circle (agent, lm and signatures share a
+    layer, so the layer rule alone does not see one between them)."""
+    found = codebase.import_cycles(modules, by_package=True)
+    assert found == [], "import circles between packages:\n" + "\n".join(found)
+
+
+def test_the_cycle_rule_can_fail(tmp_path, monkeypatch):
+    monkeypatch.setattr(codebase, "PACKAGE", tmp_path / "saga_dspy")
+    mods = [
+        _module(tmp_path, "__init__.py", ""),
+        _module(tmp_path, "agent/__init__.py", ""),
+        _module(tmp_path, "agent/a.py", "from saga_dspy.agent import b\n"),
+        _module(tmp_path, "agent/b.py", "import os\nfrom .c import run\n"),
+        _module(tmp_path, "agent/c.py", "def run():\n    from saga_dspy.agent.a import x\n"),
+        _module(tmp_path, "agent/d.py", "from saga_dspy.lm import wire\nfrom . import c\n"),
+        _module(tmp_path, "lm/__init__.py", ""),
+        _module(
+            tmp_path,
+            "lm/wire.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import saga_dspy.agent.d\n",
+        ),
+        _module(tmp_path, "kg/__init__.py", ""),
+        _module(tmp_path, "kg/base.py", "from saga_dspy.kg import cache\n"),
+        _module(tmp_path, "kg/cache.py", "from saga_dspy.config import Settings\n"),
+    ]
+    assert codebase.import_cycles(mods) == [
+        "agent/a.py:1 -> agent/b.py:2 -> agent/c.py:2 -> agent/a.py",
+        "agent/d.py:1 -> lm/wire.py:3 -> agent/d.py",
+    ]
+    assert codebase.import_cycles(mods, by_package=True) == ["agent (agent/d.py:1) -> lm (lm/wire.py:3) -> agent"]
+
+
 def test_no_kg_name_comparison_outside_the_flavours(modules):
     found = codebase.kg_name_comparisons(modules)
     assert found == [], "ask the flavour (kg/flavours/) instead of comparing a knowledge graph's name"
@@ -69,6 +110,38 @@ def test_the_kg_name_rule_can_fail(tmp_path, monkeypatch):
         "grounding/x.py:3",
         "grounding/x.py:5",
     ]
+
+
+def test_no_kg_name_default_outside_the_flavours(modules):
+    assert codebase.kg_name_defaults(modules) == [], "default to config.DEFAULT_KG"
+
+
+def test_no_wikidata_id_outside_the_flavours(modules):
+    """Every Wikidata id the code names (a class, a property, a constraint value, a prompt's example) lives in
+    `kg/flavours/` (`wikidata_ids`, the flavour's queries); docstrings may name them as prose."""
+    found = codebase.id_literals(modules)
+    assert found == [], "name the id from kg/flavours/ (wikidata_ids):\n" + "\n".join(found)
+
+
+def test_the_id_and_default_rules_can_fail(tmp_path, monkeypatch):
+    monkeypatch.setattr(codebase, "PACKAGE", tmp_path / "saga_dspy")
+    text = (
+        '"""Ids such as P31 in a docstring are prose."""\n'
+        'HUMAN = "Q5"\n'
+        'QUERY = "SELECT ?x WHERE { ?x wdt:P279* wd:Q35120 }"\n'
+        'fine = ("P", "Q0", "MP3", "P31x", "q5", "sP31")\n'
+        'def f(kg: str = "wikidata", *, pid=f"wdt:P19 {x}"):\n'
+        '    """P19 here is prose too."""\n'
+        'g = lambda kg="freebase": kg\n'
+    )
+    bad = _module(tmp_path, "grounding/x.py", text)
+    home = _module(tmp_path, "kg/flavours/y.py", text)
+    assert codebase.id_literals([bad, home]) == [
+        "grounding/x.py:2: Q5",
+        "grounding/x.py:3: P279, Q35120",
+        "grounding/x.py:5: P19",
+    ]
+    assert codebase.kg_name_defaults([bad, home]) == ["grounding/x.py:5", "grounding/x.py:7"]
 
 
 def test_no_lab_notebook_in_comments_and_docstrings(modules):

@@ -26,7 +26,6 @@ GRAMMAR = {
     ("kg/flavours/wikidata.py", "WELL_KNOWN_CLASSES"): "normalises the answer-type LM's own label to a class id "
     "(its output vocabulary, not the question's words)",
     ("agent/demos.py", "STOPWORDS"): "English function words (BM25 over demo questions)",
-    ("agent/parsing.py", "_TOOL_ALIASES"): "names a model writes for our five tools",
     ("agent/prediction.py", "COUNTER_NAMES"): "counter names",
     ("agent/final_query.py", "NO_RESULT"): "the notes of steps that did nothing (our own step vocabulary)",
     ("grounding/context.py", "COUNTER_KEYS"): "counter names",

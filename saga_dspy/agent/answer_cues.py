@@ -22,11 +22,10 @@ from saga_dspy.agent.answer_type import SCALAR_TYPES
 from saga_dspy.agent.query_form import is_yes_no_question
 from saga_dspy.grounding.lexicon import Lexicon
 from saga_dspy.grounding.words import STOPWORDS, head_phrases, phrase_key, question_patterns
+from saga_dspy.kg.flavours.wikidata_ids import HUMAN, LOCATION, PEOPLE
 from saga_dspy.schema.hierarchy import ClassHierarchy
 from saga_dspy.schema.index import SchemaIndex
 
-HUMAN, LOCATION = "Q5", "Q2221906"  # human; geographic location
-PEOPLE = frozenset({HUMAN, "Q215627"})  # human, person: a class under either names people
 # grammar: "how many", and "how" before a content word asks a degree ("how tall", "how often"), not a manner
 _HOW_MANY = re.compile(r"\bhow\s+many\b", re.I)
 _HOW = re.compile(r"\bhow\s+([a-z]+)", re.I)

@@ -9,6 +9,7 @@ from typing import Any
 import dspy
 from pydantic import BaseModel, field_validator
 
+from saga_dspy.config import DEFAULT_KG
 from saga_dspy.kg.flavours import flavour_for
 
 SCALAR_TYPES = ("boolean", "quantity", "date", "string")
@@ -113,7 +114,7 @@ def normalize_answer_label(raw: Any) -> str:
     return _SCALAR_SYNONYMS.get(label, label)
 
 
-def normalize_answer_qid(raw: Any, kg: str = "wikidata") -> str:
+def normalize_answer_qid(raw: Any, kg: str = DEFAULT_KG) -> str:
     """A Wikidata QID (`Q5`) or a Freebase type id (`people.person`); anything invalid becomes ''."""
     text = str(raw or "").strip().strip("\"'`<>").strip()
     if not text or text.lower() in {"none", "null", "n/a", "na", "unknown", "-"}:
@@ -139,7 +140,7 @@ class AnswerTypeInfo(BaseModel):
         return text if (_WIKIDATA_QID.match(text) or _FREEBASE_TYPE.match(text)) else normalize_answer_qid(text)
 
     @classmethod
-    def from_raw(cls, label: Any, qid: Any, kg: str = "wikidata") -> AnswerTypeInfo:
+    def from_raw(cls, label: Any, qid: Any, kg: str = DEFAULT_KG) -> AnswerTypeInfo:
         norm_label = normalize_answer_label(label)
         norm_qid = "" if norm_label in SCALAR_TYPES else normalize_answer_qid(qid, kg)
         well_known = flavour_for(kg).well_known_classes
@@ -167,7 +168,7 @@ class AnswerTypeInfo(BaseModel):
         return self.label
 
 
-def answer_type_demos(kg: str = "wikidata") -> list[dspy.Example]:
+def answer_type_demos(kg: str = DEFAULT_KG) -> list[dspy.Example]:
     """The answer-type step's built-in examples (one per kind of answer; replaced by a compiled program's).
     None collides with a benchmark's test or dev question (tests/eval/test_firewall.py)."""
     classes = flavour_for(kg).example_classes

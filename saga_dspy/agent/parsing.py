@@ -1,5 +1,5 @@
-"""Reading the LM's tool choice: tool names with aliases and arguments as JSON, text or key=value; property lists. Never
-raises."""
+"""Reading the LM's tool choice: tool names (as written, quoted or called) and arguments as JSON, text or key=value;
+property lists. Never raises."""
 
 from __future__ import annotations
 
@@ -10,54 +10,21 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from saga_dspy.config import DEFAULT_KG
 from saga_dspy.kg.flavours import flavour_for
-
-_TOOL_ALIASES = {
-    "finish": "stop",
-    "done": "stop",
-    "final": "stop",
-    "final_answer": "stop",
-    "answer": "stop",
-    "end": "stop",
-    "search": "search_wikidata",
-    "search_entity": "search_wikidata",
-    "wikidata_search": "search_wikidata",
-    "search_freebase": "search_wikidata",
-    "entity_search": "search_wikidata",
-    "lookup": "get_wikidata_entry",
-    "get_entry": "get_wikidata_entry",
-    "get_wikidata_entity": "get_wikidata_entry",
-    "wikidata_entry": "get_wikidata_entry",
-    "get_entity": "get_wikidata_entry",
-    "get_freebase_entry": "get_wikidata_entry",
-    "examples": "get_property_examples",
-    "property_examples": "get_property_examples",
-    "get_examples": "get_property_examples",
-    "execute": "execute_sparql",
-    "run_sparql": "execute_sparql",
-    "sparql": "execute_sparql",
-    "query": "execute_sparql",
-    "execute_query": "execute_sparql",
-    "run_query": "execute_sparql",
-    "write_sparql": "execute_sparql",
-    "write_query": "execute_sparql",
-    "sparql_query": "execute_sparql",
-}
-
 
 FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 MARKER = re.compile(r"\[\[ ## \w+ ## \]\]")  # an adapter's field marker the model wrote into a value
 
 
 def normalize_tool_name(raw: Any, available: Iterable[str]) -> str | None:
+    """The tool named by what the model wrote (`execute_sparql`, `` `Execute_SPARQL` ``, `search_wikidata("x")`), None
+    for a name it has no tool for: no other name stands for a tool (none was seen to fire in the recorded runs)."""
     names = list(available)
     text = str(raw or "").strip().strip("`'\"").strip()
     text = re.split(r"[\s(]", text, maxsplit=1)[0].strip().lower() if text else ""
     text = text.rstrip(":.,;")
-    if text in names:
-        return text
-    alias = _TOOL_ALIASES.get(text)
-    return alias if alias in names else None
+    return text if text in names else None
 
 
 def parse_tool_args(raw: Any, params: list[str]) -> dict[str, Any]:
@@ -110,7 +77,7 @@ def params_of(func: Callable) -> list[str]:
         return []
 
 
-def parse_pids(raw: Any, kg: str = "wikidata") -> list[str]:
+def parse_pids(raw: Any, kg: str = DEFAULT_KG) -> list[str]:
     """Property ids from whatever the LM returned (list, JSON-ish text, prose); never raises."""
     if raw is None:
         return []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import dspy
 from dspy.adapters.chat_adapter import ChatAdapter
@@ -20,6 +20,7 @@ from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_erro
 from saga_dspy.agent.final_query import StepOutcome
 from saga_dspy.agent.parsing import FENCE, MARKER, normalize_tool_name, parse_tool_args
 from saga_dspy.agent.trajectory import KEEP_FULL_STEPS, Step, one_line, render_trajectory
+from saga_dspy.kg.flavours.wikidata_ids import DOUGLAS_ADAMS, PLACE_OF_BIRTH
 from saga_dspy.tools.specs import TOOL_NAMES, TOOL_SPECS
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,8 @@ class SagaReAct(dspy.ReAct):
             instr.append(f"({i}) {name}({arg or ''}): {desc}")
         instr.append(
             '`next_tool_args` is a JSON object with the tool\'s argument, e.g. {"query": "Riemannian geometry"}, '
-            '{"qid": "Q42"}, {"sparql": "SELECT ?x WHERE { wd:Q42 wdt:P19 ?x }"}; {} for stop.'
+            f'{{"qid": "{DOUGLAS_ADAMS}"}}, '
+            f'{{"sparql": "SELECT ?x WHERE {{ wd:{DOUGLAS_ADAMS} wdt:{PLACE_OF_BIRTH} ?x }}"}}; {{}} for stop.'
         )
         # The fields that change at every step come after the trajectory: the prompt's prefix stays the
         # same from step to step (a local model reuses its evaluated prefix) and the freshest state is
@@ -118,7 +120,7 @@ class SagaReAct(dspy.ReAct):
                 dspy.OutputField(desc="in one or two short sentences: what you learnt and what to do next"),
                 type_=str,
             )
-            .append("next_tool_name", dspy.OutputField(desc="one of: " + ", ".join(TOOL_NAMES)), type_=str)
+            .append("next_tool_name", dspy.OutputField(), type_=Literal[TOOL_NAMES])
             .append("next_tool_args", dspy.OutputField(desc="JSON object of the tool's arguments"), type_=str)
         )
         fallback_signature = dspy.Signature(

@@ -45,7 +45,7 @@ from pathlib import Path
 import dspy
 
 from saga_dspy.cli import ArgumentParser, append_help, one_line, run_main
-from saga_dspy.config import LM_FLAGS, add_settings_args, apply_offline_env, settings_from_args
+from saga_dspy.config import add_settings_args, apply_offline_env, run_flags, settings_from_args
 from saga_dspy.eval.answerability import describe_subset
 from saga_dspy.eval.compare import compare_markdown, compare_runs
 from saga_dspy.eval.datasets import catalogue_text
@@ -72,46 +72,9 @@ from saga_dspy.input_files import reading
 from saga_dspy.lm import cli_lm
 from saga_dspy.variants import VARIANT_NAMES
 
-# Settings fields exposed as flags (flag <-> field through config.add_settings_args).
-SETTINGS_FLAGS = (
-    "kg_preset",
-    "dataset",
-    "split",
-    "limit",
-    "endpoint",
-    "kg",
-    "search",
-    "user_agent",
-    "freeze_on_first_use",
-    "preflight",
-    "cache_dir",
-    "query_timeout",
-    "result_cache",
-    *LM_FLAGS,
-    "max_infra_failures",
-    "program",
-    "num_threads",
-    "metric_mode",
-    "out",
-    "mlflow",
-    "mlflow_uri",
-    "trace",
-    "trace_writer",
-    "filter_mode",
-    "coverage_seed",
-    "schema_index",
-    "lexicon",
-    "observation_chars",
-    "max_steps",
-    "demos",
-    "check_answer",
-    "final_extract",
-    "stable_history",
-    "demo_observation_chars",
-    "demo_anchors",
-    "demo_pool",
-    "demo_pool_exclude",
-)
+# Settings fields exposed as flags (flag <-> field through config.add_settings_args): every run setting but the
+# variant and the schema coverage, which --variants and --schema-coverage take as lists
+SETTINGS_FLAGS = run_flags(own=("variant", "schema_coverage"))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from saga_dspy.config import Settings, default_data_dir
+from saga_dspy.config import DEFAULT_KG, Settings, default_data_dir
 from saga_dspy.eval.answerability import unanswerable_reason
 from saga_dspy.eval.rundir import write_file
 from saga_dspy.input_files import read_input_bytes, reading
@@ -264,22 +264,18 @@ def load_questions(
     data_file: str | Path | None = None,
 ) -> datasets.Dataset:
     """The questions (columns `RECORD_FIELDS` + `GOLD_FIELDS`, gold as the records carry it) as a
-    Dataset: bundled splits through `load_dataset("json")` (already in our schema, Arrow-cached
-    under `<cache_dir>/datasets`), hub ids through `load_dataset`; user files are read by hand
-    because they come in several layouts (QALD's nested questions, 'questions'/'data' wrappers)
-    whose varying shapes the json builder cannot type."""
-    from datasets import Dataset
-
+    Dataset. A bundled split and a user file take one path (`read_records`, `_normalise`, in memory: reading
+    writes nothing); a hub id goes through `load_dataset` and the hub cache."""
     quiet_progress()
     info = BENCHMARKS.get(name)
-    kg = info.kg if info else (settings.kg if settings else "wikidata")
+    kg = info.kg if info else (settings.kg if settings else DEFAULT_KG)
     if data_file is not None:
         with reading(data_file, "data file"):
             raw = read_records(data_file)
             if raw and all(isinstance(r, dict) and r.get("split") for r in raw):
                 if any(r["split"] == split for r in raw):
                     raw = [r for r in raw if r["split"] == split]
-            return Dataset.from_list([_normalise(r, i, kg, split) for i, r in enumerate(raw)], features=_features())
+            return _from_records(raw, kg, split)
     if info is not None:
         if not info.bundled:
             raise ValueError(
@@ -289,7 +285,7 @@ def load_questions(
         path = benchmarks_dir(settings) / name / f"{split}.jsonl.gz"
         if not path.exists():
             raise FileNotFoundError(f"bundled benchmark file missing: {path} (run scripts/build_benchmarks.py)")
-        return _with_gold_columns(_load_json(path, settings))
+        return _from_records(read_records(path), kg, split)
     if "/" in name or Path(name).exists():
         if Path(name).exists():
             return load_questions(Path(name).stem, split, settings, data_file=name)
@@ -305,19 +301,12 @@ def quiet_progress() -> None:
     datasets.disable_progress_bars()
 
 
-def _load_json(path: Path, settings: Settings | None) -> datasets.Dataset:
-    """A bundled split through the json builder. `source_answers` (SPARQL-JSON of any shape) is
-    read as `Json` and kept as its text: a string feature would make pyarrow unify the shapes
-    into one struct and add null keys. In memory, so later map/filter write no cache files."""
-    import datasets
+def _from_records(raw: list[Any], kg: str, split: str) -> datasets.Dataset:
+    """Records of a bundled split or a user file, in our schema, as an in-memory Dataset (nothing is written: no
+    Arrow cache, so loading works on a read-only data and cache directory)."""
+    from datasets import Dataset
 
-    cache = str(Path(settings.cache_dir) / "datasets") if settings is not None else None
-    features = datasets.Features({k: v for k, v in _features().items() if k in RECORD_FIELDS})
-    features["source_answers"] = datasets.Json(decode=False)
-    ds = datasets.load_dataset(
-        "json", data_files=str(path), split="train", features=features, cache_dir=cache, keep_in_memory=True
-    )
-    return ds.cast_column("source_answers", datasets.Value("string"))
+    return Dataset.from_list([_normalise(r, i, kg, split) for i, r in enumerate(raw)], features=_features())
 
 
 def _fresh_fingerprint() -> str:

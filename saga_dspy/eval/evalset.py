@@ -136,12 +136,13 @@ def load_eval_set(
     data_file: str | Path | None = None,
     gold_file: str | Path | None = None,
     answerable_only: bool = True,
-    progress: bool = True,
+    progress: bool = True,  # unused: reading shows no progress (freezing did); kept for its callers
 ) -> EvalSet:
     """The questions of `settings.dataset`/`settings.split` with frozen gold; answerable ones by
-    default; then `ids` (in the given order), then `settings.limit`."""
+    default; then `ids` (in the given order), then `settings.limit`. Reads only: gold not frozen yet is an error
+    that names `freeze-gold` (a run freezes it first where it may, `gold.freeze_missing_gold`)."""
     dataset, split = settings.dataset, settings.split
-    path = find_gold(settings, dataset, split, data_file=data_file, gold_file=gold_file, progress=progress)
+    path = find_gold(settings, dataset, split, data_file=data_file, gold_file=gold_file)
     try:
         ds = load_benchmark(dataset, split, settings, data_file, gold_file=path, answerable_only=answerable_only)
     except (ValueError, FileNotFoundError) as exc:

@@ -1,5 +1,6 @@
-"""Frozen gold: where it lives (bundled with the sample, or frozen into the cache per endpoint), how it is found, and
-how it is frozen (every gold query executed once, never during a run)."""
+"""Frozen gold: where it lives (bundled with the sample, or frozen into the cache per endpoint), how it is found (only
+looked up: loading an eval set writes nothing), and how it is frozen (every gold query executed once, never during a
+run: `freeze-gold`, or the one step a run takes before loading, `freeze_missing_gold`)."""
 
 from __future__ import annotations
 
@@ -69,12 +70,21 @@ def find_gold(
     *,
     data_file: str | Path | None = None,
     gold_file: str | Path | None = None,
-    freeze_if_missing: bool = True,
-    progress: bool = True,
+) -> Path:
+    """The frozen gold for this dataset/split/endpoint: `gold_file`, the bundled file (embedded), or the cache
+    (`freeze-gold`, `freeze_missing_gold`). Only looks: a missing file is an error that says how to freeze it."""
+    found = _frozen_gold(settings, dataset, split, data_file, gold_file)
+    if found is not None:
+        return found
+    raise EvalError(
+        f"no frozen gold for {dataset}/{resolve_split(dataset, split)} on {settings.endpoint}: gold answers are "
+        f"never queried during a run. Freeze them first:\n    {_freeze_command(settings, dataset, split, data_file)}"
+    )
+
+
+def _frozen_gold(
+    settings: Settings, dataset: str, split: str, data_file: str | Path | None, gold_file: str | Path | None
 ) -> Path | None:
-    """The frozen gold for this dataset/split/endpoint: `gold_file`, the bundled file (embedded),
-    or the cache (`freeze-gold`). On the embedded sample (and with `freeze_on_first_use`, on a live
-    endpoint) a missing file is frozen into the cache now; else it is an error that says how to freeze it."""
     if gold_file is not None:
         path = Path(gold_file)
         if not path.exists():
@@ -84,28 +94,45 @@ def find_gold(
         bundled = bundled_gold_path(dataset, split, settings)
         if bundled is not None:
             return bundled
-    resolved = resolve_split(dataset, split)
-    cached = cached_gold_path(settings, dataset, resolved, _data_source(dataset, data_file))
-    if cached.exists():
-        return cached
-    command = (
+    cached = cached_gold_path(settings, dataset, resolve_split(dataset, split), _data_source(dataset, data_file))
+    return cached if cached.exists() else None
+
+
+def _freeze_command(settings: Settings, dataset: str, split: str, data_file: str | Path | None) -> str:
+    return (
         f"python -m saga_dspy.eval freeze-gold --dataset {dataset} --split {split} "
         f"--endpoint {settings.endpoint}" + (f" --data-file {data_file}" if data_file else "")
     )
-    if (settings.is_embedded or settings.freeze_on_first_use) and freeze_if_missing:
-        load_records(dataset, split, settings, data_file)  # an unknown dataset or split says so before any freezing
-        where = "the embedded sample" if settings.is_embedded else settings.endpoint
-        print(
-            f"No frozen gold for {dataset}/{resolved} on {where}; freezing it now into {cached} "
-            f"(once; same as `{command}`).",
-            file=sys.stderr,
-        )
-        freeze(settings, dataset, split, out=cached, data_file=data_file, progress=progress)
-        return cached
-    raise EvalError(
-        f"no frozen gold for {dataset}/{resolved} on {settings.endpoint}: gold answers are never queried during "
-        f"a run. Freeze them first:\n    {command}"
+
+
+def freeze_missing_gold(
+    settings: Settings,
+    dataset: str,
+    split: str,
+    *,
+    data_file: str | Path | None = None,
+    gold_file: str | Path | None = None,
+    progress: bool = True,
+) -> Path | None:
+    """The step a run takes before it loads its questions: on the embedded sample (and with `freeze_on_first_use`,
+    on a live endpoint) gold not frozen yet is frozen into the cache now, said on stderr with the `freeze-gold`
+    command that does the same; returns the file it wrote (None: nothing to freeze, or not allowed here, when
+    loading then names the command)."""
+    if not (settings.is_embedded or settings.freeze_on_first_use):
+        return None
+    if _frozen_gold(settings, dataset, split, data_file, gold_file) is not None:
+        return None
+    load_records(dataset, split, settings, data_file)  # an unknown dataset or split says so before any freezing
+    resolved = resolve_split(dataset, split)
+    cached = cached_gold_path(settings, dataset, resolved, _data_source(dataset, data_file))
+    where = "the embedded sample" if settings.is_embedded else settings.endpoint
+    print(
+        f"No frozen gold for {dataset}/{resolved} on {where}; freezing it now into {cached} "
+        f"(once; same as `{_freeze_command(settings, dataset, split, data_file)}`).",
+        file=sys.stderr,
     )
+    freeze(settings, dataset, split, out=cached, data_file=data_file, progress=progress)
+    return cached
 
 
 def freezes_now(
@@ -115,16 +142,14 @@ def freezes_now(
     data_file: str | Path | None = None,
     gold_file: str | Path | None = None,
 ) -> bool:
-    """Whether `find_gold` would freeze the split's gold now (none frozen yet, and this endpoint freezes on first
-    use): a run checks its LM and endpoint before that, so a dead one stops it before any gold is frozen."""
-    if gold_file is not None or not (settings.is_embedded or settings.freeze_on_first_use):
+    """Whether `freeze_missing_gold` would freeze the split's gold now: a run checks its LM and endpoint before
+    that, so a dead one stops it before any gold is frozen."""
+    if not (settings.is_embedded or settings.freeze_on_first_use):
         return False
-    try:
-        find_gold(settings, dataset, split, data_file=data_file, freeze_if_missing=False, progress=False)
-    except EvalError:
-        load_records(dataset, split, settings, data_file)  # an unknown dataset or split says so first, as a freeze
-        return True
-    return False
+    if _frozen_gold(settings, dataset, split, data_file, gold_file) is not None:
+        return False
+    load_records(dataset, split, settings, data_file)  # an unknown dataset or split says so first, as a freeze
+    return True
 
 
 def freeze(

@@ -16,7 +16,7 @@ from typing import Any
 import dspy
 
 from saga_dspy.agent.failures import is_infrastructure_error
-from saga_dspy.config import Settings
+from saga_dspy.config import DEFAULT_KG, Settings
 from saga_dspy.eval.datasets import BENCHMARKS
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalSet
@@ -186,7 +186,7 @@ def check_graph(settings: Settings, dataset: str, data_file: str | Path | None =
     info = BENCHMARKS.get(dataset)
     if info is None or data_file is not None:
         return
-    graph = "wikidata" if settings.is_embedded else settings.kg  # the bundled sample is Wikidata's
+    graph = DEFAULT_KG if settings.is_embedded else settings.kg  # the bundled sample is Wikidata's
     if info.kg != graph:
         where = (
             "the bundled Wikidata sample (--endpoint embedded)"

@@ -28,7 +28,7 @@ from saga_dspy.eval.answerability import describe_subset, subset_record
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
 from saga_dspy.eval.firewall import guard_kwargs
-from saga_dspy.eval.gold import freezes_now
+from saga_dspy.eval.gold import freeze_missing_gold, freezes_now
 from saga_dspy.eval.metrics import MetricMode, compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_prediction
 from saga_dspy.eval.preflight import preflight
@@ -406,6 +406,9 @@ def evaluate(
     if preflighted:  # before the freeze: a dead LM or endpoint stops the run before any gold is frozen
         with KgServices(settings, endpoint, search) as services:
             preflight(settings, services, lm)
+    freeze_missing_gold(
+        settings, settings.dataset, settings.split, data_file=data_file, gold_file=gold_file, progress=progress
+    )
     evalset = load_eval_set(
         settings, ids=ids, data_file=data_file, gold_file=gold_file, answerable_only=answerable_only, progress=progress
     )

@@ -17,7 +17,7 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from saga_dspy.config import Settings
+from saga_dspy.config import DEFAULT_KG, Settings
 from saga_dspy.eval.datasets import BENCHMARKS, benchmarks_dir, load_records
 from saga_dspy.eval.firewall import Firewall
 
@@ -73,7 +73,7 @@ def held_out_splits(kg: str, roles: Iterable[str] = ("test", "dev")) -> list[tup
 
 
 def held_out_firewall(
-    settings: Settings | None = None, kg: str = "wikidata", roles: Iterable[str] = ("test", "dev")
+    settings: Settings | None = None, kg: str = DEFAULT_KG, roles: Iterable[str] = ("test", "dev")
 ) -> Firewall:
     """The firewall over every bundled test (and dev) question of `kg` that exists on disk."""
     return benchmark_firewall(dict.fromkeys(name for name, _ in held_out_splits(kg, roles)), settings, roles)

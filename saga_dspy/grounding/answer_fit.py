@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..kg.flavours import DIRECT
+from ..kg.flavours.datatypes import DATES as _DATES
+from ..kg.flavours.datatypes import NUMBERS as _NUMBERS
+from ..kg.flavours.datatypes import STRINGS as _STRINGS
 from .context import QuestionContext
 from .render import body_pids
 from .state import AnswerType
 
-_DATES = ("Time", "type.datetime")
-_NUMBERS = ("Quantity", "type.int", "type.float")
-_STRINGS = ("String", "Monolingualtext", "type.text", "type.rawstring")
 SCALAR_ANSWERS = {
     "date": _DATES,
     "time": _DATES,

@@ -9,14 +9,12 @@ passes leaves the candidate as it was."""
 
 from __future__ import annotations
 
-from saga_dspy.schema.index import ITEM_DATATYPES
+from saga_dspy.kg.flavours.datatypes import ITEM_DATATYPES, QUANTITY
 
 from .context import QuestionContext
 from .render import counted_query, items_body, items_query
 from .superlative import amount_property
 from .words import compared_amount
-
-QUANTITY = ("Quantity",)  # the datatype a number bounds by value
 
 
 def compare(ctx: QuestionContext, sparql: str | None) -> str | None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
+from ..kg.flavours.wikidata_ids import OCCUPATION as OCCUPATION  # the lookup candidate reads both here
+from ..kg.flavours.wikidata_ids import POSITION as POSITION
 from .context import QuestionContext
 from .ranking import DESCRIPTION, PropertyScore, rank_properties
 from .render import Block, clip, one_hop_query
@@ -21,8 +23,6 @@ from .render import Block, clip, one_hop_query
 FETCHED = 30  # incoming properties read (most used first)
 TYPE_ROWS = 400  # (property, subject type) counts read to decide which properties fit the answer type
 SHOWN = 4  # shown in the lookup
-OCCUPATION = "P106"  # how a person is of the class the question names ("politicians"), where the type is human
-POSITION = "P39"  # how a person holds the office the question names ("federal chancellors")
 
 
 @dataclass

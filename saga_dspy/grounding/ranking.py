@@ -25,11 +25,10 @@ from functools import lru_cache
 from saga_dspy.grounding.lexicon import Lexicon
 from saga_dspy.grounding.words import STOPWORDS, base_forms, question_frame, stem
 from saga_dspy.grounding.words import WORD as _WORD
+from saga_dspy.kg.flavours.datatypes import NICHE_DATATYPES
+from saga_dspy.kg.flavours.wikidata_ids import TYPE
 from saga_dspy.schema.index import id_order  # one Wikidata id order (numeric, other ids after)
 
-NICHE_DATATYPES = frozenset(
-    {"ExternalId", "CommonsMedia", "Url", "GeoShape", "TabularData", "Math", "MusicalNotation", "type.key", "type.id"}
-)
 # grammar: the words of Wikidata's identifier, media and Commons property labels (a label vocabulary)
 NICHE_WORDS = frozenset(
     {
@@ -196,7 +195,7 @@ def rank_properties(
     entity_label: str = "",
     fits: Mapping[str, bool] | None = None,
     label_of=None,
-    header: Iterable[str] = ("P31",),
+    header: Iterable[str] = (TYPE,),
     values: Mapping[str, Iterable[str]] | None = None,
     lexicon: Lexicon | None = None,
     direction: str | None = None,

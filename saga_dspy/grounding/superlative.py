@@ -13,7 +13,7 @@ are ordered by how many of its members point to each of them."""
 
 from __future__ import annotations
 
-from saga_dspy.schema.index import ITEM_DATATYPES
+from saga_dspy.kg.flavours.datatypes import ITEM_DATATYPES, ORDERED
 
 from .answer_fit import HELD_SAMPLE, direct_properties, held_properties
 from .context import QuestionContext
@@ -21,7 +21,6 @@ from .ranking import ALIAS, rank_properties
 from .render import counted_query, items_body, items_query
 from .words import WORD, amount_phrase, phrase_key
 
-ORDERED = ("Time", "Quantity")  # datatypes a value orders by
 BETWEEN = "var/answer"  # a property between the answer and a variable: what a gold ORDER BY orders by
 TRIED = 3  # properties an amount's words meet, checked at most
 

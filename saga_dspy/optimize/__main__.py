@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import dspy
 
 from saga_dspy.cli import ArgumentParser, append_help, run_main
-from saga_dspy.config import LM_FLAGS, Settings, add_settings_args, apply_offline_env, settings_from_args
+from saga_dspy.config import Settings, add_settings_args, apply_offline_env, run_flags, settings_from_args
 from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.eval.run_inputs import check_file_inputs
 from saga_dspy.lm import build_lm, cli_lm, configure_lm_cache
@@ -25,35 +25,9 @@ from saga_dspy.optimize import (
 from saga_dspy.optimize.instructions import check_available
 from saga_dspy.optimize.sets import REST, parse_set, refuse_test_split
 
-SETTINGS_FLAGS = (
-    "dataset",
-    "endpoint",
-    "kg",
-    "search",
-    "cache_dir",
-    "query_timeout",
-    "result_cache",
-    *LM_FLAGS,
-    "max_infra_failures",
-    "variant",
-    "demos",
-    "demo_pool",
-    "demo_pool_exclude",
-    "num_threads",
-    "metric_mode",
-    "out",
-    "mlflow",
-    "mlflow_uri",
-    "trace",
-    "trace_writer",
-    "filter_mode",
-    "schema_coverage",
-    "coverage_seed",
-    "schema_index",
-    "observation_chars",
-    "max_steps",
-    "check_answer",
-)
+# every run setting but the split and limit (--split names the valset, the sizes bound each set), the program (a
+# compile writes one) and the preflight (a compile runs none)
+SETTINGS_FLAGS = run_flags(own=("split", "limit", "program", "preflight"))
 
 
 def _ints(text: str) -> tuple[int, ...]:

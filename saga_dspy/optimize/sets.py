@@ -20,6 +20,7 @@ from saga_dspy.eval.datasets import BENCHMARKS
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, load_eval_set
 from saga_dspy.eval.firewall import Firewall
+from saga_dspy.eval.gold import freeze_missing_gold
 from saga_dspy.eval.splits import held_out_firewall
 
 REST = "rest"  # the report set: the valset split's questions not drawn for the valset
@@ -114,6 +115,7 @@ def build_sets(
     val_bench, val_split = parse_set(valset, dataset)
 
     def load(bench: str, split: str, **files: Any) -> EvalSet:
+        freeze_missing_gold(settings, bench, split, progress=progress, **files)
         return load_eval_set(
             settings.model_copy(update={"dataset": bench, "split": split, "limit": None}), progress=progress, **files
         )

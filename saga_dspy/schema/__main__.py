@@ -19,6 +19,7 @@ from saga_dspy.cli import ArgumentParser, run_main
 from ..config import add_settings_args, apply_offline_env, settings_from_args
 from ..kg.endpoint import open_endpoint
 from ..kg.flavours import flavour_for
+from ..kg.flavours.wikidata_ids import SUBCLASS
 from .build import BuildOptions, build_schema_index
 from .carried import carried_properties
 from .compat import check_domain, entity_types
@@ -46,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
         "--hierarchy",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="include the P279 edges (default: for the embedded sample)",
+        help=f"include the {SUBCLASS} edges (default: for the embedded sample)",
     )
     build.add_argument(
         "--usage",

@@ -16,18 +16,27 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..config import DEFAULT_KG
 from ..kg.errors import SparqlError
 from ..kg.flavours import FREEBASE, WIKIDATA
+from ..kg.flavours.datatypes import FREEBASE_LITERAL_TYPES, ITEM, ITEM_DATATYPES
+from ..kg.flavours.wikidata_ids import RELATIONS, ROOT, STATUSES, SUBCLASS, SUBJECT_TYPE, UNIVERSAL_PROPERTIES
+from ..kg.flavours.wikidata_schema import (
+    CLASS_SIZES_QUERY,
+    CLASS_USAGE_QUERY,
+    CONSTRAINED_BODY,
+    CONSTRAINT_QUERY,
+    HIERARCHY_BODY,
+    HIERARCHY_COUNT,
+    PROPERTY_SUBJECTS_QUERY,
+    TYPE_LABELS_BODY,
+    TYPED_ENTITIES_QUERY,
+    TYPES_QUERY,
+)
 from ..kg.prefixes import WD, WIKIBASE
 from ..kg.results import Binding, SelectResult
 from .index import (
     FB,
-    FREEBASE_LITERAL_TYPES,
-    ITEM_DATATYPES,
-    RELATIONS,
-    STATUSES,
-    SUBJECT_TYPE,
-    UNIVERSAL_PROPERTIES,
     ClassUsage,
     SchemaIndex,
     id_order,
@@ -119,24 +128,11 @@ def _values(ids: Iterable[str], prefix: str = "wd:") -> str:
 
 _PROPERTIES_BODY = """SELECT ?p ?dt WHERE { ?p a wikibase:Property . OPTIONAL { ?p wikibase:propertyType ?dt } }"""
 _DATATYPES_QUERY = """SELECT ?p ?dt WHERE {{ VALUES ?p {{ {values} }} ?p wikibase:propertyType ?dt }}"""
-# Properties with constraints but no property entity in the data (the sample has ~340, newer than its dump).
-_CONSTRAINED_BODY = """SELECT DISTINCT ?p WHERE { ?p p:P2302 [] }"""
-
 _TERMS_QUERY = """SELECT ?p ?k ?v WHERE {{
   VALUES ?p {{ {values} }}
   {{ ?p rdfs:label ?v BIND("label" AS ?k) }} UNION {{ ?p schema:description ?v BIND("description" AS ?k) }}
   UNION {{ ?p skos:altLabel ?v BIND("alias" AS ?k) }}
   FILTER(LANG(?v) = "en")
-}}"""
-
-# The formal type constraints: P2302 subject type (domain) and value type (range), with their
-# P2308 classes, P2309 relation and P2316 status (a UNION, not OPTIONALs: much faster on Oxigraph).
-CONSTRAINT_QUERY = """SELECT ?p ?kind ?q ?v WHERE {{
-  VALUES ?p {{ {values} }}
-  ?p p:P2302 ?st . ?st ps:P2302 ?kind .
-  FILTER(?kind = wd:Q21503250 || ?kind = wd:Q21510865)
-  {{ ?st pq:P2308 ?v BIND("class" AS ?q) }} UNION {{ ?st pq:P2309 ?v BIND("relation" AS ?q) }}
-  UNION {{ ?st pq:P2316 ?v BIND("status" AS ?q) }}
 }}"""
 
 _LABELS_QUERY = (
@@ -146,36 +142,13 @@ _LABELS_QUERY = (
 # A bounded sample of each property's triples (one query for a batch of properties) …
 _SAMPLE_PART = "{{ SELECT ?s ?o (wd:{pid} AS ?p) WHERE {{ ?s wdt:{pid} ?o }} LIMIT {n} }}"
 _SAMPLE_QUERY = "SELECT ?p ?s ?o WHERE {{ {parts} }}"
-# … and the P31 types of the sampled entities (VALUES batches).
-_P31_QUERY = "SELECT ?e ?t WHERE {{ VALUES ?e {{ {values} }} ?e wdt:P31 ?t }}"
-
-_HIERARCHY_BODY = "SELECT ?c ?sup WHERE { ?c wdt:P279 ?sup }"
-_HIERARCHY_COUNT = "SELECT (COUNT(*) AS ?n) WHERE { ?c wdt:P279 ?sup }"
-_TYPE_LABELS_BODY = (
-    "SELECT ?c ?label WHERE { { SELECT DISTINCT ?c WHERE { [] wdt:P31 ?c } } "
-    '?c rdfs:label ?label FILTER(LANG(?label) = "en") }'
-)
-
-
-# Usage evidence: instances per class, the properties their instances carry, typed subjects per property.
-_CLASS_SIZES_QUERY = (
-    """SELECT ?t (COUNT(?x) AS ?n) WHERE {{ ?x wdt:P31 ?t }} GROUP BY ?t HAVING (COUNT(?x) >= {min}) ORDER BY ?t"""
-)
-_CLASS_USAGE_QUERY = """SELECT ?t ?p (COUNT(DISTINCT ?x) AS ?n) WHERE {{
-  VALUES ?t {{ {values} }}
-  ?x wdt:P31 ?t . ?x ?p ?o . FILTER(STRSTARTS(STR(?p), "http://www.wikidata.org/prop/direct/"))
-}} GROUP BY ?t ?p"""
-_PROPERTY_SUBJECTS_QUERY = """SELECT ?p (COUNT(DISTINCT ?x) AS ?n) WHERE {
-  ?x ?p ?o . FILTER(STRSTARTS(STR(?p), "http://www.wikidata.org/prop/direct/")) ?x wdt:P31 [] .
-} GROUP BY ?p ORDER BY ?p"""
-_TYPED_ENTITIES_QUERY = "SELECT (COUNT(DISTINCT ?x) AS ?n) WHERE { ?x wdt:P31 [] }"
 WDT = "http://www.wikidata.org/prop/direct/"
 
 
 def _build_usage(endpoint: Endpoint, options: BuildOptions, log: Callable[[str], None]) -> ClassUsage:
     """Exact counts over the whole store (meant for the embedded sample, not a public endpoint)."""
-    sizes_result = _select(endpoint, _CLASS_SIZES_QUERY.format(min=max(1, options.usage_min_instances)))
-    subjects_result = _select(endpoint, _PROPERTY_SUBJECTS_QUERY)
+    sizes_result = _select(endpoint, CLASS_SIZES_QUERY.format(min=max(1, options.usage_min_instances)))
+    subjects_result = _select(endpoint, PROPERTY_SUBJECTS_QUERY)
     if sizes_result.capped or subjects_result.capped:
         raise SparqlError("a usage-evidence answer exceeds the endpoint's row cap; raise --row-cap")
     sizes = {}
@@ -186,7 +159,7 @@ def _build_usage(endpoint: Endpoint, options: BuildOptions, log: Callable[[str],
     carried: dict[str, dict[str, int]] = {c: {} for c in sizes}
     ordered = sorted(sizes, key=id_order)
     for chunk in _batches(ordered, max(1, options.usage_batch)):
-        for row in _select_values(endpoint, _CLASS_USAGE_QUERY, chunk):
+        for row in _select_values(endpoint, CLASS_USAGE_QUERY, chunk):
             cls, pid = _local(row["t"].value, WD), _local(row["p"].value, WDT)
             if cls in carried and pid:
                 carried[cls][pid] = int(row["n"].value)
@@ -195,7 +168,7 @@ def _build_usage(endpoint: Endpoint, options: BuildOptions, log: Callable[[str],
         pid = _local(row["p"].value, WDT)
         if pid:
             subjects[pid] = int(row["n"].value)
-    typed = int(_select(endpoint, _TYPED_ENTITIES_QUERY).rows[0]["n"].value)
+    typed = int(_select(endpoint, TYPED_ENTITIES_QUERY).rows[0]["n"].value)
     log(
         f"usage evidence: {len(sizes)} classes with ≥ {options.usage_min_instances} instances, "
         f"{sum(len(v) for v in carried.values())} (class, property) counts, {len(subjects)} properties in use"
@@ -205,7 +178,7 @@ def _build_usage(endpoint: Endpoint, options: BuildOptions, log: Callable[[str],
 
 def build_schema_index(
     endpoint: Endpoint,
-    kg: str = "wikidata",
+    kg: str = DEFAULT_KG,
     options: BuildOptions | None = None,
     log: Callable[[str], None] | None = None,
 ) -> SchemaIndex:
@@ -258,7 +231,7 @@ def _build_wikidata(endpoint: Endpoint, options: BuildOptions, log: Callable[[st
         if "dt" in row:
             entry["datatype"] = row["dt"].value.removeprefix(WIKIBASE)
     if options.properties is None:
-        for row in _paged(endpoint, _CONSTRAINED_BODY, "?p", page, log, "constrained properties"):
+        for row in _paged(endpoint, CONSTRAINED_BODY, "?p", page, log, "constrained properties"):
             pid = _local(row["p"].value, WD)
             if pid and pid.startswith("P"):
                 props.setdefault(pid, {"label": ""})
@@ -305,7 +278,7 @@ def _build_wikidata(endpoint: Endpoint, options: BuildOptions, log: Callable[[st
     # 5. class labels (every evidence class; with the hierarchy, every P31 class too)
     labels: dict[str, str] = {}
     if with_type_labels:
-        for row in _paged(endpoint, _TYPE_LABELS_BODY, "?c", page, log, "type labels"):
+        for row in _paged(endpoint, TYPE_LABELS_BODY, "?c", page, log, "type labels"):
             cls = _local(row["c"].value, WD)
             if cls:
                 labels[cls] = row["label"].value
@@ -325,17 +298,17 @@ def _build_wikidata(endpoint: Endpoint, options: BuildOptions, log: Callable[[st
         # Sorting 250k edges per page is too slow for the embedded store, so the pages are
         # unordered (a plain index scan, stable within one store) and checked against a count.
         edges: dict[str, list[str]] = {}
-        expected = int(_select(endpoint, _HIERARCHY_COUNT).rows[0]["n"].value)
+        expected = int(_select(endpoint, HIERARCHY_COUNT).rows[0]["n"].value)
         seen: set[tuple[str, str]] = set()
-        for row in _paged(endpoint, _HIERARCHY_BODY, None, page, log, "P279 edges"):
+        for row in _paged(endpoint, HIERARCHY_BODY, None, page, log, f"{SUBCLASS} edges"):
             seen.add((row["c"].value, row["sup"].value))
             child, sup = _local(row["c"].value, WD), _local(row["sup"].value, WD)
             if child and sup:
                 edges.setdefault(child, []).append(sup)
         if len(seen) != expected:
-            raise SparqlError(f"P279 paging returned {len(seen)} distinct edges, the endpoint counts {expected}")
+            raise SparqlError(f"{SUBCLASS} paging returned {len(seen)} distinct edges, the endpoint counts {expected}")
         p279 = ParentTable.from_dict(edges) if ParentTable.encodable(edges) else edges
-        log(f"{len(seen)} P279 edges over {len(edges)} classes")
+        log(f"{len(seen)} {SUBCLASS} edges over {len(edges)} classes")
 
     # 7. usage evidence (the bundled sample: exact counts over the whole store)
     with_usage = with_hierarchy if options.usage is None else options.usage
@@ -346,7 +319,7 @@ def _build_wikidata(endpoint: Endpoint, options: BuildOptions, log: Callable[[st
         ordered,
         dict(sorted(labels.items(), key=lambda kv: id_order(kv[0]))),
         p279,
-        {"hierarchy_root": "Q35120" if with_hierarchy else None},
+        {"hierarchy_root": ROOT if with_hierarchy else None},
         usage=usage,
     )
 
@@ -368,7 +341,7 @@ def _induce_empirical(
         if pid in UNIVERSAL_PROPERTIES:
             continue
         need_domain = "domain" not in entry
-        need_range = "range" not in entry and entry.get("datatype", "WikibaseItem") in ITEM_DATATYPES
+        need_range = "range" not in entry and entry.get("datatype", ITEM) in ITEM_DATATYPES
         if need_domain or need_range:
             todo.append(pid)
     todo.sort(key=lambda p: int(p[1:]) if p[1:].isdigit() else 0)
@@ -380,7 +353,7 @@ def _induce_empirical(
         for pid, stats in _sample_robust(endpoint, chunk, options, log).items():
             entry = props[pid]
             for role, key in (("domain", "s"), ("range", "o")):
-                if role in entry or (role == "range" and entry.get("datatype", "WikibaseItem") not in ITEM_DATATYPES):
+                if role in entry or (role == "range" and entry.get("datatype", ITEM) not in ITEM_DATATYPES):
                     continue
                 evidence = _frequent(stats[key], options)
                 if evidence:
@@ -445,7 +418,7 @@ def _sample_types(
 def _p31_types(endpoint: Endpoint, entities: list[str], batch: int) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for chunk in _batches(entities, batch):
-        for row in _select_values(endpoint, _P31_QUERY, chunk):
+        for row in _select_values(endpoint, TYPES_QUERY, chunk):
             e, t = _local(row["e"].value, WD), _local(row["t"].value, WD)
             if e and t:
                 out.setdefault(e, set()).add(t)

@@ -50,6 +50,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..kg.flavours import FLAVOURS, WIKIDATA, Flavour, flavour_for
+from ..kg.flavours.wikidata_ids import HUB_CLASSES, TYPE
 from ..kg.results import SelectResult
 from .hierarchy import ClassHierarchy
 from .index import ClassUsage, TypeEvidence, normalize_pid
@@ -70,28 +71,6 @@ def as_mode(name: str) -> Mode:
             return mode  # type: ignore[return-value]  # one of MODES, the values of Mode
     raise ValueError(f"filter mode must be one of {', '.join(MODES)}, not {name!r}")
 
-
-HUB_CLASSES = frozenset(
-    {  # classes nearly every class reaches through P279*: no evidence of fit (calibrated)
-        "Q35120",  # entity
-        "Q488383",  # object
-        "Q223557",  # physical object
-        "Q4406616",  # concrete object
-        "Q7184903",  # abstract object
-        "Q151885",  # concept
-        "Q16334295",  # group of humans
-        "Q16887380",  # group
-        "Q24229398",  # agent
-        "Q1190554",  # occurrence
-        "Q99527517",  # collection entity
-        "Q58778",  # system
-        "Q937228",  # property
-        "Q830077",  # subject
-        "Q17553950",  # role
-        "Q28813620",  # set
-        "Q18336849",  # item with given name property
-    }
-)
 
 # Usage evidence (calibrated), chosen on the dev and train splits (never on test):
 USAGE_MIN_INSTANCES = 20  # a class with fewer instances in the KG says nothing by what they lack
@@ -387,7 +366,7 @@ def _with_usage(decision: Decision, et: EntityTypes, evidence: TypeEvidence, pid
 def _bare(et: EntityTypes, evidence: TypeEvidence, wanted: frozenset[str], role: str) -> Decision:
     tau = et.p31
     if not tau:
-        return Decision(Outcome.UNKNOWN, "the entity has no P31 types: filter skipped")
+        return Decision(Outcome.UNKNOWN, f"the entity has no {TYPE} types: filter skipped")
     hit = next((t for t in tau if t in wanted), None)
     if hit:
         return Decision(Outcome.COMPATIBLE, f"type {hit} is in the {role}", hit)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ..config import Settings
 from ..kg.errors import SparqlError
 from ..kg.flavours import WIKIDATA, Flavour, flavour_for
+from ..kg.flavours.wikidata_ids import SUBCLASS
 from ..kg.results import SelectResult
 from .index import ClassUsage, SchemaIndex, load_schema_index, normalize_pid
 
@@ -81,7 +82,7 @@ class ClassHierarchy:
     def from_index(cls, index: SchemaIndex, **kwargs) -> ClassHierarchy:
         edges = index.p279_edges
         if edges is None:
-            raise ValueError("this schema index carries no P279 edges; use ClassHierarchy.from_endpoint")
+            raise ValueError(f"this schema index carries no {SUBCLASS} edges; use ClassHierarchy.from_endpoint")
         flavour = flavour_for(index.kg)
         if flavour.closed_types:
             kwargs.setdefault("root", None)

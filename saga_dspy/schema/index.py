@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..config import BUNDLED_SCHEMA_INDEX, Settings
+from ..config import BUNDLED_SCHEMA_INDEX, DEFAULT_KG, Settings
 from ..input_files import read_input_bytes, reading
 from .parent_table import ParentTable
 
@@ -44,37 +44,6 @@ Source = Literal["p2302", "empirical", "freebase-schema"]
 FORMAL_SOURCES = frozenset({"p2302", "freebase-schema"})
 
 FB = "http://rdf.freebase.com/ns/"
-
-SUBJECT_TYPE = "Q21503250"  # P2302 value: subject type constraint (domain)
-VALUE_TYPE = "Q21510865"  # P2302 value: value type constraint (range)
-RELATIONS = {  # P2309 values
-    "Q21503252": "instance_of",
-    "Q21514624": "subclass_of",
-    "Q30208840": "instance_or_subclass_of",
-}
-STATUSES = {  # P2316 values; absent = a normal constraint (or not stated by the source)
-    "Q21502408": "mandatory",
-    "Q62026391": "suggestion",
-}
-# Properties that apply to anything: a sampled "domain" of theirs would be an artefact of the sample.
-UNIVERSAL_PROPERTIES = frozenset({"P31", "P279"})
-ITEM_DATATYPES = frozenset(
-    {"WikibaseItem", "WikibaseProperty", "WikibaseLexeme", "WikibaseForm", "WikibaseSense", "entity"}
-)
-FREEBASE_LITERAL_TYPES = frozenset(
-    {
-        "type.int",
-        "type.float",
-        "type.boolean",
-        "type.datetime",
-        "type.text",
-        "type.rawstring",
-        "type.uri",
-        "type.enumeration",
-        "type.id",
-        "type.key",
-    }
-)
 
 
 # --- the data model -----------------------------------------------------------------------------
@@ -331,7 +300,7 @@ class SchemaIndex:
 
     @property
     def kg(self) -> str:
-        return self.meta.get("kg", "wikidata")
+        return self.meta.get("kg", DEFAULT_KG)
 
     @property
     def p279_edges(self) -> Mapping[str, Sequence[str]] | None:
@@ -461,7 +430,7 @@ def bundled_index_path(settings: Settings) -> Path:
     return Path(settings.data_dir) / BUNDLED_SCHEMA_INDEX
 
 
-def endpoint_slug(endpoint: str, kg: str = "wikidata") -> str:
+def endpoint_slug(endpoint: str, kg: str = DEFAULT_KG) -> str:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", endpoint.split("://", 1)[-1]).strip("-").lower()[:60]
     digest = hashlib.sha256(f"{kg}\n{endpoint}".encode()).hexdigest()[:8]
     return f"{kg}-{slug}-{digest}"

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from ..kg.flavours.wikidata_ids import SUBCLASS
+
 
 class ParentTable(Mapping[str, tuple[str, ...]]):
     """child → direct superclasses for Q-id classes, held as compact arrays (CSR: sorted child ids,
@@ -54,7 +56,7 @@ class ParentTable(Mapping[str, tuple[str, ...]]):
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> ParentTable:
         if obj.get("encoding") != cls.ENCODING:
-            raise ValueError(f"unknown P279 encoding {obj.get('encoding')!r}")
+            raise ValueError(f"unknown {SUBCLASS} encoding {obj.get('encoding')!r}")
         children = np.cumsum(_unb64(obj["children"]), dtype=np.int64).astype(np.uint32)
         offsets = np.concatenate([[0], np.cumsum(_unb64(obj["counts"]), dtype=np.int64)])
         return cls(children, offsets, _unb64(obj["parents"]))

@@ -31,6 +31,8 @@ from saga_dspy.grounding.render import (
     one_hop_query,
     render_blocks,
 )
+from saga_dspy.kg.flavours.datatypes import EXTERNAL_DATATYPES
+from saga_dspy.kg.flavours.datatypes import LOOKUP_ITEM_DATATYPES as ITEM_DATATYPES
 from saga_dspy.kg.values import Value
 from saga_dspy.schema.compat import Decision, Outcome, filterable
 from saga_dspy.tools.evidence import evidence_text
@@ -44,8 +46,6 @@ QUALIFIED_VALUES = 2
 TITLE_DESCRIPTION = 100
 TYPES_SHOWN = 4
 ANNOTATED_CLASSES = 3  # a domain or range of more classes is not annotated
-ITEM_DATATYPES = ("WikibaseItem", "WikibaseProperty", "WikibaseLexeme", "WikibaseForm", "WikibaseSense", "entity", "")
-EXTERNAL_DATATYPES = ("ExternalId", "type.key", "type.id")
 PID_IN_TEXT = re.compile(r"\b(P[1-9]\d*)\b")
 
 

@@ -436,14 +436,14 @@ def test_invented_tools_end_the_loop_after_three_in_a_row(settings, endpoint, se
     assert [s["note"] for s in pred.trajectory] == ["unknown-tool", "bad-args", "unknown-tool"]
     assert any("3 invalid actions in a row" in n for n in pred.notes)
     assert pred.final_source is None and len(lm.history) == 4 and pred.counters["extracts"] == 0
-    # a valid action in between starts the count again; "write_sparql" is read as execute_sparql
+    # a valid action in between starts the count again
     script = [
         answer_type("person", "Q5"),
         invented,
         invented,
         step("search_wikidata", query="Riemann"),
         invented,
-        step("write_sparql", sparql=RIEMANN_SPARQL),
+        step("execute_sparql", sparql=RIEMANN_SPARQL),
         step("stop"),
     ]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q, max_steps=10)

@@ -168,9 +168,32 @@ TOOLS = ["search_wikidata", "get_wikidata_entry", "get_property_examples", "exec
 def test_normalize_tool_name():
     assert normalize_tool_name("execute_sparql", TOOLS) == "execute_sparql"
     assert normalize_tool_name(" `Execute_SPARQL` ", TOOLS) == "execute_sparql"
-    assert normalize_tool_name("finish", TOOLS) == "stop"
+    assert normalize_tool_name("finish", TOOLS) is None  # no alias: the controller's field is a Literal of the names
     assert normalize_tool_name('search_wikidata("x")', TOOLS) == "search_wikidata"
     assert normalize_tool_name("fly_to_the_moon", TOOLS) is None
+
+
+def test_the_tool_name_is_a_literal_of_the_tools_read_as_written():
+    """As DSPy's ReAct: the controller's `next_tool_name` is a Literal of the tool names (the prompt says so); the
+    program's adapter still reads what the model wrote, so the episode answers an unknown name with a step."""
+    from typing import Literal, get_args
+
+    from saga_dspy.agent.formatting import StringFieldsAdapter, read_as_text
+    from saga_dspy.agent.react import SagaReAct
+    from saga_dspy.signatures import SagaController
+    from saga_dspy.tools.specs import TOOL_NAMES
+
+    signature = SagaReAct(SagaController).react.signature
+    assert signature.output_fields["next_tool_name"].annotation == Literal[TOOL_NAMES]
+    assert get_args(signature.output_fields["next_tool_name"].annotation) == TOOL_NAMES
+    assert read_as_text(signature).output_fields["next_tool_name"].annotation is str
+    assert read_as_text(read_as_text(signature)) is read_as_text(signature)
+    prompt = StringFieldsAdapter().format(signature, [], {k: "x" for k in signature.input_fields})
+    assert "must exactly match (no extra characters) one of: " + "; ".join(TOOL_NAMES) in str(prompt)
+    reply = "[[ ## next_thought ## ]]\nt\n\n[[ ## next_tool_name ## ]]\nfinish\n\n[[ ## next_tool_args ## ]]\n{}"
+    assert StringFieldsAdapter().parse(signature, reply + "\n\n[[ ## completed ## ]]")["next_tool_name"] == "finish"
+    with pytest.raises(Exception, match="next_tool_name"):  # DSPy's own reading refuses it
+        dspy.ChatAdapter().parse(signature, reply + "\n\n[[ ## completed ## ]]")
 
 
 def test_parse_tool_args():

@@ -401,3 +401,44 @@ def test_bundled_gold_is_joined_for_the_embedded_endpoint(tmp_path):
     assert set(live["gold"]) == {None}
     with gzip.open(target, "rt") as fh:
         assert json.loads(fh.readline())["endpoint"] == "fake-endpoint"
+
+
+def _files(*roots: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under `roots` (the roots too) with its size and modification time."""
+    paths = [p for root in roots for p in (root, *root.rglob("*"))]
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in paths}
+
+
+def _set_writable(root: Path, writable: bool) -> None:
+    for path in (root, *root.rglob("*")):
+        mode = path.stat().st_mode
+        path.chmod(mode | 0o200 if writable else mode & ~0o222)
+
+
+def test_loading_an_eval_set_writes_nothing(tmp_path):
+    """Reading an eval set (a bundled split with its gold; a train split, checked against the test splits) works on
+    a read-only data and cache directory and writes nothing there; a user file whose gold is not frozen is an error
+    that names freeze-gold, not a freeze (that is the run's own step, `gold.freeze_missing_gold`)."""
+    from saga_dspy.eval.errors import EvalError
+    from saga_dspy.eval.evalset import load_eval_set
+
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    shutil.copytree(default_data_dir() / "benchmarks", data / "benchmarks")
+    cache.mkdir()
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text(json.dumps({"id": "q1", "question": "Who?", "sparql": "SELECT ?x WHERE { ?x ?p ?o }"}) + "\n")
+    settings = Settings(data_dir=data, cache_dir=cache, dataset="qald10", split="test")
+    before = _files(data, cache)
+    _set_writable(data, False)
+    _set_writable(cache, False)
+    try:
+        test = load_eval_set(settings, progress=False)
+        train = load_eval_set(settings.model_copy(update={"split": "train"}), progress=False)
+        assert len(test) and len(train) and test.gold_file and train.filter_report["reasons"].get("test_twin")
+        assert _files(data, cache) == before
+        with pytest.raises(EvalError, match="freeze-gold --dataset mine"):
+            load_eval_set(settings.model_copy(update={"dataset": "mine"}), data_file=mine, progress=False)
+    finally:
+        _set_writable(data, True)
+        _set_writable(cache, True)
+    assert _files(data, cache) == before

@@ -473,6 +473,7 @@ def test_gold_of_a_data_file_is_frozen_for_that_file_s_content(tmp_path):
     from conftest import TEST_CACHE
 
     from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.gold import freeze_missing_gold
 
     (tmp_path / "stores").symlink_to(TEST_CACHE / "stores")  # the built sample store, gold under tmp_path
     settings = make_settings(cache_dir=tmp_path, dataset="mine", split="test")
@@ -484,6 +485,8 @@ def test_gold_of_a_data_file_is_frozen_for_that_file_s_content(tmp_path):
     for n, sparql in enumerate(files.values()):
         data = tmp_path / f"{n}.jsonl"
         data.write_text(json.dumps({"id": "q1", "question": "What about Riemannian geometry?", "sparql": sparql}))
+        assert freeze_missing_gold(settings, "mine", "test", data_file=data, progress=False) is not None
+        assert freeze_missing_gold(settings, "mine", "test", data_file=data, progress=False) is None  # frozen once
         golds.append(load_eval_set(settings, data_file=data, progress=False).items[0].gold)
     assert "Q42299" in golds[0] and "Q42299" not in golds[1]
     assert len(list((tmp_path / "gold" / "mine").glob("data-*/gold-embedded-test.jsonl.gz"))) == 2

@@ -31,6 +31,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 KG_NAMES = frozenset({"wikidata", "freebase"})
 # where a knowledge graph's name may be compared: the flavours (what differs between KGs) and the settings
 KG_NAME_HOMES = ("kg/flavours/", "config.py")
+# a Wikidata id in a string: P31, Q5, wdt:P279, "wd:Q42 wdt:P19" (its flavour's data, not code's)
+ID_LITERAL = re.compile(r"(?<![A-Za-z0-9_])[PQ][1-9]\d*(?![A-Za-z0-9_])")
+ID_HOMES = ("kg/flavours/",)
 NOTEBOOK = re.compile(
     r"\b(session|issue)s?\s*#?\d+|small[- ]models?\b|\b1\.5B\b(?!-Instruct)|\bF1\b[^.\n]{0,12}?\d\.\d",
     re.IGNORECASE,
@@ -85,13 +88,13 @@ def _is_package(module: Module) -> bool:
     return module.path.name == "__init__.py"
 
 
-def imports(module: Module) -> Iterator[tuple[int, str]]:
-    """(line, dotted module) of every project import, anywhere in the module (lazy ones too)."""
+def _imported(module: Module) -> Iterator[tuple[int, str, tuple[str, ...]]]:
+    """(line, dotted module, names taken from it) of every project import, anywhere in the module."""
     for node in ast.walk(module.tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith("saga_dspy"):
-                    yield node.lineno, alias.name
+                    yield node.lineno, alias.name, ()
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.name.split(".")
@@ -102,7 +105,125 @@ def imports(module: Module) -> Iterator[tuple[int, str]]:
             else:
                 target = node.module or ""
             if target.startswith("saga_dspy"):
-                yield node.lineno, target
+                yield node.lineno, target, tuple(alias.name for alias in node.names)
+
+
+def imports(module: Module) -> Iterator[tuple[int, str]]:
+    """(line, dotted module) of every project import, anywhere in the module (lazy ones too)."""
+    for line, target, _names in _imported(module):
+        yield line, target
+
+
+def import_graph(mods: list[Module] | None = None) -> dict[str, dict[str, int]]:
+    """module -> {project module it imports: the line}, every import counted (lazy and TYPE_CHECKING ones too);
+    `from pkg import name` is an import of `pkg.name` when that is a module, and `saga_dspy` is its `__init__`."""
+    mods = mods if mods is not None else modules()
+    known = {m.name for m in mods}
+
+    def resolve(target: str) -> str | None:
+        if target in known:
+            return target
+        return target + ".__init__" if target + ".__init__" in known else None
+
+    graph: dict[str, dict[str, int]] = {}
+    for module in mods:
+        edges = graph.setdefault(module.name, {})
+        for line, target, names in _imported(module):
+            subs = [resolve(f"{target}.{name}") for name in names]
+            found = [sub for sub in subs if sub] if subs and all(subs) else [resolve(target), *subs]
+            for name in found:
+                if name is not None and name != module.name:
+                    edges.setdefault(name, line)
+    return graph
+
+
+def _strong_components(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), each sorted, in name order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, {})):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(out)
+
+
+def _shortest_cycle(graph: dict[str, dict[str, int]], start: str, within: set[str]) -> list[str]:
+    """The shortest path from `start` back to itself inside `within` (breadth first)."""
+    parent: dict[str, str] = {}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for nxt in sorted(graph.get(node, {})):
+            if nxt not in within or nxt in parent:
+                continue
+            parent[nxt] = node
+            if nxt == start:
+                path = [start]
+                while path[-1] != start or len(path) == 1:
+                    path.append(parent[path[-1]])
+                return path[::-1]
+            queue.append(nxt)
+    return [start]
+
+
+def import_cycles(mods: list[Module] | None = None, *, by_package: bool = False) -> list[str]:
+    """Each import circle, named by the path around it: `a.py:12 -> b.py:3 -> a.py` (the line of each import),
+    with the other members of its tangle when there are more. `by_package`: circles between the top-level
+    packages and leaves (kg, schema, agent, lm, config, ...), each step named by one import that makes it."""
+    mods = mods if mods is not None else modules()
+    rel = {m.name: m.rel for m in mods}
+    graph = import_graph(mods)
+    if by_package:
+        where: dict[str, dict[str, str]] = {}
+        for source, edges in graph.items():
+            for target, line in edges.items():
+                a, b = _package_of(source), _package_of(target)
+                if a != b:
+                    where.setdefault(a, {}).setdefault(b, f"{rel[source]}:{line}")
+        graph = {a: {b: 0 for b in edges} for a, edges in where.items()}
+    name = {a: a for a in graph} if by_package else rel
+    out = []
+    for component in _strong_components(graph):
+        cycle = _shortest_cycle(graph, component[0], set(component))
+        if by_package:
+            steps = [f"{a} ({where[a][b]})" for a, b in zip(cycle, cycle[1:], strict=False)]
+        else:
+            steps = [f"{rel[a]}:{graph[a][b]}" for a, b in zip(cycle, cycle[1:], strict=False)]
+        text = " -> ".join([*steps, name[cycle[-1]]])
+        others = sorted(name[n] for n in set(component) - set(cycle))
+        out.append(text + (f" (tangled with {', '.join(others)})" if others else ""))
+    return out
+
+
+def _package_of(name: str) -> str:
+    """The top-level package or leaf module a module belongs to (`saga_dspy.kg.base` -> kg)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
 
 
 def upward_imports(mods: list[Module] | None = None) -> list[str]:
@@ -140,6 +261,38 @@ def kg_name_comparisons(mods: list[Module] | None = None, *, homes: tuple[str, .
             elif isinstance(node, ast.MatchValue) and _is_kg_name(node.value):
                 lines.add(node.lineno)
         out.extend(f"{module.rel}:{line}" for line in sorted(lines))
+    return out
+
+
+def kg_name_defaults(mods: list[Module] | None = None, *, homes: tuple[str, ...] = KG_NAME_HOMES) -> list[str]:
+    """`module:line` of each argument whose default is a knowledge graph's name ("wikidata") outside `homes`: the
+    default is `config.DEFAULT_KG`."""
+    out = []
+    for module in mods if mods is not None else modules():
+        if any(module.rel.startswith(home) for home in homes):
+            continue
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+                out.extend(f"{module.rel}:{d.lineno}" for d in defaults if _is_kg_name(d))
+    return sorted(out)
+
+
+def id_literals(mods: list[Module] | None = None, *, homes: tuple[str, ...] = ID_HOMES) -> list[str]:
+    """`module:line: ids` of each string literal (f-string parts too; docstrings are prose) naming a Wikidata
+    property or item id outside `homes`."""
+    out = []
+    for module in mods if mods is not None else modules():
+        if any(module.rel.startswith(home) for home in homes):
+            continue
+        docs = {id(doc) for doc in _docstrings(module.tree)}
+        found: dict[int, list[str]] = {}
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+                ids = ID_LITERAL.findall(node.value)
+                if ids:
+                    found.setdefault(node.lineno, []).extend(ids)
+        out.extend(f"{module.rel}:{line}: {', '.join(dict.fromkeys(ids))}" for line, ids in sorted(found.items()))
     return out
 
 
