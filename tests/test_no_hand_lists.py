@@ -31,6 +31,7 @@ GRAMMAR = {
     ("grounding/context.py", "COUNTER_KEYS"): "counter names",
     ("grounding/patterns.py", "?"): "pattern contexts",
     ("grounding/lexicon.py", "KINDS"): "the answer kinds the lexicon counts",
+    ("grounding/lexicon.py", "TABLE_DEPTHS"): "the lexicon file's table names (its format, checked on load)",
     ("grounding/ranking.py", "NICHE_WORDS"): "the words of identifier / media property labels (label vocabulary)",
     ("grounding/words.py", "STOPWORDS"): "English function words",
     ("grounding/words.py", "IRREGULAR_PLURALS"): "English irregular plurals (inflection)",

@@ -410,7 +410,7 @@ def _paper(
         return Decision(Outcome.UNKNOWN, f"soft {role} evidence: not a declared {role}")
     tau = paper_types(et, hierarchy, reading)
     if not tau:
-        return Decision(Outcome.UNKNOWN, "the entity has no P31 types: filter skipped")
+        return Decision(Outcome.UNKNOWN, f"the entity has no {TYPE} types: filter skipped")
     hits = sorted(tau & wanted)
     if hits:
         return Decision(Outcome.COMPATIBLE, f"type {hits[0]} is in the {role}", hits[0])
