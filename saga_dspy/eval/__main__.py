@@ -89,6 +89,7 @@ SETTINGS_FLAGS = (
     "schema_index",
     "lexicon",
     "observation_chars",
+    "shown_candidates",
     "max_steps",
     "demos",
     "check_answer",

@@ -6,16 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from saga_dspy.grounding.context import Execution
+from saga_dspy.proposer import Candidate
 
 
 @dataclass(frozen=True)
 class LookupResult:
     """The lookup's observation (`text`) and the queries it puts forward: `proposal`, the query of its ★ property
-    (named in the text), and `candidate`, the proposal or else its best one-hop query (never shown)."""
+    (named in the text); `candidate`, the proposer's first (the program's fallback, run only when an episode
+    would otherwise end with no executed query); `shown`, the ranked candidates the text lists (none when
+    `settings.shown_candidates` is 0)."""
 
     text: str
     proposal: str | None = None
     candidate: str | None = None
+    shown: tuple[Candidate, ...] = ()
 
     def __str__(self) -> str:
         return self.text

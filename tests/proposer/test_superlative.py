@@ -3,7 +3,7 @@ on the real store."""
 
 from __future__ import annotations
 
-from saga_dspy.grounding.superlative import order_by_superlative
+from saga_dspy.proposer.superlative import order_by_superlative
 from saga_dspy.grounding.words import amount_phrase
 
 

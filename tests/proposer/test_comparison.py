@@ -3,7 +3,7 @@ have, or a quantity's value; on the real store."""
 
 from __future__ import annotations
 
-from saga_dspy.grounding.comparison import compare
+from saga_dspy.proposer.comparison import compare
 from saga_dspy.grounding.words import compared_amount
 
 COUNTRIES = "SELECT DISTINCT ?x WHERE { ?x wdt:P31 wd:Q6256 }"
