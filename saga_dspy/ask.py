@@ -180,6 +180,7 @@ def prediction_json(pred, labels: dict[str, str]) -> dict[str, Any]:
         "final_status": pred.final_status,
         "final_error": pred.final_error,
         "final_source": pred.final_source,
+        "final_author": pred.get("final_author"),
         "rewritten_from": pred.rewritten_from,
         "variant": pred.variant,
         "trajectory": pred.trajectory,

@@ -77,7 +77,8 @@ class Episode:
     deadline: float | None = None  # time.monotonic() past which no step is taken (settings.question_budget)
     budget_exceeded: bool = False
     proposal: str | None = None  # the query the latest lookup that proposed one proposed (its ★ property)
-    candidate: str | None = None  # the latest lookup's proposal or best candidate (never shown)
+    candidate: str | None = None  # the latest lookup's first candidate: the program's fallback
+    shown: list[tuple[int, str]] = field(default_factory=list)  # (rank, query) of each candidate a lookup showed
     stop_final: str | None = None  # the query the latest stop marked (the last successful execution)
     final: FinalQuery | None = None  # once decided (`final_query.decide`)
 
@@ -211,6 +212,7 @@ class Episode:
         if isinstance(result, LookupResult):
             self.proposal = result.proposal or self.proposal
             self.candidate = result.candidate or self.candidate
+            self.shown += [(c.rank, c.sparql) for c in result.shown]
         elif isinstance(result, StopResult):
             sparql = result.final.sparql.strip() if result.final is not None and result.final.sparql else ""
             self.stop_final = sparql or None

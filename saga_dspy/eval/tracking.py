@@ -56,6 +56,7 @@ from typing import Any
 import dspy
 import pandas as pd
 
+from saga_dspy.agent.authorship import author_of_line
 from saga_dspy.config import Settings, apply_offline_env
 from saga_dspy.eval import trace_writer  # stdlib only: mlflow is imported by its install(), when tracking is on
 from saga_dspy.eval.chart import comparison_chart
@@ -431,7 +432,8 @@ class Tracker:
         self, run_id: str | None, lines: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]] = ()
     ) -> int:
         """Each question's scores on its trace (the run's traces, matched by their question): feedback `f1` and
-        `em`, expectations `expected_answers` and `expected_sparql` (from `rows`, the evaluation set, by id).
+        `em`, the tag `final_author` (`agent.authorship`; `final_author_candidate`: the shown candidate's rank),
+        expectations `expected_answers` and `expected_sparql` (from `rows`, the evaluation set, by id).
         Returns the number of traces assessed."""
         if not self.enabled or not run_id or self.trace == "none" or not lines:
             return 0
@@ -469,6 +471,11 @@ class Tracker:
             status = str(line.get("final_status"))
             mlflow.log_feedback(trace_id=trace_id, name="f1", value=round(f1, 4), source=source, rationale=status)
             mlflow.log_feedback(trace_id=trace_id, name="em", value=bool(line.get("em")), source=source)
+            author = author_of_line(line)
+            mlflow.set_trace_tag(trace_id, "final_author", author.kind)
+            if author.rank is not None:
+                edited = " edited" if author.edited else ""
+                mlflow.set_trace_tag(trace_id, "final_author_candidate", f"{author.rank}{edited}")
             gold = answer_text(line.get("gold"), FINAL_CHARS)
             mlflow.log_expectation(trace_id=trace_id, name="expected_answers", value=gold, source=source)
             sparql = str(line.get("gold_sparql") or gold_sparql.get(str(line.get("id")), ""))

@@ -18,13 +18,14 @@ from saga_dspy.grounding.lookup_view import Arrangement
 from saga_dspy.grounding.neighbourhood import Neighbourhood
 from saga_dspy.grounding.render import clip, entity_text, literal_text
 from saga_dspy.kg.errors import SparqlError
-from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
+from saga_dspy.kg.results import AskResult, Binding, QueryResult, SelectResult
 
 from .candidate import ONE_HOP, alternatives, answers_class, best_candidate, build
 
 PREVIEWED = 3  # labelled answers a preview shows
 LABEL_CHARS = 40
-EXTRA_BASES = 2  # one-hop queries tried beyond the number wanted (some fail, return nothing, or repeat another)
+EXTRA_BASES = 2  # candidates tried beyond the number wanted (some fail, return nothing, or repeat another)
+RULED_BASES = 1  # other one-hop queries the rules are also run on (each rule may run a query or two)
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class Candidate:
     rank: int
     sparql: str
     built: tuple[str, ...]
-    preview: Preview
+    preview: Preview | None  # None: not executed (none are shown)
     fits: bool | None = None
 
 
@@ -64,8 +65,11 @@ def propose(
     incoming: IncomingView | None,
     limit: int,
 ) -> list[Candidate]:
-    """Up to `limit` (at least one) ranked candidates of the lookup of `nb`, executed."""
-    limit = max(1, limit)
+    """Up to `limit` ranked candidates of the lookup of `nb`, executed; with `limit` 0, the first one alone,
+    unexecuted (its `preview` None: nothing is shown, it is kept as the fallback)."""
+    if limit <= 0:
+        first = next(_built(ctx, nb, arrangement, incoming, 0), None)
+        return [Candidate(1, first[0], first[1], None)] if first else []
     ranked: list[tuple[bool, str, tuple[str, ...], QueryResult]] = []
     seen: set[str] = set()
     for sparql, how in _built(ctx, nb, arrangement, incoming, limit + EXTRA_BASES):
@@ -80,9 +84,11 @@ def propose(
             continue
         ranked.append((_answers(result) > 0, sparql, how, result))
     ranked.sort(key=lambda r: not r[0])  # stable: those with answers first, in their order
+    kept = ranked[:limit]
+    labels = _labels(ctx, [result for *_, result in kept])
     return [
-        Candidate(rank, sparql, how, preview(ctx, result), _fits(ctx, result))
-        for rank, (_, sparql, how, result) in enumerate(ranked[:limit], start=1)
+        Candidate(rank, sparql, how, preview(ctx, result, labels), _fits(ctx, result))
+        for rank, (_, sparql, how, result) in enumerate(kept, start=1)
     ]
 
 
@@ -97,8 +103,10 @@ def _built(
         yield first
     if best and (first is None or first[0] != best):
         yield best, (ONE_HOP,)
-    for base in alternatives(nb.id, arrangement, incoming, bases):
-        if base != best and (built := build(ctx, nb, base)) is not None:
+    for n, base in enumerate(b for b in alternatives(nb.id, arrangement, incoming, bases) if b != best):
+        if n >= RULED_BASES:  # the rules run queries: the later ones stay one-hop
+            yield base, (ONE_HOP,)
+        elif (built := build(ctx, nb, base)) is not None:
             yield built
 
 
@@ -108,18 +116,28 @@ def _answers(result: QueryResult) -> int:
     return len(result.rows) if isinstance(result, SelectResult) else 0
 
 
-def preview(ctx: QuestionContext, result: QueryResult) -> Preview:
-    """The answer preview of a candidate's result: its count and the first answers, labelled."""
+def _firsts(result: QueryResult) -> list[Binding]:
+    """The first PREVIEWED values of a SELECT result's first variable."""
+    if not isinstance(result, SelectResult) or not result.variables:
+        return []
+    var = result.variables[0]
+    return [row[var] for row in result.rows if var in row][:PREVIEWED]
+
+
+def _labels(ctx: QuestionContext, results: list[QueryResult]) -> dict[str, str]:
+    """The labels of the entities the previews show, in one query."""
+    ids = [i for r in results for b in _firsts(r) if b.is_iri and (i := ctx.flavour.entity_id(b.value))]
+    return ctx.labels(list(dict.fromkeys(ids))) if ids else {}
+
+
+def preview(ctx: QuestionContext, result: QueryResult, labels: dict[str, str]) -> Preview:
+    """The answer preview of a candidate's result: its count and the first answers, labelled (`labels`)."""
     if isinstance(result, AskResult):
         return Preview(1, ("true" if result.value else "false",))
     if not isinstance(result, SelectResult) or not result.rows:
         return Preview(0)
-    firsts = [row[result.variables[0]] for row in result.rows if result.variables and result.variables[0] in row]
-    shown = firsts[:PREVIEWED]
-    ids = [i for b in shown if b.is_iri and (i := ctx.flavour.entity_id(b.value))]
-    labels = ctx.labels(ids) if ids else {}
     texts = []
-    for b in shown:
+    for b in _firsts(result):
         eid = ctx.flavour.entity_id(b.value) if b.is_iri else None
         if eid:
             texts.append(entity_text(eid, labels.get(eid) or ctx.seen.get(eid, ""), LABEL_CHARS))

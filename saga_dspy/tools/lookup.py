@@ -450,14 +450,14 @@ def _render(
 
 def candidate_lines(ctx: QuestionContext, candidates: tuple[Candidate, ...]) -> list[str]:
     """The lookup's last section: its ranked candidate queries, each with how it was built, the properties it
-    uses, its executed answers (★: they fit the expected answer type), then the `Next:` line."""
+    uses, its executed answers (and whether they fit the expected answer type), then the `Next:` line."""
     lines = ["Candidate queries (executed; run one as it is, edit one, or write your own):"]
     for c in candidates:
         props = ", ".join(f"{clip(ctx.property_label(pid), 30)} ({pid})" for pid in body_pids(c.sparql)[:3])
-        star = " ★" if c.fits else ""
+        star = " (fit the answer type)" if c.fits else ""
         lines.append(
             f"{c.rank}. [{' + '.join(c.built)}{'; ' + props if props else ''}] {clip(c.sparql, CANDIDATE_QUERY_CHARS)}"
-            f"\n   → {c.preview.render()}{star}"
+            f"\n   → {c.preview.render() if c.preview else 'not executed'}{star}"
         )
     return [*lines, NEXT_CANDIDATES]
 

@@ -103,9 +103,9 @@ def test_a_relevant_incoming_property_must_beat_the_outgoing_ones(settings, endp
 
 
 def test_the_best_candidate_is_the_proposal_else_the_most_relevant_property():
-    from saga_dspy.proposer.candidate import best_candidate
     from saga_dspy.grounding.incoming import IncomingView
     from saga_dspy.grounding.lookup_view import Arrangement
+    from saga_dspy.proposer.candidate import best_candidate
 
     def view(scores, proposal=None):
         return IncomingView({}, scores=scores, shown=[s.pid for s in scores], proposal=proposal)
