@@ -1,5 +1,6 @@
-"""What a tool returns beside its observation: the lookup's queries and stop's final execution, as typed values the
-episode records (no tool leaves a result in the shared context for another module to read back)."""
+"""What a tool returns beside its observation: the lookup's queries, the execution an execute_sparql call made and
+stop's final execution, as typed values the episode records (no tool leaves a result in the shared context for
+another module to read back)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,17 @@ class LookupResult:
 
 
 @dataclass(frozen=True)
+class ExecuteResult:
+    """execute_sparql's observation and the execution it recorded (None where nothing ran: an empty query)."""
+
+    text: str
+    execution: Execution | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
 class StopResult:
     """stop's observation and the execution it marks as final (None when no query succeeded)."""
 
@@ -36,7 +48,7 @@ class StopResult:
         return self.text
 
 
-ToolOutput = str | LookupResult | StopResult
+ToolOutput = str | LookupResult | ExecuteResult | StopResult
 
 
 def observation_of(output: ToolOutput) -> str:

@@ -3,11 +3,19 @@ the answer type pick the same one, clearly; incoming proposals only when no outg
 
 from __future__ import annotations
 
+import pytest
+
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.incoming import IncomingEdge, arrange_incoming
 from saga_dspy.grounding.lookup_view import agreed
 from saga_dspy.grounding.ranking import PropertyScore
 from saga_dspy.tools.lookup import do_lookup
+
+
+@pytest.fixture(scope="session")
+def settings(settings):
+    """The lookup view alone: without the proposer's candidate section (`shown_candidates` 0; tests/proposer)."""
+    return settings.model_copy(update={"shown_candidates": 0})
 
 
 def _s(pid, relevance, fits):
