@@ -36,6 +36,7 @@ SETTINGS_FLAGS = (
     "schema_coverage",
     "coverage_seed",
     "observation_chars",
+    "shown_candidates",
     "variant",
     "max_steps",
     "check_answer",

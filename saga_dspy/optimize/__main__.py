@@ -43,6 +43,7 @@ SETTINGS_FLAGS = (
     "coverage_seed",
     "schema_index",
     "observation_chars",
+    "shown_candidates",
     "max_steps",
     "check_answer",
 )

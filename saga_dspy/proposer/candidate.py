@@ -24,15 +24,13 @@ from .superlative import order_by_superlative
 from .yes_no import ask
 
 # how a candidate was built: its first step, then each rule that changed it (in the order they apply)
-ONE_HOP, RELATION, NARROWED, FURTHER, COMPARATIVE, SUPERLATIVE, ASK = (
-    "one-hop",
-    "relation",
-    "narrowed by a named value",
-    "one hop further",
-    "comparative",
-    "superlative",
-    "ASK",
-)
+ONE_HOP = "one-hop"
+RELATION = "relation"
+NARROWED = "narrowed by a named value"
+FURTHER = "one hop further"
+COMPARATIVE = "comparative"
+SUPERLATIVE = "superlative"
+ASK = "ASK"
 
 
 def lookup_candidate(
