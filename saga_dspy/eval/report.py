@@ -43,15 +43,15 @@ KIND_COLUMNS = (
     ("count", "count", "kind"),
     ("entity list", "entity", "kind"),
     ("literal", "literal", "kind"),
-    ("by model", "author_model_rate", "pct"),
-    ("model: candidate", "author_model_candidate_rate", "pct"),
-    ("by extract", "author_extract_rate", "pct"),
-    ("by program", "author_program_rate", "pct"),
+    ("model", "author_model_rate", "pct"),
+    ("picked", "author_model_candidate_rate", "pct"),
+    ("extract", "author_extract_rate", "pct"),
+    ("program", "author_program_rate", "pct"),
 )
 KINDS_NOTE = (
     "F1 by the gold's answer kind (questions); ASK true: share of ASK golds that are true (what always "
-    "answering yes scores); final query written by the model, a shown candidate the model executed (as it was "
-    "or edited), its extract call, or the program (a fallback it ran; agent.authorship), in percent of questions"
+    "answering yes scores); who wrote the final query (agent.authorship), in percent of questions: the model, "
+    "the model picking a shown candidate (as it was or edited), its extract call, or the program (a fallback)"
 )
 
 COST_NOTE = (
