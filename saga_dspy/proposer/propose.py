@@ -3,8 +3,8 @@ with how it was built, its executed answer preview and whether its answers fit t
 
 Rank 1 is the lookup's candidate (its best one-hop query through the rules the question calls for,
 `candidate.build`); then the same best query before those rules changed it, then the lookup's other relevant
-one-hop queries through the same rules. Each is executed once: one that fails is dropped, one with no answer goes
-after those with answers (order kept otherwise)."""
+one-hop queries (the first through the same rules, the rest as they are: the rules run queries). Each is executed
+once: one that fails is dropped, one with no answer goes after those with answers (order kept otherwise)."""
 
 from __future__ import annotations
 
