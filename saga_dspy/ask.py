@@ -13,6 +13,7 @@ import sys
 import textwrap
 from typing import Any, TextIO, cast
 
+from saga_dspy.agent.authorship import Author
 from saga_dspy.agent.demos import describe_pool
 from saga_dspy.agent.pools import check_pool_choice
 from saga_dspy.agent.program import SagaProgram
@@ -42,6 +43,7 @@ SETTINGS_FLAGS = (
     "schema_coverage",
     "coverage_seed",
     "observation_chars",
+    "shown_candidates",
     "variant",
     "max_steps",
     "check_answer",
@@ -159,6 +161,10 @@ def print_summary(pred, labels: dict[str, str], flavour: Flavour, out: TextIO | 
     if pred.rewritten_from:
         print("  (head rewritten from:)", file=out)
         print(_indent(pred.rewritten_from, "    "), file=out)
+    author = Author.from_dict(pred.get("final_author") or {})
+    if author.kind != "none":
+        chosen = f" (shown candidate {author.rank}{', edited' if author.edited else ''})" if author.rank else ""
+        print(f"Written by: {author.kind}{chosen}", file=out)
     print(f"Answers [{pred.final_status}]:", file=out)
     if pred.final_error:
         print(f"    the final query failed: {pred.final_error}", file=out)
@@ -186,6 +192,7 @@ def prediction_json(pred, labels: dict[str, str]) -> dict[str, Any]:
         "final_status": pred.final_status,
         "final_error": pred.final_error,
         "final_source": pred.final_source,
+        "final_author": pred.get("final_author"),
         "rewritten_from": pred.rewritten_from,
         "variant": pred.variant,
         "trajectory": pred.trajectory,

@@ -162,6 +162,12 @@ class Settings(BaseSettings):
     schema_coverage: int = Field(100, ge=0, le=100, description="share of formal constraints kept (0/25/50/75/100)")
     coverage_seed: int = Field(0, description="seed of the coverage mask")
     observation_chars: int = Field(3000, ge=1, description="character budget of one tool observation")
+    shown_candidates: int = Field(
+        3,
+        ge=0,
+        le=5,
+        description="candidate queries the lookup shows, ranked and executed (saga_dspy.proposer); 0: none shown",
+    )
 
     # --- agent ----------------------------------------------------------------
     variant: Variant = Field("full", description="ablation variant")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "saga_dspy"
 # the modules that read a question's words
-READERS = ("agent", "grounding", "tools", "kg/search.py", "signatures.py")
+READERS = ("agent", "grounding", "proposer", "tools", "kg/search.py", "signatures.py")
 MIN_WORDS = 4  # a literal with this many English words is a word list
 _ENGLISH = re.compile(r"^[a-z][a-z' -]*$")
 _ALTERNATION = re.compile(r"(?:\b[a-z]+\|){3,}[a-z]+\b")  # a regex alternation of four words or more
@@ -28,6 +28,7 @@ GRAMMAR = {
     ("agent/demos.py", "STOPWORDS"): "English function words (BM25 over demo questions)",
     ("agent/prediction.py", "COUNTER_NAMES"): "counter names",
     ("agent/final_query.py", "NO_RESULT"): "the notes of steps that did nothing (our own step vocabulary)",
+    ("agent/authorship.py", "AUTHORS"): "who wrote a final query (our own vocabulary)",
     ("grounding/context.py", "COUNTER_KEYS"): "counter names",
     ("grounding/patterns.py", "?"): "pattern contexts",
     ("grounding/lexicon.py", "KINDS"): "the answer kinds the lexicon counts",

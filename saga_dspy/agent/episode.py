@@ -1,5 +1,5 @@
-"""One question's run (an Episode): the controller's inputs, the tool calls and what they returned; the final-query
-policy (`agent.final_query`) reads and steers it."""
+"""One question's run (an Episode): the controller's inputs, the tool calls and what they returned; it applies the
+decisions of the final-query policy (`agent.final_query`), which reads it and writes none of its fields."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from saga_dspy.agent import final_query
 from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
-from saga_dspy.agent.final_query import FinalQuery, StepOutcome
+from saga_dspy.agent.final_query import FinalQuery, JudgeAsStop, ProgramStep, StepOutcome, Verdict
 from saga_dspy.agent.parsing import normalize_tool_name, params_of, parse_tool_args
 from saga_dspy.agent.tool_spans import tool_span
 from saga_dspy.agent.trajectory import Step, one_line
@@ -24,7 +24,7 @@ from saga_dspy.grounding.state import controller_state
 from saga_dspy.kg.errors import EndpointUnavailable
 from saga_dspy.kg.results import QueryResult, SelectResult
 from saga_dspy.signatures import QUERY_FORM_GUIDE
-from saga_dspy.tools.results import LookupResult, StopResult, ToolOutput, observation_of
+from saga_dspy.tools.results import ExecuteResult, LookupResult, StopResult, ToolOutput, observation_of
 from saga_dspy.variants import Variant
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,8 @@ class Episode:
     deadline: float | None = None  # time.monotonic() past which no step is taken (settings.question_budget)
     budget_exceeded: bool = False
     proposal: str | None = None  # the query the latest lookup that proposed one proposed (its ★ property)
-    candidate: str | None = None  # the latest lookup's proposal or best candidate (never shown)
+    candidate: str | None = None  # the latest lookup's first candidate: the program's fallback
+    shown: list[tuple[int, str]] = field(default_factory=list)  # (rank, query) of each candidate a lookup showed
     stop_final: str | None = None  # the query the latest stop marked (the last successful execution)
     stopped_without_query: bool = False  # the episode ended on a stop with no query executed (`reject_no_query`)
     final: FinalQuery | None = None  # once decided (`final_query.decide`)
@@ -159,12 +160,16 @@ class Episode:
             return StepOutcome.INVALID
         self.invalid = 0  # a valid action, a stop included, ends the streak
         if name == "stop":
-            return final_query.judge_stop(self, thought, raw_args)
+            return self.stop(thought, raw_args)
         key = _action_key(name, args)
         if key in self.done:  # the same call again: its result would be the same
-            assisted = final_query.assist_repeat(self, thought, name, args, self.done[key])
-            if assisted is not None:
-                return assisted
+            assist = final_query.assist_repeat(self, name, args, self.done[key])
+            if assist is not None:  # the program answers the repeat with the step it circles
+                self.repeats, self.assisted = 0, self.assisted + 1
+                if isinstance(assist, JudgeAsStop):
+                    return self.stop(thought, {})
+                self.take(thought, assist)
+                return StepOutcome.CONTINUE
             self.repeats += 1
             self.add_step(
                 Step(
@@ -194,7 +199,8 @@ class Episode:
             try:
                 result = self.tools[name](**args)
                 self.record(result)
-                out = observation_of(result) if isinstance(result, (str, LookupResult, StopResult)) else str(result)
+                typed = (str, LookupResult, ExecuteResult, StopResult)
+                out = observation_of(result) if isinstance(result, typed) else str(result)
             except Exception as exc:  # boundary: a tool call returns an observation, never raises into the loop
                 if is_infrastructure_error(exc):
                     raise InfrastructureError(f"endpoint: {type(exc).__name__}: {one_line(str(exc), 300)}") from exc
@@ -212,20 +218,47 @@ class Episode:
         if isinstance(result, LookupResult):
             self.proposal = result.proposal or self.proposal
             self.candidate = result.candidate or self.candidate
+            self.shown += [(c.rank, c.sparql) for c in result.shown]
         elif isinstance(result, StopResult):
             sparql = result.final.sparql.strip() if result.final is not None and result.final.sparql else ""
             self.stop_final = sparql or None
 
-    def program_execute(self, thought: str, sparql: str, note: str) -> None:
-        """Run a query the program chose (stop's argument, the lookup's proposal) as a step of its own."""
-        self.extra_executions += 1
-        self.program_step(thought, "execute_sparql", {"sparql": sparql}, note)
+    def stop(self, thought: str, raw_args: Any) -> StepOutcome:
+        """The controller stops: the policy's steps before the stop (a query given to it, the fallback), then its
+        verdict on the stop."""
+        for decide in (lambda: final_query.stop_argument(self, raw_args), lambda: final_query.fallback_at_stop(self)):
+            if (program_step := decide()) is not None:
+                self.take(thought, program_step)
+        observation = self.call_tool("stop", {})
+        return self.settle(thought, final_query.judge_stop(self, observation))
 
-    def program_step(self, thought: str, name: str, args: dict[str, Any], note: str) -> None:
-        """Take an action the program chose as a step of its own, done like the model's: the same action from the
-        model next is a repeat (an executed query that answered is then taken as its stop)."""
+    def settle(self, thought: str, verdict: Verdict) -> StepOutcome:
+        """Apply the policy's verdict on a stop: the allowances it spends, the query it accepts, its step."""
+        for spent in verdict.spends:
+            if spent == "checked":
+                self.checked = True
+            elif spent == "no_query_rejections":
+                self.no_query_rejections += 1
+            elif spent == "empty_rejections":
+                self.empty_rejections += 1
+            elif spent == "form_rejections":
+                self.form_rejections += 1
+        if verdict.accepted is not None:
+            self.accepted_final = verdict.accepted
+        elif verdict.outcome is StepOutcome.DONE:
+            self.stopped_without_query = True
+        self.add_step(Step(thought, "stop", {}, verdict.observation, note=verdict.note))
+        return verdict.outcome
+
+    def take(self, thought: str, program_step: ProgramStep) -> None:
+        """Take a step the program chose, done like the model's: the same action from the model next is a repeat
+        (an executed query that answered is then taken as its stop)."""
+        name, args = program_step.tool, program_step.args
+        if name == "execute_sparql":
+            self.extra_executions += 1
+        self.auto_runs += program_step.auto_run
         observation = self.call_tool(name, args)
-        self.add_step(Step(thought, name, args, observation, note=note))
+        self.add_step(Step(thought, name, args, observation, note=program_step.note))
         self.done.setdefault(_action_key(name, args), len(self.steps))
 
     def looked_up(self, eid: str) -> bool:

@@ -1,44 +1,47 @@
-"""The final-query policy: the one place that decides which query an episode answers with.
+"""The final-query policy: the one place that decides which query an episode answers with. It reads the episode
+(`EpisodeView`) and returns decisions the episode applies (`agent.episode`): steps the program takes for the model
+(`ProgramStep`), what a stop comes to (`Verdict`), the final query (`FinalQuery`); it writes no episode field.
 
-At stop (`judge_stop`), in order, each step switched by the variant's `AgentFlags` (variants.py):
-    execute_stop_argument   a query given to stop is executed first, so stop marks it
-    run_candidate           nothing executed yet: the lookup's candidate query is run (`auto_run`)
-    reject_no_query         no query at all: sent back once, with the lookup's proposal as an example
+At stop, in order, each step switched by the variant's `AgentFlags` (variants.py):
+    stop_argument           a query given to stop is executed first, so stop marks it
+    fallback_at_stop        nothing executed yet: the lookup's first candidate is run, the program's (`auto_run`)
+    judge_stop              the verdict on the stop:
+      reject_no_query       no query at all: sent back once, with the lookup's proposal as an example
                             (`reject_no_query_stop`; else the episode ends there with no final query)
-    reject_empty            an empty or blocked final query: sent back once (`reject_empty_stop`)
-    reject_form             a final query of the wrong form: sent back once, unless the end rewrites it
+      reject_empty          an empty or blocked final query: sent back once (`reject_empty_stop`)
+      reject_form           a final query of the wrong form: sent back once, unless the end rewrites it
                             (`query_form`, `form_rewrite`)
-    check_answer            CheckAnswer's verdict: sent back once with extra steps (`Settings.check_answer`)
+      check_answer          CheckAnswer's verdict: sent back once with extra steps (`Settings.check_answer`)
 On a repeated action (`assist_repeat`, `assist_repeats`): the step it circles is taken for it.
-At the end (`decide`): the accepted stop's query, else the last non-empty execution, else the lookup's candidate
-run by the program, else the extract call's (not after a stop the variant ends with no query), else the last
-executed one; then `seen_ids_only` and `rewrite_form`.
+At the end (`fallback_at_end`, then `decide`): the accepted stop's query, else the lookup's candidate run by the
+program as the episode's fallback, else the last non-empty execution, else the extract call's (not after a stop
+the variant ends with no query), else the last executed one; then `seen_ids_only` and `rewrite_form`. Who wrote
+the final query: `agent.authorship`.
 
-Why each remedy exists is in docs/DESIGN.md (the final query); the episode (`agent.episode`) runs the tools and
-keeps the state these steps read."""
+Why each remedy exists is in docs/DESIGN.md (the final query)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from saga_dspy.agent.parsing import parse_tool_args
 from saga_dspy.agent.query_form import QUERY_FORMS, form_of, form_problem, keeps_the_question, to_form
 from saga_dspy.agent.trajectory import Step
+from saga_dspy.grounding.context import Execution, QuestionContext
 from saga_dspy.grounding.provenance import mentioned_ids, unseen_ids
 from saga_dspy.kg.errors import SparqlError
 from saga_dspy.kg.results import AskResult, QueryResult, SelectResult
 from saga_dspy.tools.search import named_lookup
-
-if TYPE_CHECKING:
-    from saga_dspy.agent.episode import Episode
+from saga_dspy.variants import Variant
 
 MAX_FORM_REJECTIONS = 1  # a final query of the wrong form the program cannot rewrite is sent back this many times
 MAX_NO_QUERY_REJECTIONS = 1  # stop() before any executed query is sent back this many times
 MAX_EMPTY_REJECTIONS = 1  # stop() on an empty / blocked final query is sent back this many times
 NO_RESULT = ("unparsable", "unknown-tool", "bad-args", "repeated")  # steps that did nothing
+ENDED = "The episode ended without an answer."  # the thought of the fallback run at the end
 
 
 class StepOutcome(Enum):
@@ -49,6 +52,71 @@ class StepOutcome(Enum):
     EXTEND = "extend"  # CheckAnswer sent the stop back: the loop gets its extra steps
     REPEAT = "repeat"  # the same action again, answered with a [REPEATED] note
     INVALID = "invalid"  # no known tool, or its argument missing
+
+
+class EpisodeView(Protocol):
+    """What the policy reads of an episode (`agent.episode.Episode`)."""
+
+    variant: Variant
+    ctx: QuestionContext
+    form: str
+    steps: list[Step]
+    proposal: str | None
+    candidate: str | None
+    stop_final: str | None
+    accepted_final: str | None
+    no_query_rejections: int
+    stopped_without_query: bool
+    empty_rejections: int
+    form_rejections: int
+    checked: bool
+    check: Any  # (episode, final query) -> what to fix, or None; None: no check
+
+    @property
+    def imposed_form(self) -> str: ...
+
+    def last_executed(self) -> str | None: ...
+
+    def status_of(self, sparql: str) -> str | None: ...
+
+    def result_of(self, sparql: str) -> QueryResult | None: ...
+
+    def executions(self) -> list[Execution]: ...
+
+    def looked_up(self, eid: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class ProgramStep:
+    """A step the program takes for the model (`tool` with `args`; `note` says why: from-stop, from-candidate,
+    from-suggestion, from-repeat); `auto_run`: the lookup's candidate run as the fallback."""
+
+    tool: str
+    args: dict[str, Any]
+    note: str
+    auto_run: bool = False
+
+    @classmethod
+    def execute(cls, sparql: str, note: str, auto_run: bool = False) -> ProgramStep:
+        return cls("execute_sparql", {"sparql": sparql}, note, auto_run)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a stop comes to: the observation its step records (`note` "rejected" when sent back), the outcome, the
+    bounded allowances it spends (`spends`: names of the episode's counters, `checked` for the answer check) and
+    the final query it accepts (None: not accepted)."""
+
+    outcome: StepOutcome
+    observation: str
+    note: str = ""
+    spends: tuple[str, ...] = ()
+    accepted: str | None = None
+
+
+@dataclass(frozen=True)
+class JudgeAsStop:
+    """A repeated action that is the answer: the episode judges it as a stop."""
 
 
 @dataclass(frozen=True)
@@ -67,78 +135,65 @@ class FinalQuery:
 # --- at stop ----------------------------------------------------------------------------------------------------
 
 
-def judge_stop(episode: Episode, thought: str, raw_args: Any) -> StepOutcome:
-    """The controller called stop: accept its final query, or send the stop back with what to fix."""
-    execute_stop_argument(episode, thought, raw_args)
-    if not episode.no_query_rejections:
-        run_candidate(episode, thought)
-    observation = episode.call_tool("stop", {})
-    final = episode.stop_final or episode.last_executed()
-    if not final:
-        return reject_no_query(episode, thought, observation)
-    for remedy in (reject_empty, reject_form, check_answer):
-        outcome = remedy(episode, thought, final)
-        if outcome is not None:
-            return outcome
-    episode.accepted_final = final
-    episode.add_step(Step(thought, "stop", {}, observation))
-    return StepOutcome.DONE
-
-
-def execute_stop_argument(episode: Episode, thought: str, raw_args: Any) -> None:
-    """A query given to stop as its argument, not yet executed, is executed as a step of its own."""
+def stop_argument(episode: EpisodeView, raw_args: Any) -> ProgramStep | None:
+    """A query given to stop as its argument, not yet executed, is executed as a step of its own (the model wrote
+    it: its note is `from-stop`)."""
     given = parse_tool_args(raw_args, ["sparql"]).get("sparql")
     if (
         isinstance(given, str)
         and form_of(given) in QUERY_FORMS
         and given.strip() != (episode.last_executed() or "").strip()
     ):
-        episode.program_execute(thought, given, "from-stop")
+        return ProgramStep.execute(given, "from-stop")
+    return None
 
 
-def run_candidate(episode: Episode, thought: str, at_end: bool = False) -> str | None:
-    """Nothing executed yet and the model stops: the lookup's candidate query is run as a step of its own
-    (`auto_run`); the query when it was run. `at_end`: the episode ended with no non-empty result; the candidate
-    is run unless it was already."""
-    candidate = episode.candidate
-    if (
-        not candidate
-        or (episode.last_executed() and not at_end)
-        or not episode.variant.agent.auto_run
-        or episode.status_of(candidate) is not None
-    ):
+def fallback_at_stop(episode: EpisodeView) -> ProgramStep | None:
+    """Nothing executed yet and the model stops (the first time): the lookup's candidate is run as the program's
+    fallback (`auto_run`)."""
+    if episode.no_query_rejections or episode.last_executed():
         return None
-    episode.program_execute(
-        thought, candidate, "from-suggestion" if candidate == episode.proposal else "from-candidate"
-    )
-    episode.auto_runs += 1
-    return candidate
+    return _fallback(episode)
 
 
-def reject_no_query(episode: Episode, thought: str, observation: str) -> StepOutcome:
+def _fallback(episode: EpisodeView) -> ProgramStep | None:
+    """The lookup's candidate as the program's step, where the variant runs it and it never ran."""
+    candidate = episode.candidate
+    if not candidate or not episode.variant.agent.auto_run or episode.status_of(candidate) is not None:
+        return None
+    note = "from-suggestion" if candidate == episode.proposal else "from-candidate"
+    return ProgramStep.execute(candidate, note, auto_run=True)
+
+
+def judge_stop(episode: EpisodeView, observation: str) -> Verdict:
+    """The verdict on a stop whose tool answered `observation`: accept its final query, or send it back."""
+    final = episode.stop_final or episode.last_executed()
+    if not final:
+        return reject_no_query(episode, observation)
+    for remedy in (reject_empty, reject_form):
+        verdict = remedy(episode, final)
+        if verdict is not None:
+            return verdict
+    return check_answer(episode, final, observation)
+
+
+def reject_no_query(episode: EpisodeView, observation: str) -> Verdict:
     """No query was executed: the stop is sent back once, naming the lookup's proposal; the second one ends the
     episode without a query, as the first one does where the variant sends nothing back (`reject_no_query_stop`)."""
     if episode.no_query_rejections >= MAX_NO_QUERY_REJECTIONS or not episode.variant.agent.reject_no_query_stop:
-        episode.add_step(Step(thought, "stop", {}, observation))
-        episode.stopped_without_query = True
-        return StepOutcome.DONE
-    episode.no_query_rejections += 1
+        return Verdict(StepOutcome.DONE, observation)
     suggestion = episode.proposal
     example = f' For example: execute_sparql({{"sparql": "{suggestion}"}}).' if suggestion else ""
-    episode.add_step(
-        Step(
-            thought,
-            "stop",
-            {},
-            "No query has been executed yet, so there is no final query. "
-            "Execute the query that answers the question with execute_sparql, then stop." + example,
-            note="rejected",
-        )
+    return Verdict(
+        StepOutcome.CONTINUE,
+        "No query has been executed yet, so there is no final query. "
+        "Execute the query that answers the question with execute_sparql, then stop." + example,
+        "rejected",
+        ("no_query_rejections",),
     )
-    return StepOutcome.CONTINUE
 
 
-def reject_empty(episode: Episode, thought: str, final: str) -> StepOutcome | None:
+def reject_empty(episode: EpisodeView, final: str) -> Verdict | None:
     """A final query with no result (empty or blocked) is sent back once (`reject_empty_stop`)."""
     status = episode.status_of(final)
     if (
@@ -147,24 +202,17 @@ def reject_empty(episode: Episode, thought: str, final: str) -> StepOutcome | No
         or episode.empty_rejections >= MAX_EMPTY_REJECTIONS
     ):
         return None
-    episode.empty_rejections += 1
-    episode.add_step(
-        Step(
-            thought,
-            "stop",
-            {},
-            (
-                f"Not accepted: the final query returns no result ({status}). "
-                "The question has an answer in the graph: change the property, its direction or the entity, "
-                "execute the query again, then stop."
-            ),
-            note="rejected",
-        )
+    return Verdict(
+        StepOutcome.CONTINUE,
+        f"Not accepted: the final query returns no result ({status}). "
+        "The question has an answer in the graph: change the property, its direction or the entity, "
+        "execute the query again, then stop.",
+        "rejected",
+        ("empty_rejections",),
     )
-    return StepOutcome.CONTINUE
 
 
-def reject_form(episode: Episode, thought: str, final: str) -> StepOutcome | None:
+def reject_form(episode: EpisodeView, final: str) -> Verdict | None:
     """A final query of the wrong form is sent back once, unless `rewrite_form` can rewrite it at the end
     keeping the question (`form_rewrite`)."""
     problem = form_problem(episode.imposed_form, final, episode.result_of(final))
@@ -172,83 +220,76 @@ def reject_form(episode: Episode, thought: str, final: str) -> StepOutcome | Non
         problem = None
     if not problem or episode.form_rejections >= MAX_FORM_REJECTIONS:
         return None
-    episode.form_rejections += 1
-    episode.add_step(Step(thought, "stop", {}, "Not accepted. " + problem, note="rejected"))
-    return StepOutcome.CONTINUE
+    return Verdict(StepOutcome.CONTINUE, "Not accepted. " + problem, "rejected", ("form_rejections",))
 
 
-def check_answer(episode: Episode, thought: str, final: str) -> StepOutcome | None:
-    """CheckAnswer's verdict on the final query, once: an incomplete one is sent back with extra steps."""
+def check_answer(episode: EpisodeView, final: str, observation: str) -> Verdict:
+    """CheckAnswer's verdict on the final query, once: an incomplete one is sent back with extra steps; else the
+    stop is accepted."""
     if episode.check is None or episode.checked:
-        return None
-    episode.checked = True
+        return Verdict(StepOutcome.DONE, observation, accepted=final)
     verdict = episode.check(episode, final)
     if not verdict:
-        return None
-    episode.add_step(Step(thought, "stop", {}, "Not accepted yet. " + verdict, note="rejected"))
-    return StepOutcome.EXTEND
+        return Verdict(StepOutcome.DONE, observation, spends=("checked",), accepted=final)
+    return Verdict(StepOutcome.EXTEND, "Not accepted yet. " + verdict, "rejected", ("checked",))
 
 
 # --- on a repeated action ------------------------------------------------------------------------------------------
 
 
-def assist_repeat(episode: Episode, thought: str, name: str, args: dict[str, Any], at: int) -> StepOutcome | None:
-    """The step a repeated action circles, taken for it (`assist_repeats`; None: nothing left to suggest, a plain
-    repeat). `at`: the step that first took the action.
+def assist_repeat(episode: EpisodeView, name: str, args: dict[str, Any], at: int) -> ProgramStep | JudgeAsStop | None:
+    """The step a repeated action circles, to be taken for it (`assist_repeats`; None: nothing left to suggest, a
+    plain repeat). `at`: the step that first took the action.
 
-    A successful query executed again is the answer: it stops with it (judged as any stop). Otherwise the repeated
-    step's own `Next:` suggestion is followed where it is still open (a search's named hit is looked up), else the
-    latest lookup's proposed query is executed if it never was."""
+    A successful query executed again is the answer: it is judged as a stop. Otherwise the repeated step's own
+    `Next:` suggestion is followed where it is still open (a search's named hit is looked up), else the latest
+    lookup's proposed query is executed if it never was."""
     if not episode.variant.agent.assist_repeats:
         return None
     if name == "execute_sparql":
         sparql = str(args.get("sparql") or "").strip()
         if sparql and episode.status_of(sparql) == "ok" and sparql == (episode.last_executed() or "").strip():
-            _assisted(episode)
-            return judge_stop(episode, thought, {})
+            return JudgeAsStop()
     if name == "search_wikidata":
         eid = named_lookup(episode.steps[at - 1].observation)
         if eid and not episode.looked_up(eid):
-            _assisted(episode)
-            episode.program_step(thought, "get_wikidata_entry", {"qid": eid}, "from-repeat")
-            return StepOutcome.CONTINUE
+            return ProgramStep("get_wikidata_entry", {"qid": eid}, "from-repeat")
     suggestion = episode.proposal
     if not suggestion or episode.status_of(suggestion) is not None:
         return None
-    _assisted(episode)
-    episode.program_execute(thought, suggestion, "from-repeat")
-    return StepOutcome.CONTINUE
-
-
-def _assisted(episode: Episode) -> None:
-    """The program answered a repeat with the step it circles: counted, and the run of repeats starts again."""
-    episode.repeats, episode.assisted = 0, episode.assisted + 1
+    return ProgramStep.execute(suggestion, "from-repeat")
 
 
 # --- at the end ------------------------------------------------------------------------------------------------------
 
 
+def fallback_at_end(episode: EpisodeView) -> ProgramStep | None:
+    """The steps are over with no accepted stop and no non-empty result: the lookup's candidate is run as the
+    program's fallback (`auto_run`), unless it already ran."""
+    if episode.accepted_final or last_nonempty(episode)[0] or not _acted(episode.steps):
+        return None
+    return _fallback(episode)
+
+
+def _acted(steps: Sequence[Step]) -> bool:
+    return any(s.note not in NO_RESULT for s in steps)
+
+
 def decide(
-    episode: Episode, extract: Callable[[Episode], str | None] | None = None, candidate: bool = True
+    episode: EpisodeView, extract: Callable[[Any], str | None] | None = None, ran: str | None = None
 ) -> FinalQuery:
     """The episode's final query once its steps are over. `extract`: the extract call (None: no LM call);
-    `candidate`: the lookup's candidate may be run (a query, not an LM call)."""
+    `ran`: the fallback the program ran at the end (`fallback_at_end`)."""
     notes: list[str] = []
     final: str | None = episode.accepted_final
     source: str | None = "stop"
+    if not final and ran and episode.status_of(ran) == "ok" and nonempty(episode.result_of(ran)):
+        final, source = ran, "candidate"
     if not final:
         final, source = last_nonempty(episode)
-    acted = any(s.note not in NO_RESULT for s in episode.steps)
-    if not final and acted and candidate:
-        ran = run_candidate(episode, "The episode ended without an answer.", at_end=True)
-        if ran and episode.status_of(ran) == "ok" and nonempty(episode.result_of(ran)):
-            final, source = ran, "candidate"
-    if (
-        not final
-        and acted
-        and extract is not None
-        and not (episode.stopped_without_query and not episode.variant.agent.reject_no_query_stop)
-    ):
+    acted = _acted(episode.steps)
+    ended_bare = episode.stopped_without_query and not episode.variant.agent.reject_no_query_stop
+    if not final and acted and extract is not None and not ended_bare:
         final = extract(episode)
         source = "extract" if final else None
     if not final:
@@ -261,7 +302,7 @@ def decide(
     return rewrite_form(episode, final, source, notes)
 
 
-def last_nonempty(episode: Episode) -> tuple[str | None, str | None]:
+def last_nonempty(episode: EpisodeView) -> tuple[str | None, str | None]:
     """The last execution with a non-empty result (neither blocked nor failed)."""
     for ex in reversed(episode.executions()):
         if ex.status not in ("blocked", "error") and nonempty(ex.result):
@@ -269,7 +310,9 @@ def last_nonempty(episode: Episode) -> tuple[str | None, str | None]:
     return None, None
 
 
-def seen_ids_only(episode: Episode, final: str, source: str | None, notes: list[str]) -> tuple[str | None, str | None]:
+def seen_ids_only(
+    episode: EpisodeView, final: str, source: str | None, notes: list[str]
+) -> tuple[str | None, str | None]:
     """(final query, source) once every id it names is one an observation showed or the KG knows: a query
     with an unseen, unknown id is replaced by the lookup's candidate query ("repaired"), else dropped."""
     seen: set[str] = set()
@@ -287,7 +330,7 @@ def seen_ids_only(episode: Episode, final: str, source: str | None, notes: list[
     return None, None
 
 
-def rewrite_form(episode: Episode, final: str, source: str | None, notes: list[str]) -> FinalQuery:
+def rewrite_form(episode: EpisodeView, final: str, source: str | None, notes: list[str]) -> FinalQuery:
     """The final query with its head rewritten to the question's form where it has another one and the rewrite
     keeps the question (`form_rewrite`)."""
     result = episode.result_of(final)
@@ -306,7 +349,7 @@ def rewrite_form(episode: Episode, final: str, source: str | None, notes: list[s
     return FinalQuery(final, source, None, tuple(notes), result)
 
 
-def unstepped_result(episode: Episode, final: str) -> QueryResult | None:
+def unstepped_result(episode: EpisodeView, final: str) -> QueryResult | None:
     """The result of a final query no step ran (the extract call's): whether a COUNT question's SELECT is to be
     counted depends on its values (stored numbers are the answer); None when it fails or is refused."""
     try:
@@ -324,4 +367,19 @@ def nonempty(result: QueryResult | None) -> bool:
     return False
 
 
-__all__ = ["FinalQuery", "StepOutcome", "assist_repeat", "decide", "judge_stop", "nonempty", "run_candidate"]
+__all__ = [
+    "ENDED",
+    "EpisodeView",
+    "FinalQuery",
+    "JudgeAsStop",
+    "ProgramStep",
+    "StepOutcome",
+    "Verdict",
+    "assist_repeat",
+    "decide",
+    "fallback_at_end",
+    "fallback_at_stop",
+    "judge_stop",
+    "nonempty",
+    "stop_argument",
+]

@@ -8,6 +8,7 @@ from typing import Any
 
 import dspy
 
+from saga_dspy.agent.authorship import author_of
 from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.episode import Episode
 from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, QUERY, is_infrastructure_error
@@ -124,6 +125,7 @@ def prediction(
         final_status=status,
         final_error=final_error,
         final_source=decided.source,
+        final_author=author_of(decided.source, decided.rewritten_from or final, episode.steps, episode.shown).as_dict(),
         rewritten_from=decided.rewritten_from,
         variant=variant,
         demos_dropped=episode.demos_dropped,
@@ -176,6 +178,7 @@ def empty_prediction(question: str, error: str, started: float, variant: str) ->
         final_status="error" if error else "none",
         final_error=None,
         final_source=None,
+        final_author=author_of(None, None, []).as_dict(),
         rewritten_from=None,
         variant=variant,
         notes=[],

@@ -466,7 +466,11 @@ class SagaProgram(dspy.Module):
     def _settle(self, episode: Episode, extract: bool = True, candidate: bool = True) -> None:
         """The episode's final query, by the final-query policy (`extract`: the extract call may be made,
         `candidate`: the lookup's candidate may be run)."""
-        episode.final = final_query.decide(episode, self.react.extract_query if extract else None, candidate)
+        fallback = final_query.fallback_at_end(episode) if candidate else None
+        if fallback is not None:
+            episode.take(final_query.ENDED, fallback)
+        ran = fallback.args["sparql"] if fallback is not None else None
+        episode.final = final_query.decide(episode, self.react.extract_query if extract else None, ran)
         episode.notes.extend(episode.final.notes)
 
     def _settle_failed(self, episode: Episode) -> None:

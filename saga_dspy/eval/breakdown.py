@@ -1,9 +1,9 @@
 """What a run's F1 is made of: F1 per answer kind of the gold (boolean, count, entity list, literal), the share
-of ASK golds that are `true` (what always answering yes would score), and who chose each final query (the
-model's own execution, its extract call, or a query the program ran for it).
+of ASK golds that are `true` (what always answering yes would score), and who wrote each final query
+(`agent.authorship`: the model, a shown candidate the model executed, its extract call, or the program).
 
-Computed from predictions lines alone (gold result, gold SPARQL, final source, trajectory), so `rescore`
-gives the same figures for runs written before these existed."""
+Computed from predictions lines alone (gold result, gold SPARQL, final author, or for older runs final source and
+trajectory), so `rescore` gives the same figures for runs written before these existed."""
 
 from __future__ import annotations
 
@@ -11,13 +11,10 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-ANSWER_KINDS = ("boolean", "count", "entity", "literal")
-ORIGINS = ("model", "extract", "program", "none")
+from saga_dspy.agent.authorship import AUTHORS, author_of_line
 
-# Notes of an execute step the program took (agent.episode): the lookup's proposal or best candidate, run at a
-# bare stop, at a repeated lookup, or at the episode's end. "from-stop" is not among them: the model wrote that
-# query as stop's argument, the program only executed it.
-PROGRAM_NOTES = frozenset({"from-suggestion", "from-candidate", "from-repeat"})
+ANSWER_KINDS = ("boolean", "count", "entity", "literal")
+ORIGINS = AUTHORS  # who wrote a final query (agent.authorship)
 
 _COUNT = re.compile(r"\bCOUNT\s*\(", re.I)
 _XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -55,26 +52,13 @@ def answer_kind(gold: Any, gold_sparql: str | None = None) -> str | None:
 
 
 def final_origin(line: Mapping[str, Any]) -> str:
-    """Who chose a predictions line's final query: `model` (an execute_sparql step of its own, or the query it
-    gave stop), `extract` (its extract call wrote it after the steps ran out), `program` (the lookup's proposal
-    or candidate, run by the program), `none` (no final query)."""
-    source = str(line.get("final_source") or "")
-    final = (line.get("rewritten_from") or line.get("sparql") or "").strip()
-    if not source or not final:
-        return "none"
-    base = source.split("+", 1)[0]
-    if base == "candidate":
-        return "program"
-    if base == "extract":
-        return "extract"
-    for step in line.get("trajectory") or []:
-        if not isinstance(step, Mapping) or step.get("tool_name") != "execute_sparql":
-            continue
-        args = step.get("tool_args") or {}
-        sparql = args.get("sparql") if isinstance(args, Mapping) else None
-        if isinstance(sparql, str) and sparql.strip() == final:
-            return "program" if step.get("note") in PROGRAM_NOTES else "model"
-    return "model"
+    """Who wrote a predictions line's final query: its author's kind (`agent.authorship.AUTHORS`)."""
+    return author_of_line(line).kind
+
+
+def rate_key(author: str) -> str:
+    """The summary key of an author's share: `author_model_candidate_rate`."""
+    return f"author_{author.replace('-', '_')}_rate"
 
 
 def _mean(values: list[float]) -> float | None:
@@ -84,23 +68,32 @@ def _mean(values: list[float]) -> float | None:
 def breakdown(lines: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Flat figures over predictions lines: `<kind>_n` / `<kind>_f1` for count, entity and literal golds (the
     boolean ones are `metrics.summarize`'s `boolean_*`), `boolean_true_rate` (share of ASK golds that are true),
-    `source_<origin>_rate` for each origin of the final query (shares of all lines)."""
+    `author_<author>_rate` for each author of the final query (shares of all lines; `rate_key`),
+    `author_edited_rate` (a shown candidate the model edited), `final_rewritten_rate`, `final_repaired_rate`."""
     lines = list(lines)
     f1s: dict[str, list[float]] = {kind: [] for kind in ANSWER_KINDS}
     true_golds = 0
     origins = dict.fromkeys(ORIGINS, 0)
+    edited = rewritten = repaired = 0
     for line in lines:
         kind = answer_kind(line.get("gold"), line.get("gold_sparql"))
         if kind is not None:
             f1s[kind].append(float(line.get("f1") or 0.0))
         if kind == "boolean":
             true_golds += bool(line["gold"].get("boolean"))
-        origins[final_origin(line)] += 1
+        author = author_of_line(line)
+        origins[author.kind] += 1
+        edited += author.edited
+        rewritten += author.rewritten
+        repaired += author.repaired
     out: dict[str, Any] = {}
     for kind in ANSWER_KINDS[1:]:
         out[f"{kind}_n"] = len(f1s[kind])
         out[f"{kind}_f1"] = _mean(f1s[kind])
     out["boolean_true_rate"] = true_golds / len(f1s["boolean"]) if f1s["boolean"] else None
     for origin in ORIGINS:
-        out[f"source_{origin}_rate"] = origins[origin] / len(lines) if lines else None
+        out[rate_key(origin)] = origins[origin] / len(lines) if lines else None
+    flags = {"author_edited_rate": edited, "final_rewritten_rate": rewritten, "final_repaired_rate": repaired}
+    for key, n in flags.items():
+        out[key] = n / len(lines) if lines else None
     return out

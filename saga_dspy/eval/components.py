@@ -24,6 +24,10 @@ gold (subject entity, property) pairs; see `eval.gold_pairs`):
   lookup of the question's first gold subject proposes (0 when it proposes none); over answerable questions.
 - the candidate query: the same F1 for the query the program runs when the model ends without executing
   anything (the proposal, else the lookup's best candidate), over the subject- and object-side questions together.
+- candidate oracle: for the same questions, the answers F1 of the top-1 candidate and oracle@K (K = 1, 3, 5: the
+  best of the first K ranked candidates the lookup would show, `saga_dspy.proposer`), once from the lookup of the
+  gold entity and once from the lookup of the search tool's first hit for the question's mention of it (so linking
+  errors count); the headroom a model choosing among the shown candidates has.
 - observation size: tokens per lookup observation, median / p95. Tokens are approximated without a
   tokenizer download: word pieces (`\\w+`) × 1.3 + one per punctuation mark (close to cl100k on
   English prose with ids; offline, so tiktoken's encodings are not fetched).
@@ -54,6 +58,7 @@ from saga_dspy.agent.answer_cues import rule_answer_type as cue_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.query_form import decide_query_form, is_yes_no_question, to_form
 from saga_dspy.config import Settings
+from saga_dspy.eval.candidate_oracle import CandidateOracle, print_oracle
 from saga_dspy.eval.datasets import load_benchmark
 from saga_dspy.eval.entity_linking import entity_linking, entity_names, percent
 from saga_dspy.eval.gold_pairs import GoldQuery, gold_queries
@@ -246,6 +251,7 @@ def component_stats(
         log(f"{dataset}/{resolved}: {len(records)} questions, {len(all_entities)} entity constants")
         linking = entity_linking(queries, by_id, names, search)
         tally = _Tally(settings, endpoint, search, schema, hierarchy, flavour)
+        tally.oracle.names = names
         for n, q in enumerate(queries):
             rec = by_id[q.qid]
             at = rule_answer_type(rec.get("question") or "", answer_type, schema, lexicon)
@@ -300,6 +306,7 @@ class _Tally:
         self.at_confusion: Counter = Counter()
         self.examples: list[dict[str, Any]] = []
         self.edges: dict[str, set[str]] = {}  # entity → its outgoing properties (what a lookup can show)
+        self.oracle = CandidateOracle(settings, endpoint, search, schema, hierarchy)
 
     def answer_type(self, rec: dict[str, Any], at, kind: str | None, gold_entities: list[str]) -> None:
         """`kind`, `gold_entities`: `gold_kind` of the question's gold."""
@@ -350,6 +357,7 @@ class _Tally:
                 if found is not None:
                     self.incoming_f1s.append(self._proposal_f1(found, rec, incoming=True))
                     self._candidate(found, rec, form, kind)
+                    self.oracle.add(q.incoming[0][0], rec, at)
             return
         for eid, pid in q.pairs:
             if eid not in seen:
@@ -375,6 +383,8 @@ class _Tally:
         obs, order, found = seen.get(q.pairs[0][0], ("", [], None))
         if found is not None:
             self._first_subject(found, obs, {p for _, p in q.pairs + q.incoming}, rec, form, kind)
+            if rec.get("answerable") and rec.get("gold"):
+                self.oracle.add(q.pairs[0][0], rec, at)
 
     def _first_subject(
         self, found: LookupResult, obs: str, gold_props: set[str], rec: dict[str, Any], form: str, kind: str
@@ -479,6 +489,7 @@ class _Tally:
                 if (both := self.f1s + self.incoming_f1s)
                 else None,
             },
+            "candidate_oracle": self.oracle.report(),
             "observation_tokens": {
                 "lookups": len(self.tokens),
                 "median": int(statistics.median(self.tokens)) if self.tokens else None,
@@ -558,6 +569,7 @@ def print_components(report: dict[str, Any], out: TextIO | None = None) -> None:
             f"({cq.get('rewritten_to_form')} rewritten)",
             file=out,
         )
+    print_oracle(report.get("candidate_oracle"), out)
     print(
         f"lookup tokens: median {ot['median']} p95 {ot['p95']} over {ot['lookups']} lookups ({ot['tokenizer']})",
         file=out,

@@ -115,6 +115,7 @@ def score_prediction(
         "answer_type": get("answer_type"),
         "query_form": get("query_form"),
         "final_source": get("final_source"),
+        "final_author": _jsonable(get("final_author")),  # agent.authorship: who wrote the final query
         "rewritten_from": get("rewritten_from"),
         "demos_dropped": get("demos_dropped"),  # demos the test firewall refused (None: not guarded)
         "notes": _jsonable(get("notes") or []),

@@ -44,14 +44,15 @@ KIND_COLUMNS = (
     ("count", "count", "kind"),
     ("entity list", "entity", "kind"),
     ("literal", "literal", "kind"),
-    ("by model", "source_model_rate", "pct"),
-    ("by extract", "source_extract_rate", "pct"),
-    ("by program", "source_program_rate", "pct"),
+    ("model", "author_model_rate", "pct"),
+    ("picked", "author_model_candidate_rate", "pct"),
+    ("extract", "author_extract_rate", "pct"),
+    ("program", "author_program_rate", "pct"),
 )
 KINDS_NOTE = (
     "F1 by the gold's answer kind (questions); ASK true: share of ASK golds that are true (what always "
-    "answering yes scores); final query chosen by the model (executed), its extract call, or the program (the "
-    "lookup's proposal run for it), in percent of questions"
+    "answering yes scores); who wrote the final query (agent.authorship), in percent of questions: the model, "
+    "the model picking a shown candidate (as it was or edited), its extract call, or the program (a fallback)"
 )
 
 COST_NOTE = (

@@ -58,6 +58,7 @@ from typing import Any
 import dspy
 import pandas as pd
 
+from saga_dspy.agent.authorship import author_of_line
 from saga_dspy.config import Settings, apply_offline_env
 from saga_dspy.eval import trace_writer  # stdlib only: mlflow is imported by its install(), when tracking is on
 from saga_dspy.eval.chart import comparison_chart
@@ -426,8 +427,9 @@ class Tracker:
     ) -> int:
         """Each question's scores on its trace (the run's traces, matched by their question): feedback `f1` (in
         percent) and `em`, expectations `expected_answers` and `expected_sparql` (from `rows`, the evaluation set,
-        by id), and the tags `mlflow_values.QUESTION_TAGS` (variant, f1, em, question id, dataset), the Traces
-        tab's columns. Returns the number of traces assessed."""
+        by id), the tags `mlflow_values.QUESTION_TAGS` (variant, f1, em, question id, dataset), the Traces tab's
+        columns, and `final_author` (`agent.authorship`; `final_author_candidate`: the shown candidate's rank).
+        Returns the number of traces assessed."""
         if not self.enabled or not run_id or self.trace == "none" or not lines:
             return 0
         try:
@@ -470,6 +472,11 @@ class Tracker:
             status = str(line.get("final_status"))
             mlflow.log_feedback(trace_id=trace_id, name="f1", value=f1, source=source, rationale=status)
             mlflow.log_feedback(trace_id=trace_id, name="em", value=bool(line.get("em")), source=source)
+            author = author_of_line(line)
+            mlflow.set_trace_tag(trace_id, "final_author", author.kind)
+            if author.rank is not None:
+                edited = " edited" if author.edited else ""
+                mlflow.set_trace_tag(trace_id, "final_author_candidate", f"{author.rank}{edited}")
             gold = answer_text(line.get("gold"), FINAL_CHARS)
             mlflow.log_expectation(trace_id=trace_id, name="expected_answers", value=gold, source=source)
             sparql = str(line.get("gold_sparql") or gold_sparql.get(str(line.get("id")), ""))

@@ -10,6 +10,7 @@ from ..kg.flavours import DIRECT
 from ..kg.flavours.datatypes import DATES as _DATES
 from ..kg.flavours.datatypes import NUMBERS as _NUMBERS
 from ..kg.flavours.datatypes import STRINGS as _STRINGS
+from ..kg.results import Binding
 from .context import QuestionContext
 from .render import body_pids
 from .state import AnswerType
@@ -75,9 +76,16 @@ def answers_fit(ctx: QuestionContext, body: str) -> bool | None:
     if at is None or not (scalar_kind(at) or at.qid):
         return None
     rows = ctx.rows(f"SELECT DISTINCT ?x WHERE {{ {body} }} LIMIT {SAMPLED}", optional=True)
-    answers = [row["x"] for row in rows if "x" in row]
-    if not answers:
+    return values_fit(ctx, [row["x"] for row in rows if "x" in row])
+
+
+def values_fit(ctx: QuestionContext, answers: Sequence[Binding]) -> bool | None:
+    """Do these answer values (a sample) fit the expected answer type? None where nothing tells: no answer type,
+    no answers, or answers with no types."""
+    at = ctx.state.answer_type
+    if at is None or not (scalar_kind(at) or at.qid) or not answers:
         return None
+    answers = list(answers)[:SAMPLED]
     scalar = scalar_kind(at)
     if scalar:
         wanted = _LITERALS.get(scalar, ())

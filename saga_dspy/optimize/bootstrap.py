@@ -5,9 +5,9 @@ DSPy's BootstrapFewShot runs a teacher on the trainset under `dspy.context(trace
 the runs the metric passes as the predictors' fixed demos, one step each. Here a demo is a whole solved
 question picked per question, so a passing run is kept whole: its steps (thought, tool, arguments, the real
 observation) and, from the same dspy trace, the type context and knowledge log the controller read before each
-step. A run is kept only where the model itself executed the query that answered (its final query came from a
-stop or its last non-empty execution, not the program's candidate query or an extract call), so a demo never
-shows a step the model did not take.
+step. A run is kept only where the model authored its final query (`agent.authorship`: its own query or a shown
+candidate it executed, not the program's fallback nor an extract call), so a demo never shows a step the model did
+not take.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 import dspy
 from tqdm import tqdm
 
+from saga_dspy.agent.authorship import author_of_line
 from saga_dspy.agent.compiled_pool import BOOTSTRAP
 from saga_dspy.eval.evalset import EvalItem
 from saga_dspy.eval.firewall import QuestionGuard
@@ -30,7 +31,7 @@ from saga_dspy.optimize.metric import example_f1
 
 log = logging.getLogger(__name__)
 
-OWN_STEPS = ("stop", "last-nonempty")  # final sources where the answering query is the model's own execution
+LINE_KEYS = ("final_author", "final_source", "rewritten_from", "sparql", "trajectory")  # what authorship reads
 BAD_NOTES = frozenset({"unparsable", "unknown-tool", "bad-args", "repeated", "rejected"})
 _STEP = re.compile(r"^Step (\d+)$", re.M)
 
@@ -52,8 +53,9 @@ def controller_states(trace: Sequence[tuple[Any, dict, Any]]) -> dict[int, dict[
 
 def trace_record(item: EvalItem, pred: Any, trace: Sequence, f1: float) -> tuple[dict[str, Any] | None, str]:
     """(a pool record of a passing run, "") or (None, why it cannot be a demo)."""
-    if (pred.final_source or "").split("+")[0] not in OWN_STEPS:
-        return None, f"final_query_from_{pred.final_source or 'none'}"
+    author = author_of_line({key: pred.get(key) for key in LINE_KEYS})
+    if not author.by_model:
+        return None, f"final_query_by_{author.kind}"
     raw = list(pred.trajectory or [])
     if any(s.get("note") in BAD_NOTES for s in raw):
         return None, "has_a_failed_step"

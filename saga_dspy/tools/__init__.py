@@ -3,7 +3,8 @@
 `make_tools(ctx)` returns `[search_wikidata, get_wikidata_entry, get_property_examples,
 execute_sparql, stop]` (names and argument shapes of the paper's controller prompt).
 Each returns an observation within `settings.observation_chars` that says what it cut: a
-string, or for the lookup and stop a typed result (`results.LookupResult`, `results.StopResult`)
+string, or for the lookup, execute_sparql and stop a typed result (`results.LookupResult`, `results.ExecuteResult`,
+`results.StopResult`)
 whose `text` is the observation; none raises (errors come back as `[ERROR] …` observations).
 
 One module per tool (search, lookup, examples, execute, stop); `specs` holds their names,
@@ -22,7 +23,7 @@ from saga_dspy.grounding.render import clip, fit
 from saga_dspy.tools.examples import do_examples
 from saga_dspy.tools.execute import do_execute
 from saga_dspy.tools.lookup import do_lookup
-from saga_dspy.tools.results import LookupResult, StopResult, ToolOutput, observation_of
+from saga_dspy.tools.results import ExecuteResult, LookupResult, StopResult, ToolOutput, observation_of
 from saga_dspy.tools.search import do_search
 from saga_dspy.tools.specs import TOOL_SPECS
 from saga_dspy.tools.stop import do_stop
@@ -30,7 +31,7 @@ from saga_dspy.tools.stop import do_stop
 log = logging.getLogger(__name__)
 
 
-Out = TypeVar("Out", str, LookupResult, StopResult)
+Out = TypeVar("Out", str, LookupResult, ExecuteResult, StopResult)
 
 
 def _guarded(ctx: QuestionContext, name: str, argument: str, fn: Callable[[], Out]) -> Out | str:
@@ -58,7 +59,7 @@ def make_tools(ctx: QuestionContext) -> list[Callable[..., ToolOutput]]:
     def get_property_examples(pid: str) -> str:
         return _guarded(ctx, "get_property_examples", pid, lambda: do_examples(ctx, pid))
 
-    def execute_sparql(sparql: str) -> str:
+    def execute_sparql(sparql: str) -> ExecuteResult | str:
         return _guarded(ctx, "execute_sparql", sparql, lambda: do_execute(ctx, sparql))
 
     def stop() -> StopResult | str:
@@ -77,6 +78,7 @@ def make_tools(ctx: QuestionContext) -> list[Callable[..., ToolOutput]]:
 
 
 __all__ = [
+    "ExecuteResult",
     "LookupResult",
     "StopResult",
     "ToolOutput",

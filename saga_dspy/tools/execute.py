@@ -13,6 +13,7 @@ from saga_dspy.grounding.patterns import ParsedQuery, parse_query
 from saga_dspy.grounding.render import clip, fit, render_ask, render_table
 from saga_dspy.kg.errors import SparqlError
 from saga_dspy.kg.results import AskResult, SelectResult
+from saga_dspy.tools.results import ExecuteResult
 
 NEXT_AFTER_OK = "Next: stop if these results answer the question; else refine the query."
 
@@ -94,7 +95,8 @@ def _summary(sparql: str) -> str:
     return clip(m.group(1).strip() if m else body, 70)
 
 
-def do_execute(ctx: QuestionContext, sparql: str) -> str:
+def do_execute(ctx: QuestionContext, sparql: str) -> ExecuteResult:
+    """Run the query: its observation (a labelled table, or what went wrong and what to check) and its execution."""
     flavour = ctx.flavour
     ctx.counters["executions"] += 1
     sparql = _strip_fences(sparql or "")
@@ -102,7 +104,8 @@ def do_execute(ctx: QuestionContext, sparql: str) -> str:
     try:
         result = ctx.query(sparql)
     except SparqlError as exc:
-        return _failed(ctx, sparql, parse_query(sparql, flavour), exc, started)
+        text = _failed(ctx, sparql, parse_query(sparql, flavour), exc, started)
+        return ExecuteResult(text, ctx.executions[-1])
     parsed = parse_query(sparql, flavour)  # after the check: it reuses the check's parse
     seconds = time.monotonic() - started
     _state_from_query(ctx, parsed)
@@ -132,8 +135,9 @@ def do_execute(ctx: QuestionContext, sparql: str) -> str:
     else:
         lines, status = _observe_no_answer(ctx, sparql, parsed, result, ask_false, conflicts)
     rows = len(result.rows) if isinstance(result, SelectResult) else 1
-    ctx.executions.append(Execution(sparql, result, None, status, [c.short(ctx) for c in conflicts], rows, seconds))
-    return fit("\n".join(lines), ctx.budget)
+    execution = Execution(sparql, result, None, status, [c.short(ctx) for c in conflicts], rows, seconds)
+    ctx.executions.append(execution)
+    return ExecuteResult(fit("\n".join(lines), ctx.budget), execution)
 
 
 def _failed(ctx: QuestionContext, sparql: str, parsed: ParsedQuery | None, exc: SparqlError, started: float) -> str:

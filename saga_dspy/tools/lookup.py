@@ -8,7 +8,6 @@ import re
 from dataclasses import dataclass, field
 
 from saga_dspy.grounding.answer_fit import fits_answer
-from saga_dspy.grounding.candidate import lookup_candidate
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.incoming import (
     IncomingView,
@@ -23,6 +22,7 @@ from saga_dspy.grounding.neighbourhood import Neighbourhood, fetch_neighbourhood
 from saga_dspy.grounding.ranking import id_order
 from saga_dspy.grounding.render import (
     Block,
+    body_pids,
     class_names,
     clip,
     entity_text,
@@ -34,6 +34,7 @@ from saga_dspy.grounding.render import (
 from saga_dspy.kg.flavours.datatypes import EXTERNAL_DATATYPES
 from saga_dspy.kg.flavours.datatypes import LOOKUP_ITEM_DATATYPES as ITEM_DATATYPES
 from saga_dspy.kg.values import Value
+from saga_dspy.proposer import Candidate, propose
 from saga_dspy.schema.compat import Decision, Outcome, filterable
 from saga_dspy.tools.evidence import evidence_text
 from saga_dspy.tools.examples import do_examples
@@ -47,6 +48,11 @@ TITLE_DESCRIPTION = 100
 TYPES_SHOWN = 4
 ANNOTATED_CLASSES = 3  # a domain or range of more classes is not annotated
 PID_IN_TEXT = re.compile(r"\b(P[1-9]\d*)\b")
+CANDIDATE_QUERY_CHARS = 240
+NEXT_CANDIDATES = (
+    "Next: execute the candidate that answers the question, as it is or edited, or write your own query with the "
+    "properties above."
+)
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------------
@@ -421,10 +427,18 @@ def _render(
         )
         rest = rest_block(ctx, arrangement.rest)
         blocks += [rest] if rest is not None else []
-        text = render_blocks(head, blocks, ctx.budget, tail=tail_lines(ctx, arrangement, incoming.proposal)).text
+        shown = ctx.settings.shown_candidates
         proposes = ctx.flavour.proposes_queries and ctx.flags.proposals
-        candidate = lookup_candidate(ctx, nb, arrangement, incoming) if proposes else None
-        return LookupResult(text, arrangement.proposal or incoming.proposal, candidate)
+        candidates = tuple(propose(ctx, nb, arrangement, incoming, shown)) if proposes else ()
+        tail = candidate_lines(ctx, candidates[:shown]) if shown and candidates else []
+        tail = tail or tail_lines(ctx, arrangement, incoming.proposal)
+        text = render_blocks(head, blocks, ctx.budget, tail=tail).text
+        return LookupResult(
+            text,
+            arrangement.proposal or incoming.proposal,
+            candidates[0].sparql if candidates else None,
+            candidates[:shown],
+        )
     blocks = [_property_block(ctx, pid, nb.edges[pid], fits[pid], pid in sel.confirmed) for pid in order]
     starred = [pid for pid in order if fits[pid]]
     proposes = ctx.flavour.proposes_queries and ctx.flags.proposals
@@ -434,6 +448,20 @@ def _render(
     else:
         tail = ["Next: execute a query with the property above that leads to the answer."]
     return LookupResult(render_blocks(head, blocks, ctx.budget, tail=tail).text, proposal, proposal)
+
+
+def candidate_lines(ctx: QuestionContext, candidates: tuple[Candidate, ...]) -> list[str]:
+    """The lookup's last section: its ranked candidate queries, each with how it was built, the properties it
+    uses, its executed answers (and whether they fit the expected answer type), then the `Next:` line."""
+    lines = ["Candidate queries (executed; run one as it is, edit one, or write your own):"]
+    for c in candidates:
+        props = ", ".join(f"{clip(ctx.property_label(pid), 30)} ({pid})" for pid in body_pids(c.sparql)[:3])
+        star = " (fit the answer type)" if c.fits else ""
+        lines.append(
+            f"{c.rank}. [{' + '.join(c.built)}{'; ' + props if props else ''}] {clip(c.sparql, CANDIDATE_QUERY_CHARS)}"
+            f"\n   → {c.preview.render() if c.preview else 'not executed'}{star}"
+        )
+    return [*lines, NEXT_CANDIDATES]
 
 
 # --- property examples ------------------------------------------------------------------------------------------------

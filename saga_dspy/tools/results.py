@@ -1,21 +1,37 @@
-"""What a tool returns beside its observation: the lookup's queries and stop's final execution, as typed values the
-episode records (no tool leaves a result in the shared context for another module to read back)."""
+"""What a tool returns beside its observation: the lookup's queries, the execution an execute_sparql call made and
+stop's final execution, as typed values the episode records (no tool leaves a result in the shared context for
+another module to read back)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from saga_dspy.grounding.context import Execution
+from saga_dspy.proposer import Candidate
 
 
 @dataclass(frozen=True)
 class LookupResult:
     """The lookup's observation (`text`) and the queries it puts forward: `proposal`, the query of its ★ property
-    (named in the text), and `candidate`, the proposal or else its best one-hop query (never shown)."""
+    (named in the text); `candidate`, the proposer's first (the program's fallback, run only when an episode
+    would otherwise end with no executed query); `shown`, the ranked candidates the text lists (none when
+    `settings.shown_candidates` is 0)."""
 
     text: str
     proposal: str | None = None
     candidate: str | None = None
+    shown: tuple[Candidate, ...] = ()
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class ExecuteResult:
+    """execute_sparql's observation and the execution it recorded (None where nothing ran: an empty query)."""
+
+    text: str
+    execution: Execution | None = None
 
     def __str__(self) -> str:
         return self.text
@@ -32,7 +48,7 @@ class StopResult:
         return self.text
 
 
-ToolOutput = str | LookupResult | StopResult
+ToolOutput = str | LookupResult | ExecuteResult | StopResult
 
 
 def observation_of(output: ToolOutput) -> str:

@@ -45,6 +45,7 @@ def test_ask_prints_the_trace_as_it_goes(scripted, capsys):
     assert "Q761383 Riemannian geometry" in out  # a short observation
     assert "[3] Thought: That is the answer." in out
     assert "Final SPARQL (from stop):" in out and "wd:Q761383 wdt:P138 ?x" in out
+    assert "Written by: model\n" in out  # its own query: no candidate was shown (no lookup)
     assert "?x = Q42299 (Bernhard Riemann)" in out  # answers with labels
     assert "lm_calls=4" in out and "steps=3" in out
     assert out.index("[1] Thought") < out.index("Final SPARQL")

@@ -958,12 +958,13 @@ MUNICH_CANDIDATE = "SELECT DISTINCT ?x WHERE { ?x wdt:P159 wd:Q1726 }"  # the lo
 def test_a_stop_with_nothing_executed_runs_the_lookups_best_candidate(settings, endpoint, search):
     script = [step("get_wikidata_entry", qid="Q1726"), step("stop")]  # the answer type comes from the question's cue
     pred, lm = run(settings, endpoint, search, script, MUNICH_Q)
-    assert "P159 wd:Q1726" not in pred.trajectory[0]["observation"]  # never shown to the model
+    assert "1. [one-hop" in pred.trajectory[0]["observation"]  # shown to the model, which did not run it
     assert [(s["tool_name"], s.get("note")) for s in pred.trajectory[1:]] == [
         ("execute_sparql", "from-candidate"),
         ("stop", ""),
     ]
     assert pred.sparql == MUNICH_CANDIDATE and pred.final_source == "stop" and pred.final_status == "ok"
+    assert pred.final_author["kind"] == "program"  # the program's fallback, whatever the stop's source says
     assert pred.counters["auto_runs"] == 1 and pred.counters["lm_calls"] == len(lm.history) == 2
     off, _ = run(settings, endpoint, search, script + [step("stop")], MUNICH_Q, variant="no-auto-run")
     assert off.trajectory[1]["note"] == "rejected" and not off.sparql

@@ -81,10 +81,10 @@ def test_breakdown_per_kind_true_share_and_sources():
     assert (b["entity_n"], b["entity_f1"]) == (1, 0.5)
     assert (b["count_n"], b["count_f1"]) == (1, 0.0)
     assert (b["literal_n"], b["literal_f1"]) == (0, None)
-    assert [b[f"source_{o}_rate"] for o in ("model", "extract", "program", "none")] == [0.25, 0.25, 0.25, 0.25]
+    assert [b[f"author_{o}_rate"] for o in ("model", "extract", "program", "none")] == [0.25, 0.25, 0.25, 0.25]
     metrics = compute_metrics(lines)  # and in every run's metrics.json
     assert metrics["boolean_n"] == 0 or metrics["boolean_true_rate"] == 0.5
-    assert metrics["source_program_rate"] == 0.25
+    assert metrics["author_program_rate"] == 0.25
 
 
 def test_the_summary_fits_in_120_characters_with_words_for_headers():
@@ -103,7 +103,7 @@ def test_the_summary_fits_in_120_characters_with_words_for_headers():
         **{f"{k}_n": 1000 for k in ("boolean", "count", "entity", "literal")},
         **{f"{k}_f1": 1.0 for k in ("boolean", "count", "entity", "literal")},
         "boolean_true_rate": 1.0,
-        **{f"source_{o}_rate": 1.0 for o in ("model", "extract", "program", "none")},
+        **{f"author_{o}_rate": 1.0 for o in ("model", "model_candidate", "extract", "program", "none")},
     }
     results = {name: worst for name in VARIANT_NAMES}
     ids = [str(i) for i in range(1000)]
@@ -151,6 +151,6 @@ def test_a_two_variant_run_reports_the_ci_kinds_and_sources(two_variant_run):
     for kind, n in (("entity", 3), ("boolean", 1), ("count", 1), ("literal", 1)):
         assert comparison["full"][f"{kind}_n"] == n, kind
     assert comparison["full"]["count_f1"] == 1.0 and comparison["spinach"]["count_f1"] == 0.0
-    assert comparison["full"]["source_model_rate"] == 1.0
+    assert comparison["full"]["author_model_rate"] == 1.0
     metrics = json.loads((out / "full" / "metrics.json").read_text())
     assert metrics["entity_n"] == 3 and metrics["boolean_true_rate"] in (0.0, 1.0)

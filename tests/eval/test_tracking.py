@@ -236,6 +236,9 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
             "mean_lm_calls",
             "mean_tokens",
             "mean_seconds",
+            "author_model_rate",
+            "author_model_candidate_rate",
+            "author_program_rate",
         ):
             assert key in run.data.metrics, key
             assert run.data.metrics[key] == display_value(run.data.metrics[key])  # rounded for the table
@@ -285,6 +288,7 @@ def test_eval_runs_carry_the_comparison_and_bounded_traces(store_path, endpoint,
         assert scores["f1"].feedback.value == pytest.approx(100 * line["f1"], abs=1e-2)  # percent, as the CLI
         assert scores["em"].feedback.value is bool(line["em"])
         assert scores["expected_sparql"].expectation.value == line["gold_sparql"]
+        assert trace.info.tags["final_author"] == line["final_author"]["kind"]  # who wrote the final query
         root = trace.data.spans[0]
         assert root.parent_id is None and root.outputs["sparql"] == line["sparql"]  # whole, not clipped
         assert isinstance(root.outputs["answers"], str) and "<list>" not in root.outputs["answers"]

@@ -21,6 +21,12 @@ from saga_dspy.variants import VARIANT_FLAGS, GroundingFlags
 from tests.helpers.tools import observing
 
 
+@pytest.fixture(scope="session")
+def settings(settings):
+    """The lookup view alone: without the proposer's candidate section (`shown_candidates` 0; tests/proposer)."""
+    return settings.model_copy(update={"shown_candidates": 0})
+
+
 @pytest.fixture
 def make(settings, endpoint, search, schema, hierarchy):
     """make(variant="full", **kw) -> (ctx, tools by name)."""

@@ -3,11 +3,19 @@ the answer type pick the same one, clearly; incoming proposals only when no outg
 
 from __future__ import annotations
 
+import pytest
+
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.incoming import IncomingEdge, arrange_incoming
 from saga_dspy.grounding.lookup_view import agreed
 from saga_dspy.grounding.ranking import PropertyScore
 from saga_dspy.tools.lookup import do_lookup
+
+
+@pytest.fixture(scope="session")
+def settings(settings):
+    """The lookup view alone: without the proposer's candidate section (`shown_candidates` 0; tests/proposer)."""
+    return settings.model_copy(update={"shown_candidates": 0})
 
 
 def _s(pid, relevance, fits):
@@ -103,9 +111,9 @@ def test_a_relevant_incoming_property_must_beat_the_outgoing_ones(settings, endp
 
 
 def test_the_best_candidate_is_the_proposal_else_the_most_relevant_property():
-    from saga_dspy.grounding.candidate import best_candidate
     from saga_dspy.grounding.incoming import IncomingView
     from saga_dspy.grounding.lookup_view import Arrangement
+    from saga_dspy.proposer.candidate import best_candidate
 
     def view(scores, proposal=None):
         return IncomingView({}, scores=scores, shown=[s.pid for s in scores], proposal=proposal)

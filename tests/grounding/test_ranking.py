@@ -19,6 +19,12 @@ from saga_dspy.grounding.ranking import (
 from saga_dspy.tools.lookup import do_lookup
 
 
+@pytest.fixture(scope="session")
+def settings(settings):
+    """The lookup view alone: without the proposer's candidate section (`shown_candidates` 0; tests/proposer)."""
+    return settings.model_copy(update={"shown_candidates": 0})
+
+
 @pytest.fixture(scope="module")
 def lexicon(settings):
     return load_lexicon(settings)

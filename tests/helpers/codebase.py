@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("schema",),
     ("services",),
     ("grounding",),
+    ("proposer",),
     ("tools",),
     ("agent", "lm", "signatures"),
     ("eval",),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from saga_dspy.grounding.neighbourhood import fetch_neighbourhood
-from saga_dspy.grounding.relational import relation_phrases, through
+from saga_dspy.proposer.relational import relation_phrases, through
 from saga_dspy.tools.lookup import do_lookup
 
 

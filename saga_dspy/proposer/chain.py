@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 
-from .answer_fit import answers_fit, held_properties
-from .context import QuestionContext
+from saga_dspy.grounding.answer_fit import answers_fit, held_properties
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.ranking import ALIAS, rank_properties
+from saga_dspy.grounding.render import items_body, items_query
+
 from .named_values import property_words
-from .ranking import ALIAS, rank_properties
-from .render import items_body, items_query
 
 TRIED = 3  # next properties checked at most
 _ANSWER = re.compile(r"\?x\b")

@@ -4,7 +4,7 @@ by the question, leads to answers that are; on the real store."""
 from __future__ import annotations
 
 from saga_dspy.grounding.answer_fit import answers_fit
-from saga_dspy.grounding.chain import follow
+from saga_dspy.proposer.chain import follow
 from saga_dspy.tools.lookup import do_lookup
 
 

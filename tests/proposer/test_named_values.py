@@ -4,8 +4,8 @@ or alias is a phrase of the question, held by some of the answers; never the loo
 from __future__ import annotations
 
 from saga_dspy.grounding.context import OPTIONAL_SECONDS, QuestionContext
-from saga_dspy.grounding.named_values import narrow, phrases
-from saga_dspy.grounding.superlative import order_by_superlative
+from saga_dspy.proposer.named_values import narrow, phrases
+from saga_dspy.proposer.superlative import order_by_superlative
 from saga_dspy.tools.lookup import do_lookup
 
 

@@ -3,8 +3,8 @@ on the real store."""
 
 from __future__ import annotations
 
-from saga_dspy.grounding.superlative import order_by_superlative
 from saga_dspy.grounding.words import amount_phrase
+from saga_dspy.proposer.superlative import order_by_superlative
 
 
 def test_the_amount_phrase_is_the_words_after_the_degree_word():

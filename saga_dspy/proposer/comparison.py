@@ -9,12 +9,12 @@ passes leaves the candidate as it was."""
 
 from __future__ import annotations
 
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.render import counted_query, items_body, items_query
+from saga_dspy.grounding.words import compared_amount
 from saga_dspy.kg.flavours.datatypes import ITEM_DATATYPES, QUANTITY
 
-from .context import QuestionContext
-from .render import counted_query, items_body, items_query
 from .superlative import amount_property
-from .words import compared_amount
 
 
 def compare(ctx: QuestionContext, sparql: str | None) -> str | None:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from .answer_fit import answers_fit, held_properties
-from .context import QuestionContext
+from saga_dspy.grounding.answer_fit import answers_fit, held_properties
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.neighbourhood import Neighbourhood
+from saga_dspy.grounding.ranking import ALIAS, rank_properties
+from saga_dspy.grounding.render import body_pids, items_body, items_query
+from saga_dspy.grounding.words import STOPWORDS, WORD, content_run, stem
+
 from .named_values import property_words
-from .neighbourhood import Neighbourhood
-from .ranking import ALIAS, rank_properties
-from .render import body_pids, items_body, items_query
-from .words import STOPWORDS, WORD, content_run, stem
 
 NOUN_WORDS = 2  # a relational noun phrase's longest form ("political leader")
 TRIED = 3  # properties of ?y checked at most

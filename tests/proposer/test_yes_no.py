@@ -3,8 +3,8 @@ named of the answers' kind (false), else whether the pattern has answers at all;
 
 from __future__ import annotations
 
-from saga_dspy.grounding.yes_no import ask as ask_of
 from saga_dspy.kg.results import AskResult
+from saga_dspy.proposer.yes_no import ask as ask_of
 from saga_dspy.tools.lookup import do_lookup
 
 

@@ -3,8 +3,8 @@ have, or a quantity's value; on the real store."""
 
 from __future__ import annotations
 
-from saga_dspy.grounding.comparison import compare
 from saga_dspy.grounding.words import compared_amount
+from saga_dspy.proposer.comparison import compare
 
 COUNTRIES = "SELECT DISTINCT ?x WHERE { ?x wdt:P31 wd:Q6256 }"
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-from .context import QuestionContext
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.render import items_body
+
 from .named_values import explained, narrow, phrases
-from .render import items_body
 
 _ANSWER = re.compile(r"\?x\b")
 

@@ -17,10 +17,10 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from .context import QuestionContext
-from .ranking import rank_properties
-from .render import body_pids, items_body, items_query
-from .words import STOPWORDS, WORD, head_phrases, stem
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.ranking import rank_properties
+from saga_dspy.grounding.render import body_pids, items_body, items_query
+from saga_dspy.grounding.words import STOPWORDS, WORD, head_phrases, stem
 
 MAX_WORDS = 5  # the longest phrase tried
 MAX_PHRASES = 180

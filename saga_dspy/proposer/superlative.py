@@ -13,13 +13,12 @@ are ordered by how many of its members point to each of them."""
 
 from __future__ import annotations
 
+from saga_dspy.grounding.answer_fit import HELD_SAMPLE, direct_properties, held_properties
+from saga_dspy.grounding.context import QuestionContext
+from saga_dspy.grounding.ranking import ALIAS, rank_properties
+from saga_dspy.grounding.render import counted_query, items_body, items_query
+from saga_dspy.grounding.words import WORD, amount_phrase, phrase_key
 from saga_dspy.kg.flavours.datatypes import ITEM_DATATYPES, ORDERED
-
-from .answer_fit import HELD_SAMPLE, direct_properties, held_properties
-from .context import QuestionContext
-from .ranking import ALIAS, rank_properties
-from .render import counted_query, items_body, items_query
-from .words import WORD, amount_phrase, phrase_key
 
 BETWEEN = "var/answer"  # a property between the answer and a variable: what a gold ORDER BY orders by
 TRIED = 3  # properties an amount's words meet, checked at most
