@@ -96,6 +96,7 @@ SETTINGS_FLAGS = (
     "stable_history",
     "demo_observation_chars",
     "demo_anchors",
+    "demo_steps",
     "demo_pool",
     "demo_pool_exclude",
 )
