@@ -168,7 +168,7 @@ class Settings(BaseSettings):
         "question and a lookup step, 3 adds the query step)",
     )
     demo_anchors: int = Field(
-        0,
+        1,
         ge=0,
         description="of those demonstrations, this many are the same for every "
         "question and shown first (the pool's shortest solved "

@@ -326,7 +326,7 @@ class LlamaCppEngine:
     def runtime(self) -> dict[str, Any]:
         """What sets this process's speed besides the prompts (a run's metrics keep it, so seconds from two days
         can be read side by side): llama.cpp's threads and the OpenMP wait policy chosen when it loaded, which
-        moves generation 1.3-1.6x (`omp_wait_policy`)."""
+        moves generation 1.3-1.6x (`omp_wait_policy`), and the reply's limits and drafts."""
         return {
             "n_threads": self.n_threads,
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY") or "default",
