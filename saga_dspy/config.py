@@ -182,7 +182,7 @@ class Settings(BaseSettings):
         "larger part of a local model's evaluated prompt)",
     )
     demo_steps: int = Field(
-        8,
+        3,
         ge=1,
         description="a demonstration's trajectory shows at most its last this many steps before the step it "
         "demonstrates (its decisive ones)",
@@ -231,13 +231,13 @@ class Settings(BaseSettings):
         "markers (fixed by the prompt) in a batch; the model writes the values",
     )
     thought_tokens: int = Field(
-        0,
+        32,
         ge=0,
         description="local model: a controller reply's next_thought ends after this many tokens (at its last "
         "sentence end before them) and the engine writes the next field's marker; 0: no cap",
     )
     cut_invented_turns: bool = Field(
-        False,
+        True,
         description="local model: a controller reply's next_thought ends where it starts writing an "
         "'Action:' or 'Observation:' of its own (a tool result that never ran)",
     )
