@@ -179,15 +179,11 @@ def measure(
     tokens: Tokens,
     cache: PrefixCacheModel,
     limit: int | None,
-    demo_anchors: int = 0,
-    final_extract: str = "auto",
-    stable_history: bool = True,
+    **settings: object,
 ):
     variant = json.loads((run_dir / "config.json").read_text())["variant"]
     per_question: dict[str, dict[str, int]] = {}
-    for r, calls in replayed_calls(
-        run_dir, limit, demo_anchors=demo_anchors, final_extract=final_extract, stable_history=stable_history
-    ):
+    for r, calls in replayed_calls(run_dir, limit, **settings):
         split: dict[str, int] = defaultdict(int)
         for messages, reply in calls:
             text, regions = chat_text(messages)
@@ -226,8 +222,14 @@ def main() -> int:
     parser.add_argument(
         "--demo-anchors",
         type=int,
-        default=0,
+        default=None,
         help="replay with this many demonstrations the same for every question (Settings.demo_anchors)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        help="any other setting of the replay, NAME=VALUE (a JSON value): demos=1, demo_steps=3, ...",
     )
     parser.add_argument(
         "--final-extract",
@@ -252,9 +254,16 @@ def main() -> int:
         cache = PrefixCacheModel(
             args.cache_bytes, args.state_fixed_bytes, KV_BYTES_PER_TOKEN
         )  # cold, as a fresh process
-        variant, per_question = measure(
-            run, tokens, cache, args.limit, args.demo_anchors, args.final_extract, args.stable_history
-        )
+        settings: dict[str, object] = {"final_extract": args.final_extract, "stable_history": args.stable_history}
+        if args.demo_anchors is not None:
+            settings["demo_anchors"] = args.demo_anchors
+        for item in args.set:
+            name, _, value = item.partition("=")
+            try:
+                settings[name] = json.loads(value)
+            except ValueError:
+                settings[name] = value
+        variant, per_question = measure(run, tokens, cache, args.limit, **settings)
         keys = sorted({k for q in per_question.values() for k in q})
         means = {k: round(statistics.mean(q.get(k, 0) for q in per_question.values()), 1) for k in keys}
         report[str(run)] = {

@@ -7,6 +7,7 @@
 #   bash benchmarks/dev_table.sh                 # writes runs/dev60/, the protocol tables (per run and pooled
 #                                                # per variant: runs/dev60/pooled.json) and the eval report
 #   VARIANTS="full spinach" OUT=runs/x bash benchmarks/dev_table.sh
+#   EXTRA="--demo-anchors 0 --demo-steps 8" OUT=runs/y bash benchmarks/dev_table.sh   # other settings, every run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -14,6 +15,8 @@ OUT=${OUT:-runs/dev60}
 VARIANTS=${VARIANTS:-full no-auto-run spinach}
 export LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 common=(--split dev --no-lm-cache --num-threads 1 --max-steps 10 --no-progress --no-mlflow --resume)
+read -ra extra <<< "${EXTRA:-}"
+common+=("${extra[@]}")
 
 runs=()
 for ids in data/slices/dev60/*.ids; do

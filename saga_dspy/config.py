@@ -192,6 +192,12 @@ class Settings(BaseSettings):
         "is clipped to this many characters (the demos are the "
         "larger part of a local model's evaluated prompt)",
     )
+    demo_steps: int = Field(
+        8,
+        ge=1,
+        description="a demonstration's trajectory shows at most its last this many steps before the step it "
+        "demonstrates (its decisive ones)",
+    )
     demo_pool: str = Field(
         "auto",
         description="the controller's demo pool: auto (the dataset's own where one is bundled, else shared), "
@@ -234,6 +240,23 @@ class Settings(BaseSettings):
         True,
         description="local model: the engine writes a chat-format reply's field "
         "markers (fixed by the prompt) in a batch; the model writes the values",
+    )
+    thought_tokens: int = Field(
+        0,
+        ge=0,
+        description="local model: a controller reply's next_thought ends after this many tokens (at its last "
+        "sentence end before them) and the engine writes the next field's marker; 0: no cap",
+    )
+    cut_invented_turns: bool = Field(
+        True,
+        description="local model: a controller reply's next_thought ends where it starts writing an "
+        "'Action:' or 'Observation:' of its own (a tool result that never ran)",
+    )
+    prompt_lookup: int = Field(
+        0,
+        ge=0,
+        description="local model: prompt-lookup decoding drafts up to this many tokens copied from the prompt "
+        "(ids, a shown query), checked in one batch; 0: off",
     )
     lm_timeout: float = Field(120.0, gt=0, allow_inf_nan=False, description="deadline of one LM request, seconds")
     lm_retries: int = Field(1, ge=0, le=5, description="retries of a failed LM request (transport errors, 5xx)")
@@ -366,6 +389,9 @@ LM_FLAGS = (
     "lm_cache",
     "context_window",
     "write_markers",
+    "thought_tokens",
+    "cut_invented_turns",
+    "prompt_lookup",
     "lm_timeout",
     "lm_retries",
     "question_budget",

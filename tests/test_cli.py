@@ -272,7 +272,13 @@ def test_a_local_models_runtime_is_kept_with_the_metrics(endpoint, tmp_path, mon
     results = evaluate(
         scripted_settings("test"), ["full"], out=tmp_path / "r", ids=["0"], lm=lm, endpoint=endpoint, progress=False
     )
-    runtime = {"n_threads": 2, "omp_wait_policy": "PASSIVE", "write_markers": False}
+    runtime = {
+        "n_threads": 2,
+        "omp_wait_policy": "PASSIVE",
+        "write_markers": False,
+        "field_limits": {},
+        "prompt_lookup": 0,
+    }
     assert results["full"].metrics["lm_runtime"] == runtime and Engine.loads == 1  # loaded in the warm-up
     assert json.loads((tmp_path / "r" / "metrics.json").read_text())["lm_runtime"] == runtime
     # a served LM has no such engine: nothing is recorded

@@ -67,7 +67,7 @@ DEMO_OBSERVATION_CHARS: int = Settings.model_fields[
 ].default  # a demo observation is clipped to this
 OUTPUT_TOOLS = {"execute": "execute_sparql", "lookup": "get_wikidata_entry"}  # demo outputs besides stop
 PROTOCOL = frozenset({"search_wikidata", "get_wikidata_entry", "execute_sparql"})  # what a filler demo must show
-DEMO_STEPS = 8  # at most this many steps of a demo trajectory are shown (the last ones)
+DEMO_STEPS: int = Settings.model_fields["demo_steps"].default  # at most this many steps of a demo trajectory
 FORM_WINDOW = 3  # of the k + FORM_WINDOW best matches, those of the question's query form are shown first
 FORMS = ("ASK", "COUNT", "SELECT")
 
@@ -203,30 +203,32 @@ def record_to_example(
     spinach: bool = False,
     output: str = "stop",
     observation_chars: int = DEMO_OBSERVATION_CHARS,
+    steps: int = DEMO_STEPS,
 ) -> dspy.Example | None:
     """One pool record as a demonstration of the controller's step predictor (None if unusable).
 
     `output="stop"`: the whole trajectory as input and the final stop as output (a whole solved
     question); `output="execute"`: the steps before the last execution as input and that
     execution (the query written from the evidence) as output; `output="lookup"`: the steps
-    before the first lookup (the search) as input and that lookup as output.
+    before the first lookup (the search) as input and that lookup as output. `steps`: the trajectory shows at most
+    the last this many steps before it (the decisive ones).
     """
     question = str(record.get("question") or "").strip()
     if not question:
         return None
     if "trajectory" in record and "next_tool_name" in record:  # already a step example
         return dspy.Example(**record).with_inputs(*[k for k in record if not k.startswith("next_")])
-    steps = _steps_of(record)
-    if not steps:
+    taken = _steps_of(record)
+    if not taken:
         return None
-    at = len(steps) - 1
+    at = len(taken) - 1
     if output in OUTPUT_TOOLS:
-        hits = [i for i, (st, _) in enumerate(steps) if st.tool_name == OUTPUT_TOOLS[output]]
+        hits = [i for i, (st, _) in enumerate(taken) if st.tool_name == OUTPUT_TOOLS[output]]
         if not hits:
             return None
         at = hits[-1] if output == "execute" else hits[0]
-    target, raw = steps[at]
-    shown = [st for st, _ in steps[:at]][-DEMO_STEPS:]
+    target, raw = taken[at]
+    shown = [st for st, _ in taken[:at]][-max(1, steps) :]
     form = str(record.get("query_form") or _form_of(str(record.get("sparql") or ""))).upper()
     answer_type = record.get("answer_type") or {"ASK": "boolean", "COUNT": "quantity"}.get(form, "unknown")
     # the state the controller saw when it chose this step (per step in the teacher's records)
@@ -293,13 +295,15 @@ class DemoPool:
         spinach: bool = False,
         variant: Variant | None = None,
         observation_chars: int = DEMO_OBSERVATION_CHARS,
+        steps: int = DEMO_STEPS,
         exclude: Iterable[str] = (),
         name: str = "",
         path: str | Path | None = None,
     ):
         """`variant`: render each record as that variant's tools show it (agent.demo_views); `spinach`
         (or a variant without the schema controller) renders the SPINACH controller's inputs;
-        `observation_chars`: each observation of a demo trajectory is clipped to this; `exclude`: benchmarks
+        `observation_chars`: each observation of a demo trajectory is clipped to this; `steps`: it shows at most its
+        last this many steps; `exclude`: benchmarks
         whose records (any of their `sources`) are left out; `name`, `path`: what `describe` says it is."""
         self.records: list[DemoRecord] = []
         spinach = spinach or (variant is not None and not variant.agent.schema_controller)
@@ -320,7 +324,7 @@ class DemoPool:
                 record = viewed
             try:
                 render = functools.partial(
-                    record_to_example, record, spinach=spinach, observation_chars=observation_chars
+                    record_to_example, record, spinach=spinach, observation_chars=observation_chars, steps=steps
                 )
                 example = render()
                 execute = render(output="execute") if example is not None else None

@@ -102,6 +102,7 @@ def load_demo_pool(
         return pool
     options: dict[str, Any] = {
         "observation_chars": settings.demo_observation_chars,
+        "steps": settings.demo_steps,
         "exclude": excluded_sources(settings),
     }
     if isinstance(pool, (str, Path)):

@@ -11,7 +11,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,12 @@ from typing import Any
 import dspy
 
 from saga_dspy.config import Settings
+from saga_dspy.lm.field_limits import FieldLimit, parse_limits
 from saga_dspy.lm.marked_reply import marked_reply
-from saga_dspy.lm.markers import reply_fields
+from saga_dspy.lm.markers import THOUGHT_FIELD, reply_fields
 from saga_dspy.lm.model_files import INSTALL_HINT, LOCAL_LM_MODEL, LocalModelError, ensure_local_model
 from saga_dspy.lm.prefix_cache import PrefixStateCache, lean_load_state, lean_save_state
+from saga_dspy.lm.prompt_lookup import RecentLookup, install_drafting
 from saga_dspy.lm.wire import capped_max_tokens, chat_messages, chat_response, stops_with_marker
 
 log = logging.getLogger(__name__)
@@ -173,6 +176,7 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int, seed: int) -> _Load
             # instance attributes shadow the methods that _create_completion calls around every completion
             llama.save_state = functools.partial(lean_save_state, llama)
             llama.load_state = functools.partial(lean_load_state, llama)
+            install_drafting(llama)  # prompt-lookup drafts, where an engine sets them (`lm.prompt_lookup`)
             loaded = _MODELS[key] = _Loaded(llama, threading.Lock())
     return loaded
 
@@ -190,6 +194,10 @@ class LlamaCppEngine:
     `llama=` injects a ready object with llama-cpp-python's
     `create_chat_completion` (tests); otherwise the model at `model_path` is
     loaded on the first call.
+
+    `field_limits`: how the named fields of a marked reply are kept short (`lm.field_limits`; a request's
+    metadata may bring its own); `prompt_lookup`: tokens drafted from the prompt per step (0: none). `totals`
+    counts what its calls cost (LM calls, prompt tokens, those evaluated, tokens sampled and written, seconds).
     """
 
     supports_function_calling = False
@@ -208,6 +216,8 @@ class LlamaCppEngine:
         temperature: float = 0.0,
         seed: int = 0,
         write_markers: bool = True,
+        field_limits: Mapping[str, FieldLimit | Mapping[str, Any]] | None = None,
+        prompt_lookup: int = 0,
         llama: Any = None,
     ):
         if model_path is None and llama is None:
@@ -221,6 +231,9 @@ class LlamaCppEngine:
         self.temperature = float(temperature)
         self.seed = int(seed)
         self.write_markers = bool(write_markers)
+        self.field_limits = {k: v.to_dict() for k, v in parse_limits(field_limits).items()}
+        self.prompt_lookup = int(prompt_lookup)
+        self.totals: Counter[str] = Counter()
         self._injected = _Loaded(llama, threading.Lock()) if llama is not None else None
 
     # -- engine protocol ----------------------------------------------------------
@@ -236,16 +249,19 @@ class LlamaCppEngine:
         config = request.config
         loaded = self._handle()
         kwargs = self._generation_kwargs(config)
+        metadata = (config.extensions or {}).get("metadata") or {}
+        limits = parse_limits(metadata.get("field_limits", self.field_limits))
         with loaded.lock:
             meter = _eval_meter(loaded.llama)
             if meter is not None:
                 meter.sizes.clear()
+            loaded.llama.draft_model = RecentLookup(self.prompt_lookup) if self.prompt_lookup > 0 else None
             try:
                 begun = bool(messages) and messages[-1]["role"] == "assistant"  # a text reply: no JSON mode
-                write = bool(((config.extensions or {}).get("metadata") or {}).get("write_markers", self.write_markers))
+                write = bool(metadata.get("write_markers", self.write_markers))
                 fields = reply_fields(messages) if write and (begun or "response_format" not in kwargs) else []
                 if fields or begun:
-                    raw = marked_reply(loaded.llama, messages, kwargs, fields)
+                    raw = marked_reply(loaded.llama, messages, kwargs, fields, limits)
                 else:
                     raw = loaded.llama.create_chat_completion(messages=messages, **kwargs)
             except ValueError as exc:
@@ -256,7 +272,21 @@ class LlamaCppEngine:
         prompt_tokens = (raw.get("usage") or {}).get("prompt_tokens")
         # the prompt tokens llama.cpp did not evaluate: held in its KV prefix or restored from the state cache
         reused = max(0, int(prompt_tokens) - evaluated) if evaluated is not None and prompt_tokens else None
+        self._count(raw, evaluated)
         return chat_response(raw, request.model, reused)
+
+    def _count(self, raw: dict[str, Any], evaluated: int | None) -> None:
+        """Adds a completion to `totals` (a plain chat completion's sampled tokens are its completion tokens)."""
+        usage = raw.get("usage") or {}
+        timings = raw.get("timings") or {}
+        totals = self.totals
+        totals["calls"] += 1
+        totals["prompt_tokens"] += int(usage.get("prompt_tokens") or 0)
+        totals["evaluated"] += int(evaluated or 0)
+        totals["sampled"] += int(timings.get("sampled", usage.get("completion_tokens") or 0))
+        totals["written"] += int(timings.get("written", 0))
+        totals["prompt_ms"] += int(1000 * float(timings.get("prompt_seconds", 0.0)))
+        totals["reply_ms"] += int(1000 * float(timings.get("reply_seconds", 0.0)))
 
     def stream(self, request: Any) -> Iterator[Any]:
         from dspy.lm15 import response_to_events
@@ -275,6 +305,8 @@ class LlamaCppEngine:
             "temperature": self.temperature,
             "seed": self.seed,
             "write_markers": self.write_markers,
+            "field_limits": self.field_limits,
+            "prompt_lookup": self.prompt_lookup,
         }
 
     @classmethod
@@ -294,11 +326,13 @@ class LlamaCppEngine:
     def runtime(self) -> dict[str, Any]:
         """What sets this process's speed besides the prompts (a run's metrics keep it, so seconds from two days
         can be read side by side): llama.cpp's threads and the OpenMP wait policy chosen when it loaded, which
-        moves generation 1.3-1.6x (`omp_wait_policy`)."""
+        moves generation 1.3-1.6x (`omp_wait_policy`), and the reply's limits and drafts."""
         return {
             "n_threads": self.n_threads,
             "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY") or "default",
             "write_markers": self.write_markers,
+            "field_limits": self.field_limits,
+            "prompt_lookup": self.prompt_lookup,
         }
 
     # -- internals ------------------------------------------------------------------
@@ -359,6 +393,8 @@ class LocalLlamaLM(dspy.LM):
         max_tokens: int = 512,
         seed: int = 0,
         write_markers: bool | None = None,
+        field_limits: Mapping[str, FieldLimit | Mapping[str, Any]] | None = None,
+        prompt_lookup: int = 0,
         cache: bool = True,
         num_retries: int = 0,
         engine: Any = None,
@@ -366,6 +402,10 @@ class LocalLlamaLM(dspy.LM):
     ):
         metadata = dict(kwargs.pop("metadata", None) or {})  # a loaded state brings its own
         write_markers = bool(metadata.get("write_markers", True) if write_markers is None else write_markers)
+        limits = {
+            k: v.to_dict()
+            for k, v in parse_limits(metadata.get("field_limits") if field_limits is None else field_limits).items()
+        }
         if engine is None or isinstance(engine, str):
             engine = LlamaCppEngine(
                 model_path,
@@ -376,6 +416,8 @@ class LocalLlamaLM(dspy.LM):
                 temperature=temperature,
                 seed=seed,
                 write_markers=write_markers,
+                field_limits=limits,
+                prompt_lookup=prompt_lookup,
             )
         kwargs.pop("async_engine", None)
         super().__init__(
@@ -388,7 +430,7 @@ class LocalLlamaLM(dspy.LM):
             engine=engine,
             # travels in every request (config.extensions, the one passthrough key lm15 admits), so DSPy's
             # cache keys a reply by how it was made; the engine reads it from there
-            metadata={**metadata, "write_markers": write_markers},
+            metadata={**metadata, "write_markers": write_markers, **({"field_limits": limits} if limits else {})},
             **kwargs,
         )
 
@@ -410,8 +452,16 @@ def local_lm(settings: Settings, *, model_path: str | os.PathLike[str] | None = 
         max_tokens=settings.max_tokens,
         seed=settings.seed,
         write_markers=settings.write_markers,
+        field_limits=thought_limits(settings),
+        prompt_lookup=settings.prompt_lookup,
         cache=settings.lm_cache,
     )
+
+
+def thought_limits(settings: Settings) -> dict[str, FieldLimit]:
+    """The limits settings put on a controller reply's thought (`thought_tokens`, `cut_invented_turns`)."""
+    limit = FieldLimit(settings.thought_tokens, settings.cut_invented_turns)
+    return parse_limits({THOUGHT_FIELD: limit})
 
 
 # --- served models -------------------------------------------------------------

@@ -8,9 +8,10 @@ import functools
 import importlib.util
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from saga_dspy.lm.field_limits import FieldLimit, ended
 from saga_dspy.lm.markers import OPENING, marker, next_field
 from saga_dspy.lm.prefix_cache import common_prefix
 
@@ -79,8 +80,18 @@ def looping(tokens: Sequence[int]) -> int:
     return 0
 
 
+def _field_at(fields: list[str], reply: str) -> str | None:
+    """The field whose value `reply` is writing: the last one whose marker it holds."""
+    held = [field for field in fields if f"[[ ## {field} ## ]]" in reply]
+    return held[-1] if held else None
+
+
 def marked_reply(
-    llama: Any, messages: list[dict[str, str]], kwargs: dict[str, Any], fields: list[str]
+    llama: Any,
+    messages: list[dict[str, str]],
+    kwargs: dict[str, Any],
+    fields: list[str],
+    limits: Mapping[str, FieldLimit] | None = None,
 ) -> dict[str, Any]:
     """A chat completion whose fixed text the engine writes: the reply a final assistant message began (the model
     continues it, and the completion is only what follows, as OpenAI-compatible servers return a continued
@@ -90,7 +101,11 @@ def marked_reply(
     matches). A fresh reply begins with the first field's marker, evaluated with the prompt; when the model
     begins a marker (`\\n\\n[[`), the rest of the next field's marker is evaluated in one batch behind it; the
     marker that would close the reply (`[[ ## completed`) ends it. The model writes every value; where it
-    would have written a marker itself, the text is the same. With no fields this is a plain continuation."""
+    would have written a marker itself, the text is the same. With no fields this is a plain continuation.
+
+    `limits` (`lm.field_limits`): a field they name ends where its limit says (a token cap, an invented turn),
+    and the engine writes the next field's marker, as if the model had. The reply's `timings` say how many
+    tokens the model sampled and the engine wrote, and the seconds to the first sampled token and after it."""
     begun = messages[-1]["content"] if messages and messages[-1]["role"] == "assistant" else ""
     prompt_text = chat_prompt(llama, messages[:-1] if begun else messages) + begun
     opened = marker(fields[0]) if fields and not begun else ""
@@ -121,15 +136,22 @@ def marked_reply(
             pass
     ends_turn = _end_of_turn(llama)
     llama.set_seed(int(kwargs.get("seed", 0)))
+    limits = limits or {}
     added: list[int] = []  # after the head: the model's tokens and the markers written for it
     text, finish, running = "", "length", True
+    field = _field_at(fields, begun + opened)  # the field being written, its value's start in added and text
+    field_from, field_chars, field_tokens = 0, 0, 0
+    started, first, sampled = time.perf_counter(), None, 0
     while running and len(added) < budget:
         running = False
         for token in llama.generate(head + added, **sampling):
+            first = first or time.perf_counter()
             if ends_turn(token):
                 finish = "stop"
                 break
             added.append(token)
+            sampled += 1
+            field_tokens += 1
             text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
             cut = min((text.index(s) for s in stops if s in text), default=-1)
             if cut >= 0:
@@ -143,7 +165,24 @@ def marked_reply(
                 rest = llama.tokenize(marker(field)[len("[[") :].encode("utf-8"), add_bos=False, special=True)
                 added += rest[: budget - len(added)]  # the cap counts the markers written too
                 text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
+                field_from, field_chars, field_tokens = len(added), len(text), 0
                 running = True  # generate again: the marker is evaluated in one batch with the model's "[["
+                break
+            limit = limits.get(field) if field is not None else None
+            value = ended(text[field_chars:], limit, field_tokens) if limit is not None else None
+            if value is not None and field is not None:  # the field ends here: the next marker is written for it
+                following = next_field(fields, begun + opened + text)
+                kept = llama.tokenize(value.encode("utf-8"), add_bos=False, special=True) if value else []
+                added = added[:field_from] + kept
+                if following is None:
+                    text, finish = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore"), "stop"
+                    break
+                added += llama.tokenize(OPENING.encode("utf-8"), add_bos=False, special=True)
+                added += llama.tokenize(marker(following)[len("[[") :].encode("utf-8"), add_bos=False, special=True)
+                del added[budget:]
+                text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
+                field, field_from, field_chars, field_tokens = following, len(added), len(text), 0
+                running = True
                 break
             if len(added) >= budget:
                 break
@@ -152,6 +191,7 @@ def marked_reply(
                 del added[len(added) - (LOOP_REPEATS - 1) * period :]
                 text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
                 break
+    ended_at = time.perf_counter()
     if llama.cache:
         llama.cache[head + added] = llama.save_state()
     n_prompt = len(prompt_ids)
@@ -164,5 +204,11 @@ def marked_reply(
             "prompt_tokens": n_prompt,
             "completion_tokens": len(head) - n_prompt + len(added),
             "total_tokens": len(head) + len(added),
+        },
+        "timings": {
+            "sampled": sampled,
+            "written": max(0, len(head) - n_prompt + len(added) - sampled),
+            "prompt_seconds": (first or ended_at) - started,
+            "reply_seconds": ended_at - (first or ended_at),
         },
     }

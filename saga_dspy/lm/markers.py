@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+THOUGHT_FIELD = "next_thought"  # dspy.ReAct's reasoning field: most of what a controller reply generates
 OPENING = "\n\n[["  # how the model begins the next marker: the engine writes the rest of it
 _ORDER = re.compile(
     r"Respond with the corresponding output fields, starting with the field (.*?), and then ending "

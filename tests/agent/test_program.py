@@ -618,7 +618,7 @@ POOL = [
 
 
 def test_demos_are_chosen_per_question_and_not_stored(settings, endpoint, search):
-    s = settings.model_copy(update={"demos": 1})
+    s = settings.model_copy(update={"demos": 1, "demo_anchors": 0})
     program = SagaProgram(s, endpoint, search, demo_pool=POOL)
     lm = DummyLM([answer_type("person", "Q5"), step("execute_sparql", sparql=RIEMANN_SPARQL), step("stop")])
     with dspy.context(lm=lm):
@@ -637,7 +637,7 @@ def test_a_controller_shown_no_demonstration_reads_an_example_of_the_tool_sequen
     assert example in system and system.index(example) > system.index("{} for stop.")
     assert answer_ids(pred) == {"Q42299"}
     # a controller shown demonstrations reads the instructions without it
-    program = SagaProgram(settings.model_copy(update={"demos": 1}), endpoint, search, demo_pool=POOL)
+    program = SagaProgram(settings.model_copy(update={"demos": 1, "demo_anchors": 0}), endpoint, search, demo_pool=POOL)
     lm = DummyLM(script)
     with dspy.context(lm=lm):
         program(question=RIEMANN_Q)

@@ -1,0 +1,64 @@
+"""How a free-text field of a marked reply is kept short: a token cap, and an end where the model starts writing a
+turn of its own (`Action: …`, `Observation: …`), i.e. a tool result that never ran.
+
+A small model's thought is most of what it generates, and a long one also carries a failure: it goes on to write
+"Action: search(…) Observation: Q36 country" and then acts on the id it invented. The engine (`lm.marked_reply`)
+ends such a field where the limit says and writes the next field's marker itself, so the model goes on to the
+action it meant."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# a line (or sentence) that opens a ReAct turn: what the tools would write next, not the model
+INVENTED_TURN = re.compile(r"(?:^|\n|(?<=[.!?:]) )\s*(?:Action|Observation|Action Input|Tool result)\s*\d*\s*:", re.I)
+SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+
+
+@dataclass(frozen=True)
+class FieldLimit:
+    """`tokens`: the field ends after this many tokens of the model (0: no cap); `cut_invented`: it ends where it
+    starts an invented turn."""
+
+    tokens: int = 0
+    cut_invented: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "cut_invented": self.cut_invented}
+
+
+def parse_limits(raw: Mapping[str, Any] | None) -> dict[str, FieldLimit]:
+    """Limits by field name from their JSON form (a request's metadata); those that limit nothing are left out."""
+    out = {}
+    for name, spec in (raw or {}).items():
+        limit = spec if isinstance(spec, FieldLimit) else FieldLimit(**dict(spec))
+        if limit.tokens > 0 or limit.cut_invented:
+            out[str(name)] = limit
+    return out
+
+
+def invented_at(value: str) -> int | None:
+    """Where `value` starts an invented turn (None: it does not)."""
+    found = INVENTED_TURN.search(value)
+    return found.start() if found else None
+
+
+def capped(value: str) -> str:
+    """A value cut at its cap: up to its last sentence end when that keeps half of it or more, else as it is."""
+    ends = [m.end() for m in SENTENCE_END.finditer(value)]
+    return value[: ends[-1]] if ends and ends[-1] >= len(value) // 2 else value
+
+
+def ended(value: str, limit: FieldLimit, tokens: int) -> str | None:
+    """The field's value as it ends now, by `limit`, after `tokens` of the model's tokens (None: it goes on)."""
+    if limit.cut_invented and (at := invented_at(value)) is not None:
+        return value[:at].rstrip()
+    if limit.tokens and tokens >= limit.tokens:
+        return capped(value).rstrip()
+    return None
+
+
+__all__ = ["FieldLimit", "capped", "ended", "invented_at", "parse_limits"]

@@ -1,0 +1,181 @@
+"""What a local-model reply costs: a thought kept short (a token cap, an end at an invented `Action:` /
+`Observation:`), prompt-lookup drafts, and the engine's token totals; on scripted llama objects (no model)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from helpers.dspy_cache import fresh_dspy_cache  # noqa: F401  (autouse: a memory-only DSPy cache)
+
+from saga_dspy.config import Settings
+from saga_dspy.lm import LocalLlamaLM
+from saga_dspy.lm.field_limits import FieldLimit, capped, invented_at, parse_limits
+from saga_dspy.lm.llama import thought_limits
+from saga_dspy.lm.prompt_lookup import DraftingEval, RecentLookup
+
+CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+ASKS = (
+    "Respond with the corresponding output fields, starting with the field `[[ ## next_thought ## ]]`, then "
+    "`[[ ## next_tool_name ## ]]`, then `[[ ## next_tool_args ## ]]`, and then ending with the marker for "
+    "`[[ ## completed ## ]]`."
+)
+_MARKER = re.compile(r"\[\[ ## (\w+) ## \]\]\n")
+
+
+class FieldLlama:
+    """llama-cpp-python's token interface, one token a character (eos 7): the model writes `values[field]` for
+    the field whose marker the reply's text last holds (after what that field already holds), then `\\n\\n[[`;
+    after the last field it ends its turn. `sampled[field]` is what it wrote into each field."""
+
+    metadata = {"tokenizer.chat_template": CHATML}
+    cache = None
+
+    def __init__(self, values: dict[str, str]):
+        self.values = values
+        self.sampled: dict[str, str] = {}
+        self.draft_model = None
+
+    def n_ctx(self):
+        return 100_000
+
+    def token_eos(self):
+        return 7
+
+    def token_bos(self):
+        return -1
+
+    def set_seed(self, seed):
+        self.seed = seed
+
+    def tokenize(self, data, add_bos=True, special=True):
+        return [ord(c) + 1000 for c in data.decode()]
+
+    def detokenize(self, tokens, prev_tokens=None, special=False):
+        return "".join("<|im_end|>" if t == 7 else chr(t - 1000) for t in tokens).encode()
+
+    def generate(self, tokens, **sampling):
+        text = self.detokenize(tokens).decode()
+        reply = text[text.rindex("<|im_start|>assistant\n") :]
+        marks = list(_MARKER.finditer(reply))
+        field = marks[-1].group(1)
+        written = reply[marks[-1].end() :]
+        value = self.values[field]
+        assert value.startswith(written), written  # nothing the model would not have written
+        self.sampled.setdefault(field, "")
+        for c in value[len(written) :] + "\n\n[[":
+            self.sampled[field] += c
+            yield ord(c) + 1000
+        yield 7
+
+
+INVENTED = (
+    "I need the country. Action: search_wikidata(Poland)\nObservation: Q36 country (sovereign state) — the "
+    "country is Q36, so I look up Q36 next."
+)
+
+
+def ask(llama, **options):
+    lm = LocalLlamaLM(llama=llama, cache=False, **options)
+    return lm(messages=[{"role": "system", "content": "S"}, {"role": "user", "content": "Q\n\n" + ASKS}])[0], lm
+
+
+def test_a_thought_ends_where_it_starts_an_invented_action_and_the_model_goes_on_to_the_tool():
+    values = {"next_thought": INVENTED, "next_tool_name": "search_wikidata", "next_tool_args": '{"query": "Poland"}'}
+    llama = FieldLlama(values)
+    out, _ = ask(llama, field_limits={"next_thought": FieldLimit(cut_invented=True)})
+    assert out == (
+        "[[ ## next_thought ## ]]\nI need the country.\n\n[[ ## next_tool_name ## ]]\nsearch_wikidata\n\n"
+        '[[ ## next_tool_args ## ]]\n{"query": "Poland"}'
+    )
+    # the model stopped at the colon of its "Action:": none of the made-up observation was generated
+    assert llama.sampled["next_thought"] == "I need the country. Action:"
+    # without the limit (the old engine) the invented observation is in the reply, whole
+    whole = FieldLlama(values)
+    out, _ = ask(whole)
+    assert "Observation: Q36 country" in out and whole.sampled["next_thought"] == INVENTED + "\n\n[["
+
+
+def test_an_invented_observation_on_its_own_line_is_cut_too():
+    assert invented_at("Look it up.\nObservation: Q36") == len("Look it up.")
+    assert invented_at("Observation: the search found nothing") == 0
+    assert invented_at("The action: search for it. An observation about Q5 is useful.") is None
+
+
+def test_a_thought_is_capped_at_its_last_sentence_end_and_the_engine_writes_the_next_marker():
+    thought = "The person asked about is Q42. Its birthplace is asked, so I look up P19 and write the query."
+    values = {"next_thought": thought, "next_tool_name": "get_wikidata_entry", "next_tool_args": '{"qid": "Q42"}'}
+    llama = FieldLlama(values)
+    out, lm = ask(llama, field_limits={"next_thought": {"tokens": 40, "cut_invented": False}})
+    assert out.startswith(
+        "[[ ## next_thought ## ]]\nThe person asked about is Q42.\n\n[[ ## next_tool_name ## ]]\nget_wikidata_entry"
+    )
+    assert len(llama.sampled["next_thought"]) == 40  # forty tokens of thought, not the hundred it would write
+    assert capped("One two three") == "One two three"  # no sentence end: cut where the cap is
+    assert capped("Q42. Its birthplace is asked") == "Q42. Its birthplace is asked"  # it would keep too little
+    # the engine's totals: one call, the tokens the model sampled (40 + the other fields' values and "\n\n[[")
+    totals = lm.llama_engine.totals
+    sampled = 40 + len("get_wikidata_entry\n\n[[") + len('{"qid": "Q42"}\n\n[[')
+    assert totals["calls"] == 1 and totals["sampled"] == sampled and totals["written"] > 0
+
+
+def test_the_settings_put_their_limits_on_the_thought_and_none_reproduces_the_old_reply():
+    old = Settings(thought_tokens=0, cut_invented_turns=False)
+    assert thought_limits(old) == {}
+    new = Settings(thought_tokens=48, cut_invented_turns=True)
+    assert thought_limits(new) == {"next_thought": FieldLimit(48, True)}
+    assert parse_limits({"x": {"tokens": 0, "cut_invented": False}}) == {}
+    lm = LocalLlamaLM(llama=FieldLlama({}), cache=False, field_limits=thought_limits(new))
+    # the limits travel in every request's metadata, so DSPy's cache keys a reply by them
+    assert lm.kwargs["metadata"]["field_limits"] == {"next_thought": {"tokens": 48, "cut_invented": True}}
+
+
+def test_recent_lookup_drafts_what_followed_the_latest_occurrence_of_the_last_tokens():
+    ids = [5, 1, 2, 3, 9, 9, 1, 2, 3, 7, 8, 6, 4, 1, 2, 3]
+    assert RecentLookup(3)(np.array(ids)).tolist() == [7, 8, 6]  # the latest 1 2 3 before the end, not the first
+    assert RecentLookup(10)(np.array([4, 4, 1, 2, 5, 1, 2])).tolist() == [5, 1, 2]  # a 2-gram when no 3-gram
+    assert RecentLookup(3)(np.array([1, 2, 3, 4])).tolist() == []
+
+
+class _Batch:
+    def __init__(self):
+        self.calls = []
+
+    def set_batch(self, batch, n_past, logits_all):
+        self.calls.append((list(batch), n_past, logits_all))
+
+
+class _Ctx:
+    def __init__(self):
+        self.removed, self.decoded = [], 0
+
+    def kv_cache_seq_rm(self, seq, p0, p1):
+        self.removed.append(p0)
+        return True
+
+    def decode(self, batch):
+        self.decoded += 1
+
+
+class _Llama:
+    def __init__(self):
+        self._batch, self._ctx = _Batch(), _Ctx()
+        self.input_ids = np.zeros(64, dtype=np.intc)
+        self.n_tokens, self.n_batch, self.draft_model, self._requires_eval = 10, 512, None, True
+        self.inner = []
+
+
+def test_a_drafted_step_is_evaluated_with_every_position_s_logits_and_a_prompt_is_left_to_llama_cpp():
+    llama = _Llama()
+    evaluate = DraftingEval(llama, llama.inner.append)
+    evaluate([1, 2, 3])
+    assert llama.inner == [[1, 2, 3]] and not llama._batch.calls  # no draft model: llama-cpp-python's eval
+    llama.draft_model = RecentLookup(4)
+    evaluate([7, 8, 9])  # a sampled token and its draft
+    assert llama._batch.calls == [([7, 8, 9], 10, True)] and llama.n_tokens == 13
+    assert llama.input_ids[10:13].tolist() == [7, 8, 9] and llama._ctx.removed == [10]
+    evaluate(list(range(20)))  # longer than a drafted step (a prompt's tail): the last position's logits only
+    assert llama.inner[-1] == list(range(20))
