@@ -63,7 +63,7 @@ from saga_dspy.eval.report import (
     text_table,
 )
 from saga_dspy.eval.rescore import RESCORED, rescore
-from saga_dspy.eval.resume import restore_args
+from saga_dspy.eval.resume import holds_record, restore_args
 from saga_dspy.eval.run_inputs import COVERAGES, check_file_inputs, default_out_dir, program_has_controller_demos
 from saga_dspy.eval.rundir import write_file
 from saga_dspy.eval.runner import evaluate
@@ -310,7 +310,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.retry_failed:
         args.resume = True
     if args.resume:  # the recorded run, whole: a bare `--resume --out DIR` continues it, a conflicting flag is refused
-        args = restore_args(args, resume_dir(args, parser))
+        out_dir = resume_dir(args, parser)
+        if holds_record(out_dir) or "dataset" not in vars(args):
+            args = restore_args(args, out_dir)
+        else:  # a script's resumable step: the run its flags name, started where nothing is recorded yet
+            print(f"note: {out_dir} holds no recorded run yet: starting the one the flags name", file=sys.stderr)
     if getattr(args, "program", None) and "demos" not in vars(args) and program_has_controller_demos(args.program):
         print(
             f"note: {args.program} carries compiled controller demos; per-question pool demos are off "

@@ -89,6 +89,11 @@ def resume_command(out_dir: Path, *, retry_failed: bool = False, settings: Setti
     return command
 
 
+def holds_record(out_dir: Path) -> bool:
+    """Whether DIR holds a recorded run (its own config.json or a variant folder's)."""
+    return (out_dir / CONFIG).is_file() or any(p.is_file() for p in out_dir.glob(f"*/{CONFIG}"))
+
+
 def recorded_config(out_dir: Path) -> tuple[dict[str, Any], list[str]]:
     """DIR's recorded run: a config.json (DIR's own, else its first variant folder's) and the variants the run
     directory stands for. An EvalError when DIR holds none (a resume never starts a run)."""

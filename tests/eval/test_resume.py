@@ -171,6 +171,18 @@ def test_a_resume_of_a_folder_without_a_recorded_run_starts_nothing(tmp_path, mo
     assert list(empty.iterdir()) == [] and lm.calls == 0
 
 
+def test_a_resume_that_names_its_run_starts_it_where_nothing_is_recorded(plans, tmp_path, monkeypatch, capsys):
+    """A script's resumable step (`--resume --dataset ... --out DIR`) starts the run it names the first time, then
+    continues it."""
+    plan, _ = plans
+    out = tmp_path / "fresh"
+    for _ in range(2):
+        rc, _, err = _main([*first_run_argv(out), "--resume"], monkeypatch, capsys, RecordingLM(plan))
+        assert rc == 0, err
+        assert len(_lines(out / "full" / "predictions.jsonl")) == 4
+    assert "0 to run" in err and "starting the one the flags name" not in err
+
+
 _CHILD = """
 import json, sys
 sys.path.insert(0, {tests!r})
