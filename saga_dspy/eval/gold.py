@@ -119,11 +119,8 @@ def freeze_missing_gold(
     on a live endpoint) gold not frozen yet is frozen into the cache now, said on stderr with the `freeze-gold`
     command that does the same; returns the file it wrote (None: nothing to freeze, or not allowed here, when
     loading then names the command)."""
-    if not (settings.is_embedded or settings.freeze_on_first_use):
+    if not freezes_now(settings, dataset, split, data_file, gold_file):
         return None
-    if _frozen_gold(settings, dataset, split, data_file, gold_file) is not None:
-        return None
-    load_records(dataset, split, settings, data_file)  # an unknown dataset or split says so before any freezing
     resolved = resolve_split(dataset, split)
     cached = cached_gold_path(settings, dataset, resolved, _data_source(dataset, data_file))
     where = "the embedded sample" if settings.is_embedded else settings.endpoint
