@@ -1,8 +1,8 @@
 """The package's shape: layers import only downward and no import goes round in a circle, knowledge-graph differences
 are flavour data (no comparison against a KG's name, no KG name as a default, outside `kg/flavours/` and `config.py`;
-no Wikidata id outside `kg/flavours/`), no lab notebook in comments and docstrings, no module
-over 600 lines, no function over 80 lines but two at most. The rules read the source (tests/helpers/codebase.py); benchmarks/code_metrics.py reports the same
-figures."""
+no Wikidata id outside `kg/flavours/`), no lab notebook in comments and docstrings, no module over 600 lines, no
+function over 80 lines but two at most. The rules read the source (tests/helpers/codebase.py);
+benchmarks/code_metrics.py reports the same figures."""
 
 from __future__ import annotations
 
