@@ -56,6 +56,7 @@ def measure(repo: Path, with_duplicates: bool = True) -> dict:
         "largest module": f"{largest.rel} ({largest.lines})",
         "modules over 600 lines": [f"{m.rel} ({m.lines})" for m in mods if m.lines > MAX_MODULE],
         "longest function": f"{fn_mod}:{fn_name} ({fn_lines})",
+        "functions over 80 lines": codebase.long_functions(mods, 80),
         "if per 100 lines, agent/": round(100 * sum(codebase.if_keywords(m) for m in agent) / max(agent_lines, 1), 1),
         "if per 100 lines, react/episode/program": hot,
         "Any": f"{any_count} ({1000 * any_count / lines:.1f} per 1k lines)",

@@ -68,40 +68,18 @@ class BenchmarkInfo:
         )
 
 
+def _train_dev_test(name: str, title: str, kg: str, **more: Any) -> BenchmarkInfo:
+    """A benchmark whose splits are train, dev and test under those names."""
+    return BenchmarkInfo(name, title, kg, ("train", "dev", "test"), test="test", dev="dev", train="train", **more)
+
+
 BENCHMARKS: dict[str, BenchmarkInfo] = {
     b.name: b
     for b in (
-        BenchmarkInfo(
-            "qald7",
-            "QALD-7 task 4 (Wikidata)",
-            "wikidata",
-            ("train", "dev", "test"),
-            test="test",
-            dev="dev",
-            train="train",
-        ),  # dev: eval.splits
-        BenchmarkInfo(
-            "qald9plus",
-            "QALD-9-plus (Wikidata)",
-            "wikidata",
-            ("train", "dev", "test"),
-            test="test",
-            dev="dev",
-            train="train",
-        ),  # dev: eval.splits
-        BenchmarkInfo(
-            "qald10",
-            "QALD-10",
-            "wikidata",
-            ("train", "dev", "test"),
-            test="test",
-            dev="dev",
-            train="train",
-            numeric_ids=("test",),
-        ),  # dev: eval.splits
-        BenchmarkInfo(
-            "wwq", "WikiWebQuestions", "wikidata", ("train", "dev", "test"), test="test", dev="dev", train="train"
-        ),
+        _train_dev_test("qald7", "QALD-7 task 4 (Wikidata)", "wikidata"),  # dev: eval.splits
+        _train_dev_test("qald9plus", "QALD-9-plus (Wikidata)", "wikidata"),  # dev: eval.splits
+        _train_dev_test("qald10", "QALD-10", "wikidata", numeric_ids=("test",)),  # dev: eval.splits
+        _train_dev_test("wwq", "WikiWebQuestions", "wikidata"),
         BenchmarkInfo("spinach", "SPINACH", "wikidata", ("dev", "test"), test="test", dev="dev", metric_mode="rows"),
         BenchmarkInfo("lcquad2", "LC-QuAD 2.0", "wikidata", ("test",), test="test"),
         BenchmarkInfo("webqsp", "WebQuestionsSP", "freebase", ("train", "test"), test="test", train="train"),

@@ -10,6 +10,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -118,11 +119,8 @@ def freeze_missing_gold(
     on a live endpoint) gold not frozen yet is frozen into the cache now, said on stderr with the `freeze-gold`
     command that does the same; returns the file it wrote (None: nothing to freeze, or not allowed here, when
     loading then names the command)."""
-    if not (settings.is_embedded or settings.freeze_on_first_use):
+    if not freezes_now(settings, dataset, split, data_file, gold_file):
         return None
-    if _frozen_gold(settings, dataset, split, data_file, gold_file) is not None:
-        return None
-    load_records(dataset, split, settings, data_file)  # an unknown dataset or split says so before any freezing
     resolved = resolve_split(dataset, split)
     cached = cached_gold_path(settings, dataset, resolved, _data_source(dataset, data_file))
     where = "the embedded sample" if settings.is_embedded else settings.endpoint
@@ -216,29 +214,10 @@ def freeze_gold(
     if progress:
         iterator = tqdm(records, desc=f"{name}/{split}", unit="q")
     frozen = []
-    errors: dict[str, int] = {}
-    capped = 0
-    unanswerable: dict[str | None, int] = {}
-    with_source = compared = agree = 0
-    f1_sum = 0.0
+    tally = _FreezeTally()
     for rec in iterator:
         result_json, error, n_rows, was_capped = _run_gold_query(endpoint, rec, timeout)
-        capped += was_capped
-        source_f1 = None
-        if rec["source_answers"] is not None:
-            with_source += 1
-            if result_json is not None:
-                source_f1 = answer_f1(result_json, rec["source_answers"], mode="answers")
-                compared += 1
-                f1_sum += source_f1
-                agree += source_f1 >= 1.0 - 1e-9
-        if error is not None:
-            errors[error["kind"]] = errors.get(error["kind"], 0) + 1
-            answerable = False
-        else:  # empty, degenerate (COUNT 0) or ASK false unless the dataset confirms it
-            why = unanswerable_reason(result_json, rec["sparql"], source_f1)
-            answerable = why is None
-            unanswerable[why] = unanswerable.get(why, 0) + (why is not None)
+        source_f1, answerable = tally.add(rec, result_json, error, was_capped)
         frozen.append(
             {
                 "id": rec["id"],
@@ -252,30 +231,70 @@ def freeze_gold(
             }
         )
     write_jsonl_gz(out_path, frozen)
-    total = len(frozen)
     summary = {
         "benchmark": name,
         "split": records[0]["split"] if records else split,
         "endpoint": endpoint_name,
         "date": date,
         "timeout": timeout,
-        "total": total,
+        "total": len(frozen),
         "answerable": sum(1 for f in frozen if f["answerable"]),
-        "empty": unanswerable.get("empty", 0),
-        "ask_false_unconfirmed": unanswerable.get("ask_false_unconfirmed", 0),
-        "degenerate_aggregate": unanswerable.get("degenerate_aggregate", 0),
-        "errors": dict(sorted(errors.items())),
-        "capped": capped,
-        "source_answers": {
-            "with": with_source,
-            "compared": compared,
-            "agree": agree,
-            "agreement": agree / compared if compared else None,
-            "mean_f1": f1_sum / compared if compared else None,
-        },
+        **tally.counts(),
     }
     write_file(_summary_path(out_path), json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
+
+
+@dataclass
+class _FreezeTally:
+    """The counts a freeze reports: why questions are unanswerable, errors by kind, capped results, and the
+    agreement of the frozen results with the dataset's stored answers."""
+
+    errors: dict[str, int] = field(default_factory=dict)
+    unanswerable: dict[str | None, int] = field(default_factory=dict)
+    capped: int = 0
+    with_source: int = 0
+    compared: int = 0
+    agree: int = 0
+    f1_sum: float = 0.0
+
+    def add(
+        self, rec: dict[str, Any], result_json: dict | None, error: dict | None, capped: bool
+    ) -> tuple[float | None, bool]:
+        """Count one frozen gold query; returns (its F1 against the stored answers, whether it is answerable)."""
+        self.capped += capped
+        source_f1 = None
+        if rec["source_answers"] is not None:
+            self.with_source += 1
+            if result_json is not None:
+                source_f1 = answer_f1(result_json, rec["source_answers"], mode="answers")
+                self.compared += 1
+                self.f1_sum += source_f1
+                self.agree += source_f1 >= 1.0 - 1e-9
+        if error is not None:
+            self.errors[error["kind"]] = self.errors.get(error["kind"], 0) + 1
+            return source_f1, False
+        # empty, degenerate (COUNT 0) or ASK false unless the dataset confirms it
+        why = unanswerable_reason(result_json, rec["sparql"], source_f1)
+        self.unanswerable[why] = self.unanswerable.get(why, 0) + (why is not None)
+        return source_f1, why is None
+
+    def counts(self) -> dict[str, Any]:
+        compared = self.compared
+        return {
+            "empty": self.unanswerable.get("empty", 0),
+            "ask_false_unconfirmed": self.unanswerable.get("ask_false_unconfirmed", 0),
+            "degenerate_aggregate": self.unanswerable.get("degenerate_aggregate", 0),
+            "errors": dict(sorted(self.errors.items())),
+            "capped": self.capped,
+            "source_answers": {
+                "with": self.with_source,
+                "compared": compared,
+                "agree": self.agree,
+                "agreement": self.agree / compared if compared else None,
+                "mean_f1": self.f1_sum / compared if compared else None,
+            },
+        }
 
 
 def _run_gold_query(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import logging
 import signal
 import sys
 import threading
@@ -16,21 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import dspy
-from tqdm import tqdm
 
 from saga_dspy.agent.demos import describe_pool
-from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, is_infrastructure_error
 from saga_dspy.agent.pools import check_pool_choice
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
 from saga_dspy.eval.answerability import describe_subset, subset_record
+from saga_dspy.eval.answering import run_questions
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
-from saga_dspy.eval.firewall import guard_kwargs
 from saga_dspy.eval.gold import freeze_missing_gold, freezes_now
-from saga_dspy.eval.metrics import MetricMode, compute_metrics
-from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_prediction
+from saga_dspy.eval.metrics import compute_metrics
+from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id
 from saga_dspy.eval.preflight import preflight
 from saga_dspy.eval.records import CONFIG, METRICS, run_config, write_json
 from saga_dspy.eval.report import against_first, comparison_metrics, markdown_table, summary_table
@@ -54,9 +51,6 @@ from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.search import Search
 from saga_dspy.services import KgServices
 
-log = logging.getLogger("saga_dspy.eval")
-
-
 # --------------------------------------------------------------------------- running
 
 
@@ -71,129 +65,6 @@ class VariantResult:
     run_id: str | None = None
     stopped: str | None = None  # why the run stopped early (infrastructure failures in a row)
     demo_pool: dict[str, Any] | None = None  # the controller's demo pool (`DemoPool.describe`); None: no demos
-
-
-def _progress_bar(total: int, initial: int, desc: str, enabled: bool):
-    return tqdm(
-        total=total,
-        initial=initial,
-        desc=desc,
-        unit="q",
-        disable=not enabled,
-        dynamic_ncols=True,
-        mininterval=0.5,
-        smoothing=0.3,
-        file=sys.stderr,
-    )
-
-
-def run_questions(
-    program: Any,
-    items: Sequence[EvalItem],
-    predictions: PredictionsFile,
-    *,
-    mode: MetricMode,
-    num_threads: int = 1,
-    lm: Any = None,
-    progress: bool = True,
-    desc: str = "eval",
-    done_lines: Sequence[dict[str, Any]] = (),
-    total: int | None = None,
-    on_line: Callable[[dict[str, Any]], None] | None = None,
-    max_infra_failures: int | None = None,
-) -> tuple[list[dict[str, Any]], bool, str | None]:
-    """Answer `items` in `num_threads` daemon threads, appending one line per finished question.
-
-    Returns (new lines, interrupted, stopped: why the run stopped early or None). Ctrl-C / SIGTERM
-    stops taking new questions and returns at once (questions still running are not written: they
-    are re-run by --resume); so do `max_infra_failures` infrastructure failures in a row."""
-    items = list(items)
-    new_lines: list[dict[str, Any]] = []
-    todo = list(reversed(items))
-    todo_lock = threading.Lock()
-    stop = threading.Event()
-    f1_sum = [sum(float(line.get("f1") or 0.0) for line in done_lines)]
-    n_done = [len(done_lines)]
-    bar = _progress_bar(total if total is not None else len(items) + len(done_lines), len(done_lines), desc, progress)
-    if n_done[0]:
-        bar.set_postfix_str(f"F1={f1_sum[0] / n_done[0]:.3f}")
-    errors: list[BaseException] = []
-    infra_in_a_row = [0]
-    stopped: list[str] = []
-
-    def answer(item: EvalItem) -> dict[str, Any]:
-        started = time.monotonic()
-        guard = guard_kwargs(program, item.question, item.gold_sparql)  # the test firewall, per question
-        try:
-            if lm is not None:
-                with dspy.context(lm=lm):
-                    pred = program(question=item.question, **guard)
-            else:
-                pred = program(question=item.question, **guard)
-        except Exception as exc:  # the program should never raise; record it if it does
-            log.warning("question %s raised %s", item.id, exc, exc_info=True)
-            return score_prediction(
-                item,
-                None,
-                mode,
-                error=f"{type(exc).__name__}: {exc}",
-                error_kind=INFRASTRUCTURE if is_infrastructure_error(exc) else PROGRAM,
-                seconds=time.monotonic() - started,
-            )
-        return score_prediction(item, pred, mode, seconds=time.monotonic() - started)
-
-    def worker() -> None:
-        try:
-            while not stop.is_set():
-                with todo_lock:
-                    if not todo:
-                        return
-                    item = todo.pop()
-                line = answer(item)
-                if stop.is_set() or not predictions.append(line):
-                    return
-                with predictions.lock:
-                    new_lines.append(line)
-                    n_done[0] += 1
-                    f1_sum[0] += line["f1"]
-                    bar.update(1)
-                    bar.set_postfix_str(f"F1={f1_sum[0] / n_done[0]:.3f}")
-                    infra_in_a_row[0] = infra_in_a_row[0] + 1 if line.get("error_kind") == INFRASTRUCTURE else 0
-                    if max_infra_failures and infra_in_a_row[0] >= max_infra_failures and not stopped:
-                        stopped.append(
-                            f"stopped after {infra_in_a_row[0]} questions in a row failed for the "
-                            f"infrastructure (last: {line.get('error')})"
-                        )
-                        stop.set()
-                if on_line is not None:
-                    on_line(line)
-        except BaseException as exc:  # pragma: no cover - a bug in scoring/writing
-            errors.append(exc)
-            stop.set()
-
-    threads = [
-        threading.Thread(target=worker, name=f"saga-eval-{i}", daemon=True)
-        for i in range(max(1, min(num_threads, len(items))) if items else 0)
-    ]
-    if not threads:
-        bar.close()
-        return new_lines, False, None
-    for t in threads:
-        t.start()
-    interrupted = False
-    try:
-        while any(t.is_alive() for t in threads):
-            for t in threads:
-                t.join(timeout=0.2)
-    except (KeyboardInterrupt, Interrupted):
-        interrupted = True
-        stop.set()
-        predictions.close()  # waits for a line being written; no line is written after this
-    finally:
-        bar.close()
-    if errors:
-        raise errors[0]
-    return new_lines, interrupted, (stopped[0] if stopped else None)
 
 
 def _raise_interrupt(signum, frame):  # SIGTERM -> the same path as Ctrl-C
@@ -226,35 +97,13 @@ def run_variant(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     kept = prepare_out_dir(out_dir, settings, resume=resume, retry_failed=retry_failed, overwrite=overwrite)
-    wanted = list(evalset.data["id"])
-    done = [line for line in kept if line["id"] in set(wanted)]
-    done_ids = {line["id"] for line in done}
-    todo = [EvalItem.from_row(row) for row in evalset.data if row["id"] not in done_ids]  # made lazily from rows
-    cfg = run_config(settings, evalset, program, endpoint, extra=extra_config)
-    cfg_path = out_dir / CONFIG
-    if resume and cfg_path.exists():
-        previous = read_config(cfg_path)
-        cfg["created"] = previous.get("created", cfg["created"])
-        cfg["resumed"] = [
-            *previous.get("resumed", []),
-            _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        ]
-    write_json(cfg_path, cfg)
+    wanted, done, todo = _split_done(evalset, kept)
+    cfg = _write_run_config(out_dir, settings, evalset, program, endpoint, extra_config, resume=resume)
     if resume:
         print(f"[{settings.variant}] resuming {out_dir}: {len(done)} done, {len(todo)} to run", file=sys.stderr)
 
     predictions = PredictionsFile(out_dir / PREDICTIONS)
-    params = {**run_params(settings, evalset, len(evalset)), **pool_params(cfg["demo_pool"])}
-    run_ctx = (
-        tracker.run(
-            run_name(settings.variant, evalset.dataset, evalset.split, settings.lm),
-            params=params,
-            nested=nested,
-            tags={"kind": "eval", "out_dir": str(out_dir), **(run_tags or {})},
-        )
-        if tracker
-        else _null_context()
-    )
+    run_ctx = _tracked_run(tracker, settings, evalset, out_dir, cfg, nested=nested, run_tags=run_tags)
     interrupted = False
     with run_ctx as run_id:
         phase_started = time.monotonic()
@@ -276,29 +125,15 @@ def run_variant(
             predictions.close()
         latest = last_by_id(PredictionsFile.read(out_dir / PREDICTIONS))
         lines = [latest[qid] for qid in wanted if qid in latest]
-        metrics = compute_metrics(lines, total=len(evalset))
-        metrics["interrupted"] = interrupted
-        metrics["subset"] = subset_record(evalset.filter_report, len(evalset))  # what was scored
-        metrics["stopped"] = stopped
-        if warmup_seconds is not None:
-            metrics["warmup_seconds"] = round(warmup_seconds, 3)
-        engine = local_engine(lm)
-        if engine is not None:
-            metrics["lm_runtime"] = engine.runtime()
+        metrics = _variant_metrics(
+            lines, evalset, lm, interrupted=interrupted, stopped=stopped, warmup_seconds=warmup_seconds
+        )
         # this invocation's question phase (wall clock, all threads): its questions per second are the
         # evaluation's throughput, without the run's fixed costs (tracking set-up, tables, chart)
         metrics["phase"] = {"questions": len(new), "seconds": round(time.monotonic() - phase_started, 3)}
         write_json(out_dir / METRICS, metrics)
-        if tracker:  # metrics, the evaluation set as dataset input, the per-question table; traces in the store
-            tracker.log_eval_result(
-                metrics, lines, settings.variant, eval_set=evalset.rows(), eval_set_name=evalset.name
-            )
-            tracker.flush()
-            # each question's scores and tags on its trace
-            tracker.log_assessments(run_id, lines, evalset.rows(), variant=settings.variant, dataset=evalset.name)
-            tracker.log_artifacts([out_dir / PREDICTIONS, out_dir / CONFIG, out_dir / METRICS])
-            if settings.program:
-                tracker.log_artifact(settings.program, artifact_path="program")
+        if tracker:
+            _log_variant(tracker, run_id, settings, evalset, out_dir, metrics, lines)
     return VariantResult(
         settings.variant,
         out_dir,
@@ -310,6 +145,102 @@ def run_variant(
         stopped=stopped,
         demo_pool=cfg["demo_pool"],
     )
+
+
+def _split_done(evalset: EvalSet, kept: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]], list[EvalItem]]:
+    """(the question ids in order, the kept lines of those questions, the questions still to answer)."""
+    wanted = list(evalset.data["id"])
+    done = [line for line in kept if line["id"] in set(wanted)]
+    done_ids = {line["id"] for line in done}
+    todo = [EvalItem.from_row(row) for row in evalset.data if row["id"] not in done_ids]  # made lazily from rows
+    return wanted, done, todo
+
+
+def _variant_metrics(
+    lines: list[dict[str, Any]],
+    evalset: EvalSet,
+    lm: Any,
+    *,
+    interrupted: bool,
+    stopped: str | None,
+    warmup_seconds: float | None,
+) -> dict[str, Any]:
+    """metrics.json's figures: the scores, what was scored, why the run stopped, the warm-up, the local LM's runtime."""
+    metrics = compute_metrics(lines, total=len(evalset))
+    metrics["interrupted"] = interrupted
+    metrics["subset"] = subset_record(evalset.filter_report, len(evalset))  # what was scored
+    metrics["stopped"] = stopped
+    if warmup_seconds is not None:
+        metrics["warmup_seconds"] = round(warmup_seconds, 3)
+    engine = local_engine(lm)
+    if engine is not None:
+        metrics["lm_runtime"] = engine.runtime()
+    return metrics
+
+
+def _write_run_config(
+    out_dir: Path,
+    settings: Settings,
+    evalset: EvalSet,
+    program: Any,
+    endpoint: Any,
+    extra_config: dict | None,
+    *,
+    resume: bool,
+) -> dict[str, Any]:
+    """config.json of the run; a resumed run keeps its creation time and adds this resumption's."""
+    cfg = run_config(settings, evalset, program, endpoint, extra=extra_config)
+    cfg_path = out_dir / CONFIG
+    if resume and cfg_path.exists():
+        previous = read_config(cfg_path)
+        cfg["created"] = previous.get("created", cfg["created"])
+        cfg["resumed"] = [
+            *previous.get("resumed", []),
+            _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        ]
+    write_json(cfg_path, cfg)
+    return cfg
+
+
+def _tracked_run(
+    tracker: Any,
+    settings: Settings,
+    evalset: EvalSet,
+    out_dir: Path,
+    cfg: dict[str, Any],
+    *,
+    nested: bool,
+    run_tags: Mapping[str, str] | None,
+) -> Any:
+    """The variant's MLflow run (a context that gives its id), or a null context when not tracked."""
+    params = {**run_params(settings, evalset, len(evalset)), **pool_params(cfg["demo_pool"])}
+    if not tracker:
+        return _null_context()
+    return tracker.run(
+        run_name(settings.variant, evalset.dataset, evalset.split, settings.lm),
+        params=params,
+        nested=nested,
+        tags={"kind": "eval", "out_dir": str(out_dir), **(run_tags or {})},
+    )
+
+
+def _log_variant(
+    tracker: Any,
+    run_id: str | None,
+    settings: Settings,
+    evalset: EvalSet,
+    out_dir: Path,
+    metrics: dict[str, Any],
+    lines: list[dict[str, Any]],
+) -> None:
+    """Metrics, the evaluation set as dataset input, the per-question table; each question's scores and tags on
+    its trace; the run's files (and the compiled program) as artifacts."""
+    tracker.log_eval_result(metrics, lines, settings.variant, eval_set=evalset.rows(), eval_set_name=evalset.name)
+    tracker.flush()
+    tracker.log_assessments(run_id, lines, evalset.rows(), variant=settings.variant, dataset=evalset.name)
+    tracker.log_artifacts([out_dir / PREDICTIONS, out_dir / CONFIG, out_dir / METRICS])
+    if settings.program:
+        tracker.log_artifact(settings.program, artifact_path="program")
 
 
 class _null_context:
@@ -394,14 +325,7 @@ def evaluate(
     out_dir = (
         Path(out) if out is not None else (Path(settings.out) if settings.out else default_out_dir(settings, resume))
     )
-    check_graph(settings, settings.dataset, data_file)
-    check_file_inputs(settings, data_file)
-    if data_file is not None and settings.demo_pool == "auto":  # a user's questions are no bundled benchmark's
-        settings = settings.model_copy(update={"demo_pool": "shared"})
-    try:
-        check_pool_choice(settings)
-    except ValueError as exc:
-        raise EvalError(str(exc)) from None
+    settings = _checked_inputs(settings, data_file)
     preflighted = settings.preflight and freezes_now(settings, settings.dataset, settings.split, data_file, gold_file)
     if preflighted:  # before the freeze: a dead LM or endpoint stops the run before any gold is frozen
         with KgServices(settings, endpoint, search) as services:
@@ -418,13 +342,9 @@ def evaluate(
     tracker = Tracker(settings, experiment or f"saga-eval-{evalset.dataset}-{evalset.split}")
     with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
         try:
-            several = len(variants) > 1
-            todo = 0
-            for variant in variants:  # what the run directory says against this run, before any server is asked
-                vdir = out_dir / variant if several else out_dir
-                vsettings = settings.model_copy(update={"variant": variant})
-                check_out_dir(vdir, vsettings, resume=resume, overwrite=overwrite)
-                todo += questions_left(vdir, evalset, resume=resume, retry_failed=retry_failed)
+            todo = _questions_left_in_runs(
+                settings, variants, evalset, out_dir, resume=resume, retry_failed=retry_failed, overwrite=overwrite
+            )
             if settings.preflight and todo and not preflighted:
                 preflight(settings, services, lm)
             invocation = invocation_record(variants, ids, data_file, gold_file, answerable_only, experiment)
@@ -449,6 +369,42 @@ def evaluate(
     if tracker.enabled:  # last: where to click through to the metrics and traces
         print("\n" + tracker.ui_hint(), file=stream)
     return results
+
+
+def _checked_inputs(settings: Settings, data_file: str | Path | None) -> Settings:
+    """The graph, the input files and the demo pool checked before anything runs; a user's questions file takes
+    the shared demo pool where the choice was left to `auto` (they are no bundled benchmark's)."""
+    check_graph(settings, settings.dataset, data_file)
+    check_file_inputs(settings, data_file)
+    if data_file is not None and settings.demo_pool == "auto":
+        settings = settings.model_copy(update={"demo_pool": "shared"})
+    try:
+        check_pool_choice(settings)
+    except ValueError as exc:
+        raise EvalError(str(exc)) from None
+    return settings
+
+
+def _questions_left_in_runs(
+    settings: Settings,
+    variants: Sequence[str],
+    evalset: EvalSet,
+    out_dir: Path,
+    *,
+    resume: bool,
+    retry_failed: bool,
+    overwrite: bool,
+) -> int:
+    """What each variant's run directory says against this run (before any server is asked), and how many
+    questions are left to answer in all."""
+    several = len(variants) > 1
+    todo = 0
+    for variant in variants:
+        vdir = out_dir / variant if several else out_dir
+        vsettings = settings.model_copy(update={"variant": variant})
+        check_out_dir(vdir, vsettings, resume=resume, overwrite=overwrite)
+        todo += questions_left(vdir, evalset, resume=resume, retry_failed=retry_failed)
+    return todo
 
 
 @contextlib.contextmanager

@@ -41,44 +41,13 @@ def label_index_version(path: Path) -> int:
 
 def build_label_index(store, path: Path) -> None:
     """Write the FTS5 index for every labelled entity of a pyoxigraph store."""
-    from pyoxigraph import NamedNode  # lazy: the store's engine is loaded only to build
-
-    entries: dict[str, dict] = {}
-    for row in store.query(_TERMS_QUERY):
-        qid = _local_id(row["e"].value)
-        if qid is None:
-            continue
-        entry = entries.setdefault(qid, {"label": "", "aliases": [], "description": ""})
-        kind, text = row["kind"].value, row["text"].value
-        if kind == "label":
-            entry["label"] = text
-        elif kind == "alias":
-            entry["aliases"].append(text)
-        else:
-            entry["description"] = text
+    entries = _terms(store)
     datatypes = {}
     for row in store.query(_DATATYPE_QUERY):
         qid = _local_id(row["e"].value)
         if qid:
             datatypes[qid] = row["t"].value.removeprefix(WIKIBASE)
-    # One pass over the graph: the triples about each entity (popularity), and the triples whose value it is
-    # (incoming; for a property, the direct triples that use it), the priors of the search's ranking.
-    popularity: dict[str, int] = {}
-    incoming: dict[str, int] = {}
-    for quad in store.quads_for_pattern(None, None, None):
-        subject, obj, predicate = quad.subject, quad.object, quad.predicate.value
-        if isinstance(subject, NamedNode) and subject.value.startswith(WD):
-            qid = subject.value[len(WD) :]
-            if qid in entries:
-                popularity[qid] = popularity.get(qid, 0) + 1
-        if isinstance(obj, NamedNode) and obj.value.startswith(WD):
-            qid = obj.value[len(WD) :]
-            if qid in entries:
-                incoming[qid] = incoming.get(qid, 0) + 1
-        if predicate.startswith(WDT):
-            pid = predicate[len(WDT) :]
-            if pid in entries:
-                incoming[pid] = incoming.get(pid, 0) + 1
+    popularity, incoming = _priors(store, entries)
     path.unlink(missing_ok=True)
     db = sqlite3.connect(path)
     db.executescript(
@@ -126,3 +95,45 @@ def build_label_index(store, path: Path) -> None:
     db.execute(f"PRAGMA user_version = {LABEL_INDEX_VERSION}")
     db.commit()
     db.close()
+
+
+def _terms(store) -> dict[str, dict]:
+    """Each entity's label, aliases and description, by id."""
+    entries: dict[str, dict] = {}
+    for row in store.query(_TERMS_QUERY):
+        qid = _local_id(row["e"].value)
+        if qid is None:
+            continue
+        entry = entries.setdefault(qid, {"label": "", "aliases": [], "description": ""})
+        kind, text = row["kind"].value, row["text"].value
+        if kind == "label":
+            entry["label"] = text
+        elif kind == "alias":
+            entry["aliases"].append(text)
+        else:
+            entry["description"] = text
+    return entries
+
+
+def _priors(store, entries: dict[str, dict]) -> tuple[dict[str, int], dict[str, int]]:
+    """One pass over the graph: the triples about each entity (popularity), and the triples whose value it is
+    (incoming; for a property, the direct triples that use it), the priors of the search's ranking."""
+    from pyoxigraph import NamedNode  # lazy: the store's engine is loaded only to build
+
+    popularity: dict[str, int] = {}
+    incoming: dict[str, int] = {}
+    for quad in store.quads_for_pattern(None, None, None):
+        subject, obj, predicate = quad.subject, quad.object, quad.predicate.value
+        if isinstance(subject, NamedNode) and subject.value.startswith(WD):
+            qid = subject.value[len(WD) :]
+            if qid in entries:
+                popularity[qid] = popularity.get(qid, 0) + 1
+        if isinstance(obj, NamedNode) and obj.value.startswith(WD):
+            qid = obj.value[len(WD) :]
+            if qid in entries:
+                incoming[qid] = incoming.get(qid, 0) + 1
+        if predicate.startswith(WDT):
+            pid = predicate[len(WDT) :]
+            if pid in entries:
+                incoming[pid] = incoming.get(pid, 0) + 1
+    return popularity, incoming

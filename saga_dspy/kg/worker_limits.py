@@ -68,15 +68,9 @@ def limit_memory(megabytes: int) -> str:
     (`ulimit -v`: raising it is refused); "" when set, else one line saying why it could not be."""
     if megabytes <= 0:
         return ""
-    limit = megabytes * 1024 * 1024
-    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    try:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    except (ValueError, OSError) as exc:
-        return f"oxigraph worker: the {megabytes} MB address-space limit cannot be set ({exc}); running without it"
-    return ""
+    return _set_limit(
+        resource.RLIMIT_AS, megabytes * 1024 * 1024, lower_hard=True, what=f"{megabytes} MB address-space limit"
+    )
 
 
 def limit_cpu_for_next_query(seconds: float) -> str:
@@ -86,13 +80,19 @@ def limit_cpu_for_next_query(seconds: float) -> str:
         return ""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     soft = int(usage.ru_utime + usage.ru_stime + seconds) + 1
-    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    return _set_limit(resource.RLIMIT_CPU, soft, lower_hard=False, what=f"{seconds:g} s CPU limit per query")
+
+
+def _set_limit(which: int, soft: int, *, lower_hard: bool, what: str) -> str:
+    """Set the soft limit `which` to `soft`, within its hard limit (`lower_hard`: the hard limit lowered to it too);
+    "" when set, else one line saying why it could not be."""
+    hard = resource.getrlimit(which)[1]
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
     try:
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+        resource.setrlimit(which, (soft, soft if lower_hard else hard))
     except (ValueError, OSError) as exc:
-        return f"oxigraph worker: the {seconds:g} s CPU limit per query cannot be set ({exc}); running without it"
+        return f"oxigraph worker: the {what} cannot be set ({exc}); running without it"
     return ""
 
 

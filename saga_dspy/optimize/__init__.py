@@ -205,31 +205,35 @@ def estimate_text(options: OptimizeOptions, runs: dict[str, int], settings: Sett
 # --------------------------------------------------------------------------- the compile
 
 
+@dataclass(eq=False)
 class _Compile:
     """One compile's state: the services, the sets, the program saved so far (a usable one at every moment)."""
 
-    def __init__(self, settings, options, sets, services, out_dir, tracker, lm, progress, stream, deadline):
-        self.settings = settings
-        self.options = options
-        self.sets = sets
-        self.services = services
-        self.out_dir = out_dir
-        self.tracker = tracker
-        self.lm = lm
-        self.progress = progress
-        self.stream = stream
-        self.deadline = deadline
-        self.k = options.k if options.k is not None else settings.demos
-        self.program_path = out_dir / PROGRAM
-        self.program: SagaProgram | None = None
-        self.chosen: str | None = None
-        self.gold: list[dict[str, Any]] = []
-        self.traces: list[dict[str, Any]] = []
-        self.bootstrap_counts: dict[str, int] = {}
-        self.gold_skipped: dict[str, int] = {}
-        self.scored: list[Candidate] = []
-        self.prompt_lm: Any = None  # MIPROv2's proposals (default: the task LM)
-        self.reflection_lm: Any = None  # GEPA's reflection (default: the task LM)
+    settings: Settings
+    options: OptimizeOptions
+    sets: OptimizeSets
+    services: KgServices
+    out_dir: Path
+    tracker: Tracker
+    lm: Any
+    progress: bool
+    stream: Any
+    deadline: float | None
+    k: int = field(init=False)
+    program_path: Path = field(init=False)
+    program: SagaProgram | None = field(default=None, init=False)
+    chosen: str | None = field(default=None, init=False)
+    gold: list[dict[str, Any]] = field(default_factory=list, init=False)
+    traces: list[dict[str, Any]] = field(default_factory=list, init=False)
+    bootstrap_counts: dict[str, int] = field(default_factory=dict, init=False)
+    gold_skipped: dict[str, int] = field(default_factory=dict, init=False)
+    scored: list[Candidate] = field(default_factory=list, init=False)
+    prompt_lm: Any = field(default=None, init=False)  # MIPROv2's proposals (default: the task LM)
+    reflection_lm: Any = field(default=None, init=False)  # GEPA's reflection (default: the task LM)
+
+    def __post_init__(self) -> None:
+        self.k = self.options.k if self.options.k is not None else self.settings.demos
+        self.program_path = self.out_dir / PROGRAM
 
     @property
     def best(self) -> SagaProgram:

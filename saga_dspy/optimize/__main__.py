@@ -59,6 +59,19 @@ def build_parser() -> argparse.ArgumentParser:
         default="pool",
         help="where the gold records come from: the dataset's bundled pool, or the gold teacher run on train",
     )
+    _add_set_args(parser)
+    _add_search_args(parser)
+    _add_budget_args(parser)
+    parser.add_argument("--data-file", help="train questions in our schema instead of the bundled train split")
+    parser.add_argument("--gold-file", help="frozen gold file of --data-file")
+    parser.add_argument("--experiment", help="MLflow experiment name")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+def _add_set_args(parser: argparse.ArgumentParser) -> None:
+    """Where the valset, the train questions and the report set come from, and their sizes."""
     parser.add_argument(
         "--split",
         dest="valset",
@@ -77,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--valset-size", type=int, default=None, help="valset questions (default: half of the split)")
     parser.add_argument("--report-size", type=int, default=None, help="report questions (default: all of them)")
     parser.add_argument("--train-size", type=int, default=None, help="train questions to bootstrap on (default: all)")
+
+
+def _add_search_args(parser: argparse.ArgumentParser) -> None:
+    """The optimizers' own settings: demos kept, random search, MIPROv2 and GEPA."""
     parser.add_argument("--threshold", type=float, default=1.0, help="F1 a bootstrapped run needs to become a demo")
     parser.add_argument("--max-traces", type=int, default=8, help="bootstrapped traces kept")
     parser.add_argument(
@@ -96,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--prompt-model", help="MIPROv2's proposal model (a dspy/litellm model; default: --lm)")
     parser.add_argument("--reflection-model", help="GEPA's reflection model (a dspy/litellm model; default: --lm)")
+
+
+def _add_budget_args(parser: argparse.ArgumentParser) -> None:
+    """The time a compile may take, and the estimate printed before it starts."""
     parser.add_argument(
         "--budget-minutes",
         type=float,
@@ -109,12 +130,6 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"for the estimate printed before start (default: {SECONDS_PER_RUN:g} with the bundled local model, "
         f"{SECONDS_PER_RUN_SERVED:g} over --num-threads with a served one)",
     )
-    parser.add_argument("--data-file", help="train questions in our schema instead of the bundled train split")
-    parser.add_argument("--gold-file", help="frozen gold file of --data-file")
-    parser.add_argument("--experiment", help="MLflow experiment name")
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    return parser
 
 
 def options_from_args(args: argparse.Namespace) -> OptimizeOptions:

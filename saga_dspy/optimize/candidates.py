@@ -16,7 +16,7 @@ import random
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -156,34 +156,26 @@ def pool_candidates(
     return out
 
 
+@dataclass(eq=False)
 class Scorer:
     """Scores candidates on the valset, each a run directory and a child run; keeps the best (ties: the earlier)
     among those clearly better than the first, the default program (`versus_first`)."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        valset: EvalSet,
-        services: KgServices,
-        out_dir: Path,
-        tracker: Tracker,
-        *,
-        lm: Any = None,
-        progress: bool = False,
-        stream=None,
-        on_best: Callable[[Candidate, SagaProgram], None] | None = None,
-    ):
-        self.settings = settings
-        self.valset = valset
-        self.services = services
-        self.out_dir = out_dir
-        self.tracker = tracker
-        self.lm = lm
-        self.progress = progress
-        self.stream = stream or sys.stdout
-        self.on_best = on_best
-        self.scored: list[Candidate] = []
-        self.best: Candidate | None = None
+    settings: Settings
+    valset: EvalSet
+    services: KgServices
+    out_dir: Path
+    tracker: Tracker
+    _: KW_ONLY
+    lm: Any = None
+    progress: bool = False
+    stream: Any = None  # default: stdout
+    on_best: Callable[[Candidate, SagaProgram], None] | None = None
+    scored: list[Candidate] = field(default_factory=list, init=False)
+    best: Candidate | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.stream = self.stream or sys.stdout
 
     def score(self, candidate: Candidate, program: SagaProgram | None = None) -> Candidate:
         index = len(self.scored)

@@ -16,13 +16,13 @@ from tqdm import tqdm
 from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
 from saga_dspy.eval.answerability import subset_record
+from saga_dspy.eval.answering import run_questions
 from saga_dspy.eval.evalset import EvalSet
 from saga_dspy.eval.metrics import compute_metrics
 from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile
 from saga_dspy.eval.records import CONFIG, METRICS, run_config, write_json
 from saga_dspy.eval.report import markdown_table, summary_table
 from saga_dspy.eval.rundir import write_file
-from saga_dspy.eval.runner import run_questions
 from saga_dspy.eval.significance import PairedComparison, paired_by_id
 from saga_dspy.eval.tracking import Tracker
 

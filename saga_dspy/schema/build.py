@@ -211,7 +211,39 @@ def _build_wikidata(endpoint: Endpoint, options: BuildOptions, log: Callable[[st
     with_hierarchy = (is_embedded and not partial) if options.hierarchy is None else options.hierarchy
     with_type_labels = with_hierarchy if options.entity_type_labels is None else options.entity_type_labels
 
-    # 1. every property with its datatype
+    props = _wikidata_properties(endpoint, options, page, log)  # 1. every property with its datatype
+    pids = sorted(props, key=lambda p: int(p[1:]) if p[1:].isdigit() else 0)
+    log(f"{len(pids)} properties")
+
+    # 2. labels and descriptions, 3. formal constraints: VALUES batches
+    batch = max(1, min(options.values_batch, page // 4 or 1))
+    _terms_and_constraints(endpoint, props, pids, batch, log)
+
+    # 4. empirical evidence for what has no formal constraint
+    if options.empirical:
+        _induce_empirical(endpoint, props, options, log)
+
+    labels = _class_labels(endpoint, props, page, batch, log, with_type_labels=with_type_labels)  # 5.
+    p279 = _subclass_edges(endpoint, page, log) if with_hierarchy else None  # 6.
+
+    # 7. usage evidence (the bundled sample: exact counts over the whole store)
+    with_usage = with_hierarchy if options.usage is None else options.usage
+    usage = _build_usage(endpoint, options, log) if with_usage else None
+
+    ordered = {pid: _ordered_entry(props[pid]) for pid in pids}
+    return SchemaIndex(
+        ordered,
+        dict(sorted(labels.items(), key=lambda kv: id_order(kv[0]))),
+        p279,
+        {"hierarchy_root": ROOT if with_hierarchy else None},
+        usage=usage,
+    )
+
+
+def _wikidata_properties(
+    endpoint: Endpoint, options: BuildOptions, page: int, log: Callable[[str], None]
+) -> dict[str, dict[str, Any]]:
+    """Every property with its datatype (or only `options.properties`); a whole build adds the constrained ones."""
     props: dict[str, dict[str, Any]] = {}
     if options.properties is not None:
         wanted_pids = [normalize_pid(p) for p in options.properties]
@@ -235,11 +267,14 @@ def _build_wikidata(endpoint: Endpoint, options: BuildOptions, log: Callable[[st
             pid = _local(row["p"].value, WD)
             if pid and pid.startswith("P"):
                 props.setdefault(pid, {"label": ""})
-    pids = sorted(props, key=lambda p: int(p[1:]) if p[1:].isdigit() else 0)
-    log(f"{len(pids)} properties")
+    return props
 
-    # 2. labels and descriptions, 3. formal constraints: VALUES batches
-    batch = max(1, min(options.values_batch, page // 4 or 1))
+
+def _terms_and_constraints(
+    endpoint: Endpoint, props: dict[str, dict[str, Any]], pids: list[str], batch: int, log: Callable[[str], None]
+) -> None:
+    """Each property's labels, descriptions and aliases, and its formal (P2302) domain and range, in VALUES
+    batches; a type constraint without classes says nothing and is dropped."""
     formal: dict[tuple[str, str], dict[str, Any]] = {}
     for chunk in _batches(pids, batch):
         for row in _select_values(endpoint, _TERMS_QUERY, chunk):
@@ -271,11 +306,17 @@ def _build_wikidata(endpoint: Endpoint, options: BuildOptions, log: Callable[[st
         f"{sum(1 for k in formal if k[1] == 'range')} ranges"
     )
 
-    # 4. empirical evidence for what has no formal constraint
-    if options.empirical:
-        _induce_empirical(endpoint, props, options, log)
 
-    # 5. class labels (every evidence class; with the hierarchy, every P31 class too)
+def _class_labels(
+    endpoint: Endpoint,
+    props: dict[str, dict[str, Any]],
+    page: int,
+    batch: int,
+    log: Callable[[str], None],
+    *,
+    with_type_labels: bool,
+) -> dict[str, str]:
+    """Class labels: every evidence class's; with the entity type labels, every P31 class's too."""
     labels: dict[str, str] = {}
     if with_type_labels:
         for row in _paged(endpoint, TYPE_LABELS_BODY, "?c", page, log, "type labels"):
@@ -291,37 +332,26 @@ def _build_wikidata(endpoint: Endpoint, options: BuildOptions, log: Callable[[st
             if cls:
                 labels[cls] = row["label"].value
     log(f"{len(labels)} class labels")
+    return labels
 
-    # 6. the P279 edges (bundled sample: the hierarchy then needs no queries at run time)
-    p279: Mapping[str, Sequence[str]] | None = None
-    if with_hierarchy:
-        # Sorting 250k edges per page is too slow for the embedded store, so the pages are
-        # unordered (a plain index scan, stable within one store) and checked against a count.
-        edges: dict[str, list[str]] = {}
-        expected = int(_select(endpoint, HIERARCHY_COUNT).rows[0]["n"].value)
-        seen: set[tuple[str, str]] = set()
-        for row in _paged(endpoint, HIERARCHY_BODY, None, page, log, f"{SUBCLASS} edges"):
-            seen.add((row["c"].value, row["sup"].value))
-            child, sup = _local(row["c"].value, WD), _local(row["sup"].value, WD)
-            if child and sup:
-                edges.setdefault(child, []).append(sup)
-        if len(seen) != expected:
-            raise SparqlError(f"{SUBCLASS} paging returned {len(seen)} distinct edges, the endpoint counts {expected}")
-        p279 = ParentTable.from_dict(edges) if ParentTable.encodable(edges) else edges
-        log(f"{len(seen)} {SUBCLASS} edges over {len(edges)} classes")
 
-    # 7. usage evidence (the bundled sample: exact counts over the whole store)
-    with_usage = with_hierarchy if options.usage is None else options.usage
-    usage = _build_usage(endpoint, options, log) if with_usage else None
-
-    ordered = {pid: _ordered_entry(props[pid]) for pid in pids}
-    return SchemaIndex(
-        ordered,
-        dict(sorted(labels.items(), key=lambda kv: id_order(kv[0]))),
-        p279,
-        {"hierarchy_root": ROOT if with_hierarchy else None},
-        usage=usage,
-    )
+def _subclass_edges(endpoint: Endpoint, page: int, log: Callable[[str], None]) -> Mapping[str, Sequence[str]]:
+    """The subclass edges (bundled sample: the hierarchy then needs no queries at run time). Sorting 250k edges
+    per page is too slow for the embedded store, so the pages are unordered (a plain index scan, stable within
+    one store) and checked against a count."""
+    edges: dict[str, list[str]] = {}
+    expected = int(_select(endpoint, HIERARCHY_COUNT).rows[0]["n"].value)
+    seen: set[tuple[str, str]] = set()
+    for row in _paged(endpoint, HIERARCHY_BODY, None, page, log, f"{SUBCLASS} edges"):
+        seen.add((row["c"].value, row["sup"].value))
+        child, sup = _local(row["c"].value, WD), _local(row["sup"].value, WD)
+        if child and sup:
+            edges.setdefault(child, []).append(sup)
+    if len(seen) != expected:
+        raise SparqlError(f"{SUBCLASS} paging returned {len(seen)} distinct edges, the endpoint counts {expected}")
+    p279 = ParentTable.from_dict(edges) if ParentTable.encodable(edges) else edges
+    log(f"{len(seen)} {SUBCLASS} edges over {len(edges)} classes")
+    return p279
 
 
 def _ordered_entry(entry: dict[str, Any]) -> dict[str, Any]:

@@ -340,6 +340,11 @@ def functions(module: Module) -> Iterator[tuple[str, int]]:
     yield from walk(module.tree, "")
 
 
+def long_functions(mods: list[Module], limit: int) -> list[str]:
+    """`module:function (lines)` of every function and method over `limit` lines, sorted."""
+    return sorted(f"{m.rel}:{name} ({lines})" for m in mods for name, lines in functions(m) if lines > limit)
+
+
 def names(module: Module, word: str) -> int:
     """How often `word` stands as a name in the code (not in comments or strings)."""
     return sum(
