@@ -1,8 +1,8 @@
 """How a free-text field of a marked reply is kept short: a token cap, and an end where the model starts writing a
 turn of its own (`Action: …`, `Observation: …`), i.e. a tool result that never ran.
 
-A small model's thought is most of what it generates, and a long one also carries a failure: it goes on to write
-"Action: search(…) Observation: Q36 country" and then acts on the id it invented. The engine (`lm.marked_reply`)
+A thought that runs on can write "Action: search(…) Observation: …" of its own and then act on an id it
+invented. The engine (`lm.marked_reply`)
 ends such a field where the limit says and writes the next field's marker itself, so the model goes on to the
 action it meant."""
 

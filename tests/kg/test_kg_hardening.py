@@ -172,7 +172,7 @@ def test_bypass_attempts_never_reach_the_canary_through_the_execute_tool(canary,
     execute = {t.__name__: t for t in make_tools(ctx)}["execute_sparql"]
     canary.requests.clear()
     for name, query in bypass_attempts(_canary_url(canary)).items():
-        observation = execute(query)
+        observation = execute(query).text
         assert "leak" not in observation, name
     assert canary.requests == []
 
@@ -510,7 +510,7 @@ def test_a_result_over_the_byte_cap_is_the_agents_to_narrow(
 
         ctx = QuestionContext(settings, embedded, search, schema, hierarchy)
         execute = {t.__name__: t for t in make_tools(ctx)}["execute_sparql"]
-        assert "result too large: add LIMIT" in execute(BIG_LITERAL)
+        assert "result too large: add LIMIT" in execute(BIG_LITERAL).text
         assert len(embedded.cache) == 2  # the small result of each endpoint, nothing of the refused ones
     finally:
         embedded.close()
