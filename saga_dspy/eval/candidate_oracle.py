@@ -22,6 +22,22 @@ ORACLE_KS = (1, 3, 5)  # oracle@K: the best of the first K candidates a lookup s
 SIDES = {"gold": "gold entity", "search": "first search hit"}
 
 
+def lookup_context(
+    settings: Settings,
+    endpoint: Endpoint,
+    search: Search | None,
+    schema: SchemaIndex,
+    hierarchy: ClassHierarchy,
+    question: str,
+    at: Any,
+) -> QuestionContext:
+    """A measured lookup's context: `full`, with the rule answer type `at` (`components.rule_answer_type`)."""
+    answer_type = (at[0], at[1], at[3]) if at and at[2] else None
+    return QuestionContext(
+        settings, endpoint, search, schema, hierarchy, question=question, variant="full", answer_type=answer_type
+    )
+
+
 class CandidateOracle:
     """The candidates' F1s of each question, from both sides; `names`: entity → label and aliases (its mention)."""
 
@@ -53,16 +69,7 @@ class CandidateOracle:
 
     def _candidate_f1s(self, eid: str, question: str, at, rec: dict[str, Any]) -> list[float]:
         """The answers F1 of each candidate a lookup of `eid` shows, in rank order."""
-        ctx = QuestionContext(
-            self.settings,
-            self.endpoint,
-            self.search,
-            self.schema,
-            self.hierarchy,
-            question=question,
-            variant="full",
-            answer_type=(at[0], at[1], at[3]) if at and at[2] else None,
-        )
+        ctx = lookup_context(self.settings, self.endpoint, self.search, self.schema, self.hierarchy, question, at)
         out = []
         for candidate in do_lookup(ctx, eid).shown:
             try:

@@ -58,13 +58,12 @@ from saga_dspy.agent.answer_cues import rule_answer_type as cue_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.query_form import decide_query_form, is_yes_no_question, to_form
 from saga_dspy.config import Settings
-from saga_dspy.eval.candidate_oracle import CandidateOracle, print_oracle
+from saga_dspy.eval.candidate_oracle import CandidateOracle, lookup_context, print_oracle
 from saga_dspy.eval.datasets import load_benchmark
 from saga_dspy.eval.entity_linking import entity_linking, entity_names, percent
 from saga_dspy.eval.gold_pairs import GoldQuery, gold_queries
 from saga_dspy.eval.metrics import answer_f1
 from saga_dspy.eval.splits import without_test_twins
-from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.incoming import incoming_order
 from saga_dspy.grounding.lexicon import Lexicon, load_lexicon
 from saga_dspy.grounding.neighbourhood import fetch_neighbourhood
@@ -321,16 +320,7 @@ class _Tally:
             self.cls_ok += _class_fits(self.endpoint, self.hierarchy, at[1], gold_entities)
 
     def _lookup(self, eid: str, question: str, at) -> tuple[str, list[str], LookupResult | None]:
-        ctx = QuestionContext(
-            self.settings,
-            self.endpoint,
-            self.search,
-            self.schema,
-            self.hierarchy,
-            question=question,
-            variant="full",
-            answer_type=(at[0], at[1], at[3]) if at and at[2] else None,
-        )
+        ctx = lookup_context(self.settings, self.endpoint, self.search, self.schema, self.hierarchy, question, at)
         found = do_lookup(ctx, eid)
         obs = found.text
         if obs.startswith(("[NOT FOUND]", "[ERROR]")):
