@@ -3,7 +3,8 @@
 (`ProgramStep`), what a stop comes to (`Verdict`), the final query (`FinalQuery`); it writes no episode field.
 
 At stop, in order, each step switched by the variant's `AgentFlags` (variants.py):
-    stop_argument           a query given to stop is executed first, so stop marks it
+    stop_argument           a query given to stop (or a shown candidate it names by number) is executed first,
+                            so stop marks it
     fallback_at_stop        nothing executed yet: the lookup's first candidate is run, the program's (`auto_run`)
     judge_stop              the verdict on the stop:
       reject_no_query       no query at all: sent back once, with the lookup's proposal as an example
@@ -64,6 +65,7 @@ class EpisodeView(Protocol):
     proposal: str | None
     candidate: str | None
     stop_final: str | None
+    shown: list[tuple[int, str]]
     accepted_final: str | None
     no_query_rejections: int
     stopped_without_query: bool
@@ -137,8 +139,11 @@ class FinalQuery:
 
 def stop_argument(episode: EpisodeView, raw_args: Any) -> ProgramStep | None:
     """A query given to stop as its argument, not yet executed, is executed as a step of its own (the model wrote
-    it: its note is `from-stop`)."""
-    given = parse_tool_args(raw_args, ["sparql"]).get("sparql")
+    it: its note is `from-stop`); so is the shown candidate the model names by its number (`{"candidate": N}`):
+    the model chose it, the program only runs it."""
+    args = parse_tool_args(raw_args, ["sparql", "candidate"])
+    given = chosen_candidate(episode, args.get("candidate", args.get("sparql")))
+    given = given or args.get("sparql")
     if (
         isinstance(given, str)
         and form_of(given) in QUERY_FORMS
@@ -146,6 +151,14 @@ def stop_argument(episode: EpisodeView, raw_args: Any) -> ProgramStep | None:
     ):
         return ProgramStep.execute(given, "from-stop")
     return None
+
+
+def chosen_candidate(episode: EpisodeView, number: Any) -> str | None:
+    """The query of the shown candidate numbered `number` (the latest lookup's of that rank), else None."""
+    text = str(number).strip().strip("#.") if isinstance(number, (int, str)) else ""
+    if not text.isdigit():
+        return None
+    return next((query for rank, query in reversed(episode.shown) if rank == int(text)), None)
 
 
 def fallback_at_stop(episode: EpisodeView) -> ProgramStep | None:

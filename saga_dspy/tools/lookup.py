@@ -50,8 +50,8 @@ ANNOTATED_CLASSES = 3  # a domain or range of more classes is not annotated
 PID_IN_TEXT = re.compile(r"\b(P[1-9]\d*)\b")
 CANDIDATE_QUERY_CHARS = 240
 NEXT_CANDIDATES = (
-    "Next: execute the candidate that answers the question, as it is or edited, or write your own query with the "
-    "properties above."
+    'Next: if candidate N answers the question, stop with {"candidate": N}; else execute one edited, or write your '
+    "own query with the properties above."
 )
 
 

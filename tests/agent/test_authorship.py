@@ -42,7 +42,9 @@ def test_the_lookup_shows_its_ranked_candidates_with_a_next_line(settings, endpo
     lookup = pred.trajectory[0]["observation"]
     section = lookup.split("Candidate queries")[1]
     assert f"1. [one-hop; headquarters location (P159)] {MUNICH_CANDIDATE}" in section
-    assert "answers:" in section and section.strip().splitlines()[-1].startswith("Next: execute the candidate")
+    assert "answers:" in section and section.strip().splitlines()[-1].startswith(
+        'Next: if candidate N answers the question, stop with {"candidate": N}'
+    )
     off = run(settings, endpoint, search, [step("get_wikidata_entry", qid="Q1726"), step("stop")], shown_candidates=0)
     assert "Candidate queries" not in off.trajectory[0]["observation"]
 
@@ -53,6 +55,21 @@ def test_executing_the_first_candidate_is_recorded_as_the_models_choice_of_rank_
     assert pred.sparql == MUNICH_CANDIDATE and pred.final_status == "ok"
     assert author(pred) == Author("model-candidate", rank=1, edited=False)
     assert author(pred).by_model
+
+
+def test_a_stop_naming_a_candidate_by_number_answers_with_it_as_the_models_choice(settings, endpoint, search):
+    script = [step("get_wikidata_entry", qid="Q1726"), step("stop", candidate=2)]
+    pred = run(settings, endpoint, search, script)
+    second = [line for line in pred.trajectory[0]["observation"].splitlines() if line.startswith("2. [")][0]
+    assert pred.sparql == second.split("] ", 1)[1] and pred.final_status == "ok"
+    assert [(s["tool_name"], s.get("note")) for s in pred.trajectory[1:]] == [
+        ("execute_sparql", "from-stop"),
+        ("stop", ""),
+    ]
+    assert author(pred) == Author("model-candidate", rank=2, edited=False) and author(pred).by_model
+    # a number no lookup showed is no choice: the program's fallback, recorded as the program's
+    pred = run(settings, endpoint, search, [step("get_wikidata_entry", qid="Q1726"), step("stop", candidate=9)])
+    assert author(pred) == Author("program")
 
 
 def test_an_edited_candidate_is_recorded_as_edited(settings, endpoint, search):

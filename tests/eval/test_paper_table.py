@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import scripted_settings
 from helpers.scripted_lm import ScriptedLM, scripted_plans
 from helpers.scripts import REPO, load_script
