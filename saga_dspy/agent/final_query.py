@@ -5,8 +5,7 @@
 At stop, in order, each step switched by the variant's `AgentFlags` (variants.py):
     stop_argument           a query given to stop (or a shown candidate it names by number) is executed first,
                             so stop marks it
-    fallback_at_stop        nothing executed yet: the lookup's first candidate is run, the program's (`auto_run`);
-                            where candidates were shown, only after the model was asked once to pick one
+    fallback_at_stop        nothing executed yet: the lookup's first candidate is run, the program's (`auto_run`)
     judge_stop              the verdict on the stop:
       reject_no_query       no query at all: sent back once, with the lookup's proposal as an example
                             (`reject_no_query_stop`; else the episode ends there with no final query)
@@ -163,13 +162,9 @@ def chosen_candidate(episode: EpisodeView, number: Any) -> str | None:
 
 
 def fallback_at_stop(episode: EpisodeView) -> ProgramStep | None:
-    """Nothing executed yet and the model stops: the lookup's candidate is run as the program's fallback
-    (`auto_run`), at the first such stop; where candidates were shown, at the second, the first being sent back
-    to the model to pick one (`reject_no_query`)."""
-    if episode.last_executed():
-        return None
-    asks_first = bool(episode.shown) and episode.variant.agent.reject_no_query_stop
-    if episode.no_query_rejections != (1 if asks_first else 0):
+    """Nothing executed yet and the model stops (the first time): the lookup's candidate is run as the program's
+    fallback (`auto_run`)."""
+    if episode.no_query_rejections or episode.last_executed():
         return None
     return _fallback(episode)
 
@@ -202,8 +197,6 @@ def reject_no_query(episode: EpisodeView, observation: str) -> Verdict:
         return Verdict(StepOutcome.DONE, observation)
     suggestion = episode.proposal
     example = f' For example: execute_sparql({{"sparql": "{suggestion}"}}).' if suggestion else ""
-    if episode.shown:  # the model picks among what it was shown
-        example += ' Or, if a candidate query shown above answers it, stop with {"candidate": N} (its number).'
     return Verdict(
         StepOutcome.CONTINUE,
         "No query has been executed yet, so there is no final query. "

@@ -943,14 +943,12 @@ def test_a_stop_right_after_a_lookup_runs_the_lookups_suggestion(settings, endpo
         step("search_wikidata", query="Riemannian geometry"),
         step("get_wikidata_entry", qid="Q761383"),
         step("stop"),
-        step("stop"),
     ]
     pred, _ = run(settings, endpoint, search, script, RIEMANN_Q)
     names = [(s["tool_name"], s.get("note")) for s in pred.trajectory]
-    # the first bare stop is sent back (candidates were shown: pick one), the second gets the program's fallback
-    assert names[2:] == [("stop", "rejected"), ("execute_sparql", "from-suggestion"), ("stop", "")]
+    assert names[2:] == [("execute_sparql", "from-suggestion"), ("stop", "")]
     assert pred.sparql == "SELECT DISTINCT ?x WHERE { wd:Q761383 wdt:P138 ?x }"
-    assert pred.final_status == "ok" and pred.final_source == "stop" and pred.counters["lm_calls"] == 5
+    assert pred.final_status == "ok" and pred.final_source == "stop" and pred.counters["lm_calls"] == 4
 
 
 MUNICH_Q = "Give me all companies in Munich."
@@ -958,34 +956,30 @@ MUNICH_CANDIDATE = "SELECT DISTINCT ?x WHERE { ?x wdt:P159 wd:Q1726 }"  # the lo
 
 
 def test_a_stop_with_nothing_executed_runs_the_lookups_best_candidate(settings, endpoint, search):
-    # the answer type comes from the question's cue
-    script = [step("get_wikidata_entry", qid="Q1726"), step("stop"), step("stop")]
+    script = [step("get_wikidata_entry", qid="Q1726"), step("stop")]  # the answer type comes from the question's cue
     pred, lm = run(settings, endpoint, search, script, MUNICH_Q)
     assert "1. [one-hop" in pred.trajectory[0]["observation"]  # shown to the model, which did not run it
     assert [(s["tool_name"], s.get("note")) for s in pred.trajectory[1:]] == [
-        ("stop", "rejected"),
         ("execute_sparql", "from-candidate"),
         ("stop", ""),
     ]
     assert pred.sparql == MUNICH_CANDIDATE and pred.final_source == "stop" and pred.final_status == "ok"
     assert pred.final_author["kind"] == "program"  # the program's fallback, whatever the stop's source says
-    assert pred.counters["auto_runs"] == 1 and pred.counters["lm_calls"] == len(lm.history) == 3
+    assert pred.counters["auto_runs"] == 1 and pred.counters["lm_calls"] == len(lm.history) == 2
     off, _ = run(settings, endpoint, search, script + [step("stop")], MUNICH_Q, variant="no-auto-run")
     assert off.trajectory[1]["note"] == "rejected" and not off.sparql
 
 
 def test_a_yes_no_stop_runs_the_ask_of_the_value_the_question_names(settings, endpoint, search):
     """The pattern alone (Neymar has teams) would answer yes; the candidate asks about the club the question names."""
-    # a yes/no cue: no answer-type call
-    script = [step("get_wikidata_entry", qid="Q142794"), step("stop"), step("stop")]
+    script = [step("get_wikidata_entry", qid="Q142794"), step("stop")]  # a yes/no cue: no answer-type call
     pred, _ = run(settings, endpoint, search, script, "Does Neymar play for Real Madrid?")
     assert [(s["tool_name"], s.get("note")) for s in pred.trajectory[1:]] == [
-        ("stop", "rejected"),
         ("execute_sparql", "from-candidate"),
         ("stop", ""),
     ]
     assert pred.sparql == "ASK WHERE { wd:Q142794 wdt:P54 wd:Q8682 }" and pred.final_status == "ok"
-    assert pred.trajectory[2]["observation"].endswith("ASK result: false")
+    assert pred.trajectory[1]["observation"].endswith("ASK result: false")
 
 
 def test_an_episode_that_ends_without_a_result_runs_the_candidate_before_extract(settings, endpoint, search):
@@ -1059,8 +1053,8 @@ def test_auto_run_switch(settings, endpoint, search):
         step("execute_sparql", sparql=RIEMANN_SPARQL),
         step("stop"),
     ]
-    on, _ = run(settings, endpoint, search, [*script[:3], step("stop")], RIEMANN_Q)
-    assert [s.get("note") for s in on.trajectory[1:]] == ["rejected", "from-suggestion", ""]
+    on, _ = run(settings, endpoint, search, script, RIEMANN_Q)
+    assert [s.get("note") for s in on.trajectory[1:]] == ["from-suggestion", ""]
     assert on.counters["auto_runs"] == 1 == on.counters["program_executions"]
     off, _ = run(settings, endpoint, search, script, RIEMANN_Q, variant="no-auto-run")
     assert (
