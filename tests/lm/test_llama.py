@@ -11,6 +11,7 @@ import time
 
 import dspy
 import pytest
+from helpers.char_llama import CharTokens
 from helpers.dspy_cache import fresh_dspy_cache  # noqa: F401  (autouse: a memory-only DSPy cache)
 
 from saga_dspy import lm as lm_mod
@@ -146,7 +147,7 @@ CHATML = (
 )
 
 
-class TokenLlama:
+class TokenLlama(CharTokens):
     """llama-cpp-python's token interface with one token per character (eos: 7): `generate` writes the rest of
     `reply` after whatever the assistant turn already holds (the engine may only have written what the model
     would have), and records how many tokens each generation got and which characters the model made."""
@@ -160,21 +161,6 @@ class TokenLlama:
 
     def n_ctx(self):
         return self._n_ctx
-
-    def token_eos(self):
-        return 7
-
-    def token_bos(self):
-        return -1
-
-    def set_seed(self, seed):
-        self.seed = seed
-
-    def tokenize(self, data, add_bos=True, special=True):
-        return [ord(c) + 1000 for c in data.decode()]
-
-    def detokenize(self, tokens, prev_tokens=None, special=False):
-        return "".join("<|im_end|>" if t == 7 else chr(t - 1000) for t in tokens).encode()
 
     def generate(self, tokens, **sampling):
         text = self.detokenize(tokens).decode()

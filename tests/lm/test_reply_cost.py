@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+from helpers.char_llama import CharTokens
 from helpers.dspy_cache import fresh_dspy_cache  # noqa: F401  (autouse: a memory-only DSPy cache)
 
 from saga_dspy.config import Settings
@@ -26,7 +27,7 @@ ASKS = (
 _MARKER = re.compile(r"\[\[ ## (\w+) ## \]\]\n")
 
 
-class FieldLlama:
+class FieldLlama(CharTokens):
     """llama-cpp-python's token interface, one token a character (eos 7): the model writes `values[field]` for
     the field whose marker the reply's text last holds (after what that field already holds), then `\\n\\n[[`;
     after the last field it ends its turn. `sampled[field]` is what it wrote into each field."""
@@ -41,21 +42,6 @@ class FieldLlama:
 
     def n_ctx(self):
         return 100_000
-
-    def token_eos(self):
-        return 7
-
-    def token_bos(self):
-        return -1
-
-    def set_seed(self, seed):
-        self.seed = seed
-
-    def tokenize(self, data, add_bos=True, special=True):
-        return [ord(c) + 1000 for c in data.decode()]
-
-    def detokenize(self, tokens, prev_tokens=None, special=False):
-        return "".join("<|im_end|>" if t == 7 else chr(t - 1000) for t in tokens).encode()
 
     def generate(self, tokens, **sampling):
         text = self.detokenize(tokens).decode()
