@@ -14,16 +14,8 @@ PY=${PY:-.venv/bin/python}
 OUT=${OUT:-runs/table5}
 VARIANTS=${VARIANTS:-paper paper-no-type-filter paper-no-type-state paper-no-answer-type spinach full}
 export LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
-common=(--split dev --no-lm-cache --num-threads 1 --max-steps 10 --no-progress --no-mlflow --resume)
-if [[ -n "${LIMIT:-}" ]]; then common+=(--limit "$LIMIT"); fi
-
-for ids in data/slices/dev60/*.ids; do
-    dataset=$(basename "$ids" .ids)
-    for variant in $VARIANTS; do
-        "$PY" -m saga_dspy.eval "${common[@]}" --dataset "$dataset" --ids "@$ids" --variant "$variant" \
-            --out "$OUT/$dataset/$variant"
-    done
-done
+# the runs are the dev table's (one loop, the same settings, resumable), with these variants
+PY="$PY" OUT="$OUT" VARIANTS="$VARIANTS" EXTRA="${LIMIT:+--limit $LIMIT} ${EXTRA:-}" bash benchmarks/dev_table.sh
 pooled=()
 for variant in $VARIANTS; do
     dirs=("$OUT"/*/"$variant")
