@@ -8,6 +8,7 @@
 #   bash benchmarks/paper_table.sh                       # runs/table5/, runs/table5/table5.json
 #   VARIANTS="paper spinach" OUT=runs/x bash benchmarks/paper_table.sh
 #   LIMIT=1 OUT=runs/dry bash benchmarks/paper_table.sh  # one question per dataset: a check of the whole path
+#   CHUNK=6 bash benchmarks/paper_table.sh               # interleaved rounds: stopped early, every row pairs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -15,10 +16,10 @@ OUT=${OUT:-runs/table5}
 VARIANTS=${VARIANTS:-paper paper-no-type-filter paper-no-type-state paper-no-answer-type spinach full}
 export LITELLM_LOCAL_MODEL_COST_MAP=True HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 # the runs are the dev table's (one loop, the same settings, resumable), with these variants
-PY="$PY" OUT="$OUT" VARIANTS="$VARIANTS" EXTRA="${LIMIT:+--limit $LIMIT} ${EXTRA:-}" bash benchmarks/dev_table.sh
+PY="$PY" OUT="$OUT" VARIANTS="$VARIANTS" CHUNK="${CHUNK:-0}" EXTRA="${LIMIT:+--limit $LIMIT} ${EXTRA:-}" bash benchmarks/dev_table.sh
 pooled=()
 for variant in $VARIANTS; do
-    dirs=("$OUT"/*/"$variant")
+    mapfile -t dirs < <(find "$OUT" -path "*/$variant/config.json" -printf '%h\n' | sort)
     pooled+=("$variant=$(IFS=,; echo "${dirs[*]}")")
 done
 "$PY" benchmarks/paper_table.py --json "$OUT/table5.json" --invocation "$(basename "$OUT")" "${pooled[@]}"
