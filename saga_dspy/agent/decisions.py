@@ -18,6 +18,7 @@ from typing import Any
 
 import dspy
 
+from saga_dspy.agent.demos import DemoGuard
 from saga_dspy.agent.trajectory import Step
 
 ANSWER_TYPE = "answer-type"
@@ -47,6 +48,15 @@ def decision_after(step: Step | None, shown_candidates: bool) -> str | None:
 def demo_examples(demos: Iterable[Mapping[str, Any]], inputs: Sequence[str]) -> list[dspy.Example]:
     """Saved demos as the `dspy.Example`s a predictor is given (their `inputs` marked as such)."""
     return [dspy.Example(**dict(d)).with_inputs(*(k for k in inputs if k in d)) for d in demos]
+
+
+@dataclass(frozen=True)
+class DecisionPrompt:
+    """A compiled controller decision as one question's turns use it: its instructions (None: the controller's) and
+    its demos that the question's firewall allows."""
+
+    instructions: str | None
+    demos: tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -102,6 +112,21 @@ class CompiledDecisions:
         kept = tuple(d for d in self.decisions if d.name != decision.name)
         return CompiledDecisions(tuple(sorted((*kept, decision), key=lambda d: DECISIONS.index(d.name))))
 
+    def prompts(
+        self, inputs: Sequence[str], demo_guard: DemoGuard | None = None
+    ) -> tuple[dict[str, DecisionPrompt], int]:
+        """(the compiled controller decisions as one question's turns use them, by name; the demos `demo_guard`, the
+        question's test firewall, dropped from them). `inputs`: the controller's input fields."""
+        out: dict[str, DecisionPrompt] = {}
+        dropped = 0
+        for decision in (d for d in self.decisions if d.name in CONTROLLER_DECISIONS):
+            demos = demo_examples(decision.demos, inputs)
+            if demo_guard is not None:
+                demos, gone = demo_guard.filter_demos(demos)
+                dropped += gone
+            out[decision.name] = DecisionPrompt(decision.instructions, tuple(demos))
+        return out, dropped
+
     def to_state(self) -> dict[str, Any]:
         return {"format": FORMAT, "compiled": self.names(), "decisions": {d.name: d.to_state() for d in self.decisions}}
 
@@ -130,15 +155,6 @@ class CompiledDecisions:
                 raise ValueError(f"its compiled decision {name!r} has instructions that are not text")
             out.append(CompiledDecision(name, instructions, tuple(demos), dict(entry.get("info") or {})))
         return cls(tuple(sorted(out, key=lambda d: DECISIONS.index(d.name))))
-
-
-@dataclass(frozen=True)
-class DecisionPrompt:
-    """A compiled controller decision as one question's turns use it: its instructions (None: the controller's) and
-    its demos that the question's firewall allows."""
-
-    instructions: str | None
-    demos: tuple[Any, ...]
 
 
 def controller_prompt(

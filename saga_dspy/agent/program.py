@@ -29,13 +29,7 @@ from saga_dspy.agent.answer_cues import decides, guard, items_class, rule_answer
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.compiled_pool import STATE_KEY, CompiledPool
-from saga_dspy.agent.decisions import (
-    ANSWER_TYPE,
-    CONTROLLER_DECISIONS,
-    CompiledDecisions,
-    DecisionPrompt,
-    demo_examples,
-)
+from saga_dspy.agent.decisions import ANSWER_TYPE, CompiledDecisions
 from saga_dspy.agent.decisions import STATE_KEY as DECISIONS_KEY
 from saga_dspy.agent.demos import DemoGuard, DemoPool
 from saga_dspy.agent.episode import Episode
@@ -404,7 +398,8 @@ class SagaProgram(dspy.Module):
         ctx = self._new_context(question, answer_type, calls, items=items)
         # per-question demos replace the predictor's own (compiled) demos for this call only
         demos, demos_dropped = self.question_demos(question, form, demo_guard)
-        decisions, decisions_dropped = self.decision_prompts(demo_guard)
+        compiled = self.compiled_decisions or CompiledDecisions()
+        decisions, decisions_dropped = compiled.prompts(list(self.react.react.signature.input_fields), demo_guard)
         episode = Episode(
             settings,
             question if text is None else text,
@@ -430,21 +425,6 @@ class SagaProgram(dspy.Module):
         """(the controller's demos for this question, how many the test firewall dropped): `_guarded_demos` on the
         program's pool."""
         return self._guarded_demos(self.demo_pool(), question, form, demo_guard)
-
-    def decision_prompts(self, demo_guard: DemoGuard | None = None) -> tuple[dict[str, DecisionPrompt], int]:
-        """(the compiled controller decisions as a question's turns use them, the demos the test firewall
-        dropped from them)."""
-        out: dict[str, DecisionPrompt] = {}
-        dropped = 0
-        for decision in self.compiled_decisions.decisions if self.compiled_decisions is not None else ():
-            if decision.name not in CONTROLLER_DECISIONS:
-                continue
-            demos = demo_examples(decision.demos, list(self.react.react.signature.input_fields))
-            if demo_guard is not None:
-                demos, gone = demo_guard.filter_demos(demos)
-                dropped += gone
-            out[decision.name] = DecisionPrompt(decision.instructions, tuple(demos))
-        return out, dropped
 
     def _guarded_demos(
         self, pool: DemoPool | None, question: str, form: str, demo_guard: DemoGuard | None

@@ -55,6 +55,18 @@ SECONDS_PER_CALL = {ANSWER_TYPE: 3.0, "entity": 12.0, "candidate": 12.0}
 SECONDS_PER_CALL_SERVED = 1.0
 DECISION_FILE = "decision.json"
 PROGRAM = "program.json"
+EXPERIMENT_NOTE = """Per-decision compiles of saga-dspy: one row per compile of one decision (answer type, entity,
+candidate); expand it for a child run per candidate with its valset accuracy (the share of decisions that made the
+gold choice) and its paired interval against the default (versus_default_delta / _low): a candidate replaces the
+default only when _low is above zero. The compile run: default_accuracy, compiled_accuracy, candidate_accuracy one
+step per candidate, the tags `chosen` and `kept`; program.json, decision.json, metrics.json, config.json as artifacts.
+"""
+VIEW_COLUMNS = (
+    *(f"metrics.`{key}`" for key in ("accuracy", "default_accuracy", "compiled_accuracy", "versus_default_low")),
+    "params.`decision`",
+    "params.`optimizer`",
+    "params.`n_valset`",
+)
 
 
 @dataclass
@@ -311,7 +323,6 @@ class _DecisionCompile:
             minibatch_size=min(35, len(valset)),
             program_aware_proposer=False,  # the program's source is beyond a small local model's context
             view_data_batch_size=3,
-            requires_permission_to_run=False,
             **kwargs,
         )
         self.score("mipro best", module)
@@ -372,7 +383,9 @@ def compile_decision(
         stream=stream,
     )
     out_dir = Path(out) if out is not None else Path(settings.out) if settings.out else _default_out(settings, options)
-    tracker = Tracker(settings, experiment or f"saga-decisions-{settings.dataset}")
+    tracker = Tracker(
+        settings, experiment or f"saga-decisions-{settings.dataset}", note=EXPERIMENT_NOTE, columns=VIEW_COLUMNS
+    )
     lm_ctx = dspy.context(lm=lm) if lm is not None else contextlib.nullcontext()
     interrupted: str | None = None
     with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
@@ -445,16 +458,20 @@ def _params(settings: Settings, options: DecisionOptions, data: DecisionSets) ->
 
 
 def _finish(job: _DecisionCompile, calls, minutes: float, interrupted: str | None, endpoint) -> dict[str, Any]:
-    """decision.json, metrics.json and config.json; the figures logged to the compile run."""
+    """decision.json (the kept compiled decision, else the best compiled candidate, `kept` false), metrics.json and
+    config.json; the figures logged to the compile run."""
     settings, options, out_dir = job.settings, job.options, job.out_dir
-    default, best = job.scored[0], job.best or job.scored[0]
-    kept = best is not default
+    default = job.scored[0]
+    top = max(job.scored[1:], key=lambda c: c.accuracy, default=default)
+    best = job.best if job.best is not None and job.best is not default else top
+    kept = best is job.best and best is not default
     program = out_dir / PROGRAM
     metrics = {
         "decision": options.decision,
         "optimizer": options.optimizer,
         "kept": kept,
-        "chosen": best.name,
+        "chosen": best.name if kept else default.name,
+        "best_compiled": best.name,
         "default_accuracy": default.accuracy,
         "compiled_accuracy": best.accuracy,
         "versus_default": None if best.versus_default is None else best.versus_default.as_dict(),
