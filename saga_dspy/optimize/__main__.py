@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
             "valset (default: a seeded half of the dev split), compiled vs default on a report set never used "
             "for selection (default: the other half). Test splits are refused."
         ),
+        epilog="One decision at a time: `python -m saga_dspy.optimize decisions --help` (compile the answer type, "
+        "the entity or the candidate decision on its own examples), `python -m saga_dspy.optimize assemble --help` "
+        "(put compiled decisions into one program.json).",
     )
     add_settings_args(parser, SETTINGS_FLAGS)
     append_help(parser, "dataset", catalogue_text())

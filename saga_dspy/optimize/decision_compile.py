@@ -31,7 +31,7 @@ from typing import Any
 
 import dspy
 
-from saga_dspy.agent.decisions import ANSWER_TYPE, DECISIONS, CompiledDecisions
+from saga_dspy.agent.decisions import ANSWER_TYPE, CANDIDATE, DECISIONS, ENTITY, CompiledDecisions
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings, redact_argv
 from saga_dspy.errors import Interrupted
@@ -51,7 +51,7 @@ from saga_dspy.services import KgServices
 DECISION_OPTIMIZERS = ("random-search", "mipro", "gepa", "none")
 # the estimate's seconds per LM call, by decision, with the bundled model on 2 cores: a short answer-type prompt, a
 # controller turn with its demos and one or two steps of trajectory (a served model: SECONDS_PER_CALL_SERVED)
-SECONDS_PER_CALL = {ANSWER_TYPE: 3.0, "entity": 12.0, "candidate": 12.0}
+SECONDS_PER_CALL = {ANSWER_TYPE: 3.0, ENTITY: 12.0, CANDIDATE: 12.0}
 SECONDS_PER_CALL_SERVED = 1.0
 DECISION_FILE = "decision.json"
 PROGRAM = "program.json"
