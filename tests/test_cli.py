@@ -296,12 +296,15 @@ def test_a_local_models_runtime_is_kept_with_the_metrics(endpoint, tmp_path, mon
 
 def _parsers():
     from saga_dspy.eval import __main__ as eval_main
+    from saga_dspy.optimize import decision_cli
     from saga_dspy.optimize.__main__ import build_parser as optimize_parser
     from saga_dspy.schema.__main__ import _parser as schema_parser
 
     parsers = {"eval": eval_main.build_parser(), "optimize": optimize_parser(), "schema": schema_parser()}
     for name in ("freeze", "rescore", "compare", "export", "report"):
         parsers[f"eval {name}"] = getattr(eval_main, f"build_{name}_parser")()
+    parsers["optimize decisions"] = decision_cli.build_decisions_parser()
+    parsers["optimize assemble"] = decision_cli.build_assemble_parser()
     return parsers
 
 
@@ -329,7 +332,8 @@ def test_the_run_clis_take_their_settings_flags_from_the_settings_model():
 
     parsers = _parsers()
     run_settings = set(Settings.model_fields) - NOT_RUN_FLAGS
-    for name, theirs in {"eval": set(), "optimize": {"limit", "program", "preflight"}}.items():
+    own = {"eval": set(), "optimize": {"limit", "program", "preflight"}, "optimize decisions": {"limit", "preflight"}}
+    for name, theirs in own.items():
         flags = {option for action in parsers[name]._actions for option in action.option_strings}
         missing = {field for field in run_settings if "--" + field.replace("_", "-") not in flags}
         assert missing == theirs, name

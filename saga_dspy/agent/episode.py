@@ -13,11 +13,12 @@ from typing import Any
 from saga_dspy.agent import final_query
 from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.calls import QuestionCalls
+from saga_dspy.agent.decisions import DecisionPrompt, decision_after
 from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.final_query import FinalQuery, JudgeAsStop, ProgramStep, StepOutcome, Verdict
 from saga_dspy.agent.parsing import normalize_tool_name, params_of, parse_tool_args
 from saga_dspy.agent.tool_spans import tool_span
-from saga_dspy.agent.trajectory import Step, one_line
+from saga_dspy.agent.trajectory import KEEP_FULL_STEPS, Step, one_line, render_trajectory
 from saga_dspy.config import Settings
 from saga_dspy.grounding.context import Execution, QuestionContext
 from saga_dspy.grounding.state import controller_state
@@ -63,9 +64,9 @@ class Episode:
     budget_scale: float = 1.0
     trajectory_cap: int | None = None  # after an overflow: at most half the trajectory that did not fit
     last_trajectory_chars: int = 0
-    prompt_sizes: dict[int, tuple[int, int]] = field(
+    prompt_sizes: dict[tuple[int, str | None], tuple[int, int]] = field(
         default_factory=dict
-    )  # id(predictor) -> (fixed chars, inputs' chars)
+    )  # (id(predictor), compiled decision of the turn) -> (fixed chars, inputs' chars)
     extra_executions: int = (
         0  # queries the program ran itself: stop's argument, the lookup's proposal (at stop or a repeat)
     )
@@ -79,6 +80,8 @@ class Episode:
     proposal: str | None = None  # the query the latest lookup that proposed one proposed (its ★ property)
     candidate: str | None = None  # the latest lookup's first candidate: the program's fallback
     shown: list[tuple[int, str]] = field(default_factory=list)  # (rank, query) of each candidate a lookup showed
+    latest_showed: bool = False  # the latest lookup showed candidates
+    decisions: dict[str, DecisionPrompt] = field(default_factory=dict)  # compiled controller decisions, by name
     stop_final: str | None = None  # the query the latest stop marked (the last successful execution)
     stopped_without_query: bool = False  # the episode ended on a stop with no query executed (`reject_no_query`)
     final: FinalQuery | None = None  # once decided (`final_query.decide`)
@@ -106,6 +109,24 @@ class Episode:
             "type_context": type_context or "(none yet)",
             "knowledge_log": knowledge_log or "(none yet)",
         }
+
+    def trajectory_text(self, budget: int | None = None) -> str:
+        """The steps as the controller reads them, within `budget` characters (None: all of them)."""
+        stable = self.settings.stable_history and self.variant.agent.stable_history
+        return render_trajectory(
+            self.steps,
+            budget,
+            observation_chars=self.settings.observation_chars,
+            keep_full=None if stable else KEEP_FULL_STEPS,
+        )
+
+    def decision(self) -> str | None:
+        """The controller decision the current state asks for (`agent.decisions.decision_after`), or None."""
+        return decision_after(self.steps[-1] if self.steps else None, self.latest_showed)
+
+    def decision_prompt(self) -> DecisionPrompt | None:
+        """The compiled decision the controller's next turn uses, where the state is one and it is compiled."""
+        return self.decisions.get(self.decision() or "") if self.decisions else None
 
     @property
     def imposed_form(self) -> str:
@@ -219,6 +240,7 @@ class Episode:
             self.proposal = result.proposal or self.proposal
             self.candidate = result.candidate or self.candidate
             self.shown += [(c.rank, c.sparql) for c in result.shown]
+            self.latest_showed = bool(result.shown)
         elif isinstance(result, StopResult):
             sparql = result.final.sparql.strip() if result.final is not None and result.final.sparql else ""
             self.stop_final = sparql or None

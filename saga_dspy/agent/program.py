@@ -29,6 +29,8 @@ from saga_dspy.agent.answer_cues import decides, guard, items_class, rule_answer
 from saga_dspy.agent.answer_type import AnswerTypeInfo, answer_type_demos
 from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.compiled_pool import STATE_KEY, CompiledPool
+from saga_dspy.agent.decisions import ANSWER_TYPE, CompiledDecisions
+from saga_dspy.agent.decisions import STATE_KEY as DECISIONS_KEY
 from saga_dspy.agent.demos import DemoGuard, DemoPool
 from saga_dspy.agent.episode import Episode
 from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, InfrastructureError, is_infrastructure_error
@@ -146,6 +148,7 @@ class SagaProgram(dspy.Module):
         self._demo_pool: DemoPool | None = None
         self._pool_lock = _SharedLock()
         self.compiled_pool: CompiledPool | None = None  # the pool and k a compiled program carries
+        self.compiled_decisions: CompiledDecisions | None = None  # decisions compiled one by one (`agent.decisions`)
         if settings.program:  # a compiled program named in the settings
             self._load_state(settings.program)
 
@@ -169,14 +172,27 @@ class SagaProgram(dspy.Module):
         state = super().dump_state(json_mode=json_mode)
         if self.compiled_pool is not None:
             state[STATE_KEY] = self.compiled_pool.to_state()
+        if self.compiled_decisions is not None:
+            state[DECISIONS_KEY] = self.compiled_decisions.to_state()
         return state
 
     def load_state(self, state, **kwargs):
         compiled = CompiledPool.from_state(state.get(STATE_KEY))  # checked before anything is loaded
+        decisions = CompiledDecisions.from_state(state.get(DECISIONS_KEY))
         super().load_state(state, **kwargs)
         if compiled is not None:
             self.use_pool(compiled)
+        if decisions is not None:
+            self.use_decisions(decisions)
         return self
+
+    def use_decisions(self, decisions: CompiledDecisions) -> None:
+        """Make the compiled decisions this program's: the answer type's instructions and demos go to its
+        predictor, the controller decisions' are used in their states (`new_episode`)."""
+        self.compiled_decisions = decisions
+        answer_type = decisions.get(ANSWER_TYPE)
+        if answer_type is not None:
+            answer_type.apply(self.answer_type)
 
     def use_pool(self, compiled: CompiledPool) -> None:
         """Pick the per-question demos from `compiled` (its k a question) instead of the dataset's pool file."""
@@ -280,75 +296,115 @@ class SagaProgram(dspy.Module):
         demo_guard: DemoGuard | None = None,
         deadline: float | None = None,
     ) -> Episode:
-        """The question's episode, ready for its first step: the answer type, the query form, the grounding
-        context and tools, the demos."""
-        settings = self.settings
+        """The question's episode, ready for its first step: the answer type (one LM call at most), then
+        `new_episode`."""
         text = str(question or "").strip()
         if prior_turns:
             turns = [prior_turns] if isinstance(prior_turns, str) else list(prior_turns)
             text = "Earlier turns:\n" + "\n".join(f"- {t}" for t in turns) + f"\nQuestion: {text}"
-
-        # 1. answer type, once (not in the ablation without it, nor in the SPINACH baseline)
-        answer_type: AnswerTypeInfo | None = None
-        notes: list[str] = []
-        type_dropped = 0  # the answer-type step's demos (built in or compiled) the test firewall refused
-        step = self.variant_def.agent.answer_type_step
-        lexicon = load_lexicon(settings)
-        cue = (
-            rule_answer_type(str(question), self.services.schema, lexicon)
-            if step and self.variant_def.agent.answer_type_cues and flavour_for(settings.kg).rule_answer_types
-            else None
+        cue = self.answer_type_cue(str(question))
+        answer_type, notes, type_dropped = self._answer_type(str(question), cue, calls, demo_guard)
+        return self.new_episode(
+            str(question),
+            answer_type,
+            cue,
+            text=text,
+            calls=calls,
+            demo_guard=demo_guard,
+            notes=notes,
+            on_event=on_event,
+            deadline=deadline,
+            dropped=type_dropped,
         )
+
+    def answer_type_cue(self, question: str) -> Any:
+        """The question's own answer-type cue (`answer_cues.rule_answer_type`) where the variant reads cues, else
+        None."""
+        flags = self.variant_def.agent
+        if not (flags.answer_type_step and flags.answer_type_cues and flavour_for(self.settings.kg).rule_answer_types):
+            return None
+        return rule_answer_type(question, self.services.schema, load_lexicon(self.settings))
+
+    def _answer_type(
+        self, question: str, cue: Any, calls: QuestionCalls, demo_guard: DemoGuard | None
+    ) -> tuple[AnswerTypeInfo | None, list[str], int]:
+        """(the answer type, notes, the answer-type demos the test firewall refused): the question's cue where it
+        decides, else one LM call guarded by the cue (not in the ablation without it, nor in the SPINACH baseline)."""
+        notes: list[str] = []
+        type_dropped = 0
         if cue is not None and decides(cue):
-            answer_type = AnswerTypeInfo.from_raw(cue.label, cue.qid, settings.kg)  # the LM could not change it
-        elif step and calls.take("answer_type"):
-            type_demos, type_dropped = (
-                demo_guard.filter_demos(self.answer_type.demos) if demo_guard else (self.answer_type.demos, 0)
-            )
-            try:
-                with calls.one_call():
-                    raw = self.answer_type(
-                        question=str(question), demos=type_demos, config={"max_tokens": ANSWER_TYPE_MAX_TOKENS}
-                    )
-                answer_type = AnswerTypeInfo.from_raw(
-                    getattr(raw, "answer_type_label", ""), getattr(raw, "answer_type_qid", ""), settings.kg
+            return AnswerTypeInfo.from_raw(cue.label, cue.qid, self.settings.kg), notes, 0  # the LM could not change it
+        if not (self.variant_def.agent.answer_type_step and calls.take("answer_type")):
+            return None, notes, 0
+        type_demos, type_dropped = (
+            demo_guard.filter_demos(self.answer_type.demos) if demo_guard else (self.answer_type.demos, 0)
+        )
+        try:
+            with calls.one_call():
+                raw = self.answer_type(
+                    question=question, demos=type_demos, config={"max_tokens": ANSWER_TYPE_MAX_TOKENS}
                 )
-            except Exception as exc:  # an LM call: the question goes on with the yes/no heuristic
-                if is_infrastructure_error(exc):
-                    raise InfrastructureError(f"LM: {type(exc).__name__}: {one_line(str(exc), 300)}") from exc
-                notes.append(f"answer type failed: {type(exc).__name__}: {one_line(str(exc), 200)}")
-                answer_type = AnswerTypeInfo.from_raw("boolean" if is_yes_no_question(question) else "", "")
-            if not answer_type.label and is_yes_no_question(question):
-                answer_type = AnswerTypeInfo.from_raw("boolean", "")
-            if cue is not None:  # the question's own cues guard the LM's answer type
-                label, qid = guard(cue, answer_type.label, answer_type.qid)
-                if (label, qid) != (answer_type.label, answer_type.qid):
-                    answer_type = AnswerTypeInfo.from_raw(label, qid, settings.kg)
-        agent_flags = self.variant_def.agent
+            answer_type = self.typed_answer(raw, cue, question)
+        except Exception as exc:  # an LM call: the question goes on with the yes/no heuristic
+            if is_infrastructure_error(exc):
+                raise InfrastructureError(f"LM: {type(exc).__name__}: {one_line(str(exc), 300)}") from exc
+            notes.append(f"answer type failed: {type(exc).__name__}: {one_line(str(exc), 200)}")
+            answer_type = self.typed_answer(None, cue, question)
+        return answer_type, notes, type_dropped
+
+    def typed_answer(self, raw: Any, cue: Any, question: str) -> AnswerTypeInfo:
+        """The answer-type step's reply (None: the call failed) as the program keeps it: normalised, `boolean` for a
+        yes/no question it left untyped, guarded by the question's cue (None: no cue)."""
+        kg = self.settings.kg
+        answer_type = AnswerTypeInfo.from_raw(
+            getattr(raw, "answer_type_label", ""), getattr(raw, "answer_type_qid", ""), kg
+        )
+        if not answer_type.label and is_yes_no_question(question):
+            answer_type = AnswerTypeInfo.from_raw("boolean", "")
+        if cue is not None:  # the question's own cues guard the LM's answer type
+            label, qid = guard(cue, answer_type.label, answer_type.qid)
+            if (label, qid) != (answer_type.label, answer_type.qid):
+                answer_type = AnswerTypeInfo.from_raw(label, qid, kg)
+        return answer_type
+
+    def new_episode(
+        self,
+        question: str,
+        answer_type: AnswerTypeInfo | None,
+        cue: Any,
+        *,
+        text: str | None = None,
+        calls: QuestionCalls | None = None,
+        demo_guard: DemoGuard | None = None,
+        notes: list[str] | None = None,
+        on_event: Callable[..., None] | None = None,
+        deadline: float | None = None,
+        dropped: int = 0,
+    ) -> Episode:
+        """The episode of `question` with its answer type decided (no LM call): the query form, the grounding
+        context and tools, the demos (the question's and the compiled decisions', behind `demo_guard`). `cue`: the
+        question's answer-type cue (`answer_type_cue`); `text`: what the controller reads as the question (default:
+        the question)."""
+        settings, agent_flags = self.settings, self.variant_def.agent
+        calls = calls or QuestionCalls()
+        lexicon = load_lexicon(settings)
         # the form is decided where it is imposed or used to rewrite the final query; 'ANY' leaves it open
         form = (
-            decide_query_form(answer_type, str(question), lexicon)
+            decide_query_form(answer_type, question, lexicon)
             if agent_flags.query_form or agent_flags.form_rewrite
             else "ANY"
         )
-
-        # 2. the grounding context and tools of this question
-        ctx = self._new_context(
-            str(question),
-            answer_type,
-            calls,
-            items=items_class(str(question), self.services.schema, lexicon) if cue is not None else "",
-        )
-        tools = self._tools(ctx)
-        pool = self.demo_pool()
+        items = items_class(question, self.services.schema, lexicon) if cue is not None else ""
+        ctx = self._new_context(question, answer_type, calls, items=items)
         # per-question demos replace the predictor's own (compiled) demos for this call only
-        demos, dropped = self._guarded_demos(pool, str(question), form, demo_guard)
-
+        demos, demos_dropped = self.question_demos(question, form, demo_guard)
+        compiled = self.compiled_decisions or CompiledDecisions()
+        decisions, decisions_dropped = compiled.prompts(list(self.react.react.signature.input_fields), demo_guard)
         episode = Episode(
             settings,
-            text,
+            question if text is None else text,
             ctx,
-            tools,
+            self._tools(ctx),
             self.variant_def,
             answer_type,
             form,
@@ -356,13 +412,19 @@ class SagaProgram(dspy.Module):
             on_event=on_event,
             check=self._check if settings.check_answer else None,
             max_steps=settings.max_steps,
-            notes=notes,
+            notes=list(notes or ()),
             calls=calls,
-            demos_dropped=dropped + type_dropped,
+            demos_dropped=demos_dropped + dropped + decisions_dropped,
             deadline=deadline,
+            decisions=decisions,
         )
-        episode.emit("start", question=text, answer_type=answer_type, form=form, demos=len(demos or []))
+        episode.emit("start", question=episode.question, answer_type=answer_type, form=form, demos=len(demos or []))
         return episode
+
+    def question_demos(self, question: str, form: str, demo_guard: DemoGuard | None = None) -> tuple[list | None, int]:
+        """(the controller's demos for this question, how many the test firewall dropped): `_guarded_demos` on the
+        program's pool."""
+        return self._guarded_demos(self.demo_pool(), question, form, demo_guard)
 
     def _guarded_demos(
         self, pool: DemoPool | None, question: str, form: str, demo_guard: DemoGuard | None

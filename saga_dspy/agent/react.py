@@ -15,11 +15,12 @@ from dspy.utils.exceptions import AdapterParseError, ContextWindowExceededError,
 
 from saga_dspy.agent.begun_reply import BegunReplyAdapter
 from saga_dspy.agent.calls import is_context_overflow
+from saga_dspy.agent.decisions import controller_prompt
 from saga_dspy.agent.episode import Episode
 from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.final_query import StepOutcome
 from saga_dspy.agent.parsing import FENCE, MARKER, normalize_tool_name, parse_tool_args
-from saga_dspy.agent.trajectory import KEEP_FULL_STEPS, Step, one_line, render_trajectory
+from saga_dspy.agent.trajectory import Step, one_line
 from saga_dspy.kg.flavours.wikidata_ids import DOUGLAS_ADAMS, PLACE_OF_BIRTH
 from saga_dspy.tools.specs import TOOL_NAMES, TOOL_SPECS
 
@@ -138,36 +139,40 @@ class SagaReAct(dspy.ReAct):
 
     # -- one step --------------------------------------------------------------------
 
-    def _signature(self, episode: Episode, predictor: dspy.Predict) -> type[dspy.Signature]:
-        """The predictor's signature for this call: a controller turn shown no demonstration reads, after its
-        instructions, the flavour's one-line example of the tool sequence."""
-        signature = predictor.signature
+    def _prompt(self, episode: Episode, predictor: dspy.Predict, turn: bool) -> tuple[type[dspy.Signature], Any]:
+        """(signature, demos) of this call. A controller turn reads the question's demos (else the predictor's own)
+        and, shown none, the flavour's one-line example of the tool sequence after its instructions; a turn in the
+        state of a compiled decision (`Episode.decision_prompt`) reads that decision's instructions and demos
+        (`agent.decisions.controller_prompt`). Another predictor: its own signature, and None (its own demos)."""
         if predictor is not self.react:
-            return signature
-        demos = episode.demos if episode.demos is not None else predictor.demos
-        if demos:
-            return signature
-        return signature.with_instructions(f"{signature.instructions}\n{episode.ctx.flavour.protocol_example}")
+            return predictor.signature, None
+        own = episode.decision_prompt() if turn else None
+        pool = episode.demos if episode.demos is not None else predictor.demos
+        return controller_prompt(predictor.signature, own, pool, episode.ctx.flavour.protocol_example)
 
-    def _budget(self, episode: Episode, inputs: dict[str, Any], predictor: dspy.Predict) -> int:
+    def _budget(
+        self, episode: Episode, inputs: dict[str, Any], predictor: dspy.Predict, prompt: tuple[Any, Any], turn: bool
+    ) -> int:
         """Characters left for the trajectory in this call's prompt.
 
         The prompt is formatted only to be measured, once per question and predictor: the adapter's
         undecorated `format`, so that no callback (tracing) sees a format that is never sent. Between
         steps only the input values change (the type context and log grow), each written once into the
-        prompt, so a later step's size is the first one's plus the growth of the values."""
+        prompt, so a later step's size is the first one's plus the growth of the values (a compiled decision's
+        turns are measured apart: their instructions and demos are their own)."""
         size = sum(len(str(v)) for v in inputs.values())
-        measured = episode.prompt_sizes.get(id(predictor))
+        signature, demos = prompt
+        key = (id(predictor), episode.decision() if turn and episode.decision_prompt() is not None else None)
+        measured = episode.prompt_sizes.get(key)
         if measured is None:
             adapter = dspy.settings.adapter or ChatAdapter()
             try:
-                demos = episode.demos if (predictor is self.react and episode.demos is not None) else predictor.demos
-                signature = self._signature(episode, predictor)
-                messages = _plain_format(adapter)(adapter, signature, demos, {**inputs, "trajectory": ""})
+                shown = demos if demos is not None else predictor.demos
+                messages = _plain_format(adapter)(adapter, signature, shown, {**inputs, "trajectory": ""})
                 measured = (sum(len(str(m.get("content") or "")) for m in messages), size)
             except Exception:  # formatting only measures the prompt: fall back to a safe estimate
                 measured = (6000, size)
-            episode.prompt_sizes[id(predictor)] = measured
+            episode.prompt_sizes[key] = measured
         fixed = measured[0] + max(0, size - measured[1])
         settings = episode.settings
         total = int((settings.context_window - settings.max_tokens) * CHARS_PER_TOKEN * episode.budget_scale)
@@ -192,24 +197,18 @@ class SagaReAct(dspy.ReAct):
             calls.turn()
         for _attempt in range(4):
             inputs = episode.inputs()
-            budget = self._budget(episode, inputs, predictor)
+            signature, demos = prompt = self._prompt(episode, predictor, turn)
+            budget = self._budget(episode, inputs, predictor, prompt, turn)
             if episode.trajectory_cap is not None:
                 budget = min(budget, episode.trajectory_cap)
-            trajectory = render_trajectory(
-                episode.steps,
-                budget,
-                observation_chars=episode.settings.observation_chars,
-                keep_full=None
-                if episode.settings.stable_history and episode.variant.agent.stable_history
-                else KEEP_FULL_STEPS,
-            )
+            trajectory = episode.trajectory_text(budget)
             episode.last_trajectory_chars = len(trajectory)
             if tail:
                 trajectory = f"{trajectory}\n\n{tail}" if trajectory else tail
             kwargs = dict(extra)
-            if predictor is self.react and episode.demos is not None:
-                kwargs["demos"] = episode.demos
-            if (signature := self._signature(episode, predictor)) is not predictor.signature:
+            if demos is not None:
+                kwargs["demos"] = demos
+            if signature is not predictor.signature:
                 kwargs["signature"] = signature
             try:
                 with calls.one_call(), _begun_reply(begun):

@@ -1,4 +1,5 @@
-"""`python -m saga_dspy.optimize`: the command line of `saga_dspy.optimize.optimize`."""
+"""`python -m saga_dspy.optimize`: the command line of `saga_dspy.optimize.optimize`; `decisions` and `assemble`
+(`optimize.decision_cli`) compile the program's decisions one by one and put them into one program."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from saga_dspy.optimize import (
     OptimizeOptions,
     optimize,
 )
+from saga_dspy.optimize.decision_cli import SUBCOMMANDS
 from saga_dspy.optimize.instructions import check_available
 from saga_dspy.optimize.sets import REST, parse_set, refuse_test_split
 
@@ -42,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
             "valset (default: a seeded half of the dev split), compiled vs default on a report set never used "
             "for selection (default: the other half). Test splits are refused."
         ),
+        epilog="One decision at a time: `python -m saga_dspy.optimize decisions --help` (compile the answer type, "
+        "the entity or the candidate decision on its own examples), `python -m saga_dspy.optimize assemble --help` "
+        "(put compiled decisions into one program.json).",
     )
     add_settings_args(parser, SETTINGS_FLAGS)
     append_help(parser, "dataset", catalogue_text())
@@ -167,6 +172,9 @@ def _other_lm(settings: Settings, model: str | None) -> dspy.BaseLM | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     apply_offline_env()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        return SUBCOMMANDS[argv[0]](argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

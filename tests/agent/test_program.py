@@ -1217,8 +1217,10 @@ def test_the_prompt_is_measured_once_a_question_and_its_growth_counted(settings,
     budgets = []
     real_budget = react.SagaReAct._budget
 
-    def recording(self, episode, inputs, predictor):
-        budgets.append((real_budget(self, episode, inputs, predictor), sum(len(str(v)) for v in inputs.values())))
+    def recording(self, episode, inputs, predictor, *prompt):
+        budgets.append(
+            (real_budget(self, episode, inputs, predictor, *prompt), sum(len(str(v)) for v in inputs.values()))
+        )
         return budgets[-1][0]
 
     monkeypatch.setattr(react, "_plain_format", counting)

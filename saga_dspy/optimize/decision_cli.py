@@ -1,0 +1,188 @@
+"""The command lines of the per-decision compile: `python -m saga_dspy.optimize decisions ...` (build a decision's
+dataset, compile it, or score a program's decision) and `python -m saga_dspy.optimize assemble DIR...`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+import dspy
+
+from saga_dspy.agent.decisions import DECISIONS
+from saga_dspy.agent.program import SagaProgram
+from saga_dspy.cli import ArgumentParser, append_help
+from saga_dspy.config import Settings, add_settings_args, apply_offline_env, run_flags, settings_from_args
+from saga_dspy.eval.datasets import catalogue_text
+from saga_dspy.eval.run_inputs import check_file_inputs
+from saga_dspy.lm import build_lm, cli_lm, configure_lm_cache
+from saga_dspy.optimize.decision_assemble import assemble
+from saga_dspy.optimize.decision_compile import (
+    DECISION_OPTIMIZERS,
+    SECONDS_PER_CALL,
+    DecisionOptions,
+    check_decision_options,
+    compile_decision,
+)
+from saga_dspy.optimize.decision_sets import decision_sets
+from saga_dspy.optimize.sets import REST, build_sets, parse_set, refuse_test_split
+from saga_dspy.services import KgServices
+
+# every run setting but the split and limit (--split names the valset) and the preflight (no run is made)
+DECISION_FLAGS = run_flags(own=("split", "limit", "preflight"))
+
+
+def build_decisions_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="python -m saga_dspy.optimize decisions",
+        description=(
+            "Compile one decision of the program (the answer type, the entity to look up after a search, the "
+            "candidate to take after a lookup) on examples built from gold without an LM: train examples from the "
+            "train split (firewalled), scored on a valset from the dev split (default: a seeded half; the other half "
+            "is left for the whole-program comparison). --build-only builds and caches the examples, no LM."
+        ),
+    )
+    add_settings_args(parser, DECISION_FLAGS)
+    append_help(parser, "dataset", catalogue_text())
+    parser.add_argument("--decision", choices=DECISIONS, required=True, help="the decision to compile")
+    parser.add_argument(
+        "--optimizer",
+        choices=DECISION_OPTIMIZERS,
+        default="random-search",
+        help="random-search: BootstrapFewShotWithRandomSearch's candidates; mipro: MIPROv2 (instructions and "
+        "demos); gepa: GEPA on the gold choice and why; none: score the program's decision as it is",
+    )
+    parser.add_argument("--build-only", action="store_true", help="build (or read) the examples, print their sizes")
+    parser.add_argument("--rebuild", action="store_true", help="build the examples again instead of the cache")
+    parser.add_argument("--split", dest="valset", metavar="SPLIT", default="dev", help="the valset: SPLIT or B:SPLIT")
+    parser.add_argument("--train-split", default="train", help="the split the train examples come from")
+    parser.add_argument("--valset-size", type=int, default=None, help="valset questions (default: half the split)")
+    parser.add_argument("--train-size", type=int, default=None, help="train examples (default: all)")
+    parser.add_argument("--max-demos", type=int, default=3, help="bootstrapped demos a candidate holds at most")
+    parser.add_argument("--max-labeled", type=int, default=3, help="labelled (gold) demos a candidate holds at most")
+    parser.add_argument("--num-candidates", type=int, default=4, help="random-search candidates, the default included")
+    parser.add_argument("--shuffle-seed", type=int, default=0, help="seed of the draws and the random search")
+    parser.add_argument("--auto", choices=("light", "medium", "heavy", "none"), default="light")
+    parser.add_argument("--num-trials", type=int, default=None, help="MIPROv2 trials (with --auto none)")
+    parser.add_argument("--max-metric-calls", type=int, default=None, help="GEPA's budget in LM calls")
+    parser.add_argument("--prompt-model", help="MIPROv2's proposal model (default: --lm)")
+    parser.add_argument("--reflection-model", help="GEPA's reflection model (default: --lm)")
+    parser.add_argument("--budget-minutes", type=float, default=None, help="stop scoring candidates past this")
+    parser.add_argument(
+        "--seconds-per-call",
+        type=float,
+        default=None,
+        help=f"for the estimate printed first (default, bundled model: {SECONDS_PER_CALL})",
+    )
+    parser.add_argument("--experiment", help="MLflow experiment name")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser
+
+
+def decision_options(args: argparse.Namespace) -> DecisionOptions:
+    return DecisionOptions(
+        decision=args.decision,
+        optimizer=args.optimizer,
+        train_split=args.train_split,
+        valset=args.valset,
+        valset_size=args.valset_size,
+        train_size=args.train_size,
+        max_demos=args.max_demos,
+        max_labeled=args.max_labeled,
+        num_candidates=args.num_candidates,
+        auto=args.auto,
+        num_trials=args.num_trials,
+        max_metric_calls=args.max_metric_calls,
+        seed=args.shuffle_seed,
+        budget_minutes=args.budget_minutes,
+        seconds_per_call=args.seconds_per_call,
+        rebuild=args.rebuild,
+    )
+
+
+def build_only(settings: Settings, options: DecisionOptions, progress: bool, stream=None) -> dict[str, dict[str, int]]:
+    """Build (or read from the cache) the examples of the compile's sets, no LM; their sizes, printed."""
+    stream = stream or sys.stdout
+    sets = build_sets(
+        settings,
+        train_split=options.train_split,
+        valset=options.valset,
+        report_set=REST,
+        valset_size=options.valset_size,
+        seed=options.seed,
+        progress=progress,
+        stream=stream,
+    )
+    with KgServices(settings) as services:
+        program = SagaProgram(settings, endpoint=services.endpoint, search=services.search)
+        data = decision_sets(program, sets, options.decision, use_cache=not options.rebuild, progress=progress)
+    sizes = {"train": data.train_data.sizes(), "valset": data.val_data.sizes()}
+    for name, built in (("train", data.train_data), ("valset", data.val_data)):
+        print(f"{name}: {built.sizes()} (skipped: {built.skipped}); cached in {built.cache_file}", file=stream)
+    print(data.describe(), file=stream)
+    return sizes
+
+
+def _other_lm(settings: Settings, model: str | None) -> dspy.BaseLM | None:
+    if not model or model == settings.lm:
+        return None
+    return build_lm(settings.model_copy(update={"lm": model}))
+
+
+def decisions_main(argv: Sequence[str]) -> int:
+    apply_offline_env()
+    args = build_decisions_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    settings = settings_from_args(args, split=args.train_split)
+    options = decision_options(args)
+    refuse_test_split(settings.dataset, options.train_split)
+    parse_set(options.valset, settings.dataset)
+    check_decision_options(options)
+    check_file_inputs(settings, None)
+    if args.build_only:
+        configure_lm_cache(settings)
+        build_only(settings, options, progress=not args.no_progress)
+        return 0
+    lm = cli_lm(settings)
+    if lm is None:
+        return 2
+    dspy.configure(lm=lm)
+    compile_decision(
+        settings,
+        options,
+        lm=lm,
+        prompt_lm=_other_lm(settings, args.prompt_model),
+        reflection_lm=_other_lm(settings, args.reflection_model),
+        progress=not args.no_progress,
+        experiment=args.experiment,
+    )  # errors, Ctrl-C: cli.run_main (one line; 130 after an interrupt, the best so far saved)
+    return 0
+
+
+def build_assemble_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="python -m saga_dspy.optimize assemble",
+        description="One program.json from compiled decisions (each DIR a `decisions` compile's --out): the ones "
+        "that beat the default on their valset, on top of --program (default: the default program).",
+    )
+    parser.add_argument("sources", nargs="+", metavar="DIR", help="a decisions compile's output directory")
+    parser.add_argument("--out", required=True, help="where program.json and config.json are written")
+    parser.add_argument("--all", action="store_true", help="take every decision, kept by its compile or not")
+    add_settings_args(parser, ("variant", "dataset", "kg", "program", "cache_dir"))
+    return parser
+
+
+def assemble_main(argv: Sequence[str]) -> int:
+    apply_offline_env()
+    args = build_assemble_parser().parse_args(argv)
+    settings = settings_from_args(args)
+    check_file_inputs(settings, None)
+    assemble(settings, args.sources, args.out, include_all=args.all)
+    return 0
+
+
+SUBCOMMANDS = {"decisions": decisions_main, "assemble": assemble_main}
+
+__all__ = ["SUBCOMMANDS", "assemble_main", "build_only", "decisions_main"]
