@@ -3,7 +3,7 @@
     python -m saga_dspy.stats components --dataset qald10 --split dev|train|test [--limit N] [--json]
 
 What is measured, per question of the split (the gold SPARQL gives the gold entities and the
-gold (subject entity, property) pairs; see `eval.gold_pairs`):
+gold (subject entity, property) pairs; see `eval.stats.gold_pairs`):
 
 - entity linking: for each gold entity constant with a label, its rank in the search tool's
   item hits (`search_wikidata`: 8 hits) for the question's own mention of it — the question
@@ -20,7 +20,7 @@ gold (subject entity, property) pairs; see `eval.gold_pairs`):
   `?film wdt:P161 wd:Q219512` — the gold property's position in the lookup's incoming section,
   recall@1 / @3; and, for the questions whose gold query has only such pairs (asked from the
   object's side), the answers F1 of the query the lookup of the first such entity proposes.
-- the proposed query: answers F1 (eval.metrics.answer_f1) against the frozen gold result of the query the
+- the proposed query: answers F1 (eval.scoring.metrics.answer_f1) against the frozen gold result of the query the
   lookup of the question's first gold subject proposes (0 when it proposes none); over answerable questions.
 - the candidate query: the same F1 for the query the program runs when the model ends without executing
   anything (the proposal, else the lookup's best candidate), over the subject- and object-side questions together.
@@ -58,12 +58,12 @@ from saga_dspy.agent.answer_cues import rule_answer_type as cue_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.query_form import decide_query_form, is_yes_no_question, to_form
 from saga_dspy.config import Settings
-from saga_dspy.eval.candidate_oracle import CandidateOracle, lookup_context, print_oracle
-from saga_dspy.eval.datasets import load_benchmark
-from saga_dspy.eval.entity_linking import entity_linking, entity_names, percent
-from saga_dspy.eval.gold_pairs import GoldQuery, gold_queries
-from saga_dspy.eval.metrics import answer_f1
-from saga_dspy.eval.splits import without_test_twins
+from saga_dspy.eval.loading.datasets import load_benchmark
+from saga_dspy.eval.loading.splits import without_test_twins
+from saga_dspy.eval.scoring.metrics import answer_f1
+from saga_dspy.eval.stats.candidate_oracle import CandidateOracle, lookup_context, print_oracle
+from saga_dspy.eval.stats.entity_linking import entity_linking, entity_names, percent
+from saga_dspy.eval.stats.gold_pairs import GoldQuery, gold_queries
 from saga_dspy.grounding.incoming import incoming_order
 from saga_dspy.grounding.lexicon import Lexicon, load_lexicon
 from saga_dspy.grounding.neighbourhood import fetch_neighbourhood

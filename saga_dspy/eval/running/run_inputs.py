@@ -17,11 +17,11 @@ import dspy
 
 from saga_dspy.agent.failures import is_infrastructure_error
 from saga_dspy.config import DEFAULT_KG, Settings
-from saga_dspy.eval.datasets import BENCHMARKS
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.evalset import EvalSet
-from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id
-from saga_dspy.eval.records import CONFIG, METRICS, fingerprint
+from saga_dspy.eval.loading.datasets import BENCHMARKS
+from saga_dspy.eval.loading.evalset import EvalSet
+from saga_dspy.eval.running.predictions import PREDICTIONS, PredictionsFile, last_by_id
+from saga_dspy.eval.running.records import CONFIG, METRICS, fingerprint
 from saga_dspy.grounding.lexicon import load_lexicon
 from saga_dspy.input_files import MAX_PROGRAM_BYTES, InputFileError, check_input_file
 from saga_dspy.services import KgServices

@@ -21,18 +21,17 @@ from saga_dspy.agent.pools import check_pool_choice
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
-from saga_dspy.eval.answerability import describe_subset, subset_record
-from saga_dspy.eval.answering import run_questions
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
-from saga_dspy.eval.gold import freeze_missing_gold, freezes_now
-from saga_dspy.eval.metrics import compute_metrics
-from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id
+from saga_dspy.eval.files import write_file
+from saga_dspy.eval.loading.answerability import describe_subset, subset_record
+from saga_dspy.eval.loading.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
+from saga_dspy.eval.loading.gold import freeze_missing_gold, freezes_now
 from saga_dspy.eval.preflight import preflight
-from saga_dspy.eval.records import CONFIG, METRICS, run_config, write_json
-from saga_dspy.eval.report import against_first, comparison_metrics, markdown_table, summary_table
-from saga_dspy.eval.resume import INVOCATION, invocation_record, resume_command
-from saga_dspy.eval.run_inputs import (
+from saga_dspy.eval.running.answering import run_questions
+from saga_dspy.eval.running.predictions import PREDICTIONS, PredictionsFile, last_by_id
+from saga_dspy.eval.running.records import CONFIG, METRICS, run_config, write_json
+from saga_dspy.eval.running.resume import INVOCATION, invocation_record, resume_command
+from saga_dspy.eval.running.run_inputs import (
     check_file_inputs,
     check_graph,
     check_out_dir,
@@ -45,8 +44,10 @@ from saga_dspy.eval.run_inputs import (
     read_config,
     warm_up,
 )
-from saga_dspy.eval.rundir import locked_run_dir, write_file
-from saga_dspy.eval.tracking import INVOCATION_TAG, Tracker, comparison_chart, run_name
+from saga_dspy.eval.running.rundir import locked_run_dir
+from saga_dspy.eval.scoring.metrics import compute_metrics
+from saga_dspy.eval.scoring.report import against_first, comparison_metrics, markdown_table, summary_table
+from saga_dspy.eval.tracking.tracker import INVOCATION_TAG, Tracker, comparison_chart, run_name
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.search import Search
 from saga_dspy.services import KgServices

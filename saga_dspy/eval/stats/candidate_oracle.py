@@ -9,8 +9,8 @@ import statistics
 from typing import Any, TextIO
 
 from saga_dspy.config import Settings
-from saga_dspy.eval.entity_linking import mention_of
-from saga_dspy.eval.metrics import answer_f1
+from saga_dspy.eval.scoring.metrics import answer_f1
+from saga_dspy.eval.stats.entity_linking import mention_of
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.errors import SparqlError

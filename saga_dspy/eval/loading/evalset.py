@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from saga_dspy.config import Settings
-from saga_dspy.eval.datasets import filter_report, load_benchmark, load_records
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.gold import find_gold, resolve_split
-from saga_dspy.eval.splits import is_train_split, without_test_twins
+from saga_dspy.eval.loading.datasets import filter_report, load_benchmark, load_records
+from saga_dspy.eval.loading.gold import find_gold, resolve_split
+from saga_dspy.eval.loading.splits import is_train_split, without_test_twins
 from saga_dspy.input_files import MAX_IDS_BYTES, check_input_file
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +33,7 @@ class EvalItem:
     gold_sparql: str | None = None
     answer_type: str | None = None
     source_answers: str | None = None
-    answerable: bool | None = None  # the frozen gold's verdict (eval.answerability); None: not frozen
+    answerable: bool | None = None  # the frozen gold's verdict (eval.loading.answerability); None: not frozen
 
     @property
     def is_boolean(self) -> bool:
@@ -114,8 +114,8 @@ def parse_ids(values: Sequence[str] | None) -> list[str] | None:
 
 
 def _without_test_twins(ds, dataset: str, split: str, settings: Settings, report: dict[str, Any] | None):
-    """A bundled train split without the twins of test questions (`eval.splits.without_test_twins`), counted among
-    the questions left out."""
+    """A bundled train split without the twins of test questions (`eval.loading.splits.without_test_twins`), counted
+    among the questions left out."""
     rows = ds.to_list()
     kept, twins = without_test_twins(rows, dataset, split, settings)
     if not twins:
