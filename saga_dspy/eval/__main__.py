@@ -60,7 +60,7 @@ from saga_dspy.eval.running.resume import holds_record, restore_args
 from saga_dspy.eval.running.run_inputs import (
     COVERAGES,
     check_file_inputs,
-    default_out_dir,
+    out_dir_for,
     program_has_controller_demos,
 )
 from saga_dspy.eval.running.runner import evaluate
@@ -290,7 +290,7 @@ def resume_dir(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Pat
         settings = settings_from_args(args)
     except Exception as exc:  # a settings validation error: argparse's one-line usage error
         parser.error(one_line(exc))
-    return Path(settings.out) if settings.out else default_out_dir(settings, resume=True)
+    return out_dir_for(settings, resume=True)
 
 
 SUBCOMMANDS = {

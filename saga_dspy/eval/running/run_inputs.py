@@ -138,6 +138,14 @@ def check_file_inputs(settings: Settings, data_file: str | Path | None = None) -
         raise EvalError(str(exc)) from None
 
 
+def out_dir_for(settings: Settings, resume: bool, out: str | Path | None = None) -> Path:
+    """The run directory: `out`, else `--out` (`settings.out`), else a new one under runs/ (a resume: the latest
+    there)."""
+    if out is not None:
+        return Path(out)
+    return Path(settings.out) if settings.out else default_out_dir(settings, resume)
+
+
 def default_out_dir(settings: Settings, resume: bool) -> Path:
     base = Path("runs")
     prefix = f"eval-{settings.dataset}-{settings.split}-"
