@@ -438,33 +438,13 @@ def components_report(
 ) -> dict[str, Any]:
     """`eval.stats.components.component_stats`, with `stats grounding`'s filter figures per mode beside it."""
     with KgServices(settings, endpoint, search) as kg:
-        report = component_stats(
-            settings,
-            dataset,
-            split,
-            endpoint=kg.endpoint,
-            search=search,
-            schema=kg.schema,
-            hierarchy=kg.hierarchy,
-            limit=limit,
-            answer_type=answer_type,
-            ids=ids,
-            log=log,
+        # the same services, questions and log for both
+        common: dict[str, Any] = dict(
+            endpoint=kg.endpoint, search=search, schema=kg.schema, hierarchy=kg.hierarchy, limit=limit, ids=ids, log=log
         )
+        report = component_stats(settings, dataset, split, answer_type=answer_type, **common)
         if filter_modes:
-            g = grounding_stats(
-                settings,
-                dataset,
-                filter_modes,
-                endpoint=kg.endpoint,
-                search=search,
-                schema=kg.schema,
-                hierarchy=kg.hierarchy,
-                limit=limit,
-                split=split,
-                ids=ids,
-                log=log,
-            )
+            g = grounding_stats(settings, dataset, filter_modes, split=split, **common)
             report["filters"] = {mode: {k: row[k] for k in FILTER_FIGURES} for mode, row in g["filters"].items()}
     return report
 
