@@ -408,8 +408,12 @@ def load_benchmark(
     if path is not None:
         with reading(path, "gold file"):
             ds = _with_gold_columns(ds, read_gold(path))
-    if not answerable_only:
-        return ds
+    return _answerable(ds, name, split, resolved, path) if answerable_only else ds
+
+
+def _answerable(ds: datasets.Dataset, name: str, split: str, resolved: str, path: Path | None) -> datasets.Dataset:
+    """The questions whose frozen gold is answerable; the counts left out by reason logged and kept in the
+    dataset's description (`filter_report`)."""
     if not any(a is not None for a in ds["answerable"]):
         raise ValueError(
             f"{name}/{split}: no frozen gold to filter on "
