@@ -116,8 +116,8 @@ def record_integrity(cache_dir: Path, store: Path) -> None:
                 }
             )
         )
-        from saga_dspy.eval.evalset import load_eval_set
-        from saga_dspy.eval.gold import freeze_missing_gold
+        from saga_dspy.eval.loading.evalset import load_eval_set
+        from saga_dspy.eval.loading.gold import freeze_missing_gold
 
         s = Settings(cache_dir=root, result_cache=False, dataset="mine", split="test")
         freeze_missing_gold(s, "mine", "test", data_file=data, progress=False)
@@ -137,7 +137,7 @@ def record_integrity(cache_dir: Path, store: Path) -> None:
         [
             sys.executable,
             "-c",
-            f"from saga_dspy.eval.rundir import locked_run_dir\nimport time\n"
+            f"from saga_dspy.eval.running.rundir import locked_run_dir\nimport time\n"
             f"with locked_run_dir({str(held)!r}):\n    print('held', flush=True)\n    time.sleep(60)",
         ],
         stdout=subprocess.PIPE,
@@ -146,7 +146,7 @@ def record_integrity(cache_dir: Path, store: Path) -> None:
     )
     holder.stdout.readline()
     from saga_dspy.eval.errors import EvalError
-    from saga_dspy.eval.rundir import locked_run_dir
+    from saga_dspy.eval.running.rundir import locked_run_dir
 
     for target in (held / "full", held.parent):
         try:
@@ -173,7 +173,7 @@ def record_caps_and_inputs(cache_dir: Path, store: Path, faulty_url: str) -> Non
     os.mkfifo(root / "fifo")
     readers = {
         "schema index": "from saga_dspy.schema.index import SchemaIndex as S; S.load({path!r})",
-        "data file": "from saga_dspy.eval.datasets import read_records; read_records({path!r})",
+        "data file": "from saga_dspy.eval.loading.datasets import read_records; read_records({path!r})",
         "program": "from saga_dspy.agent.program import SagaProgram; SagaProgram.load({path!r})",
     }
     for code in readers.values():
@@ -183,7 +183,7 @@ def record_caps_and_inputs(cache_dir: Path, store: Path, faulty_url: str) -> Non
 
     started = time.monotonic()
     done, rc, out = python(
-        "from saga_dspy.eval.tracking import Tracker\nfrom saga_dspy.config import Settings\n"
+        "from saga_dspy.eval.tracking.tracker import Tracker\nfrom saga_dspy.config import Settings\n"
         f"Tracker(Settings(cache_dir={str(root)!r}, mlflow=True, mlflow_uri='http://127.0.0.1:9'), 'x')",
         60,
         memory_mb=4096,

@@ -35,7 +35,7 @@ apply_offline_env()
 
 
 def pick_questions(settings: Settings, endpoint, n: int, ids: list[str] | None) -> list[dict]:
-    from saga_dspy.eval.datasets import load_benchmark, load_records
+    from saga_dspy.eval.loading.datasets import load_benchmark, load_records
     from saga_dspy.kg.results import SelectResult, parse_sparql_json
 
     try:
@@ -69,7 +69,7 @@ def pick_questions(settings: Settings, endpoint, n: int, ids: list[str] | None) 
 
 def run(args) -> dict:
     from saga_dspy.agent.program import SagaProgram
-    from saga_dspy.eval.metrics import answer_f1
+    from saga_dspy.eval.scoring.metrics import answer_f1
     from saga_dspy.kg.endpoint import open_endpoint
     from saga_dspy.kg.search import open_search
     from saga_dspy.lm import build_lm, configure_lm_cache

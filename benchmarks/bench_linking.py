@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = settings_from_args(args)
 
-    from saga_dspy.eval.datasets import load_benchmark
-    from saga_dspy.eval.entity_linking import entity_linking, entity_names
-    from saga_dspy.eval.gold_pairs import gold_queries
+    from saga_dspy.eval.loading.datasets import load_benchmark
+    from saga_dspy.eval.stats.entity_linking import entity_linking, entity_names
+    from saga_dspy.eval.stats.gold_pairs import gold_queries
     from saga_dspy.kg.flavours import flavour_for
     from saga_dspy.services import KgServices
 

@@ -5,7 +5,7 @@ machine's speed drifts by a quarter from hour to hour, so two variants timed one
 compare badly; here every question is answered by each variant in turn before the next question, in
 one process (one model, one prefix cache: as each eval run has its own, a variant's first question
 starts cold here too, and later ones reuse what that variant's earlier questions evaluated). Each
-question is a real `saga_dspy.eval.evaluate` call (LM cache off, default settings unless flags say
+question is a real `saga_dspy.eval.running.runner.evaluate` call (LM cache off, default settings unless flags say
 otherwise) in its own run directory under `--out`, so the figures can be re-scored.
 
 Reported per variant: seconds a question (the prediction's own clock), prompt tokens evaluated and
@@ -35,7 +35,7 @@ FIGURES = ("seconds", "prompt_tokens_evaluated", "prompt_tokens_reused", "comple
 
 
 def slice_ids(settings: Settings, n: int) -> list[str]:
-    from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.loading.evalset import load_eval_set
 
     evalset = load_eval_set(settings.model_copy(update={"limit": n}), progress=False)
     return list(evalset.data["id"])
@@ -55,7 +55,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "local-slice")
     args = parser.parse_args()
 
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
 
     update = {"max_steps": args.max_steps, "lm_cache": False, "mlflow": False, "num_threads": 1}
     if args.demo_anchors is not None:

@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = settings_from_args(args, result_cache=False)
 
-    from saga_dspy.eval.datasets import load_benchmark
-    from saga_dspy.eval.gold_pairs import gold_queries
+    from saga_dspy.eval.loading.datasets import load_benchmark
+    from saga_dspy.eval.stats.gold_pairs import gold_queries
     from saga_dspy.grounding.context import QuestionContext
     from saga_dspy.kg.endpoint import open_endpoint
     from saga_dspy.kg.flavours import flavour_for

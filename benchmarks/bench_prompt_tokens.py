@@ -137,7 +137,7 @@ class PrefixCacheModel:
 
 def replayed_calls(run_dir: Path, limit: int | None = None, ids: list[str] | None = None, **settings: object):
     """Each recorded question of an eval run, replayed through today's program: (record, [(messages, reply)])."""
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
 
     config = json.loads((run_dir / "config.json").read_text())
     records = [json.loads(line) for line in (run_dir / "predictions.jsonl").open()]

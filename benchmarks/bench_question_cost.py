@@ -5,12 +5,12 @@ demonstration chosen per question and shown whole, the thought uncapped, nothing
 (today's defaults), in one process, one thread, the LM cache off. Each configuration keeps its own prefix-state
 cache, and the model's live prefix is dropped between questions, so neither reuses what the other evaluated; a
 configuration's later questions reuse what its earlier ones did, as in an eval run. Each question is a real
-`saga_dspy.eval.evaluate` call in its own run directory under `--out` (re-scorable).
+`saga_dspy.eval.running.runner.evaluate` call in its own run directory under `--out` (re-scorable).
 
 Reported per configuration, a question's mean: seconds (the prediction's clock: only comparable on one machine
 in one run, and meaningless on a loaded one), LM calls, prompt tokens, those evaluated and reused, completion tokens
 (the model's and the markers the engine wrote), tokens the model sampled, and F1 with the paired interval of
-after - before (`eval.significance`). Token counts do not depend on the machine's load.
+after - before (`eval.scoring.significance`). Token counts do not depend on the machine's load.
 
 `--lookup-calls N` then replays N of `after`'s controller calls (the same messages) with and without prompt-lookup
 drafts, alternating which goes first, and reports the reply's tokens a second of each and whether the replies
@@ -89,7 +89,7 @@ def _llama(lm: Any) -> Any:
 
 def answer(settings: Settings, dataset: str, qid: str, lm: Any, cache: Any, out: Path) -> dict[str, Any]:
     """One question by one configuration: its prediction's counters, the engine's counts, F1, seconds."""
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
 
     llama = _llama(lm)
     llama.set_cache(cache)  # this configuration's evaluated prefixes only
@@ -155,7 +155,7 @@ def main() -> int:
     parser.add_argument("--lookup-tokens", type=int, default=8, help="tokens drafted in that replay")
     args = parser.parse_args()
 
-    from saga_dspy.eval.significance import paired_by_id
+    from saga_dspy.eval.scoring.significance import paired_by_id
     from saga_dspy.lm import configure_lm_cache, local_lm
     from saga_dspy.lm.llama import LOCAL_PREFIX_CACHE_BYTES
     from saga_dspy.lm.prefix_cache import PrefixStateCache

@@ -100,7 +100,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    from saga_dspy.eval.datasets import load_benchmark
+    from saga_dspy.eval.loading.datasets import load_benchmark
     from saga_dspy.kg.endpoint import open_endpoint
     from saga_dspy.schema import (
         Outcome,

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = settings_from_args(args)
 
-    from saga_dspy.eval.datasets import load_benchmark
+    from saga_dspy.eval.loading.datasets import load_benchmark
     from saga_dspy.kg.label_index import label_index_version
     from saga_dspy.kg.search import LocalSearch
     from saga_dspy.kg.store import store_path

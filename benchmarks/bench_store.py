@@ -27,7 +27,7 @@ from saga_dspy.kg.store import ensure_store  # noqa: E402
 
 
 def gold_queries(limit: int) -> list[str]:
-    from saga_dspy.eval.datasets import load_benchmark
+    from saga_dspy.eval.loading.datasets import load_benchmark
 
     rows = load_benchmark("qald10", "test")
     return [r["sparql"] for r in rows if r["sparql"]][:limit]

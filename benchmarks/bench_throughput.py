@@ -4,7 +4,7 @@ A loopback OpenAI-compatible stub (`/v1/chat/completions`, fixed latency, TCP_NO
 its own process as a real LM server would be (so its HTTP handling does not share the evaluation's
 interpreter lock), plays the controller with a fixed policy that exercises the real tools on the real embedded store: it
 executes the question's gold query, then stops (the answer-type call gets a plain answer). Every
-thread count runs the same questions through `saga_dspy.eval.evaluate` in this process, with the
+thread count runs the same questions through `saga_dspy.eval.running.runner.evaluate` in this process, with the
 default tracking (MLflow to a fresh sqlite store) unless `--no-mlflow`.
 
 Reported per thread count: the question phase (the threads answering, `metrics.json`'s `phase`)
@@ -134,8 +134,8 @@ def main() -> int:
     from saga_dspy.config import Settings, apply_offline_env
 
     apply_offline_env()
-    from saga_dspy.eval.evalset import load_eval_set
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.loading.evalset import load_eval_set
+    from saga_dspy.eval.running.runner import evaluate
     from saga_dspy.kg.endpoint import open_endpoint
 
     base = Settings(dataset=args.dataset, split=args.split, lm_cache=False, result_cache=False)

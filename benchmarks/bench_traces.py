@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from saga_dspy.eval.tracking import apply_mlflow_env  # noqa: E402
+from saga_dspy.eval.tracking.tracker import apply_mlflow_env  # noqa: E402
 
 apply_mlflow_env()  # the offline MLflow environment before mlflow is imported
 
@@ -34,8 +34,8 @@ from conftest import make_settings  # noqa: E402
 from helpers.scripted_lm import ScriptedLM, scripted_plans  # noqa: E402
 from mlflow import MlflowClient  # noqa: E402
 
-from saga_dspy.eval.evalset import load_eval_set  # noqa: E402
-from saga_dspy.eval.runner import evaluate  # noqa: E402
+from saga_dspy.eval.loading.evalset import load_eval_set  # noqa: E402
+from saga_dspy.eval.running.runner import evaluate  # noqa: E402
 
 
 def trace_sizes(uri: str, experiment: str) -> list[dict]:

@@ -8,7 +8,7 @@ MAJORITY or more among MIN_QUESTIONS questions or more); then, on each split, th
 of those words whose gold query has the word's train property. A split annotated like train agrees about as
 often as train does; a split annotated by other conventions (another source's gold for the same kind of question)
 agrees less, and no grounding learned from train or chosen on dev can close that gap. Second, the paraphrase twins:
-a train question and a dev or test question the firewall calls the same question by its words (`eval.firewall`,
+a train question and a dev or test question the firewall calls the same question by its words (`eval.loading.firewall`,
 the text and Jaccard rules), with whether their gold queries use the same properties and, where not, the swap
 ("what language do people speak in iceland?": official language in train, language used in test). Only gold
 queries are read: nothing is run, nothing is chosen from it.
@@ -29,10 +29,10 @@ sys.path.insert(0, str(REPO / "scripts"))
 from mine_lexicon import Question  # noqa: E402
 
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
-from saga_dspy.eval.datasets import BENCHMARKS, load_records  # noqa: E402
-from saga_dspy.eval.firewall import Firewall  # noqa: E402
-from saga_dspy.eval.records import write_json  # noqa: E402
-from saga_dspy.eval.splits import without_test_twins  # noqa: E402
+from saga_dspy.eval.loading.datasets import BENCHMARKS, load_records  # noqa: E402
+from saga_dspy.eval.loading.firewall import Firewall  # noqa: E402
+from saga_dspy.eval.loading.splits import without_test_twins  # noqa: E402
+from saga_dspy.eval.running.records import write_json  # noqa: E402
 from saga_dspy.grounding.ranking import word_groups  # noqa: E402
 
 TOP_WORDS = 80  # train's most frequent content words looked at

@@ -23,8 +23,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
-from saga_dspy.eval.components import measured_records  # noqa: E402
-from saga_dspy.eval.gold_pairs import gold_queries  # noqa: E402
+from saga_dspy.eval.stats.components import measured_records  # noqa: E402
+from saga_dspy.eval.stats.gold_pairs import gold_queries  # noqa: E402
 from saga_dspy.grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter  # noqa: E402
 from saga_dspy.kg.flavours import flavour_for  # noqa: E402
 from saga_dspy.schema.compat import PAPER_READING, PaperReading  # noqa: E402

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from saga_dspy.agent.query_form import to_form  # noqa: E402
 from saga_dspy.config import Settings  # noqa: E402
-from saga_dspy.eval.metrics import answer_f1  # noqa: E402
+from saga_dspy.eval.scoring.metrics import answer_f1  # noqa: E402
 from saga_dspy.kg.endpoint import open_endpoint  # noqa: E402
 from saga_dspy.kg.errors import SparqlError  # noqa: E402
 from saga_dspy.variants import variant_of  # noqa: E402

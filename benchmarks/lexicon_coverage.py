@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
-from saga_dspy.eval.datasets import BENCHMARKS, load_records  # noqa: E402
+from saga_dspy.eval.loading.datasets import BENCHMARKS, load_records  # noqa: E402
 from saga_dspy.grounding.lexicon import MIN_SUPPORT, load_lexicon, question_keys  # noqa: E402
 from saga_dspy.grounding.ranking import word_groups  # noqa: E402
 from saga_dspy.grounding.words import head_phrases, phrase_key, question_frame  # noqa: E402

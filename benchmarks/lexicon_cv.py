@@ -30,8 +30,8 @@ sys.path.insert(0, str(REPO / "scripts"))
 from mine_lexicon import TRAIN, Question, mine_questions, train_questions  # noqa: E402
 
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
-from saga_dspy.eval.components import component_stats  # noqa: E402
-from saga_dspy.eval.records import write_json  # noqa: E402
+from saga_dspy.eval.running.records import write_json  # noqa: E402
+from saga_dspy.eval.stats.components import component_stats  # noqa: E402
 from saga_dspy.services import KgServices  # noqa: E402
 
 SIDES = ("out_of_fold", "in_sample", "no_lexicon")

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from protocol_table import against_first, markdown, protocol_row  # noqa: E402
 
 from saga_dspy.config import Settings, add_settings_args, apply_offline_env, settings_from_args  # noqa: E402
-from saga_dspy.eval.tracking import INVOCATION_TAG, Tracker  # noqa: E402
+from saga_dspy.eval.tracking.tracker import INVOCATION_TAG, Tracker  # noqa: E402
 
 EXPERIMENT = "saga-table5-dev60"
 METRICS = ("f1", "em", "empty", "final_model", "final_program", "final_extract", "final_none", "no_lookup", "seconds")

@@ -19,8 +19,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from saga_dspy.eval.breakdown import ANSWER_KINDS, ORIGINS, answer_kind, breakdown, final_origin  # noqa: E402
-from saga_dspy.eval.significance import PairedComparison, paired_by_id  # noqa: E402
+from saga_dspy.eval.scoring.breakdown import ANSWER_KINDS, ORIGINS, answer_kind, breakdown, final_origin  # noqa: E402
+from saga_dspy.eval.scoring.significance import PairedComparison, paired_by_id  # noqa: E402
 
 
 def _lines(run: Path) -> list[dict[str, Any]]:

@@ -6,8 +6,8 @@
 Reads `stats components --json` files (one row per answerable question) and a `benchmarks/lexicon_cv.py` file
 (its out-of-fold rows for the dataset): each set's mean candidate F1 (as run; `--returned`: as the program returns
 it) and the differences dev - test, dev - train folds and train folds - test, each with a bootstrap interval (each
-split resampled within itself, `eval.significance.set_bootstrap`). Dev above the out-of-fold train figure by more
-than chance says the choices fitted dev; test below both says the test split differs from the other two.
+split resampled within itself, `eval.scoring.significance.set_bootstrap`). Dev above the out-of-fold train figure by
+more than chance says the choices fitted dev; test below both says the test split differs from the other two.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from saga_dspy.eval.records import write_json  # noqa: E402
-from saga_dspy.eval.significance import set_bootstrap  # noqa: E402
+from saga_dspy.eval.running.records import write_json  # noqa: E402
+from saga_dspy.eval.scoring.significance import set_bootstrap  # noqa: E402
 
 
 def component_scores(path: Path, key: str) -> list[float]:

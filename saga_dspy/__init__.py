@@ -25,14 +25,14 @@ apply_offline_env()
 
 if TYPE_CHECKING:
     from saga_dspy.agent.program import SagaProgram
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
     from saga_dspy.lm import build_lm
 
 # Lazy (PEP 562): `import saga_dspy.kg` must not pull in dspy, mlflow and litellm (seconds to import).
 _LAZY = {
     "SagaProgram": "saga_dspy.agent.program",
     "build_lm": "saga_dspy.lm",
-    "evaluate": "saga_dspy.eval.runner",
+    "evaluate": "saga_dspy.eval.running.runner",
 }
 
 

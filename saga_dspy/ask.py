@@ -19,9 +19,9 @@ from saga_dspy.agent.pools import check_pool_choice
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.cli import ArgumentParser, append_help, run_main
 from saga_dspy.config import LM_FLAGS, add_settings_args, apply_offline_env, settings_from_args
-from saga_dspy.eval.datasets import catalogue_text
+from saga_dspy.eval.loading.datasets import catalogue_text
 from saga_dspy.eval.preflight import preflight
-from saga_dspy.eval.run_inputs import check_file_inputs
+from saga_dspy.eval.running.run_inputs import check_file_inputs
 from saga_dspy.kg.flavours import Flavour, flavour_for
 from saga_dspy.kg.results import AskResult, SelectResult
 from saga_dspy.lm import cli_lm

@@ -23,7 +23,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 # Offline defaults: no cost-map download, no hub access, no MLflow telemetry (its client starts when
 # mlflow is imported, wherever that happens first). (MLflow's trace export is asynchronous and
-# flushed at the end of each run: saga_dspy.eval.tracking.)
+# flushed at the end of each run: saga_dspy.eval.tracking.tracker.)
 OFFLINE_ENV = {
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "HF_HUB_OFFLINE": "1",

@@ -3,7 +3,7 @@
     python -m saga_dspy.stats grounding --dataset qald10 [--split test] [--filter bare|closure|calibrated|paper|all]
         [--json]
     python -m saga_dspy.stats conflicts [--dataset NAME ...] [--json]
-    python -m saga_dspy.stats components --dataset NAME --split dev|train|test [--json]  (eval/components.py)
+    python -m saga_dspy.stats components --dataset NAME --split dev|train|test [--json]  (eval/stats/components.py)
 
 `grounding`: for every entity constant of the dataset's gold SPARQL that the endpoint
 knows, look the entity up with and without the type filter and report raw edges, edge
@@ -17,7 +17,7 @@ entity carries the property (its neighbourhood; the candidates' statements), as 
 Each dataset the paper's Table 9 reports is printed with the paper's figures beside the measured ones, and
 several datasets end with their averages (the paper's: unweighted over its four).
 
-`conflicts`: the execute tool's conflict check over every gold query (eval/conflicts.py).
+`conflicts`: the execute tool's conflict check over every gold query (eval/stats/conflicts.py).
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from typing import Any
 from saga_dspy.cli import ArgumentParser, run_main
 
 from .config import Settings, add_settings_args, apply_offline_env, settings_from_args
-from .eval.components import component_stats, measured_records, print_components
-from .eval.conflicts import conflict_stats, fmt, print_conflicts
-from .eval.evalset import parse_ids
-from .eval.gold_pairs import gold_queries
-from .eval.table9 import PAPER_TABLE9, print_table9, table9
+from .eval.loading.evalset import parse_ids
+from .eval.stats.components import component_stats, measured_records, print_components
+from .eval.stats.conflicts import conflict_stats, fmt, print_conflicts
+from .eval.stats.gold_pairs import gold_queries
+from .eval.stats.table9 import PAPER_TABLE9, print_table9, table9
 from .grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
 from .kg.endpoint import Endpoint
 from .kg.flavours import Flavour, flavour_for
@@ -436,35 +436,15 @@ def components_report(
     log,
     ids: list[str] | None = None,
 ) -> dict[str, Any]:
-    """`eval.components.component_stats`, with `stats grounding`'s filter figures per mode beside it."""
+    """`eval.stats.components.component_stats`, with `stats grounding`'s filter figures per mode beside it."""
     with KgServices(settings, endpoint, search) as kg:
-        report = component_stats(
-            settings,
-            dataset,
-            split,
-            endpoint=kg.endpoint,
-            search=search,
-            schema=kg.schema,
-            hierarchy=kg.hierarchy,
-            limit=limit,
-            answer_type=answer_type,
-            ids=ids,
-            log=log,
+        # the same services, questions and log for both
+        common: dict[str, Any] = dict(
+            endpoint=kg.endpoint, search=search, schema=kg.schema, hierarchy=kg.hierarchy, limit=limit, ids=ids, log=log
         )
+        report = component_stats(settings, dataset, split, answer_type=answer_type, **common)
         if filter_modes:
-            g = grounding_stats(
-                settings,
-                dataset,
-                filter_modes,
-                endpoint=kg.endpoint,
-                search=search,
-                schema=kg.schema,
-                hierarchy=kg.hierarchy,
-                limit=limit,
-                split=split,
-                ids=ids,
-                log=log,
-            )
+            g = grounding_stats(settings, dataset, filter_modes, split=split, **common)
             report["filters"] = {mode: {k: row[k] for k in FILTER_FIGURES} for mode, row in g["filters"].items()}
     return report
 

@@ -5,7 +5,7 @@
     python scripts/build_benchmarks.py --freeze-gold [--benchmarks qald10 wwq] [--splits test]
 
 The first form converts every benchmark whose source files exist into
-`<out>/<name>/<split>.jsonl.gz` in one schema (see `saga_dspy.eval.datasets.RECORD_FIELDS`),
+`<out>/<name>/<split>.jsonl.gz` in one schema (see `saga_dspy.eval.loading.datasets.RECORD_FIELDS`),
 copies the licence files next to them and writes a PROVENANCE.md per benchmark and a
 MANIFEST.json with the counts and checksums. Output is deterministic: records keep the
 source order, JSON keys have a fixed order, gzip headers carry no name and mtime 0.
@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from saga_dspy.eval.datasets import BENCHMARKS, RECORD_FIELDS, gold_file_name, write_jsonl_gz  # noqa: E402
+from saga_dspy.eval.loading.datasets import BENCHMARKS, RECORD_FIELDS, gold_file_name, write_jsonl_gz  # noqa: E402
 from saga_dspy.kg.results import parse_sparql_json  # noqa: E402
 
 # --------------------------------------------------------------------------- sources
@@ -391,11 +391,11 @@ def build(sources: Path, out: Path) -> dict[str, Any]:
 
 
 def carve_dev_splits(out: Path, manifest: dict[str, Any]) -> None:
-    """Carve the seeded dev splits (`saga_dspy.eval.splits.DEV_SPLITS`) from the written train files,
+    """Carve the seeded dev splits (`saga_dspy.eval.loading.splits.DEV_SPLITS`) from the written train files,
     after the firewall against every test split of the same graph; train keeps the rest."""
-    from saga_dspy.eval.datasets import read_records
-    from saga_dspy.eval.firewall import Firewall
-    from saga_dspy.eval.splits import DEV_SEED, DEV_SPLITS, carve_dev, held_out_splits
+    from saga_dspy.eval.loading.datasets import read_records
+    from saga_dspy.eval.loading.firewall import Firewall
+    from saga_dspy.eval.loading.splits import DEV_SEED, DEV_SPLITS, carve_dev, held_out_splits
 
     # the committed dev splits were carved under the firewall's first rule (`near=False`); the tighter one
     # would change which train questions are clean and so re-carve every split that others measure on
@@ -435,7 +435,7 @@ def carve_dev_splits(out: Path, manifest: dict[str, Any]) -> None:
             }
         note = (
             f"\n## dev split\n\n`dev.jsonl.gz`: {len(dev)} questions carved from the source train split "
-            f"(seed {DEV_SEED}, `saga_dspy.eval.splits.carve_dev`), none colliding with any test question of a "
+            f"(seed {DEV_SEED}, `saga_dspy.eval.loading.splits.carve_dev`), none colliding with any test question of a "
             f"{kg} benchmark ({counts['collide_with_test']} train questions do; "
             f"{counts['dev_twins_of_earlier_dev']} dev questions are twins of an earlier benchmark's dev "
             f"questions, preferred so the same questions are held out everywhere). `train.jsonl.gz` holds the "
@@ -480,7 +480,7 @@ def _write_provenance(
 
 def freeze_all(out: Path, names: list[str] | None, splits: list[str] | None) -> None:
     from saga_dspy.config import Settings, apply_offline_env
-    from saga_dspy.eval.gold import freeze_gold
+    from saga_dspy.eval.loading.gold import freeze_gold
     from saga_dspy.kg.endpoint import open_endpoint
 
     apply_offline_env()

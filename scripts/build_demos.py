@@ -13,11 +13,11 @@ gold query, stop — with real observations from our tools. The records (the for
 observations from that variant's own tools), in benchmark order; the agent picks its
 per-question demonstrations from them by BM25 (`--demos N`).
 
-A train question that collides (`saga_dspy.eval.firewall`: same text, content-word Jaccard >= 0.8,
+A train question that collides (`saga_dspy.eval.loading.firewall`: same text, content-word Jaccard >= 0.8,
 the same normalised gold SPARQL up to pattern order, or the same query form and constants at Jaccard
 >= 0.5) with any test or dev question of a benchmark on the same graph
 is left out, so a pool leaks into no evaluation it may be used for. Train is already train minus
-dev (`saga_dspy.eval.splits`).
+dev (`saga_dspy.eval.loading.splits`).
 
 The shared pool (`<out>/shared[.V].jsonl`, `--demo-pool shared`, and the pool of any dataset without
 its own) holds every pool's records in the order of `POOLS`, each question once (a record colliding with
@@ -51,9 +51,9 @@ POOLS = {"qald10": "train", "qald7": "train", "qald9plus": "train", "wwq": "trai
 def build_pool(
     settings: Settings, dataset: str, split: str, endpoint, search, *, limit: int | None, variant: str, progress: bool
 ) -> tuple[list[dict], dict]:
-    from saga_dspy.eval.datasets import BENCHMARKS
-    from saga_dspy.eval.evalset import load_eval_set
-    from saga_dspy.eval.splits import held_out_firewall
+    from saga_dspy.eval.loading.datasets import BENCHMARKS
+    from saga_dspy.eval.loading.evalset import load_eval_set
+    from saga_dspy.eval.loading.splits import held_out_firewall
     from saga_dspy.optimize.gold_teacher import gold_traces
 
     info = BENCHMARKS[dataset]
@@ -101,9 +101,9 @@ def build_shared(settings: Settings, out: Path, variant: str) -> tuple[list[dict
     """The shared pool from the pools in `out` recorded by `variant`'s tools (see the module docstring)."""
     from collections import Counter
 
-    from saga_dspy.eval.datasets import load_records
-    from saga_dspy.eval.firewall import Entry, Firewall
-    from saga_dspy.eval.splits import held_out_firewall
+    from saga_dspy.eval.loading.datasets import load_records
+    from saga_dspy.eval.loading.firewall import Entry, Firewall
+    from saga_dspy.eval.loading.splits import held_out_firewall
 
     held_out = held_out_firewall(settings, "wikidata")
     trains = {name: Firewall.of_records(load_records(name, split, settings), name) for name, split in POOLS.items()}
@@ -182,7 +182,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
 
-    from saga_dspy.eval.records import versions
+    from saga_dspy.eval.running.records import versions
     from saga_dspy.kg.endpoint import open_endpoint
     from saga_dspy.kg.search import open_search
 

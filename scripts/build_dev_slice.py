@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from saga_dspy.config import Settings  # noqa: E402
-from saga_dspy.eval.evalset import load_eval_set  # noqa: E402
+from saga_dspy.eval.loading.evalset import load_eval_set  # noqa: E402
 
 # benchmark -> how many of its answerable dev questions (None: all of them)
 PARTS: dict[str, int | None] = {"qald10": None, "wwq": 16, "qald9plus": 12}

@@ -5,8 +5,8 @@
     python scripts/mine_lexicon.py --out /tmp/lex.json.gz
 
 For every train question of the Wikidata benchmarks with a train split (QALD-10, QALD-9-plus, QALD-7,
-WikiWebQuestions; each train split is already train minus dev, `eval.splits`) that collides with no test or
-dev question of any Wikidata benchmark (`eval.splits.held_out_firewall`, the demo pools' firewall), once per
+WikiWebQuestions; each train split is already train minus dev, `eval.loading.splits`) that collides with no test or
+dev question of any Wikidata benchmark (`eval.loading.splits.held_out_firewall`, the demo pools' firewall), once per
 distinct question text:
 
 1. the gold query's constants: entities, class constants (`?x wdt:P31|P106|P279 wd:C`), properties with their
@@ -43,11 +43,11 @@ sys.path.insert(0, str(REPO))
 
 from saga_dspy.agent.query_form import form_of  # noqa: E402
 from saga_dspy.config import Settings, apply_offline_env  # noqa: E402
-from saga_dspy.eval.components import gold_kind  # noqa: E402
-from saga_dspy.eval.datasets import bundled_gold_path, load_records, read_gold  # noqa: E402
-from saga_dspy.eval.entity_linking import entity_names  # noqa: E402
-from saga_dspy.eval.firewall import normalise_text  # noqa: E402
-from saga_dspy.eval.splits import held_out_firewall  # noqa: E402
+from saga_dspy.eval.loading.datasets import bundled_gold_path, load_records, read_gold  # noqa: E402
+from saga_dspy.eval.loading.firewall import normalise_text  # noqa: E402
+from saga_dspy.eval.loading.splits import held_out_firewall  # noqa: E402
+from saga_dspy.eval.stats.components import gold_kind  # noqa: E402
+from saga_dspy.eval.stats.entity_linking import entity_names  # noqa: E402
 from saga_dspy.grounding.lexicon import Lexicon, bundled_lexicon_path, head_key  # noqa: E402
 from saga_dspy.grounding.patterns import parse_query  # noqa: E402
 from saga_dspy.grounding.ranking import PREFIX, label_match  # noqa: E402
@@ -258,7 +258,7 @@ def mine(settings: Settings, log=print) -> Lexicon:
         "sources": {name: f"data/benchmarks/{name}/train.jsonl.gz" for name in TRAIN},
         "labels": "the bundled sample's English labels and aliases (data/wikidata-sample), the schema index's "
         "property labels and aliases",
-        "firewall": "eval.splits.held_out_firewall(kg='wikidata', roles=('test', 'dev'))",
+        "firewall": "eval.loading.splits.held_out_firewall(kg='wikidata', roles=('test', 'dev'))",
         **provenance,
         **lexicon.meta,
         "mined_ids": {name: [q.rec["id"] for q in questions if q.rec.get("benchmark") == name] for name in TRAIN},

@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from saga_dspy.eval.tracking import Tracker, apply_mlflow_env, ui_hint  # noqa: E402
+from saga_dspy.eval.tracking.tracker import Tracker, apply_mlflow_env, ui_hint  # noqa: E402
 
 apply_mlflow_env()  # the offline MLflow environment before mlflow is imported
 
@@ -45,8 +45,8 @@ from helpers.scripted_lm import TwoVariantLM, scripted_plans, wrong_plan  # noqa
 from mlflow import MlflowClient  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from saga_dspy.eval.evalset import load_eval_set  # noqa: E402
-from saga_dspy.eval.runner import evaluate  # noqa: E402
+from saga_dspy.eval.loading.evalset import load_eval_set  # noqa: E402
+from saga_dspy.eval.running.runner import evaluate  # noqa: E402
 
 EXPERIMENT = "saga-eval-qald10-test"
 VARIANTS = ["full", "no-query-form", "spinach"]

@@ -200,7 +200,7 @@ def test_help_shows_defaults_and_dataset_names():
 
 def test_warmup_is_kept_out_of_per_question_seconds(endpoint, tmp_path, capsys):
     from saga_dspy.agent.program import SagaProgram
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
 
     class SlowToLoad(SagaProgram):  # a demo pool that takes 2 s to load, once
         loaded = False
@@ -230,8 +230,8 @@ def test_warmup_is_kept_out_of_per_question_seconds(endpoint, tmp_path, capsys):
 
 
 def test_summary_table_has_a_tokens_column():
-    from saga_dspy.eval.metrics import compute_metrics
-    from saga_dspy.eval.report import summary_table
+    from saga_dspy.eval.scoring.metrics import compute_metrics
+    from saga_dspy.eval.scoring.report import summary_table
 
     lines = [
         {
@@ -257,7 +257,7 @@ def test_summary_table_has_a_tokens_column():
 
 
 def test_a_local_models_runtime_is_kept_with_the_metrics(endpoint, tmp_path, monkeypatch):
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
     from saga_dspy.lm.llama import LlamaCppEngine
 
     class Engine(LlamaCppEngine):  # the in-process engine's bookkeeping, with no model behind it

@@ -1,8 +1,8 @@
-"""The package's shape: layers import only downward and no import goes round in a circle, knowledge-graph differences
-are flavour data (no comparison against a KG's name, no KG name as a default, outside `kg/flavours/` and `config.py`;
-no Wikidata id outside `kg/flavours/`), no lab notebook in comments and docstrings, no module over 600 lines, no
-function over 80 lines but two at most. The rules read the source (tests/helpers/codebase.py);
-benchmarks/code_metrics.py reports the same figures."""
+"""The package's shape: layers import only downward (and so do the parts of eval/), no import goes round in a circle,
+knowledge-graph differences are flavour data (no comparison against a KG's name, no KG name as a default, outside
+`kg/flavours/` and `config.py`; no Wikidata id outside `kg/flavours/`), no lab notebook in comments and docstrings,
+no module over 600 lines, no function over 80 lines but two at most. The rules read the source
+(tests/helpers/codebase.py); benchmarks/code_metrics.py reports the same figures."""
 
 from __future__ import annotations
 
@@ -48,6 +48,43 @@ def test_the_import_rule_can_fail(tmp_path, monkeypatch):
         "cli.py:1 -> saga_dspy.eval.errors",
         "schema/__main__.py:1 -> saga_dspy.grounding.flavours",
     ]
+
+
+def test_no_upward_import_inside_eval(modules):
+    """eval/ is cut by concept into parts that import only downward: errors, then files and preflight, then
+    scoring, loading, stats, tracking, running, reports, and the CLI on top (INNER_LAYERS)."""
+    found = codebase.inner_upward_imports(modules)
+    assert found == [], "imports of a higher part of the package:\n" + "\n".join(found)
+
+
+def test_every_eval_part_has_a_layer(modules):
+    assert all(codebase.inner_layer_of(m.name) for m in modules if m.name.startswith("saga_dspy.eval"))
+
+
+def test_the_inner_import_rule_can_fail(tmp_path, monkeypatch):
+    monkeypatch.setattr(codebase, "PACKAGE", tmp_path / "saga_dspy")
+    mods = [
+        _module(tmp_path, "eval/__init__.py", ""),
+        _module(tmp_path, "eval/errors.py", ""),
+        _module(tmp_path, "eval/files.py", "from saga_dspy.eval.errors import EvalError\n"),
+        _module(tmp_path, "eval/scoring/__init__.py", ""),
+        _module(tmp_path, "eval/scoring/metrics.py", "def f():\n    from saga_dspy.eval.loading.gold import x\n"),
+        _module(tmp_path, "eval/loading/__init__.py", ""),
+        _module(tmp_path, "eval/loading/gold.py", "from ..scoring import metrics\nfrom ..running import runner\n"),
+        _module(tmp_path, "eval/running/__init__.py", ""),
+        _module(
+            tmp_path, "eval/running/runner.py", "from saga_dspy.eval import files, __main__\nimport saga_dspy.kg\n"
+        ),
+        _module(tmp_path, "eval/__main__.py", "from saga_dspy.eval.running.runner import evaluate\n"),
+        _module(tmp_path, "kg/__init__.py", ""),
+    ]
+    assert codebase.inner_upward_imports(mods) == [
+        "eval/loading/gold.py:2 -> saga_dspy.eval.running.runner",
+        "eval/running/runner.py:1 -> saga_dspy.eval.__main__",
+        "eval/scoring/metrics.py:2 -> saga_dspy.eval.loading.gold",
+    ]
+    with pytest.raises(KeyError, match="INNER_LAYERS"):
+        codebase.inner_layer_of("saga_dspy.eval.misc.x")
 
 
 def test_no_import_cycle(modules):

@@ -45,7 +45,7 @@ def test_special_and_huge_files_are_refused_before_reading(specials, tmp_path):
 
 def test_every_reader_checks_its_file(specials):
     from saga_dspy.agent.program import SagaProgram
-    from saga_dspy.eval.datasets import read_records
+    from saga_dspy.eval.loading.datasets import read_records
     from saga_dspy.schema.index import SchemaIndex
 
     for path in (specials["device"], specials["link"], specials["FIFO"]):
@@ -130,7 +130,7 @@ def test_a_missing_bundled_lexicon_is_an_error(tmp_path):
     Freebase, runs on the grammar alone as before)."""
     from saga_dspy.config import Settings
     from saga_dspy.eval.errors import EvalError
-    from saga_dspy.eval.run_inputs import check_file_inputs
+    from saga_dspy.eval.running.run_inputs import check_file_inputs
     from saga_dspy.grounding.lexicon import load_lexicon
 
     settings = Settings(data_dir=tmp_path, cache_dir=TEST_CACHE)
@@ -149,7 +149,7 @@ def test_an_error_names_the_input_it_was_reading(tmp_path, capsys):
 
     from saga_dspy.cli import run_main
     from saga_dspy.eval.__main__ import main as eval_main
-    from saga_dspy.eval.datasets import load_questions
+    from saga_dspy.eval.loading.datasets import load_questions
     from saga_dspy.schema.index import FORMAT, FORMAT_VERSION, SchemaIndex
 
     index = tmp_path / "index.json"

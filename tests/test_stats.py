@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from saga_dspy.eval.gold_pairs import gold_queries
+from saga_dspy.eval.stats.gold_pairs import gold_queries
 from saga_dspy.kg.flavours import WIKIDATA
 from saga_dspy.stats import conflict_stats, grounding_stats, main
 
@@ -126,8 +126,8 @@ def test_components_cli(settings, capsys):
 def test_a_train_split_is_read_without_the_twins_of_test_questions(settings):
     """QALD-10 train holds QALD-7 test's "Give me all cosmonauts.": component figures on train leave it out, so a
     choice made by reading them reads no test question; a dev split is left as it is."""
-    from saga_dspy.eval.datasets import load_records
-    from saga_dspy.eval.splits import without_test_twins
+    from saga_dspy.eval.loading.datasets import load_records
+    from saga_dspy.eval.loading.splits import without_test_twins
 
     train = load_records("qald10", "train", settings)
     kept, twins = without_test_twins(train, "qald10", "train", settings)
@@ -141,7 +141,7 @@ def test_a_train_split_is_read_without_the_twins_of_test_questions(settings):
 
 def test_components_cli_measures_only_the_ids_asked(settings, capsys, tmp_path):
     """`--ids` (a list or @FILE) narrows the split to those questions: what a cross-validation fold runs on."""
-    from saga_dspy.eval.datasets import load_records
+    from saga_dspy.eval.loading.datasets import load_records
 
     ids = [str(r["id"]) for r in load_records("qald7", "dev", settings)[:3]]
     (tmp_path / "ids").write_text("\n".join(ids[1:]), encoding="utf-8")

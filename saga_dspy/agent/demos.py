@@ -129,7 +129,7 @@ Allow = Callable[[str, str], bool]  # (demo question, demo gold SPARQL) -> may i
 
 class DemoGuard(Protocol):
     """What the program asks of a test firewall handed to it per question (evaluation's
-    `eval.firewall.QuestionGuard`; the agent never imports evaluation, it only calls these)."""
+    `eval.loading.firewall.QuestionGuard`; the agent never imports evaluation, it only calls these)."""
 
     def allows(self, question: str | None, sparql: str | None = None) -> bool: ...
 

@@ -17,14 +17,14 @@ sub-directory per variant):
   counters, error, final status and the full trajectory. A killed run loses no finished
   question; `--resume` skips the ids already there (`--retry-failed` re-runs those with an
   error), and a line cut off by the kill is dropped. `--resume --out DIR` alone restores the whole run from
-  DIR's config.json (dataset, split, ids, variants, LM, every setting: `eval.resume`); a flag that says otherwise
-  is refused.
+  DIR's config.json (dataset, split, ids, variants, LM, every setting: `eval.running.resume`); a flag that says
+  otherwise is refused.
 * `config.json` — everything needed to reproduce the run: versions, endpoint, LM, variant,
   seeds, the metric rules, the controller's instructions and fields, the question ids.
 * `metrics.json` — `metrics.summarize()` over the finished questions (+ counts).
 
 A summary table (variants side by side) is printed at the end, and each variant is an MLflow
-run (`saga_dspy.eval.tracking`; `--no-mlflow` turns it off).
+run (`saga_dspy.eval.tracking.tracker`; `--no-mlflow` turns it off).
 
 Gold answers always come from frozen gold (`gold.freeze_gold`): the bundled files for
 the embedded sample (frozen into the cache on first use if a split has none), or, for a live
@@ -46,14 +46,25 @@ import dspy
 
 from saga_dspy.cli import ArgumentParser, append_help, one_line, run_main
 from saga_dspy.config import add_settings_args, apply_offline_env, run_flags, settings_from_args
-from saga_dspy.eval.answerability import describe_subset
-from saga_dspy.eval.compare import compare_markdown, compare_runs
-from saga_dspy.eval.datasets import catalogue_text
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.evalset import parse_ids
-from saga_dspy.eval.export import FORMATS, export_run
-from saga_dspy.eval.gold import freeze
-from saga_dspy.eval.report import (
+from saga_dspy.eval.files import write_file
+from saga_dspy.eval.loading.answerability import describe_subset
+from saga_dspy.eval.loading.datasets import catalogue_text
+from saga_dspy.eval.loading.evalset import parse_ids
+from saga_dspy.eval.loading.gold import freeze
+from saga_dspy.eval.reports.compare import compare_markdown, compare_runs
+from saga_dspy.eval.reports.export import FORMATS, export_run
+from saga_dspy.eval.reports.rescore import RESCORED, rescore
+from saga_dspy.eval.reports.runs import expand_runs, run_labels
+from saga_dspy.eval.running.resume import holds_record, restore_args
+from saga_dspy.eval.running.run_inputs import (
+    COVERAGES,
+    check_file_inputs,
+    out_dir_for,
+    program_has_controller_demos,
+)
+from saga_dspy.eval.running.runner import evaluate
+from saga_dspy.eval.scoring.report import (
     ACROSS_NOTE,
     RUN_NAME_COLUMNS,
     md_table,
@@ -62,12 +73,6 @@ from saga_dspy.eval.report import (
     runs_rows,
     text_table,
 )
-from saga_dspy.eval.rescore import RESCORED, rescore
-from saga_dspy.eval.resume import holds_record, restore_args
-from saga_dspy.eval.run_inputs import COVERAGES, check_file_inputs, default_out_dir, program_has_controller_demos
-from saga_dspy.eval.rundir import write_file
-from saga_dspy.eval.runner import evaluate
-from saga_dspy.eval.runs import expand_runs, run_labels
 from saga_dspy.input_files import reading
 from saga_dspy.lm import cli_lm
 from saga_dspy.variants import VARIANT_NAMES
@@ -285,7 +290,7 @@ def resume_dir(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Pat
         settings = settings_from_args(args)
     except Exception as exc:  # a settings validation error: argparse's one-line usage error
         parser.error(one_line(exc))
-    return Path(settings.out) if settings.out else default_out_dir(settings, resume=True)
+    return out_dir_for(settings, resume=True)
 
 
 SUBCOMMANDS = {

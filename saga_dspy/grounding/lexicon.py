@@ -1,7 +1,7 @@
 """The grounding lexicon: what the words of training questions meant in their gold SPARQL, counted.
 
 Mined by `scripts/mine_lexicon.py` from the train splits of the Wikidata benchmarks (only questions that
-collide with no test or dev question, `eval.firewall`), committed as `data/lexicon/<kg>.json`. Its tables,
+collide with no test or dev question, `eval.loading.firewall`), committed as `data/lexicon/<kg>.json`. Its tables,
 each a count of train questions:
 
 - `properties`: a question word (stemmed) -> the gold properties of the questions that say it, with the

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from saga_dspy.lm.markers import THOUGHT_FIELD, reply_fields
 from saga_dspy.lm.model_files import INSTALL_HINT, LOCAL_LM_MODEL, LocalModelError, ensure_local_model
 from saga_dspy.lm.prefix_cache import PrefixStateCache, lean_load_state, lean_save_state
 from saga_dspy.lm.prompt_lookup import RecentLookup, install_drafting
-from saga_dspy.lm.wire import capped_max_tokens, chat_messages, chat_response, stops_with_marker
+from saga_dspy.lm.wire import TextEngine, capped_max_tokens, chat_messages, chat_response, stops_with_marker
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ def _load_llama(model_path: str, n_ctx: int, n_threads: int, seed: int) -> _Load
     return loaded
 
 
-class LlamaCppEngine:
+class LlamaCppEngine(TextEngine):
     """A DSPy 3.4 engine (`complete(Request) -> Response`) over one llama-cpp-python model.
 
     Calls are serialised with one lock per loaded model, so any number of
@@ -200,11 +200,19 @@ class LlamaCppEngine:
     counts what its calls cost (LM calls, prompt tokens, those evaluated, tokens sampled and written, seconds).
     """
 
-    supports_function_calling = False
-    supports_reasoning = False
-    supports_response_schema = False
     # response_format: llama.cpp constrains decoding to JSON (JSONAdapter's json_object mode).
     supported_params = frozenset({"temperature", "max_tokens", "seed", "stop", "top_p", "top_k", "response_format"})
+    STATE = (
+        "model_path",
+        "n_ctx",
+        "n_threads",
+        "max_tokens",
+        "temperature",
+        "seed",
+        "write_markers",
+        "field_limits",
+        "prompt_lookup",
+    )
 
     def __init__(
         self,
@@ -288,26 +296,8 @@ class LlamaCppEngine:
         totals["prompt_ms"] += int(1000 * float(timings.get("prompt_seconds", 0.0)))
         totals["reply_ms"] += int(1000 * float(timings.get("reply_seconds", 0.0)))
 
-    def stream(self, request: Any) -> Iterator[Any]:
-        from dspy.lm15 import response_to_events
-
-        return response_to_events(self.complete(request))
-
     def close(self) -> None:
         """Nothing to release: the model stays loaded for the process (see `_MODELS`)."""
-
-    def dump_state(self) -> dict[str, Any]:
-        return {
-            "model_path": self.model_path,
-            "n_ctx": self.n_ctx,
-            "n_threads": self.n_threads,
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-            "seed": self.seed,
-            "write_markers": self.write_markers,
-            "field_limits": self.field_limits,
-            "prompt_lookup": self.prompt_lookup,
-        }
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> LlamaCppEngine:

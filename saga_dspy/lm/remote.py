@@ -15,13 +15,19 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import dspy
 
 from saga_dspy.config import Settings, secret_value
-from saga_dspy.lm.wire import END_OF_REPLY, capped_max_tokens, chat_messages, chat_response, stops_with_marker
+from saga_dspy.lm.wire import (
+    END_OF_REPLY,
+    TextEngine,
+    capped_max_tokens,
+    chat_messages,
+    chat_response,
+    stops_with_marker,
+)
 
 CACHE_SCOPE_USER = "saga-dspy@"  # + the server's digest: the `user` of every request to a served model
 CACHE_SCOPE_HEADER = "X-Saga-Endpoint"  # the same digest as a header, for servers LiteLLM talks to
@@ -59,7 +65,7 @@ def _wire_model(model: str) -> str:
     return rest if rest and _provider(model) in OPENAI_COMPATIBLE_PREFIXES else model
 
 
-class OpenAICompatibleEngine:
+class OpenAICompatibleEngine(TextEngine):
     """A DSPy 3.4 engine (`complete(Request) -> Response`) for one OpenAI-compatible chat server.
 
     One attempt per call: DSPy retries the retryable lm15 errors this raises (timeouts, transport
@@ -68,9 +74,6 @@ class OpenAICompatibleEngine:
     of `dump_state` (a saved program), of the DSPy cache key or of a trace.
     """
 
-    supports_function_calling = False
-    supports_reasoning = False
-    supports_response_schema = False
     supported_params = frozenset(
         {
             "temperature",
@@ -84,6 +87,8 @@ class OpenAICompatibleEngine:
             "presence_penalty",
         }
     )
+    # no api_key: a saved program never carries a secret (a loaded one reads OPENAI_API_KEY, if any)
+    STATE = ("api_base", "timeout", "max_tokens", "max_connections")
 
     def __init__(
         self,
@@ -123,25 +128,11 @@ class OpenAICompatibleEngine:
         cached = ((data.get("usage") or {}).get("prompt_tokens_details") or {}).get("cached_tokens")
         return chat_response(data, request.model, cached)
 
-    def stream(self, request: Any) -> Iterator[Any]:
-        from dspy.lm15 import response_to_events
-
-        return response_to_events(self.complete(request))
-
     def close(self) -> None:
         with self._lock:
             client, self._client = self._client, None
         if client is not None:
             client.close()
-
-    def dump_state(self) -> dict[str, Any]:
-        # no api_key: a saved program never carries a secret (a loaded one reads OPENAI_API_KEY, if any)
-        return {
-            "api_base": self.api_base,
-            "timeout": self.timeout,
-            "max_tokens": self.max_tokens,
-            "max_connections": self.max_connections,
-        }
 
     @classmethod
     def load_state(cls, state: dict[str, Any]) -> OpenAICompatibleEngine:

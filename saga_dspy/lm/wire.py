@@ -1,10 +1,12 @@
 """What both of our LM engines (the in-process llama.cpp one and the OpenAI-compatible HTTP one) exchange with a
 model: chat messages from DSPy's canonical request, the generation cap and stop strings, and DSPy's response from
-an OpenAI-style chat completion (llama-cpp-python returns that shape too)."""
+an OpenAI-style chat completion (llama-cpp-python returns that shape too); and the part of DSPy's engine protocol
+they share (`TextEngine`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 END_OF_REPLY = "[[ ## completed ## ]]"  # ChatAdapter's closing marker: generation stops there
 
@@ -14,6 +16,28 @@ FINISH_REASONS = {  # OpenAI's finish reasons -> lm15's
     "tool_calls": "tool_call",
     "function_call": "tool_call",
 }
+
+
+class TextEngine:
+    """What both engines share of DSPy 3.4's engine protocol: text in, text out (no tool calls, reasoning or
+    response schema); a stream that is the whole completion as events; a saved state that is the constructor's
+    keyword arguments named in `STATE`, each kept as the attribute of that name (`load_state` builds from it)."""
+
+    supports_function_calling = False
+    supports_reasoning = False
+    supports_response_schema = False
+    STATE: ClassVar[tuple[str, ...]] = ()
+
+    def complete(self, request: Any) -> Any:
+        raise NotImplementedError
+
+    def stream(self, request: Any) -> Iterator[Any]:
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def dump_state(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.STATE}
 
 
 def capped_max_tokens(config: Any, cap: int) -> int:

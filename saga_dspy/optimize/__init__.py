@@ -44,11 +44,12 @@ from saga_dspy.agent.compiled_pool import GOLD, CompiledPool
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings, redact_argv
 from saga_dspy.errors import Interrupted
-from saga_dspy.eval.firewall import normalise_text
-from saga_dspy.eval.records import endpoint_record, fingerprint, lm_record, program_record, versions, write_json
-from saga_dspy.eval.rundir import locked_run_dir, write_file
-from saga_dspy.eval.runner import sigterm_as_interrupt
-from saga_dspy.eval.tracking import Tracker, run_name
+from saga_dspy.eval.files import write_file
+from saga_dspy.eval.loading.firewall import normalise_text
+from saga_dspy.eval.running.records import endpoint_record, fingerprint, lm_record, program_record, versions, write_json
+from saga_dspy.eval.running.rundir import locked_run_dir
+from saga_dspy.eval.running.runner import sigterm_as_interrupt
+from saga_dspy.eval.tracking.tracker import Tracker, run_name
 from saga_dspy.optimize.bootstrap import bootstrap_traces
 from saga_dspy.optimize.candidates import (
     DEFAULT,

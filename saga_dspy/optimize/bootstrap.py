@@ -24,9 +24,9 @@ from tqdm import tqdm
 
 from saga_dspy.agent.authorship import author_of_line
 from saga_dspy.agent.compiled_pool import BOOTSTRAP
-from saga_dspy.eval.evalset import EvalItem
-from saga_dspy.eval.firewall import QuestionGuard
-from saga_dspy.eval.metrics import MetricMode
+from saga_dspy.eval.loading.evalset import EvalItem
+from saga_dspy.eval.loading.firewall import QuestionGuard
+from saga_dspy.eval.scoring.metrics import MetricMode
 from saga_dspy.optimize.metric import example_f1
 
 log = logging.getLogger(__name__)

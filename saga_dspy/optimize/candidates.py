@@ -2,7 +2,7 @@
 
 A candidate is the default program changed in what a compile may change: the demo pool its per-question demos
 come from, k (demos a question), the predictors' instructions. `Scorer.score` evaluates one on the valset
-(`eval.runner.run_variant` into `candidates/NN/`, so each is a re-scorable run), logs its F1 as a child MLflow
+(`eval.running.runner.run_variant` into `candidates/NN/`, so each is a re-scorable run), logs its F1 as a child MLflow
 run of the compile run and as one step of the compile run's `candidate_f1`, prints it, and keeps the best so
 far. `pool_candidates` is BootstrapFewShotWithRandomSearch's candidate list, over pools and k instead of fixed
 demo sets: the default program (DSPy's zero-shot seed), the gold records alone (its labelled-only seed), gold
@@ -25,12 +25,12 @@ from saga_dspy.agent.pools import choose_pool
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
-from saga_dspy.eval.evalset import EvalSet
-from saga_dspy.eval.firewall import normalise_text
-from saga_dspy.eval.rundir import write_file
-from saga_dspy.eval.runner import run_variant
-from saga_dspy.eval.significance import PairedComparison, paired_by_id
-from saga_dspy.eval.tracking import Tracker
+from saga_dspy.eval.files import write_file
+from saga_dspy.eval.loading.evalset import EvalSet
+from saga_dspy.eval.loading.firewall import normalise_text
+from saga_dspy.eval.running.runner import run_variant
+from saga_dspy.eval.scoring.significance import PairedComparison, paired_by_id
+from saga_dspy.eval.tracking.tracker import Tracker
 from saga_dspy.services import KgServices
 
 DEFAULT = "default"
@@ -259,7 +259,7 @@ def chosen_of(scored: Sequence[Candidate], chosen: str | None) -> Candidate | No
 
 
 def save_program(program: SagaProgram, path: Path) -> Path:
-    """dspy's save into a private scratch directory, then the file written in place by `rundir.write_file`."""
+    """dspy's save into a private scratch directory, then the file written in place by `files.write_file`."""
     path = Path(path)
     with tempfile.TemporaryDirectory(prefix=".save-") as scratch:
         saved = Path(scratch) / path.name  # dspy picks the format from the suffix

@@ -2,7 +2,7 @@
 (question by question, the two programs alternating which goes first), so a drift of the machine or the server
 hits both alike. Each program's answers are a run directory of their own (`report/default`,
 `report/compiled`: re-scorable with `eval rescore`); the table gives F1 and EM of both and the paired bootstrap
-interval of the F1 difference (`eval.significance`).
+interval of the F1 difference (`eval.scoring.significance`).
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from tqdm import tqdm
 
 from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
-from saga_dspy.eval.answerability import subset_record
-from saga_dspy.eval.answering import run_questions
-from saga_dspy.eval.evalset import EvalSet
-from saga_dspy.eval.metrics import compute_metrics
-from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile
-from saga_dspy.eval.records import CONFIG, METRICS, run_config, write_json
-from saga_dspy.eval.report import markdown_table, summary_table
-from saga_dspy.eval.rundir import write_file
-from saga_dspy.eval.significance import PairedComparison, paired_by_id
-from saga_dspy.eval.tracking import Tracker
+from saga_dspy.eval.files import write_file
+from saga_dspy.eval.loading.answerability import subset_record
+from saga_dspy.eval.loading.evalset import EvalSet
+from saga_dspy.eval.running.answering import run_questions
+from saga_dspy.eval.running.predictions import PREDICTIONS, PredictionsFile
+from saga_dspy.eval.running.records import CONFIG, METRICS, run_config, write_json
+from saga_dspy.eval.scoring.metrics import compute_metrics
+from saga_dspy.eval.scoring.report import markdown_table, summary_table
+from saga_dspy.eval.scoring.significance import PairedComparison, paired_by_id
+from saga_dspy.eval.tracking.tracker import Tracker
 
 ROLES = ("default", "compiled")
 REPORT_DIR = "report"

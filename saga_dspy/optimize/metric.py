@@ -1,5 +1,5 @@
 """The compile metric: answer F1 against the frozen gold result, the figure `eval` reports
-(`eval.predictions.score_answers`), and for GEPA the same F1 with feedback a reflection model can act on.
+(`eval.running.predictions.score_answers`), and for GEPA the same F1 with feedback a reflection model can act on.
 
 `make_metric`: dspy's `(example, prediction, trace=None)`; while bootstrapping (`trace` set) it says whether F1
 reaches the threshold. `feedback_metric`: GEPA's five-argument metric returning `dspy.Prediction(score,
@@ -14,9 +14,9 @@ from typing import Any
 
 import dspy
 
-from saga_dspy.eval.evalset import EvalItem
-from saga_dspy.eval.metrics import MetricMode
-from saga_dspy.eval.predictions import score_answers
+from saga_dspy.eval.loading.evalset import EvalItem
+from saga_dspy.eval.running.predictions import score_answers
+from saga_dspy.eval.scoring.metrics import MetricMode
 from saga_dspy.kg.results import AskResult, SelectResult, parse_sparql_json
 
 Metric = Callable[..., Any]

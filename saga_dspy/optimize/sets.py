@@ -2,7 +2,7 @@
 and the report set (compiled vs default, never used for any choice).
 
 Train is the benchmark's train split without the questions that collide with a test or dev question of any
-bundled benchmark of the same graph (`eval.splits.held_out_firewall`) or with a valset / report question: no
+bundled benchmark of the same graph (`eval.loading.splits.held_out_firewall`) or with a valset / report question: no
 held-out question, nor a paraphrase or a same-query twin of one, becomes a demonstration. The valset defaults
 to the benchmark's dev split; by default a seeded half of it is the valset and the other half the report set.
 A report question that collides with a valset question is dropped. Test splits are refused everywhere.
@@ -16,12 +16,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from saga_dspy.config import Settings
-from saga_dspy.eval.datasets import BENCHMARKS
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.evalset import EvalItem, EvalSet, load_eval_set
-from saga_dspy.eval.firewall import Firewall
-from saga_dspy.eval.gold import freeze_missing_gold
-from saga_dspy.eval.splits import held_out_firewall
+from saga_dspy.eval.loading.datasets import BENCHMARKS
+from saga_dspy.eval.loading.evalset import EvalItem, EvalSet, load_eval_set
+from saga_dspy.eval.loading.firewall import Firewall
+from saga_dspy.eval.loading.gold import freeze_missing_gold
+from saga_dspy.eval.loading.splits import held_out_firewall
 
 REST = "rest"  # the report set: the valset split's questions not drawn for the valset
 
@@ -61,7 +61,7 @@ def parse_set(spec: str, dataset: str) -> tuple[str, str]:
 
 @dataclass
 class OptimizeSets:
-    """The three sets (as EvalSets: what `eval.runner.run_variant` runs) and what was dropped on the way."""
+    """The three sets (as EvalSets: what `eval.running.runner.run_variant` runs) and what was dropped on the way."""
 
     train: EvalSet
     valset: EvalSet

@@ -11,41 +11,40 @@ from saga_dspy.proposer import Candidate
 
 
 @dataclass(frozen=True)
-class LookupResult:
+class _Observed:
+    """A tool's observation (`text`: what the controller reads, and what `str()` gives) with what it returns
+    beside it (the subclasses' fields)."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class LookupResult(_Observed):
     """The lookup's observation (`text`) and the queries it puts forward: `proposal`, the query of its ★ property
     (named in the text); `candidate`, the proposer's first (the program's fallback, run only when an episode
     would otherwise end with no executed query); `shown`, the ranked candidates the text lists (none when
     `settings.shown_candidates` is 0)."""
 
-    text: str
     proposal: str | None = None
     candidate: str | None = None
     shown: tuple[Candidate, ...] = ()
 
-    def __str__(self) -> str:
-        return self.text
-
 
 @dataclass(frozen=True)
-class ExecuteResult:
+class ExecuteResult(_Observed):
     """execute_sparql's observation and the execution it recorded (None where nothing ran: an empty query)."""
 
-    text: str
     execution: Execution | None = None
-
-    def __str__(self) -> str:
-        return self.text
 
 
 @dataclass(frozen=True)
-class StopResult:
+class StopResult(_Observed):
     """stop's observation and the execution it marks as final (None when no query succeeded)."""
 
-    text: str
     final: Execution | None = None
-
-    def __str__(self) -> str:
-        return self.text
 
 
 ToolOutput = str | LookupResult | ExecuteResult | StopResult

@@ -14,7 +14,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 from saga_dspy.config import Settings, default_data_dir  # noqa: E402
-from saga_dspy.eval.datasets import (
+from saga_dspy.eval.loading.datasets import (
     BENCHMARKS,
     GOLD_FIELDS,
     RECORD_FIELDS,
@@ -25,7 +25,7 @@ from saga_dspy.eval.datasets import (
     read_records,
     write_jsonl_gz,
 )
-from saga_dspy.eval.gold import freeze_gold  # noqa: E402
+from saga_dspy.eval.loading.gold import freeze_gold  # noqa: E402
 from saga_dspy.kg.errors import QuerySyntaxError, QueryTimeout  # noqa: E402
 from saga_dspy.kg.results import AskResult, Binding, SelectResult, parse_sparql_json  # noqa: E402
 
@@ -33,7 +33,7 @@ BENCH_DIR = default_data_dir() / "benchmarks"
 
 # Source counts (the source README and files); LC-QuAD 2.0 drops info.invalid (none in this copy).
 EXPECTED = {
-    ("qald7", "train"): 76,  # the source's 100 less the 24 carved into dev (saga_dspy.eval.splits)
+    ("qald7", "train"): 76,  # the source's 100 less the 24 carved into dev (saga_dspy.eval.loading.splits)
     ("qald7", "dev"): 24,
     ("qald7", "test"): 50,
     ("qald9plus", "train"): 281,  # 371 less 90 dev
@@ -120,7 +120,7 @@ def test_counts_per_split(name, split):
 @pytest.mark.skipif(SOURCES is None, reason="source data not available")
 @pytest.mark.parametrize("name,split", sorted(EXPECTED))
 def test_counts_match_the_sources(name, split):
-    from saga_dspy.eval.splits import DEV_SPLITS
+    from saga_dspy.eval.loading.splits import DEV_SPLITS
 
     bundled = len(read_records(BENCH_DIR / name / f"{split}.jsonl.gz"))
     if name in DEV_SPLITS and split in ("train", "dev"):  # dev is carved from the source's train
@@ -420,7 +420,7 @@ def test_loading_an_eval_set_writes_nothing(tmp_path):
     a read-only data and cache directory and writes nothing there; a user file whose gold is not frozen is an error
     that names freeze-gold, not a freeze (that is the run's own step, `gold.freeze_missing_gold`)."""
     from saga_dspy.eval.errors import EvalError
-    from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.loading.evalset import load_eval_set
 
     data, cache = tmp_path / "data", tmp_path / "cache"
     shutil.copytree(default_data_dir() / "benchmarks", data / "benchmarks")

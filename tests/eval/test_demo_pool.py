@@ -58,7 +58,7 @@ def test_a_pool_that_does_not_exist_is_one_clear_error(tmp_path):
 
 
 def test_the_shared_pool_holds_every_train_pool_once_with_its_sources():
-    from saga_dspy.eval.firewall import Firewall
+    from saga_dspy.eval.loading.firewall import Firewall
 
     manifest = json.loads((DEMOS / "MANIFEST.json").read_text())["pools"]
     for name, variant in (("shared.jsonl", "full"), ("shared.spinach.jsonl", "spinach")):
@@ -130,8 +130,8 @@ def test_a_dataset_without_a_pool_gets_the_shared_pool_and_says_so(store_path, e
     the MLflow params say which."""
     from mlflow.tracking import MlflowClient
 
-    from saga_dspy.eval.evalset import load_eval_set
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.loading.evalset import load_eval_set
+    from saga_dspy.eval.running.runner import evaluate
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     settings = make_settings(
@@ -173,9 +173,9 @@ def test_a_dataset_without_a_pool_gets_the_shared_pool_and_says_so(store_path, e
 
 
 def test_a_data_file_run_uses_the_shared_pool_and_a_bad_choice_stops_before_any_work(store_path, endpoint, tmp_path):
-    from saga_dspy.eval.datasets import load_records
     from saga_dspy.eval.errors import EvalError
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.loading.datasets import load_records
+    from saga_dspy.eval.running.runner import evaluate
 
     record = load_records("qald10", "test")[0]
     data = tmp_path / "mine.jsonl"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from saga_dspy.eval.datasets import load_records
+from saga_dspy.eval.loading.datasets import load_records
 
 REPO = Path(__file__).resolve().parents[2]
 SLICE = REPO / "data" / "slices" / "dev60"

@@ -71,7 +71,7 @@ def eval_settings(store_path):
 
 @pytest.fixture(scope="module")
 def sample(eval_settings):
-    from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.loading.evalset import load_eval_set
 
     evalset = load_eval_set(eval_settings, ids=list(QUESTION_IDS), progress=False)
     plans, types, expected = build_script(evalset)
@@ -79,7 +79,7 @@ def sample(eval_settings):
 
 
 def _run(settings, out, plans, types, endpoint, **kwargs):
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
 
     lm = ScriptedLM(plans, types)
     results = evaluate(
@@ -154,8 +154,8 @@ def test_eval_writes_files_and_the_scripted_metrics(eval_settings, sample, endpo
 
 def test_existing_run_is_not_overwritten_and_ids_are_checked(eval_settings, sample, endpoint, tmp_path):
     from saga_dspy.eval.errors import EvalError
-    from saga_dspy.eval.evalset import load_eval_set
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.loading.evalset import load_eval_set
+    from saga_dspy.eval.running.runner import evaluate
 
     evalset, plans, types, _ = sample
     out = tmp_path / "run"
@@ -214,7 +214,7 @@ _CHILD = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     from conftest import scripted_settings
     from helpers.scripted_lm import ScriptedLM
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
     plans, types = json.load(open({script!r}))
     settings = scripted_settings("test").model_copy(update={{"num_threads": 2}})
     lm = ScriptedLM({{q: [tuple(a) for a in p] for q, p in plans.items()}}, {{q: tuple(t) for q, t in types.items()}},
@@ -358,7 +358,7 @@ def test_cli_main_with_flags(eval_settings, sample, endpoint, tmp_path, monkeypa
 
 def test_live_endpoint_needs_frozen_gold(tmp_path):
     from saga_dspy.eval.errors import EvalError
-    from saga_dspy.eval.gold import find_gold
+    from saga_dspy.eval.loading.gold import find_gold
 
     settings = make_settings(endpoint="http://127.0.0.1:9/sparql", cache_dir=tmp_path)
     with pytest.raises(
@@ -370,8 +370,8 @@ def test_live_endpoint_needs_frozen_gold(tmp_path):
 def test_freeze_gold_subcommand_on_a_live_server(oxigraph_server, tmp_path, capsys):
     """freeze-gold on a real SPARQL server (oxigraph over the sample), then eval finds that gold."""
     from saga_dspy.eval import __main__ as eval_cli
-    from saga_dspy.eval.evalset import load_eval_set
-    from saga_dspy.eval.gold import find_gold
+    from saga_dspy.eval.loading.evalset import load_eval_set
+    from saga_dspy.eval.loading.gold import find_gold
 
     data = tmp_path / "tiny.jsonl"
     data.write_text(
@@ -411,7 +411,7 @@ def test_freeze_gold_subcommand_on_a_live_server(oxigraph_server, tmp_path, caps
 
 def test_predictions_file_repair(tmp_path):
     from saga_dspy.eval.errors import EvalError
-    from saga_dspy.eval.predictions import PredictionsFile
+    from saga_dspy.eval.running.predictions import PredictionsFile
 
     path = tmp_path / "predictions.jsonl"
     path.write_text('{"id": "a", "f1": 1.0}\n{"id": "b", "f1": 0.5}\n{"id": "c", "f1"')
@@ -430,9 +430,9 @@ def test_predictions_file_repair(tmp_path):
 
 
 def test_score_prediction_maps_statuses():
-    from saga_dspy.eval.evalset import EvalItem
-    from saga_dspy.eval.metrics import compute_metrics
-    from saga_dspy.eval.predictions import score_prediction
+    from saga_dspy.eval.loading.evalset import EvalItem
+    from saga_dspy.eval.running.predictions import score_prediction
+    from saga_dspy.eval.scoring.metrics import compute_metrics
     from saga_dspy.kg.results import SelectResult
 
     gold = '{"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "uri", "value": "http://a"}}]}}'
@@ -454,8 +454,8 @@ def test_score_prediction_maps_statuses():
 def test_eval_set_is_a_dataset_selected_by_ids_in_order_then_limited(eval_settings):
     import datasets
 
-    from saga_dspy.eval.datasets import load_benchmark
-    from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.loading.datasets import load_benchmark
+    from saga_dspy.eval.loading.evalset import load_eval_set
 
     ids = list(reversed(QUESTION_IDS))
     evalset = load_eval_set(eval_settings, ids=ids, progress=False)
@@ -472,8 +472,8 @@ def test_gold_of_a_data_file_is_frozen_for_that_file_s_content(tmp_path):
     """Two data files with the same ids are two golds: the first file's gold never scores the second's answers."""
     from conftest import TEST_CACHE
 
-    from saga_dspy.eval.evalset import load_eval_set
-    from saga_dspy.eval.gold import freeze_missing_gold
+    from saga_dspy.eval.loading.evalset import load_eval_set
+    from saga_dspy.eval.loading.gold import freeze_missing_gold
 
     (tmp_path / "stores").symlink_to(TEST_CACHE / "stores")  # the built sample store, gold under tmp_path
     settings = make_settings(cache_dir=tmp_path, dataset="mine", split="test")

@@ -62,7 +62,7 @@ import os, sys, time
 sys.path.insert(0, {tests!r})
 from conftest import scripted_settings
 from helpers.scripted_lm import ScriptedLM
-from saga_dspy.eval.runner import evaluate
+from saga_dspy.eval.running.runner import evaluate
 
 
 class Held(ScriptedLM):  # answers only once the test releases it, so the run holds its directory meanwhile
@@ -121,7 +121,7 @@ def test_a_second_run_on_a_locked_directory_fails_at_once(tmp_path):
             assert "in use by another run" in second.stderr and "Traceback" not in second.stderr
             assert time.monotonic() - started < 60
         from saga_dspy.eval.errors import EvalError
-        from saga_dspy.eval.rundir import locked_run_dir
+        from saga_dspy.eval.running.rundir import locked_run_dir
 
         with pytest.raises(EvalError, match="above .*run directory in use"):
             with locked_run_dir(tmp_path):
@@ -294,7 +294,7 @@ def test_lm_calls_time_out(tmp_path):
 
 
 def test_question_budget_stops_taking_steps(sample_plans, endpoint, tmp_path):
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
 
     question, plan = sample_plans
     settings = scripted_settings("test").model_copy(update={"question_budget": 1.5, "max_steps": 12})
@@ -310,7 +310,7 @@ def test_question_budget_stops_taking_steps(sample_plans, endpoint, tmp_path):
 
 @pytest.fixture
 def sample_plans(store_path):
-    from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.loading.evalset import load_eval_set
 
     evalset = load_eval_set(scripted_settings("test"), ids=["0"], progress=False)
     item = evalset.items[0]
@@ -456,7 +456,7 @@ def test_redact_argv_and_secret_value():
 
 
 def test_ids_from_a_file_accept_lines_spaces_and_commas(tmp_path):
-    from saga_dspy.eval.evalset import parse_ids
+    from saga_dspy.eval.loading.evalset import parse_ids
 
     listed = tmp_path / "ids.txt"
     listed.write_text("train_1,train_2\ntrain_3 train_1\n", encoding="utf-8")
@@ -486,7 +486,7 @@ class HeavyQueries(ScriptedLM):
 def test_a_query_past_the_worker_limits_is_the_agents_to_narrow_not_an_infrastructure_failure(store_path, tmp_path):
     """A worker stopped by its limits under the agent's query is an observation the agent can act on and an
     `error_kind: query` line: such questions never stop the run nor count as failed for --retry-failed."""
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
     from saga_dspy.kg.endpoint import EmbeddedEndpoint
 
     settings = scripted_settings("test").model_copy(
@@ -578,7 +578,7 @@ def test_run_folder_writes_never_follow_a_planted_link(tmp_path, capsys):
 
 def test_predictions_are_never_appended_through_a_link(tmp_path):
     from saga_dspy.eval.errors import EvalError
-    from saga_dspy.eval.predictions import PredictionsFile
+    from saga_dspy.eval.running.predictions import PredictionsFile
 
     victim = _victim(tmp_path / "victim")
     (tmp_path / "predictions.jsonl").symlink_to(victim)
@@ -623,7 +623,7 @@ def test_report_resume_and_rescore_refuse_what_compare_refuses(tmp_path, capsys,
     from saga_dspy.cli import run_main
     from saga_dspy.eval import __main__ as eval_cli
     from saga_dspy.eval.errors import EvalError
-    from saga_dspy.eval.run_inputs import prepare_out_dir
+    from saga_dspy.eval.running.run_inputs import prepare_out_dir
 
     run = write_run(tmp_path / "run", {"1": 1.0, "2": 0.0})
     metrics = {"n": 2, "f1": float("nan"), "em": 0.5, "empty_rate": 0.0}

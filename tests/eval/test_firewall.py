@@ -9,7 +9,7 @@ import pytest
 from conftest import REPO, make_settings, scripted_settings
 from helpers.scripted_lm import ScriptedLM
 
-from saga_dspy.eval.firewall import (
+from saga_dspy.eval.loading.firewall import (
     Entry,
     Firewall,
     QuestionGuard,
@@ -157,14 +157,14 @@ def _pool_collisions(path: Path, firewall: Firewall) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def held_out():
-    from saga_dspy.eval.splits import held_out_firewall
+    from saga_dspy.eval.loading.splits import held_out_firewall
 
     return held_out_firewall(make_settings(), "wikidata")
 
 
 def test_the_check_finds_a_leaked_pool_record(tmp_path, held_out):
     """The pool check below can fail: a pool holding a WWQ test paraphrase is caught."""
-    from saga_dspy.eval.datasets import load_records
+    from saga_dspy.eval.loading.datasets import load_records
 
     test = load_records("wwq", "test")[0]
     pool = tmp_path / "wwq.jsonl"
@@ -191,7 +191,7 @@ def test_answer_type_demos_pass_the_firewall():
     """The built-in answer-type demos are no benchmark's held-out question (one was QALD-9-plus test
     "How many moons does Mars have?" verbatim)."""
     from saga_dspy.agent.answer_type import answer_type_demos
-    from saga_dspy.eval.splits import held_out_firewall
+    from saga_dspy.eval.loading.splits import held_out_firewall
 
     for kg in ("wikidata", "freebase"):
         firewall = held_out_firewall(None, kg)
@@ -254,8 +254,8 @@ def test_eval_records_the_demos_the_firewall_dropped(store_path, endpoint, tmp_p
     """A pool holding a twin of the evaluated question: the twin is never in a prompt and the
     prediction line counts it."""
     from saga_dspy.agent.program import SagaProgram
-    from saga_dspy.eval.evalset import load_eval_set
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.loading.evalset import load_eval_set
+    from saga_dspy.eval.running.runner import evaluate
 
     settings = scripted_settings("test").model_copy(update={"demos": 2})
     item = load_eval_set(settings, ids=["0"], progress=False).items[0]
@@ -335,9 +335,9 @@ def test_answer_type_demos_are_filtered_too(store_path, endpoint):
 def test_optimize_drops_train_questions_colliding_with_the_evaluated_test_split(store_path):
     from datasets import Dataset
 
-    from saga_dspy.eval.datasets import load_questions, load_records
-    from saga_dspy.eval.evalset import EvalSet
-    from saga_dspy.eval.splits import benchmark_firewall
+    from saga_dspy.eval.loading.datasets import load_questions, load_records
+    from saga_dspy.eval.loading.evalset import EvalSet
+    from saga_dspy.eval.loading.splits import benchmark_firewall
     from saga_dspy.optimize.sets import drop_colliding
 
     q9 = load_records("qald9plus", "test")[:2]
@@ -358,7 +358,7 @@ def test_optimize_drops_train_questions_colliding_with_the_evaluated_test_split(
 def test_an_eval_run_on_a_train_split_leaves_out_the_twins_of_test_questions():
     """QALD-10 train holds QALD-7 test's "Give me all cosmonauts.": an eval set of train leaves such twins out and
     counts them among the questions left out; the answerable dev split loses nothing."""
-    from saga_dspy.eval.evalset import describe_filter, load_eval_set
+    from saga_dspy.eval.loading.evalset import describe_filter, load_eval_set
 
     train = load_eval_set(scripted_settings("train"), progress=False)
     questions = {item.question for item in train.items}

@@ -15,7 +15,7 @@ from helpers.scripted_lm import ScriptedLM
 from saga_dspy.cli import run_main
 from saga_dspy.config import KG_PRESETS, QLEVER_WIKIDATA, WDQS, Settings, default_data_dir, settings_from_args
 from saga_dspy.eval.__main__ import build_parser, main
-from saga_dspy.eval.datasets import bundled_gold_path
+from saga_dspy.eval.loading.datasets import bundled_gold_path
 from saga_dspy.eval.preflight import PROBE
 from saga_dspy.kg.search import LocalSearch, WikidataApiSearch, open_search
 
@@ -116,7 +116,7 @@ def test_no_preflight_leaves_a_dead_lm_to_the_questions(store_path, tmp_path, ca
 def test_the_live_preset_freezes_gold_on_first_use(oxigraph_server, search, tmp_path, capsys):
     """The preset on a live server (Oxigraph over the sample stands in for WDQS): the split's gold is frozen when
     the run first needs it, then the run goes on."""
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
 
     data = tmp_path / "tiny.jsonl"
     records = [
@@ -151,7 +151,7 @@ def test_the_live_preset_checks_its_lm_before_freezing_gold(oxigraph_server, sea
     """A dead LM on a live preset whose split has no frozen gold: the preflight stops the run before the freeze
     (no "freezing it now" line, no gold file), one line, exit 2; alive, the same run freezes and goes on."""
     from saga_dspy.cli import run_main
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
     from saga_dspy.lm import build_lm
 
     data = tmp_path / "tiny.jsonl"

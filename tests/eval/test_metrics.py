@@ -1,4 +1,4 @@
-"""Scoring rules of saga_dspy.eval.metrics (answers set F1, SPINACH row F1, EM, aggregates)."""
+"""Scoring rules of saga_dspy.eval.scoring.metrics (answers set F1, SPINACH row F1, EM, aggregates)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from saga_dspy.eval import metrics
-from saga_dspy.eval.metrics import METRIC_RULES, answer_f1, exact_match, summarize
+from saga_dspy.eval.scoring import metrics
+from saga_dspy.eval.scoring.metrics import METRIC_RULES, answer_f1, exact_match, summarize
 from saga_dspy.kg.results import AskResult, Binding, SelectResult
 
 WD = "http://www.wikidata.org/entity/"
@@ -370,7 +370,7 @@ def test_metric_rules_are_serialisable_and_complete():
 
 def test_the_summary_table_shows_what_each_question_cost():
     """Issue 15: LM-driven steps, spare LM calls by kind, auto-runs and prompt tokens evaluated vs reused."""
-    from saga_dspy.eval.report import markdown_table, summary_table
+    from saga_dspy.eval.scoring.report import markdown_table, summary_table
 
     lines = [
         {

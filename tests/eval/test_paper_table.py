@@ -10,8 +10,8 @@ from conftest import scripted_settings
 from helpers.scripted_lm import ScriptedLM, scripted_plans
 from helpers.scripts import REPO, load_script
 
-from saga_dspy.eval.evalset import load_eval_set
-from saga_dspy.eval.runner import evaluate
+from saga_dspy.eval.loading.evalset import load_eval_set
+from saga_dspy.eval.running.runner import evaluate
 
 VARIANTS = ["paper", "paper-no-type-filter", "paper-no-type-state", "paper-no-answer-type", "spinach", "full"]
 

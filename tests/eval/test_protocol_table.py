@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from helpers.scripts import load_script
 
-from saga_dspy.eval.significance import paired_by_id
+from saga_dspy.eval.scoring.significance import paired_by_id
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from saga_dspy.eval.breakdown import answer_kind, breakdown, final_origin
-from saga_dspy.eval.metrics import compute_metrics
-from saga_dspy.eval.report import MAX_WIDTH, against_first, f1_by_id, markdown_table, summary_table
-from saga_dspy.eval.significance import paired_by_id
+from saga_dspy.eval.scoring.breakdown import answer_kind, breakdown, final_origin
+from saga_dspy.eval.scoring.metrics import compute_metrics
+from saga_dspy.eval.scoring.report import MAX_WIDTH, against_first, f1_by_id, markdown_table, summary_table
+from saga_dspy.eval.scoring.significance import paired_by_id
 from saga_dspy.variants import VARIANT_NAMES
 
 XSD = "http://www.w3.org/2001/XMLSchema#"

@@ -9,8 +9,8 @@ from conftest import scripted_settings
 from test_eval import QUESTION_IDS, _run, build_script
 
 from saga_dspy.eval import __main__ as eval_cli
-from saga_dspy.eval.evalset import load_eval_set
-from saga_dspy.eval.rescore import rescore
+from saga_dspy.eval.loading.evalset import load_eval_set
+from saga_dspy.eval.reports.rescore import rescore
 
 
 @pytest.fixture(scope="module")

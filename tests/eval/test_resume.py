@@ -13,7 +13,7 @@ from helpers.scripted_lm import TwoVariantLM, scripted_plans
 
 from saga_dspy.cli import run_main
 from saga_dspy.eval import __main__ as eval_main
-from saga_dspy.eval.resume import resume_command
+from saga_dspy.eval.running.resume import resume_command
 
 IDS = ("0", "5", "17", "9")
 
@@ -35,7 +35,7 @@ class RecordingLM(TwoVariantLM):
 def plans(store_path):
     from conftest import scripted_settings
 
-    from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.loading.evalset import load_eval_set
 
     evalset = load_eval_set(scripted_settings("test"), ids=list(IDS), progress=False)
     return scripted_plans(evalset.items), {item.id: item.question for item in evalset.items}

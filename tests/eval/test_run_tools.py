@@ -12,10 +12,10 @@ from helpers.scripts import load_script
 
 from saga_dspy.cli import run_main
 from saga_dspy.eval.__main__ import main
-from saga_dspy.eval.metrics import answer_f1
-from saga_dspy.eval.report import f1_by_id
-from saga_dspy.eval.runs import read_run
-from saga_dspy.eval.significance import paired_by_id
+from saga_dspy.eval.reports.runs import read_run
+from saga_dspy.eval.scoring.metrics import answer_f1
+from saga_dspy.eval.scoring.report import f1_by_id
+from saga_dspy.eval.scoring.significance import paired_by_id
 
 SCHEMA = json.loads((REPO / "tests" / "fixtures" / "qald-json.schema.json").read_text())
 
@@ -102,7 +102,7 @@ def test_qald_export_round_trips_and_its_queries_run_as_exported(two_variant_run
 
     from rdflib.plugins.sparql import prepareQuery
 
-    from saga_dspy.eval.datasets import load_records
+    from saga_dspy.eval.loading.datasets import load_records
 
     out, evalset, _ = two_variant_run
     gold = {item.id: item.gold for item in evalset.items}
@@ -143,7 +143,7 @@ def test_qald_export_writes_ids_as_the_source_file_had_them(two_variant_run, tmp
     strings, a data file's numeric ids numbers."""
     from dataclasses import replace
 
-    from saga_dspy.eval.export import qald_json
+    from saga_dspy.eval.reports.export import qald_json
 
     out, _, _ = two_variant_run
     run = read_run(out / "full")
@@ -159,7 +159,7 @@ def test_qald_export_writes_ids_as_the_source_file_had_them(two_variant_run, tmp
 
 
 def test_export_of_a_question_without_a_query_is_an_empty_result(two_variant_run, tmp_path):
-    from saga_dspy.eval.export import qald_json
+    from saga_dspy.eval.reports.export import qald_json
 
     out, _, _ = two_variant_run
     run = read_run(out / "full")
@@ -175,8 +175,8 @@ def test_export_of_a_question_without_a_query_is_an_empty_result(two_variant_run
 def test_report_is_one_table_across_benchmarks(two_variant_run, endpoint, search, tmp_path, capsys):
     import shutil
 
-    from saga_dspy.eval.evalset import load_eval_set
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.loading.evalset import load_eval_set
+    from saga_dspy.eval.running.runner import evaluate
 
     out, _, _ = two_variant_run
     settings = scripted_settings("test").model_copy(update={"dataset": "qald7", "limit": 2})

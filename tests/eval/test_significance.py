@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from saga_dspy.eval.significance import paired_bootstrap, paired_by_id, set_bootstrap
+from saga_dspy.eval.scoring.significance import paired_bootstrap, paired_by_id, set_bootstrap
 
 
 def test_a_consistent_gain_has_an_interval_above_zero_and_counts_its_wins():

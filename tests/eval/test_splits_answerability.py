@@ -8,8 +8,8 @@ import json
 import pytest
 from conftest import make_settings
 
-from saga_dspy.eval.answerability import has_aggregate, is_degenerate, unanswerable_reason
-from saga_dspy.eval.firewall import Firewall
+from saga_dspy.eval.loading.answerability import has_aggregate, is_degenerate, unanswerable_reason
+from saga_dspy.eval.loading.firewall import Firewall
 
 
 def _select(var, *values):
@@ -23,7 +23,7 @@ def _select(var, *values):
 
 
 def test_carve_dev_is_seeded_behind_the_firewall_and_prefers_earlier_dev_twins():
-    from saga_dspy.eval.splits import carve_dev
+    from saga_dspy.eval.loading.splits import carve_dev
 
     train = [
         {"id": str(i), "question": f"question number {i} about topic{i}", "sparql": f"ASK {{ wd:Q{i} ?p ?o }}"}
@@ -44,8 +44,8 @@ def test_carve_dev_is_seeded_behind_the_firewall_and_prefers_earlier_dev_twins()
 
 @pytest.mark.parametrize("name,size", [("qald10", 115), ("qald9plus", 90), ("qald7", 24)])
 def test_bundled_dev_splits(name, size):
-    from saga_dspy.eval.datasets import load_benchmark, load_records
-    from saga_dspy.eval.splits import held_out_firewall
+    from saga_dspy.eval.loading.datasets import load_benchmark, load_records
+    from saga_dspy.eval.loading.splits import held_out_firewall
 
     dev = load_records(name, "dev")
     train = load_records(name, "train")
@@ -94,8 +94,8 @@ def test_degenerate_results_count_only_when_the_dataset_confirms_them():
 
 @pytest.mark.parametrize("name,split", [("qald10", "test"), ("qald10", "dev"), ("lcquad2", "test"), ("wwq", "test")])
 def test_bundled_gold_has_no_unconfirmed_degenerate_answerable_question(name, split):
-    from saga_dspy.eval.datasets import load_benchmark
-    from saga_dspy.eval.metrics import answer_f1
+    from saga_dspy.eval.loading.datasets import load_benchmark
+    from saga_dspy.eval.scoring.metrics import answer_f1
 
     ds = load_benchmark(name, split, make_settings(), answerable_only=True)
     for row in ds:
@@ -105,8 +105,8 @@ def test_bundled_gold_has_no_unconfirmed_degenerate_answerable_question(name, sp
 
 
 def test_unanswerable_gold_scores_zero_in_all_questions_mode():
-    from saga_dspy.eval.evalset import EvalItem
-    from saga_dspy.eval.predictions import score_prediction
+    from saga_dspy.eval.loading.evalset import EvalItem
+    from saga_dspy.eval.running.predictions import score_prediction
 
     gold = json.dumps(_select("n", "0"))
     item = EvalItem(

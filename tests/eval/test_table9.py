@@ -1,10 +1,10 @@
-"""eval.table9: `stats grounding`'s reports as the paper's Table 9, the paper's figures on the same rows."""
+"""eval.stats.table9: `stats grounding`'s reports as the paper's Table 9, the paper's figures on the same rows."""
 
 from __future__ import annotations
 
 import io
 
-from saga_dspy.eval.table9 import PAPER_TABLE9, PAPER_TABLE9_AVERAGE, print_table9, table9
+from saga_dspy.eval.stats.table9 import PAPER_TABLE9, PAPER_TABLE9_AVERAGE, print_table9, table9
 
 
 def _report(dataset: str, reduction: float, recall: float | None) -> dict:

@@ -17,11 +17,11 @@ from conftest import REPO, TEST_CACHE, make_settings
 from helpers.scripted_lm import ScriptedLM, scripted_plans
 from mlflow import MlflowClient
 
-from saga_dspy.eval import trace_writer
-from saga_dspy.eval.evalset import load_eval_set
-from saga_dspy.eval.runner import evaluate
-from saga_dspy.eval.trace_policy import bounded_inputs
-from saga_dspy.eval.tracking import (
+from saga_dspy.eval.loading.evalset import load_eval_set
+from saga_dspy.eval.running.runner import evaluate
+from saga_dspy.eval.tracking import trace_writer
+from saga_dspy.eval.tracking.trace_policy import bounded_inputs
+from saga_dspy.eval.tracking.tracker import (
     INVOCATION_TAG,
     TABLE_FILE,
     Tracker,
@@ -111,7 +111,7 @@ def test_mlflow_stays_offline_and_exits_fast(tmp_path):
     """A tracked run in a fresh process: telemetry off, nothing left running at exit."""
     code = (
         "import os, time\n"
-        "from saga_dspy.eval.tracking import Tracker\n"
+        "from saga_dspy.eval.tracking.tracker import Tracker\n"
         "from saga_dspy.config import Settings\n"
         f"s = Settings(cache_dir={str(tmp_path)!r})\n"
         "t = Tracker(s, 'offline')\n"
@@ -370,8 +370,8 @@ SCRIPTED_EVAL_PRELUDE = (
     f"sys.path.insert(0, {str(REPO / 'tests')!r})\n"
     "from conftest import scripted_settings\n"
     "from helpers.scripted_lm import ScriptedLM, scripted_plans\n"
-    "from saga_dspy.eval.evalset import load_eval_set\n"
-    "from saga_dspy.eval.runner import evaluate\n"
+    "from saga_dspy.eval.loading.evalset import load_eval_set\n"
+    "from saga_dspy.eval.running.runner import evaluate\n"
 )
 
 
@@ -594,7 +594,7 @@ def test_an_unreachable_tracking_server_is_one_error_within_seconds(tmp_path):
     with pytest.raises(EvalError, match="tracking server does not answer"):
         Tracker(make_settings(cache_dir=tmp_path, mlflow=True, mlflow_uri=uri), "x")
     assert time.monotonic() - started < 10
-    from saga_dspy.eval.preflight import check_tracking_server
+    from saga_dspy.eval.tracking.store import check_tracking_server
 
     server = subprocess.Popen(
         [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "0"],
@@ -615,8 +615,8 @@ def test_no_import_circle_between_the_tracking_modules():
     from tests.helpers import codebase
 
     graph = codebase.import_graph()
-    assert "saga_dspy.eval.tracking" not in graph["saga_dspy.eval.trace_policy"]
-    assert "saga_dspy.eval.trace_policy" in graph["saga_dspy.eval.tracking"]
+    assert "saga_dspy.eval.tracking.tracker" not in graph["saga_dspy.eval.tracking.trace_policy"]
+    assert "saga_dspy.eval.tracking.trace_policy" in graph["saga_dspy.eval.tracking.tracker"]
 
 
 def test_ui_hint_for_a_tracking_server_and_another_store():

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from saga_dspy.eval.datasets import load_records
-from saga_dspy.eval.splits import held_out_firewall
+from saga_dspy.eval.loading.datasets import load_records
+from saga_dspy.eval.loading.splits import held_out_firewall
 from saga_dspy.grounding.lexicon import bundled_lexicon_path, load_lexicon
 from saga_dspy.grounding.words import head_phrases, phrase_key, question_frame, question_patterns, superlatives
 

@@ -29,6 +29,21 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("optimize",),
     ("stats", "ask", "__main__", "__init__"),
 )
+# Inside a package cut into subpackages, the same rule one level down: its parts import only downward. A part is a
+# subpackage or a module at the package's root; every part is named here, lowest first.
+INNER_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "eval": (
+        ("errors",),
+        ("files", "preflight"),
+        ("scoring",),
+        ("loading",),
+        ("stats",),
+        ("tracking",),
+        ("running",),
+        ("reports",),
+        ("__main__", "__init__"),
+    ),
+}
 KG_NAMES = frozenset({"wikidata", "freebase"})
 # where a knowledge graph's name may be compared: the flavours (what differs between KGs) and the settings
 KG_NAME_HOMES = ("kg/flavours/", "config.py")
@@ -239,6 +254,37 @@ def upward_imports(mods: list[Module] | None = None) -> list[str]:
             if own == -1 or theirs > own:
                 out.append(f"{module.rel}:{line} -> {target}")
     return out
+
+
+def inner_layer_of(name: str) -> tuple[str, int] | None:
+    """(package, rank of the part inside it) for a module of a package in INNER_LAYERS, else None;
+    `saga_dspy.eval.loading.gold` -> ("eval", rank of loading), `saga_dspy.eval` -> ("eval", rank of __init__)."""
+    parts = name.split(".")
+    if len(parts) < 2 or parts[1] not in INNER_LAYERS:
+        return None
+    part = parts[2] if len(parts) > 2 else "__init__"
+    for rank, layer in enumerate(INNER_LAYERS[parts[1]]):
+        if part in layer:
+            return parts[1], rank
+    raise KeyError(f"{name}: no layer inside {parts[1]} (add it to INNER_LAYERS in tests/helpers/codebase.py)")
+
+
+def inner_upward_imports(mods: list[Module] | None = None) -> list[str]:
+    """`module:line -> target` for each import, inside a package of INNER_LAYERS, of a part above the importer's
+    own (lazy and TYPE_CHECKING imports too; `from pkg import module` counts as an import of the module). Parts of
+    one rank may import each other; the cycle rule keeps them from going round."""
+    mods = mods if mods is not None else modules()
+    rel = {m.name: m.rel for m in mods}
+    out = []
+    for source, edges in import_graph(mods).items():
+        own = inner_layer_of(source)
+        if own is None:
+            continue
+        for target, line in sorted(edges.items(), key=lambda edge: edge[1]):
+            theirs = inner_layer_of(target)
+            if theirs is not None and theirs[0] == own[0] and theirs[1] > own[1]:
+                out.append(f"{rel[source]}:{line} -> {target}")
+    return sorted(out)
 
 
 def _is_kg_name(node: ast.AST) -> bool:

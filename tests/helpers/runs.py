@@ -17,8 +17,8 @@ def two_variant_run(store_path, endpoint, search, tmp_path_factory):
     second and the fifth (an item no gold holds). Returns (run directory, eval set, printed summary)."""
     import io
 
-    from saga_dspy.eval.evalset import load_eval_set
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.loading.evalset import load_eval_set
+    from saga_dspy.eval.running.runner import evaluate
 
     settings = scripted_settings("test")
     evalset = load_eval_set(settings, ids=list(RUN_IDS), progress=False)

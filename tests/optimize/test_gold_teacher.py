@@ -19,8 +19,8 @@ def teach_settings(store_path):
 def train_items(teach_settings):
     """QALD-10 train's answerable questions as the split holds them: the teacher is tested on questions an eval run
     of train leaves out as twins of test questions too (the demo pools' own firewall drops those)."""
-    from saga_dspy.eval.datasets import load_benchmark
-    from saga_dspy.eval.evalset import EvalItem
+    from saga_dspy.eval.loading.datasets import load_benchmark
+    from saga_dspy.eval.loading.evalset import EvalItem
 
     rows = load_benchmark("qald10", "train", teach_settings, answerable_only=True)
     return {i.id: i for i in map(EvalItem.from_row, rows)}
@@ -84,7 +84,7 @@ def test_gold_trace_has_real_observations(teach_settings, train_items, endpoint,
 
 
 def test_gold_trace_for_a_yes_no_question(teach_settings, endpoint, search):
-    from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.loading.evalset import load_eval_set
 
     settings = teach_settings.model_copy(update={"dataset": "qald9plus"})
     items = {i.id: i for i in load_eval_set(settings, progress=False).items}
@@ -198,7 +198,7 @@ def test_gold_demos_reach_the_controller_prompt(teach_settings, train_items, end
 
 def test_bundled_pools_are_train_only():
     from saga_dspy.agent.demos import DemoPool
-    from saga_dspy.eval.datasets import load_records
+    from saga_dspy.eval.loading.datasets import load_records
 
     pools = REPO / "data" / "demos"
     files = sorted(pools.glob("*.jsonl"))

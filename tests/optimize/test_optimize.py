@@ -11,8 +11,8 @@ import pytest
 from conftest import TEST_CACHE, make_settings
 from helpers.scripted_lm import ScriptedLM
 
-from saga_dspy.eval.firewall import normalise_text
-from saga_dspy.eval.mlflow_values import shown_metric
+from saga_dspy.eval.loading.firewall import normalise_text
+from saga_dspy.eval.tracking.mlflow_values import shown_metric
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def opt_settings(store_path):
 def plans(opt_settings, store_path):
     """Every answerable train and dev question solved by executing its gold query, then stop; a question whose
     gold query runs into a 5 s timeout on the sample is given up at once (the tests need no slow query)."""
-    from saga_dspy.eval.evalset import load_eval_set
+    from saga_dspy.eval.loading.evalset import load_eval_set
     from saga_dspy.kg.endpoint import EmbeddedEndpoint
 
     out = {}
@@ -101,7 +101,7 @@ def small(**kwargs):
 
 
 def dev_questions(settings) -> set[str]:
-    from saga_dspy.eval.datasets import load_records
+    from saga_dspy.eval.loading.datasets import load_records
 
     return {normalise_text(r["question"]) for r in load_records("qald10", "dev", settings)}
 
@@ -160,7 +160,7 @@ def test_test_splits_are_refused(opt_settings, capsys):
 def test_the_sets_keep_dev_out_of_the_demos_and_the_report_set_out_of_selection(opt_settings):
     import io
 
-    from saga_dspy.eval.splits import held_out_firewall
+    from saga_dspy.eval.loading.splits import held_out_firewall
     from saga_dspy.optimize.sets import build_sets
 
     out = io.StringIO()
@@ -189,7 +189,7 @@ def test_random_search_scores_candidates_on_the_valset_and_the_metric_picks_k(
     from mlflow.tracking import MlflowClient
 
     from saga_dspy.agent.program import SagaProgram
-    from saga_dspy.eval.rescore import rescore
+    from saga_dspy.eval.reports.rescore import rescore
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     settings = opt_settings.model_copy(update={"mlflow": True, "mlflow_uri": uri, "trace": "none"})
@@ -392,7 +392,7 @@ def test_gold_teacher_pool_alone_needs_no_lm(opt_settings, endpoint, search, tmp
 
 def test_eval_and_ask_run_a_compiled_program_as_compiled(opt_settings, plans, endpoint, search, tmp_path, monkeypatch):
     """The compiled pool and k reach the controller's prompt under `eval --program`, whatever --demos says."""
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
 
     result = run(
         opt_settings,

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from saga_dspy.config import Settings
-from saga_dspy.eval.datasets import filter_report, load_benchmark, load_records
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.gold import find_gold, resolve_split
-from saga_dspy.eval.splits import is_train_split, without_test_twins
+from saga_dspy.eval.loading.datasets import filter_report, load_benchmark, load_records
+from saga_dspy.eval.loading.gold import find_gold, resolve_split
+from saga_dspy.eval.loading.splits import is_train_split, without_test_twins
 from saga_dspy.input_files import MAX_IDS_BYTES, check_input_file
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +33,7 @@ class EvalItem:
     gold_sparql: str | None = None
     answer_type: str | None = None
     source_answers: str | None = None
-    answerable: bool | None = None  # the frozen gold's verdict (eval.answerability); None: not frozen
+    answerable: bool | None = None  # the frozen gold's verdict (eval.loading.answerability); None: not frozen
 
     @property
     def is_boolean(self) -> bool:
@@ -114,8 +114,8 @@ def parse_ids(values: Sequence[str] | None) -> list[str] | None:
 
 
 def _without_test_twins(ds, dataset: str, split: str, settings: Settings, report: dict[str, Any] | None):
-    """A bundled train split without the twins of test questions (`eval.splits.without_test_twins`), counted among
-    the questions left out."""
+    """A bundled train split without the twins of test questions (`eval.loading.splits.without_test_twins`), counted
+    among the questions left out."""
     rows = ds.to_list()
     kept, twins = without_test_twins(rows, dataset, split, settings)
     if not twins:
@@ -159,35 +159,18 @@ def load_eval_set(
                 "predicted non-empty",
                 missing,
             )
-    gold_summary = None
-    summary_path = Path(str(path).replace(".jsonl.gz", ".summary.json")) if path else None
-    if summary_path is not None and summary_path.exists():
-        try:
-            gold_summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        except ValueError:
-            gold_summary = None
     evalset = EvalSet(
         ds,
         dataset,
         resolved,
         str(path) if path else None,
         report,
-        gold_summary,
+        _gold_summary(path),
         {"answerable_only": answerable_only, "after_filter": len(ds)},
     )
     if ids:
         present = set(ds["id"])
-        unknown = [i for i in ids if i not in present]
-        if unknown:
-            all_ids = {r["id"] for r in load_records(dataset, split, settings, data_file)}
-            not_in_split = [i for i in unknown if i not in all_ids]
-            left_out = [i for i in unknown if i in all_ids]
-            if not_in_split:
-                raise EvalError(f"ids not in {dataset}/{resolved}: {', '.join(not_in_split[:20])}")
-            log.warning(
-                "ids left out by the answerable filter (pass --all-questions to keep them): %s",
-                ", ".join(left_out[:20]),
-            )
+        _check_unknown_ids([i for i in ids if i not in present], settings, split, resolved, data_file)
         evalset = evalset.select_ids([i for i in ids if i in present], ids=list(ids))
     if settings.limit is not None:
         n = min(len(evalset), max(0, settings.limit))
@@ -195,6 +178,35 @@ def load_eval_set(
             evalset, data=evalset.data.select(range(n)), selection={**evalset.selection, "limit": settings.limit}
         )
     return evalset
+
+
+def _gold_summary(path: Path | None) -> dict[str, Any] | None:
+    """The frozen gold's `<stem>.summary.json` (what freezing counted), None where there is none to read."""
+    summary_path = Path(str(path).replace(".jsonl.gz", ".summary.json")) if path else None
+    if summary_path is None or not summary_path.exists():
+        return None
+    try:
+        return json.loads(summary_path.read_text(encoding="utf-8"))
+    except ValueError:
+        return None
+
+
+def _check_unknown_ids(
+    unknown: list[str], settings: Settings, split: str, resolved: str, data_file: str | Path | None
+) -> None:
+    """Ids asked for that the eval set lacks: an EvalError for those not in the split at all, a warning for those
+    the answerable filter left out."""
+    if not unknown:
+        return
+    all_ids = {r["id"] for r in load_records(settings.dataset, split, settings, data_file)}
+    not_in_split = [i for i in unknown if i not in all_ids]
+    left_out = [i for i in unknown if i in all_ids]
+    if not_in_split:
+        raise EvalError(f"ids not in {settings.dataset}/{resolved}: {', '.join(not_in_split[:20])}")
+    log.warning(
+        "ids left out by the answerable filter (pass --all-questions to keep them): %s",
+        ", ".join(left_out[:20]),
+    )
 
 
 def describe_filter(evalset: EvalSet) -> str:

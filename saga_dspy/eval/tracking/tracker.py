@@ -60,9 +60,11 @@ import pandas as pd
 
 from saga_dspy.agent.authorship import author_of_line
 from saga_dspy.config import Settings, apply_offline_env
-from saga_dspy.eval import trace_writer  # stdlib only: mlflow is imported by its install(), when tracking is on
-from saga_dspy.eval.chart import comparison_chart
-from saga_dspy.eval.mlflow_values import (
+from saga_dspy.eval.tracking import (
+    trace_writer,  # stdlib only: mlflow is imported by its install(), when tracking is on
+)
+from saga_dspy.eval.tracking.chart import comparison_chart
+from saga_dspy.eval.tracking.mlflow_values import (
     FINAL_CHARS,
     SHARED_VIEW,
     TRACES_VIEW_STATE,
@@ -73,8 +75,8 @@ from saga_dspy.eval.mlflow_values import (
     shown_metric,
     ui_hint,
 )
-from saga_dspy.eval.preflight import check_tracking_uri, sqlite_path
-from saga_dspy.eval.trace_export import drain_trace_queue, terminate_trace_export
+from saga_dspy.eval.tracking.store import check_tracking_uri, sqlite_path
+from saga_dspy.eval.tracking.trace_export import drain_trace_queue, terminate_trace_export
 
 log = logging.getLogger(__name__)
 
@@ -295,7 +297,7 @@ class Tracker:
 
     def _autolog(self) -> None:
         # imported here, not at the top: trace_policy imports mlflow, which `--no-mlflow` must never import
-        from saga_dspy.eval.trace_policy import BoundedCallback, every_for
+        from saga_dspy.eval.tracking.trace_policy import BoundedCallback, every_for
 
         every = every_for(self.trace)
         try:
@@ -461,7 +463,7 @@ class Tracker:
             include_spans=False,
             max_results=max(100, 2 * len(lines)),
         )
-        source = AssessmentSource(source_type=AssessmentSourceType.CODE, source_id="saga_dspy.eval.metrics")
+        source = AssessmentSource(source_type=AssessmentSourceType.CODE, source_id="saga_dspy.eval.scoring.metrics")
         done = 0
         for trace in traces:
             line = by_question.get(trace_question(trace.info))

@@ -3,7 +3,7 @@
     python -m saga_dspy.stats components --dataset qald10 --split dev|train|test [--limit N] [--json]
 
 What is measured, per question of the split (the gold SPARQL gives the gold entities and the
-gold (subject entity, property) pairs; see `eval.gold_pairs`):
+gold (subject entity, property) pairs; see `eval.stats.gold_pairs`):
 
 - entity linking: for each gold entity constant with a label, its rank in the search tool's
   item hits (`search_wikidata`: 8 hits) for the question's own mention of it — the question
@@ -20,7 +20,7 @@ gold (subject entity, property) pairs; see `eval.gold_pairs`):
   `?film wdt:P161 wd:Q219512` — the gold property's position in the lookup's incoming section,
   recall@1 / @3; and, for the questions whose gold query has only such pairs (asked from the
   object's side), the answers F1 of the query the lookup of the first such entity proposes.
-- the proposed query: answers F1 (eval.metrics.answer_f1) against the frozen gold result of the query the
+- the proposed query: answers F1 (eval.scoring.metrics.answer_f1) against the frozen gold result of the query the
   lookup of the question's first gold subject proposes (0 when it proposes none); over answerable questions.
 - the candidate query: the same F1 for the query the program runs when the model ends without executing
   anything (the proposal, else the lookup's best candidate), over the subject- and object-side questions together.
@@ -58,12 +58,12 @@ from saga_dspy.agent.answer_cues import rule_answer_type as cue_answer_type
 from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.query_form import decide_query_form, is_yes_no_question, to_form
 from saga_dspy.config import Settings
-from saga_dspy.eval.candidate_oracle import CandidateOracle, lookup_context, print_oracle
-from saga_dspy.eval.datasets import load_benchmark
-from saga_dspy.eval.entity_linking import entity_linking, entity_names, percent
-from saga_dspy.eval.gold_pairs import GoldQuery, gold_queries
-from saga_dspy.eval.metrics import answer_f1
-from saga_dspy.eval.splits import without_test_twins
+from saga_dspy.eval.loading.datasets import load_benchmark
+from saga_dspy.eval.loading.splits import without_test_twins
+from saga_dspy.eval.scoring.metrics import answer_f1
+from saga_dspy.eval.stats.candidate_oracle import CandidateOracle, LookupServices, print_oracle
+from saga_dspy.eval.stats.entity_linking import entity_linking, entity_names, percent
+from saga_dspy.eval.stats.gold_pairs import GoldQuery, gold_queries
 from saga_dspy.grounding.incoming import incoming_order
 from saga_dspy.grounding.lexicon import Lexicon, load_lexicon
 from saga_dspy.grounding.neighbourhood import fetch_neighbourhood
@@ -249,7 +249,7 @@ def component_stats(
         names = entity_names(endpoint, all_entities)
         log(f"{dataset}/{resolved}: {len(records)} questions, {len(all_entities)} entity constants")
         linking = entity_linking(queries, by_id, names, search)
-        tally = _Tally(settings, endpoint, search, schema, hierarchy, flavour)
+        tally = _Tally(LookupServices(settings, endpoint, search, schema, hierarchy), flavour)
         tally.oracle.names = names
         for n, q in enumerate(queries):
             rec = by_id[q.qid]
@@ -276,17 +276,9 @@ class _Tally:
     """The running figures of `component_stats` over a split's questions: answer type, the lookups of the
     gold subjects (rank of each gold property, the observation's size), the first hint and the proposal."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        endpoint: Endpoint,
-        search: Search | None,
-        schema: SchemaIndex,
-        hierarchy: ClassHierarchy,
-        flavour,
-    ):
-        self.settings, self.endpoint, self.search = settings, endpoint, search
-        self.schema, self.hierarchy, self.flavour = schema, hierarchy, flavour
+    def __init__(self, services: LookupServices, flavour):
+        self.services, self.flavour = services, flavour
+        self.endpoint, self.hierarchy = services.endpoint, services.hierarchy
         self.ranks: list[int | None] = []
         self.ranks_in_nb: list[int | None] = []
         self.tokens: list[int] = []
@@ -305,7 +297,7 @@ class _Tally:
         self.at_confusion: Counter = Counter()
         self.examples: list[dict[str, Any]] = []
         self.edges: dict[str, set[str]] = {}  # entity → its outgoing properties (what a lookup can show)
-        self.oracle = CandidateOracle(settings, endpoint, search, schema, hierarchy)
+        self.oracle = CandidateOracle(services)
 
     def answer_type(self, rec: dict[str, Any], at, kind: str | None, gold_entities: list[str]) -> None:
         """`kind`, `gold_entities`: `gold_kind` of the question's gold."""
@@ -320,8 +312,7 @@ class _Tally:
             self.cls_ok += _class_fits(self.endpoint, self.hierarchy, at[1], gold_entities)
 
     def _lookup(self, eid: str, question: str, at) -> tuple[str, list[str], LookupResult | None]:
-        ctx = lookup_context(self.settings, self.endpoint, self.search, self.schema, self.hierarchy, question, at)
-        found = do_lookup(ctx, eid)
+        found = do_lookup(self.services.context(question, at), eid)
         obs = found.text
         if obs.startswith(("[NOT FOUND]", "[ERROR]")):
             return obs, [], None
@@ -458,27 +449,7 @@ class _Tally:
                 "proposals": self.incoming_proposals,
                 "proposal_mean_f1": round(statistics.fmean(self.incoming_f1s), 3) if self.incoming_f1s else None,
             },
-            "candidate_query": {
-                "answerable_questions": len(self.candidate_f1s),
-                "candidates": self.candidates,
-                "mean_f1": round(statistics.fmean(self.candidate_f1s), 3) if self.candidate_f1s else None,
-                # as the program returns it: rewritten to the question's form (ASK / COUNT) where it has another
-                "returned_mean_f1": round(statistics.fmean(self.returned_f1s), 3) if self.returned_f1s else None,
-                "rewritten_to_form": self.rewritten,
-                # per gold answer kind (a boolean gold split by its value: an ASK of any non-empty pattern is true)
-                "by_kind": {
-                    kind: {
-                        "n": len(pairs),
-                        "mean_f1": round(statistics.fmean(p[0] for p in pairs), 3),
-                        "returned_mean_f1": round(statistics.fmean(p[1] for p in pairs), 3),
-                    }
-                    for kind, pairs in sorted(self.candidate_by_kind.items())
-                },
-                # the same questions with the proposals alone (0 where the lookup proposes nothing)
-                "proposals_only_mean_f1": round(statistics.fmean(both), 3)
-                if (both := self.f1s + self.incoming_f1s)
-                else None,
-            },
+            "candidate_query": self._candidate_report(),
             "candidate_oracle": self.oracle.report(),
             "observation_tokens": {
                 "lookups": len(self.tokens),
@@ -497,6 +468,30 @@ class _Tally:
             "candidate_per_question": self.per_question,
         }
 
+    def _candidate_report(self) -> dict[str, Any]:
+        """The query the program runs when the model ends without executing anything, over both sides."""
+        return {
+            "answerable_questions": len(self.candidate_f1s),
+            "candidates": self.candidates,
+            "mean_f1": round(statistics.fmean(self.candidate_f1s), 3) if self.candidate_f1s else None,
+            # as the program returns it: rewritten to the question's form (ASK / COUNT) where it has another
+            "returned_mean_f1": round(statistics.fmean(self.returned_f1s), 3) if self.returned_f1s else None,
+            "rewritten_to_form": self.rewritten,
+            # per gold answer kind (a boolean gold split by its value: an ASK of any non-empty pattern is true)
+            "by_kind": {
+                kind: {
+                    "n": len(pairs),
+                    "mean_f1": round(statistics.fmean(p[0] for p in pairs), 3),
+                    "returned_mean_f1": round(statistics.fmean(p[1] for p in pairs), 3),
+                }
+                for kind, pairs in sorted(self.candidate_by_kind.items())
+            },
+            # the same questions with the proposals alone (0 where the lookup proposes nothing)
+            "proposals_only_mean_f1": round(statistics.fmean(both), 3)
+            if (both := self.f1s + self.incoming_f1s)
+            else None,
+        }
+
 
 def _class_fits(endpoint: Endpoint, hierarchy: ClassHierarchy, qid: str, entities: list[str]) -> bool:
     """Is the predicted class a type, a P279 ancestor or a direct subclass of a type of one of the entities?"""
@@ -509,6 +504,28 @@ def _class_fits(endpoint: Endpoint, hierarchy: ClassHierarchy, qid: str, entitie
             if t == qid or qid in hierarchy.ancestors(t) or t in hierarchy.parents(qid):
                 return True
     return False
+
+
+def _print_candidates(report: dict[str, Any], out: TextIO) -> None:
+    """The object side's proposals, the candidate query and the candidate oracle (where the report has them)."""
+    inc = report.get("incoming")
+    if inc:
+        print(
+            f"incoming ({inc['gold_pairs']} gold pairs): R@1 {inc['recall_at_1_pct']}% R@3 {inc['recall_at_3_pct']}%; "
+            f"object-side questions: proposal mean F1 {inc['proposal_mean_f1']} over "
+            f"{inc['object_side_answerable_questions']} answerable ({inc['proposals']} proposals)",
+            file=out,
+        )
+    cq = report.get("candidate_query")
+    if cq:
+        print(
+            f"candidate query (run when the model ends without a query): mean F1 {cq['mean_f1']} over "
+            f"{cq['answerable_questions']} answerable, both sides ({cq['candidates']} candidates; proposals alone "
+            f"{cq.get('proposals_only_mean_f1')}); as returned, in the question's form: {cq.get('returned_mean_f1')} "
+            f"({cq.get('rewritten_to_form')} rewritten)",
+            file=out,
+        )
+    print_oracle(report.get("candidate_oracle"), out)
 
 
 def print_components(report: dict[str, Any], out: TextIO | None = None) -> None:
@@ -542,24 +559,7 @@ def print_components(report: dict[str, Any], out: TextIO | None = None) -> None:
         f"({pq['proposals']} proposals)",
         file=out,
     )
-    inc = report.get("incoming")
-    if inc:
-        print(
-            f"incoming ({inc['gold_pairs']} gold pairs): R@1 {inc['recall_at_1_pct']}% R@3 {inc['recall_at_3_pct']}%; "
-            f"object-side questions: proposal mean F1 {inc['proposal_mean_f1']} over "
-            f"{inc['object_side_answerable_questions']} answerable ({inc['proposals']} proposals)",
-            file=out,
-        )
-    cq = report.get("candidate_query")
-    if cq:
-        print(
-            f"candidate query (run when the model ends without a query): mean F1 {cq['mean_f1']} over "
-            f"{cq['answerable_questions']} answerable, both sides ({cq['candidates']} candidates; proposals alone "
-            f"{cq.get('proposals_only_mean_f1')}); as returned, in the question's form: {cq.get('returned_mean_f1')} "
-            f"({cq.get('rewritten_to_form')} rewritten)",
-            file=out,
-        )
-    print_oracle(report.get("candidate_oracle"), out)
+    _print_candidates(report, out)
     print(
         f"lookup tokens: median {ot['median']} p95 {ot['p95']} over {ot['lookups']} lookups ({ot['tokenizer']})",
         file=out,

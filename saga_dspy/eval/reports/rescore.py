@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from saga_dspy.config import Settings
-from saga_dspy.eval.answerability import subset_record
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.metrics import MetricMode, compute_metrics
-from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_answers
-from saga_dspy.eval.records import CONFIG, METRICS, write_json
-from saga_dspy.eval.runs import read_metrics
+from saga_dspy.eval.loading.answerability import subset_record
+from saga_dspy.eval.reports.runs import read_metrics
+from saga_dspy.eval.running.predictions import PREDICTIONS, PredictionsFile, last_by_id, score_answers
+from saga_dspy.eval.running.records import CONFIG, METRICS, write_json
+from saga_dspy.eval.scoring.metrics import MetricMode, compute_metrics
 from saga_dspy.kg.errors import SparqlError
 from saga_dspy.services import KgServices
 

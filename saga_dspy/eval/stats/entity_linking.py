@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from saga_dspy.eval.gold_pairs import GoldQuery
+from saga_dspy.eval.stats.gold_pairs import GoldQuery
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.results import SelectResult
 from saga_dspy.kg.search import Search

@@ -5,7 +5,7 @@ mlflow writes every span batch and every trace to the tracking store through SQL
 threads of the same process, where it still holds the one interpreter lock, so at 16 threads the export
 is what the run waits for. Here mlflow's exporter hands each finished trace, with its spans, to a
 `TraceWriter`, whose sender thread serialises it (`Trace.to_dict`) and pipes it to a child process
-(`python -m saga_dspy.eval.trace_writer`); the child writes with mlflow's own exporter (the spans of
+(`python -m saga_dspy.eval.tracking.trace_writer`); the child writes with mlflow's own exporter (the spans of
 the traces that arrived together in one `log_spans`, then each trace), so what lands in the store is what
 in-process export writes. Spans are not written one by one as they end: a question cut off mid-way
 leaves no partial trace.

@@ -15,9 +15,9 @@ from typing import IO, Any
 
 from saga_dspy.agent.failures import PROGRAM, QUERY
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.evalset import EvalItem
-from saga_dspy.eval.metrics import MetricMode, answer_f1, check_scores
-from saga_dspy.eval.rundir import open_append, write_file
+from saga_dspy.eval.files import open_append, write_file
+from saga_dspy.eval.loading.evalset import EvalItem
+from saga_dspy.eval.scoring.metrics import MetricMode, answer_f1, check_scores
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def score_answers(
 ) -> tuple[float, str | None]:
     """(F1, why it could not be computed or None) of answers against the frozen gold result.
 
-    A gold result that is not answerable (`eval.answerability`: empty, COUNT 0, unconfirmed ASK
+    A gold result that is not answerable (`eval.loading.answerability`: empty, COUNT 0, unconfirmed ASK
     false) scores 0 whatever was predicted: with --all-questions it never inflates the score."""
     if gold is None:
         return 0.0, "no frozen gold result for this question"

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from saga_dspy.eval.rundir import write_file
+from saga_dspy.eval.files import write_file
 
 CHART_METRICS = (("f1", "F1"), ("em", "EM"), ("empty_rate", "empty rate"))
 

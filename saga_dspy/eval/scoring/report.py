@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from saga_dspy.eval.significance import PairedComparison, paired_by_id
+from saga_dspy.eval.scoring.significance import PairedComparison, paired_by_id
 
 MAX_WIDTH = 120
 

@@ -35,7 +35,7 @@ import mlflow
 from mlflow.dspy.callback import MlflowCallback
 
 from saga_dspy.agent.tool_spans import clip, small_value
-from saga_dspy.eval.mlflow_values import FINAL_CHARS, answer_text
+from saga_dspy.eval.tracking.mlflow_values import FINAL_CHARS, answer_text
 
 TRACE_MODES = ("all", "sample", "none")
 SAMPLE_EVERY = 10  # --trace sample: the 1st, 11th, 21st ... question

@@ -1,6 +1,6 @@
 """`eval compare RUN_A RUN_B [...]`: runs question by question. For every question: each run's F1 and final
 SPARQL and each later run's change against the first; the rows sorted by that change (the second run's: losses
-first); above them each later run's paired bootstrap 95% CI of F1 against the first (`eval.significance`)."""
+first); above them each later run's paired bootstrap 95% CI of F1 against the first (`eval.scoring.significance`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.report import f1_by_id, md_code, md_table, md_text
-from saga_dspy.eval.runs import Run, run_labels
-from saga_dspy.eval.significance import paired_by_id
+from saga_dspy.eval.reports.runs import Run, run_labels
+from saga_dspy.eval.scoring.report import f1_by_id, md_code, md_table, md_text
+from saga_dspy.eval.scoring.significance import paired_by_id
 from saga_dspy.kg.sparql_parse import split_declarations
 
 

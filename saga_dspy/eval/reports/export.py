@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from saga_dspy.eval.datasets import BENCHMARKS, read_records
-from saga_dspy.eval.rundir import write_file
-from saga_dspy.eval.runs import Run
+from saga_dspy.eval.files import write_file
+from saga_dspy.eval.loading.datasets import BENCHMARKS, read_records
+from saga_dspy.eval.reports.runs import Run
 from saga_dspy.kg.flavours import flavour_for
 from saga_dspy.kg.prefixes import with_prefixes
 from saga_dspy.kg.query_text import tokenize

@@ -8,7 +8,7 @@ endpoint (`freeze_gold`); the bundled frozen gold for the embedded sample is
 columns `gold` (SPARQL-JSON text), `answerable` and `gold_error`.
 
 In a loaded Dataset, `source_answers` and `gold` are SPARQL-JSON *text* (or None), so the
-column types stay fixed whatever the result shapes; `saga_dspy.eval.metrics` accepts the text.
+column types stay fixed whatever the result shapes; `saga_dspy.eval.scoring.metrics` accepts the text.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from saga_dspy.config import DEFAULT_KG, Settings, default_data_dir
-from saga_dspy.eval.answerability import unanswerable_reason
-from saga_dspy.eval.rundir import write_file
+from saga_dspy.eval.files import write_file
+from saga_dspy.eval.loading.answerability import unanswerable_reason
 from saga_dspy.input_files import read_input_bytes, reading
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,9 +76,9 @@ def _train_dev_test(name: str, title: str, kg: str, **more: Any) -> BenchmarkInf
 BENCHMARKS: dict[str, BenchmarkInfo] = {
     b.name: b
     for b in (
-        _train_dev_test("qald7", "QALD-7 task 4 (Wikidata)", "wikidata"),  # dev: eval.splits
-        _train_dev_test("qald9plus", "QALD-9-plus (Wikidata)", "wikidata"),  # dev: eval.splits
-        _train_dev_test("qald10", "QALD-10", "wikidata", numeric_ids=("test",)),  # dev: eval.splits
+        _train_dev_test("qald7", "QALD-7 task 4 (Wikidata)", "wikidata"),  # dev: eval.loading.splits
+        _train_dev_test("qald9plus", "QALD-9-plus (Wikidata)", "wikidata"),  # dev: eval.loading.splits
+        _train_dev_test("qald10", "QALD-10", "wikidata", numeric_ids=("test",)),  # dev: eval.loading.splits
         _train_dev_test("wwq", "WikiWebQuestions", "wikidata"),
         BenchmarkInfo("spinach", "SPINACH", "wikidata", ("dev", "test"), test="test", dev="dev", metric_mode="rows"),
         BenchmarkInfo("lcquad2", "LC-QuAD 2.0", "wikidata", ("test",), test="test"),
@@ -396,7 +396,7 @@ def load_benchmark(
 
     Frozen gold is joined from `gold_file`, else (embedded endpoint or no settings) from the
     bundled `gold-embedded-<split>.jsonl.gz` when it exists. `answerable_only=True` keeps the
-    questions whose frozen gold is answerable (`eval.answerability`: error-free, non-empty, not
+    questions whose frozen gold is answerable (`eval.loading.answerability`: error-free, non-empty, not
     degenerate); the counts left out by reason ('empty', 'degenerate_aggregate',
     'ask_false_unconfirmed', error kinds, 'not_frozen') are logged and kept in `filter_report(ds)`.
     """
@@ -408,8 +408,12 @@ def load_benchmark(
     if path is not None:
         with reading(path, "gold file"):
             ds = _with_gold_columns(ds, read_gold(path))
-    if not answerable_only:
-        return ds
+    return _answerable(ds, name, split, resolved, path) if answerable_only else ds
+
+
+def _answerable(ds: datasets.Dataset, name: str, split: str, resolved: str, path: Path | None) -> datasets.Dataset:
+    """The questions whose frozen gold is answerable; the counts left out by reason logged and kept in the
+    dataset's description (`filter_report`)."""
     if not any(a is not None for a in ds["answerable"]):
         raise ValueError(
             f"{name}/{split}: no frozen gold to filter on "

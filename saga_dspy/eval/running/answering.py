@@ -16,10 +16,10 @@ from tqdm import tqdm
 
 from saga_dspy.agent.failures import INFRASTRUCTURE, PROGRAM, is_infrastructure_error
 from saga_dspy.errors import Interrupted
-from saga_dspy.eval.evalset import EvalItem
-from saga_dspy.eval.firewall import guard_kwargs
-from saga_dspy.eval.metrics import MetricMode
-from saga_dspy.eval.predictions import PredictionsFile, score_prediction
+from saga_dspy.eval.loading.evalset import EvalItem
+from saga_dspy.eval.loading.firewall import guard_kwargs
+from saga_dspy.eval.running.predictions import PredictionsFile, score_prediction
+from saga_dspy.eval.scoring.metrics import MetricMode
 
 log = logging.getLogger("saga_dspy.eval")
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
-from saga_dspy.eval.breakdown import breakdown
+from saga_dspy.eval.scoring.breakdown import breakdown
 from saga_dspy.kg.results import XSD, AskResult, Binding, QueryResult, SelectResult, parse_sparql_json
 
 MetricMode = Literal["answers", "rows"]
@@ -79,7 +79,7 @@ METRIC_RULES: dict[str, Any] = {
         "shares of final_status ok/blocked/error. A mean over no questions is None. Also F1 per answer kind of "
         "the gold (count: one number from a COUNT query; entity: only IRIs; literal: the rest), the share of ASK "
         "golds that are true, and the share of final queries the model executed, its extract call wrote, or "
-        "the program ran for it (eval.breakdown)."
+        "the program ran for it (eval.scoring.breakdown)."
     ),
 }
 

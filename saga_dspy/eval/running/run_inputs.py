@@ -17,11 +17,11 @@ import dspy
 
 from saga_dspy.agent.failures import is_infrastructure_error
 from saga_dspy.config import DEFAULT_KG, Settings
-from saga_dspy.eval.datasets import BENCHMARKS
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.evalset import EvalSet
-from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id
-from saga_dspy.eval.records import CONFIG, METRICS, fingerprint
+from saga_dspy.eval.loading.datasets import BENCHMARKS
+from saga_dspy.eval.loading.evalset import EvalSet
+from saga_dspy.eval.running.predictions import PREDICTIONS, PredictionsFile, last_by_id
+from saga_dspy.eval.running.records import CONFIG, METRICS, fingerprint
 from saga_dspy.grounding.lexicon import load_lexicon
 from saga_dspy.input_files import MAX_PROGRAM_BYTES, InputFileError, check_input_file
 from saga_dspy.services import KgServices
@@ -136,6 +136,14 @@ def check_file_inputs(settings: Settings, data_file: str | Path | None = None) -
         load_lexicon(settings)
     except (OSError, ValueError) as exc:
         raise EvalError(str(exc)) from None
+
+
+def out_dir_for(settings: Settings, resume: bool, out: str | Path | None = None) -> Path:
+    """The run directory: `out`, else `--out` (`settings.out`), else a new one under runs/ (a resume: the latest
+    there)."""
+    if out is not None:
+        return Path(out)
+    return Path(settings.out) if settings.out else default_out_dir(settings, resume)
 
 
 def default_out_dir(settings: Settings, resume: bool) -> Path:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import dspy
 
@@ -21,32 +21,33 @@ from saga_dspy.agent.pools import check_pool_choice
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
-from saga_dspy.eval.answerability import describe_subset, subset_record
-from saga_dspy.eval.answering import run_questions
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
-from saga_dspy.eval.gold import freeze_missing_gold, freezes_now
-from saga_dspy.eval.metrics import compute_metrics
-from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id
+from saga_dspy.eval.files import write_file
+from saga_dspy.eval.loading.answerability import describe_subset, subset_record
+from saga_dspy.eval.loading.evalset import EvalItem, EvalSet, describe_filter, load_eval_set
+from saga_dspy.eval.loading.gold import freeze_missing_gold, freezes_now
 from saga_dspy.eval.preflight import preflight
-from saga_dspy.eval.records import CONFIG, METRICS, run_config, write_json
-from saga_dspy.eval.report import against_first, comparison_metrics, markdown_table, summary_table
-from saga_dspy.eval.resume import INVOCATION, invocation_record, resume_command
-from saga_dspy.eval.run_inputs import (
+from saga_dspy.eval.running.answering import run_questions
+from saga_dspy.eval.running.predictions import PREDICTIONS, PredictionsFile, last_by_id
+from saga_dspy.eval.running.records import CONFIG, METRICS, run_config, write_json
+from saga_dspy.eval.running.resume import INVOCATION, invocation_record, resume_command
+from saga_dspy.eval.running.run_inputs import (
     check_file_inputs,
     check_graph,
     check_out_dir,
     checked_variants,
-    default_out_dir,
     local_engine,
+    out_dir_for,
     prepare_out_dir,
     program_variant_warning,
     questions_left,
     read_config,
     warm_up,
 )
-from saga_dspy.eval.rundir import locked_run_dir, write_file
-from saga_dspy.eval.tracking import INVOCATION_TAG, Tracker, comparison_chart, run_name
+from saga_dspy.eval.running.rundir import locked_run_dir
+from saga_dspy.eval.scoring.metrics import compute_metrics
+from saga_dspy.eval.scoring.report import against_first, comparison_metrics, markdown_table, summary_table
+from saga_dspy.eval.tracking.tracker import INVOCATION_TAG, Tracker, comparison_chart, run_name
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.search import Search
 from saga_dspy.services import KgServices
@@ -102,27 +103,12 @@ def run_variant(
     if resume:
         print(f"[{settings.variant}] resuming {out_dir}: {len(done)} done, {len(todo)} to run", file=sys.stderr)
 
-    predictions = PredictionsFile(out_dir / PREDICTIONS)
     run_ctx = _tracked_run(tracker, settings, evalset, out_dir, cfg, nested=nested, run_tags=run_tags)
-    interrupted = False
     with run_ctx as run_id:
         phase_started = time.monotonic()
-        try:
-            new, interrupted, stopped = run_questions(
-                program,
-                todo,
-                predictions,
-                mode=settings.metric_mode,
-                num_threads=settings.num_threads,
-                lm=lm,
-                progress=progress,
-                desc=desc or settings.variant,
-                done_lines=done,
-                total=len(evalset),
-                max_infra_failures=settings.max_infra_failures,
-            )
-        finally:
-            predictions.close()
+        new, interrupted, stopped = _answer(
+            program, todo, done, out_dir, settings, len(evalset), lm=lm, progress=progress, desc=desc
+        )
         latest = last_by_id(PredictionsFile.read(out_dir / PREDICTIONS))
         lines = [latest[qid] for qid in wanted if qid in latest]
         metrics = _variant_metrics(
@@ -145,6 +131,39 @@ def run_variant(
         stopped=stopped,
         demo_pool=cfg["demo_pool"],
     )
+
+
+def _answer(
+    program: Any,
+    todo: list[EvalItem],
+    done: list[dict[str, Any]],
+    out_dir: Path,
+    settings: Settings,
+    total: int,
+    *,
+    lm: Any,
+    progress: bool,
+    desc: str | None,
+) -> tuple[list[dict[str, Any]], bool, str | None]:
+    """The questions still to answer, each line appended to predictions.jsonl as it finishes: (the new lines,
+    interrupted, why the run stopped early)."""
+    predictions = PredictionsFile(out_dir / PREDICTIONS)
+    try:
+        return run_questions(
+            program,
+            todo,
+            predictions,
+            mode=settings.metric_mode,
+            num_threads=settings.num_threads,
+            lm=lm,
+            progress=progress,
+            desc=desc or settings.variant,
+            done_lines=done,
+            total=total,
+            max_infra_failures=settings.max_infra_failures,
+        )
+    finally:
+        predictions.close()
 
 
 def _split_done(evalset: EvalSet, kept: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]], list[EvalItem]]:
@@ -322,32 +341,15 @@ def evaluate(
     stream = stream or sys.stdout
     variants = checked_variants(settings, variants)
     resume = resume or retry_failed
-    out_dir = (
-        Path(out) if out is not None else (Path(settings.out) if settings.out else default_out_dir(settings, resume))
-    )
+    out_dir = out_dir_for(settings, resume, out)
     settings = _checked_inputs(settings, data_file)
-    preflighted = settings.preflight and freezes_now(settings, settings.dataset, settings.split, data_file, gold_file)
-    if preflighted:  # before the freeze: a dead LM or endpoint stops the run before any gold is frozen
-        with KgServices(settings, endpoint, search) as services:
-            preflight(settings, services, lm)
-    freeze_missing_gold(
-        settings, settings.dataset, settings.split, data_file=data_file, gold_file=gold_file, progress=progress
+    evalset, preflighted = _frozen_eval_set(
+        settings, ids, data_file, gold_file, endpoint, search, lm, answerable_only, progress=progress, stream=stream
     )
-    evalset = load_eval_set(
-        settings, ids=ids, data_file=data_file, gold_file=gold_file, answerable_only=answerable_only, progress=progress
-    )
-    print(describe_filter(evalset), file=stream)
-    if not len(evalset):
-        raise EvalError("no questions to evaluate (check --ids / --limit / the answerable filter)")
     tracker = Tracker(settings, experiment or f"saga-eval-{evalset.dataset}-{evalset.split}")
+    invocation = invocation_record(variants, ids, data_file, gold_file, answerable_only, experiment)
     with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
         try:
-            todo = _questions_left_in_runs(
-                settings, variants, evalset, out_dir, resume=resume, retry_failed=retry_failed, overwrite=overwrite
-            )
-            if settings.preflight and todo and not preflighted:
-                preflight(settings, services, lm)
-            invocation = invocation_record(variants, ids, data_file, gold_file, answerable_only, experiment)
             results = _run_variants(
                 settings,
                 variants,
@@ -361,6 +363,7 @@ def evaluate(
                 retry_failed=retry_failed,
                 overwrite=overwrite,
                 progress=progress,
+                preflight_first=settings.preflight and not preflighted,
                 extra_config={INVOCATION: invocation},
             )
         finally:
@@ -369,6 +372,39 @@ def evaluate(
     if tracker.enabled:  # last: where to click through to the metrics and traces
         print("\n" + tracker.ui_hint(), file=stream)
     return results
+
+
+def _frozen_eval_set(
+    settings: Settings,
+    ids: Sequence[str] | None,
+    data_file: str | Path | None,
+    gold_file: str | Path | None,
+    endpoint: Endpoint | None,
+    search: Search | None,
+    lm: dspy.BaseLM | None,
+    answerable_only: bool,
+    *,
+    progress: bool,
+    stream: TextIO,
+) -> tuple[EvalSet, bool]:
+    """The run's questions with their gold (said on `stream`; none is an EvalError), the split's gold frozen first
+    where it is missing and may be frozen here (the one step of a run that writes gold; loading itself writes
+    nothing); and whether the preflight ran: before a freeze, so that a dead LM or endpoint stops the run before any
+    gold is frozen."""
+    preflighted = settings.preflight and freezes_now(settings, settings.dataset, settings.split, data_file, gold_file)
+    if preflighted:
+        with KgServices(settings, endpoint, search) as services:
+            preflight(settings, services, lm)
+    freeze_missing_gold(
+        settings, settings.dataset, settings.split, data_file=data_file, gold_file=gold_file, progress=progress
+    )
+    evalset = load_eval_set(
+        settings, ids=ids, data_file=data_file, gold_file=gold_file, answerable_only=answerable_only, progress=progress
+    )
+    print(describe_filter(evalset), file=stream)
+    if not len(evalset):
+        raise EvalError("no questions to evaluate (check --ids / --limit / the answerable filter)")
+    return evalset, preflighted
 
 
 def _checked_inputs(settings: Settings, data_file: str | Path | None) -> Settings:
@@ -434,14 +470,19 @@ def _run_variants(
     retry_failed: bool,
     overwrite: bool,
     progress: bool,
+    preflight_first: bool = False,
     extra_config: dict[str, Any] | None = None,
 ) -> dict[str, VariantResult]:
-    """Each variant into its run directory (one sub-directory each when there are several), then the comparison."""
+    """Each variant into its run directory (one sub-directory each when there are several), then the comparison;
+    `preflight_first`: the preflight, when any question is left to answer (after each run directory is checked)."""
+    todo = _questions_left_in_runs(
+        settings, variants, evalset, out_dir, resume=resume, retry_failed=retry_failed, overwrite=overwrite
+    )
+    if preflight_first and todo:
+        preflight(settings, services, lm)
     results: dict[str, VariantResult] = {}
     several = len(variants) > 1
-    # flat runs, one row per variant in MLflow's runs table; the invocation is a tag they share
-    invocation = run_name(" vs ".join(variants), evalset.dataset, evalset.split, settings.lm)
-    invocation += f" · {_dt.datetime.now(_dt.UTC).strftime('%Y-%m-%d %H:%M:%S')}"
+    invocation = _invocation_name(settings, variants, evalset)
     for variant in variants:
         vs = settings.model_copy(update={"variant": variant})
         warning = program_variant_warning(vs.program, variant)
@@ -474,6 +515,12 @@ def _run_variants(
             break
     _write_comparison(evalset, results, out_dir, tracker, several)
     return results
+
+
+def _invocation_name(settings: Settings, variants: list[str], evalset: EvalSet) -> str:
+    """The tag the variants' runs share: flat runs, one row per variant in MLflow's runs table."""
+    name = run_name(" vs ".join(variants), evalset.dataset, evalset.split, settings.lm)
+    return name + f" · {_dt.datetime.now(_dt.UTC).strftime('%Y-%m-%d %H:%M:%S')}"
 
 
 def _write_comparison(

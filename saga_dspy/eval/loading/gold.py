@@ -17,12 +17,12 @@ from typing import Any
 from tqdm import tqdm
 
 from saga_dspy.config import Settings
-from saga_dspy.eval.answerability import unanswerable_reason
-from saga_dspy.eval.datasets import BENCHMARKS, bundled_gold_path, gold_file_name, load_records, write_jsonl_gz
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.metrics import answer_f1
+from saga_dspy.eval.files import write_file
+from saga_dspy.eval.loading.answerability import unanswerable_reason
+from saga_dspy.eval.loading.datasets import BENCHMARKS, bundled_gold_path, gold_file_name, load_records, write_jsonl_gz
 from saga_dspy.eval.preflight import check_endpoint
-from saga_dspy.eval.rundir import write_file
+from saga_dspy.eval.scoring.metrics import answer_f1
 from saga_dspy.input_files import check_input_file
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.errors import SparqlError
@@ -199,7 +199,7 @@ def freeze_gold(
 
     Writes `out_path` (gzip JSON lines, benchmark order) with per id: `result` (SPARQL-JSON,
     `result.to_json()`, or null), `error` ({kind, message} or null), `answerable` (no error and
-    a non-empty, non-degenerate result: `eval.answerability`), `rows`, `endpoint` (`endpoint.name`), `date` and
+    a non-empty, non-degenerate result: `eval.loading.answerability`), `rows`, `endpoint` (`endpoint.name`), `date` and
     `source_f1` (answer F1 of the frozen result against the dataset's stored answers, where it has them). Writes a
     summary next to it (`<stem>.summary.json`) and returns it: counts of answerable / empty /
     errors by kind, and agreement (F1 == 1) with `source_answers`.

@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from saga_dspy.config import DEFAULT_KG, Settings
-from saga_dspy.eval.datasets import BENCHMARKS, benchmarks_dir, load_records
-from saga_dspy.eval.firewall import Firewall
+from saga_dspy.eval.loading.datasets import BENCHMARKS, benchmarks_dir, load_records
+from saga_dspy.eval.loading.firewall import Firewall
 
 DEV_SEED = 11
 # benchmark -> dev questions carved from its train split, in carving order (QALD-7 and

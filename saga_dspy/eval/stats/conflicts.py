@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from saga_dspy.config import Settings
-from saga_dspy.eval.datasets import load_benchmark
+from saga_dspy.eval.loading.datasets import load_benchmark
 from saga_dspy.grounding.checks import find_conflicts
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.grounding.patterns import parse_query

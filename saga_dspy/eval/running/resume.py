@@ -18,10 +18,10 @@ from typing import Any
 
 from saga_dspy.config import SECRET_FIELDS, Settings
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.evalset import parse_ids
-from saga_dspy.eval.records import CONFIG, settings_record
-from saga_dspy.eval.run_inputs import read_config
-from saga_dspy.eval.rundir import check_not_in_use
+from saga_dspy.eval.loading.evalset import parse_ids
+from saga_dspy.eval.running.records import CONFIG, settings_record
+from saga_dspy.eval.running.run_inputs import read_config
+from saga_dspy.eval.running.rundir import check_not_in_use
 
 INVOCATION = "invocation"  # config.json's record of what `evaluate` was asked for besides the settings
 EVAL_COMMAND = "python -m saga_dspy.eval"

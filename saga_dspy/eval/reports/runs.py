@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.metrics import check_scores, compute_metrics
-from saga_dspy.eval.predictions import PREDICTIONS, PredictionsFile, last_by_id
-from saga_dspy.eval.records import CONFIG, METRICS
+from saga_dspy.eval.running.predictions import PREDICTIONS, PredictionsFile, last_by_id
+from saga_dspy.eval.running.records import CONFIG, METRICS
+from saga_dspy.eval.scoring.metrics import check_scores, compute_metrics
 from saga_dspy.input_files import reading
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from saga_dspy import lm as lm_module
 from saga_dspy.config import PACKAGE_DIR, SECRET_FIELDS, Settings, redact_argv
-from saga_dspy.eval.evalset import EvalSet
-from saga_dspy.eval.metrics import METRIC_RULES
-from saga_dspy.eval.rundir import write_file
+from saga_dspy.eval.files import write_file
+from saga_dspy.eval.loading.evalset import EvalSet
+from saga_dspy.eval.scoring.metrics import METRIC_RULES
 
 CONFIG = "config.json"
 
@@ -210,5 +210,5 @@ def run_config(
 
 
 def write_json(path: str | Path, obj: Any) -> Path:
-    """`obj` as indented JSON through `rundir.write_file`; a NaN or infinity is a ValueError, never invalid JSON."""
+    """`obj` as indented JSON through `files.write_file`; a NaN or infinity is a ValueError, never invalid JSON."""
     return write_file(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str, allow_nan=False) + "\n")

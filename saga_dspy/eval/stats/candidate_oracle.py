@@ -6,11 +6,12 @@ search tool's first hit for the question's mention of it (so linking errors coun
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from saga_dspy.config import Settings
-from saga_dspy.eval.entity_linking import mention_of
-from saga_dspy.eval.metrics import answer_f1
+from saga_dspy.eval.scoring.metrics import answer_f1
+from saga_dspy.eval.stats.entity_linking import mention_of
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.errors import SparqlError
@@ -22,35 +23,38 @@ ORACLE_KS = (1, 3, 5)  # oracle@K: the best of the first K candidates a lookup s
 SIDES = {"gold": "gold entity", "search": "first search hit"}
 
 
-def lookup_context(
-    settings: Settings,
-    endpoint: Endpoint,
-    search: Search | None,
-    schema: SchemaIndex,
-    hierarchy: ClassHierarchy,
-    question: str,
-    at: Any,
-) -> QuestionContext:
-    """A measured lookup's context: `full`, with the rule answer type `at` (`components.rule_answer_type`)."""
-    answer_type = (at[0], at[1], at[3]) if at and at[2] else None
-    return QuestionContext(
-        settings, endpoint, search, schema, hierarchy, question=question, variant="full", answer_type=answer_type
-    )
+@dataclass(frozen=True)
+class LookupServices:
+    """What a measured lookup runs against: the settings and the graph's services (no search: linking is not
+    measured, and the search side finds nothing)."""
+
+    settings: Settings
+    endpoint: Endpoint
+    search: Search | None
+    schema: SchemaIndex
+    hierarchy: ClassHierarchy
+
+    def context(self, question: str, at: Any) -> QuestionContext:
+        """A measured lookup's context: `full`, with the rule answer type `at` (`components.rule_answer_type`)."""
+        answer_type = (at[0], at[1], at[3]) if at and at[2] else None
+        return QuestionContext(
+            self.settings,
+            self.endpoint,
+            self.search,
+            self.schema,
+            self.hierarchy,
+            question=question,
+            variant="full",
+            answer_type=answer_type,
+        )
 
 
 class CandidateOracle:
     """The candidates' F1s of each question, from both sides; `names`: entity → label and aliases (its mention)."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        endpoint: Endpoint,
-        search: Search | None,
-        schema: SchemaIndex,
-        hierarchy: ClassHierarchy,
-    ):
-        self.settings = settings.model_copy(update={"shown_candidates": ORACLE_KS[-1]})
-        self.endpoint, self.search, self.schema, self.hierarchy = endpoint, search, schema, hierarchy
+    def __init__(self, services: LookupServices):
+        settings = services.settings.model_copy(update={"shown_candidates": ORACLE_KS[-1]})
+        self.services = replace(services, settings=settings)
         self.names: dict[str, list[str]] = {}
         self.f1s: dict[str, list[list[float]]] = {side: [] for side in SIDES}  # each question's candidates' F1s
         self.hit_is_gold = 0
@@ -61,7 +65,8 @@ class CandidateOracle:
         self.f1s["gold"].append(self._candidate_f1s(eid, question, at, rec))
         mention = mention_of(question, self.names.get(eid, []))
         try:
-            hits = self.search.search(mention, limit=1, kind="item") if self.search is not None else []
+            search = self.services.search
+            hits = search.search(mention, limit=1, kind="item") if search is not None else []
         except Exception:  # noqa: BLE001 - a failing search is a miss, the measurement goes on
             hits = []
         self.f1s["search"].append(self._candidate_f1s(hits[0].id, question, at, rec) if hits else [])
@@ -69,11 +74,10 @@ class CandidateOracle:
 
     def _candidate_f1s(self, eid: str, question: str, at, rec: dict[str, Any]) -> list[float]:
         """The answers F1 of each candidate a lookup of `eid` shows, in rank order."""
-        ctx = lookup_context(self.settings, self.endpoint, self.search, self.schema, self.hierarchy, question, at)
         out = []
-        for candidate in do_lookup(ctx, eid).shown:
+        for candidate in do_lookup(self.services.context(question, at), eid).shown:
             try:
-                out.append(answer_f1(self.endpoint.query(candidate.sparql), rec["gold"]))
+                out.append(answer_f1(self.services.endpoint.query(candidate.sparql), rec["gold"]))
             except SparqlError:
                 out.append(0.0)
         return out
@@ -105,4 +109,4 @@ def print_oracle(report: dict[str, Any] | None, out: TextIO | None) -> None:
         )
 
 
-__all__ = ["ORACLE_KS", "CandidateOracle", "print_oracle"]
+__all__ = ["ORACLE_KS", "CandidateOracle", "LookupServices", "print_oracle"]
