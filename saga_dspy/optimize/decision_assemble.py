@@ -20,8 +20,8 @@ from typing import Any
 from saga_dspy.agent.decisions import FORMAT, CompiledDecision, CompiledDecisions
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
-from saga_dspy.eval.records import write_json
-from saga_dspy.eval.rundir import locked_run_dir
+from saga_dspy.eval.running.records import write_json
+from saga_dspy.eval.running.rundir import locked_run_dir
 from saga_dspy.optimize.candidates import save_program
 from saga_dspy.optimize.decision_compile import DECISION_FILE, PROGRAM
 from saga_dspy.optimize.sets import OptimizeError

@@ -14,8 +14,8 @@ from saga_dspy.agent.decisions import DECISIONS
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.cli import ArgumentParser, append_help
 from saga_dspy.config import Settings, add_settings_args, apply_offline_env, run_flags, settings_from_args
-from saga_dspy.eval.datasets import catalogue_text
-from saga_dspy.eval.run_inputs import check_file_inputs
+from saga_dspy.eval.loading.datasets import catalogue_text
+from saga_dspy.eval.running.run_inputs import check_file_inputs
 from saga_dspy.lm import build_lm, cli_lm, configure_lm_cache
 from saga_dspy.optimize.decision_assemble import assemble
 from saga_dspy.optimize.decision_compile import (

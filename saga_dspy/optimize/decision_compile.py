@@ -35,11 +35,11 @@ from saga_dspy.agent.decisions import ANSWER_TYPE, CANDIDATE, DECISIONS, ENTITY,
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings, redact_argv
 from saga_dspy.errors import Interrupted
-from saga_dspy.eval.records import endpoint_record, lm_record, versions, write_json
-from saga_dspy.eval.rundir import locked_run_dir
-from saga_dspy.eval.runner import sigterm_as_interrupt
-from saga_dspy.eval.significance import PairedComparison, paired_by_id
-from saga_dspy.eval.tracking import Tracker, run_name
+from saga_dspy.eval.running.records import endpoint_record, lm_record, versions, write_json
+from saga_dspy.eval.running.rundir import locked_run_dir
+from saga_dspy.eval.running.runner import sigterm_as_interrupt
+from saga_dspy.eval.scoring.significance import PairedComparison, paired_by_id
+from saga_dspy.eval.tracking.tracker import Tracker, run_name
 from saga_dspy.optimize.candidates import save_program
 from saga_dspy.optimize.decision_metric import decision_feedback_metric, make_decision_metric
 from saga_dspy.optimize.decision_modules import DecisionScore, compiled_decision, decision_module, score_decision

@@ -39,9 +39,9 @@ from saga_dspy.agent.decisions import ANSWER_TYPE, CANDIDATE, DECISIONS, ENTITY,
 from saga_dspy.agent.episode import Episode
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
-from saga_dspy.eval.evalset import EvalItem
-from saga_dspy.eval.predictions import score_answers
-from saga_dspy.eval.records import write_json
+from saga_dspy.eval.loading.evalset import EvalItem
+from saga_dspy.eval.running.predictions import score_answers
+from saga_dspy.eval.running.records import write_json
 from saga_dspy.grounding.context import QuestionContext
 from saga_dspy.optimize.gold_teacher import MAX_ENTITIES, compact_query, entity_constants, gold_answer_type
 

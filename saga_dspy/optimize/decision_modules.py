@@ -31,7 +31,7 @@ from saga_dspy.agent.decisions import (
 )
 from saga_dspy.agent.formatting import StringFieldsAdapter
 from saga_dspy.agent.program import ANSWER_TYPE_MAX_TOKENS, SagaProgram
-from saga_dspy.eval.firewall import QuestionGuard
+from saga_dspy.eval.loading.firewall import QuestionGuard
 from saga_dspy.kg.flavours import flavour_for
 from saga_dspy.optimize.decision_metric import Metric
 from saga_dspy.services import SharedOnCopy

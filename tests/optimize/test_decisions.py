@@ -15,7 +15,7 @@ import pytest
 from conftest import make_settings
 from helpers.scripted_lm import ScriptedLM
 
-from saga_dspy.eval.firewall import normalise_text
+from saga_dspy.eval.loading.firewall import normalise_text
 
 STEP_HEADER = re.compile(r"(?m)^Step \d+$")
 NEXT_LOOKUP = re.compile(r'Next: get_wikidata_entry\(\{"qid": "(\w+)"\}\)')
@@ -243,7 +243,7 @@ def compile_(settings, tmp_path, lm, endpoint, search, *, reflection_lm=None, pr
 
 
 def dev_questions(settings) -> set[str]:
-    from saga_dspy.eval.datasets import load_records
+    from saga_dspy.eval.loading.datasets import load_records
 
     return {normalise_text(r["question"]) for r in load_records("qald10", "dev", settings)}
 
@@ -252,7 +252,7 @@ def test_random_search_compiles_the_entity_decision_and_eval_runs_the_assembled_
     dec_settings, data, endpoint, search, tmp_path, same_sets
 ):
     from saga_dspy.agent.program import SagaProgram
-    from saga_dspy.eval.runner import evaluate
+    from saga_dspy.eval.running.runner import evaluate
     from saga_dspy.optimize.decision_assemble import assemble
 
     lm = DecisionLM()  # right only when shown demos: the default (no demos) never is
