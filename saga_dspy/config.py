@@ -216,6 +216,11 @@ class Settings(BaseSettings):
         "model's prefix cache keeps them (off: the paper's window, the last "
         "five steps whole, which re-writes an older step at every step)",
     )
+    closing_line: Literal["dspy", "short"] = Field(
+        "dspy",
+        description="the line that ends each prompt, after the trajectory: DSPy's (the output fields with their "
+        "markers and types, ~90 tokens a controller call) or short (their names, ~15)",
+    )
     final_extract: Literal["auto", "call", "prefill", "step", "none"] = Field(
         "auto",
         description="when the steps end without an answering query: DSPy ReAct's extract predictor (call: "

@@ -60,8 +60,10 @@ def _begun_reply(begun: str):
     """The adapter context of a call whose reply is begun for the model (none when `begun` is empty)."""
     if not begun:
         return contextlib.nullcontext()
-    callbacks = list(getattr(dspy.settings.adapter, "callbacks", None) or [])
-    return dspy.context(adapter=BegunReplyAdapter(begun, callbacks=callbacks))
+    adapter = dspy.settings.adapter
+    callbacks = list(getattr(adapter, "callbacks", None) or [])
+    closing = getattr(adapter, "closing", "dspy")
+    return dspy.context(adapter=BegunReplyAdapter(begun, callbacks=callbacks, closing=closing))
 
 
 def _tool_spec(name: str) -> dspy.Tool:
