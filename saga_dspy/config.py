@@ -216,6 +216,12 @@ class Settings(BaseSettings):
         "model's prefix cache keeps them (off: the paper's window, the last "
         "five steps whole, which re-writes an older step at every step)",
     )
+    state_in_trajectory: bool = Field(
+        False,
+        description="the type context and knowledge log are no input fields after the trajectory, read again at "
+        "every step: the lines a step added to them are written once, after its observation (the prompt of a "
+        "question only grows, so a local model's prefix cache evaluates each line once)",
+    )
     closing_line: Literal["dspy", "short"] = Field(
         "dspy",
         description="the line that ends each prompt, after the trajectory: DSPy's (the output fields with their "

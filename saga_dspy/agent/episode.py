@@ -16,6 +16,7 @@ from saga_dspy.agent.calls import QuestionCalls
 from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.final_query import FinalQuery, JudgeAsStop, ProgramStep, StepOutcome, Verdict
 from saga_dspy.agent.parsing import normalize_tool_name, params_of, parse_tool_args
+from saga_dspy.agent.state_delta import StateLines
 from saga_dspy.agent.tool_spans import tool_span
 from saga_dspy.agent.trajectory import Step, one_line
 from saga_dspy.config import Settings
@@ -82,6 +83,7 @@ class Episode:
     stop_final: str | None = None  # the query the latest stop marked (the last successful execution)
     stopped_without_query: bool = False  # the episode ended on a stop with no query executed (`reject_no_query`)
     final: FinalQuery | None = None  # once decided (`final_query.decide`)
+    state_lines: StateLines = field(default_factory=StateLines)  # the state lines the trajectory has shown
 
     def trace_summary(self) -> dict[str, Any]:
         """What a trace span records for this episode (`agent.tool_spans.small_value`): plain values, no objects."""
@@ -90,22 +92,28 @@ class Episode:
     # -- what the controller reads at each step --------------------------------------------
 
     def inputs(self) -> dict[str, Any]:
+        """The controller's input fields but the trajectory (`state_in_trajectory`: the state is in it)."""
         if not self.variant.agent.schema_controller:
             return {"question": self.question}
-        kept = self.ctx.flags.type_state
-        type_context, knowledge_log = controller_state(
-            _rendered(self.ctx.type_context, "type_context"), _rendered(self.ctx.knowledge_log, "knowledge_log")
-        )
-        if not kept:
-            type_context = type_context or NO_TYPE_STATE_TEXT
-            knowledge_log = knowledge_log or NO_TYPE_STATE_TEXT
-        return {
+        fields = {
             "question": self.question,
             "answer_type": self.answer_type.render() if self.answer_type is not None else "unknown",
             "query_form": QUERY_FORM_GUIDE[self.imposed_form],
-            "type_context": type_context or "(none yet)",
-            "knowledge_log": knowledge_log or "(none yet)",
         }
+        if self.state_in_steps:
+            return fields
+        type_context, knowledge_log = controller_state(
+            _rendered(self.ctx.type_context, "type_context"), _rendered(self.ctx.knowledge_log, "knowledge_log")
+        )
+        if not self.ctx.flags.type_state:
+            type_context = type_context or NO_TYPE_STATE_TEXT
+            knowledge_log = knowledge_log or NO_TYPE_STATE_TEXT
+        return {**fields, "type_context": type_context or "(none yet)", "knowledge_log": knowledge_log or "(none yet)"}
+
+    @property
+    def state_in_steps(self) -> bool:
+        """The state's new lines go into the trajectory, after the step that brought them (not input fields)."""
+        return self.settings.state_in_trajectory and self.variant.agent.schema_controller
 
     @property
     def imposed_form(self) -> str:
@@ -120,6 +128,11 @@ class Episode:
                 log.debug("on_event failed", exc_info=True)
 
     def add_step(self, step: Step) -> None:
+        if self.state_in_steps:  # what the step added to the state, written once after its observation
+            step.state = self.state_lines.added(
+                _rendered(self.ctx.type_context, "type_context"),
+                _rendered(self.ctx.knowledge_log, "knowledge_log"),
+            )
         self.steps.append(step)
         self.emit("step", index=len(self.steps), step=step)
 

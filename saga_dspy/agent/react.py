@@ -4,6 +4,7 @@ step."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import logging
 from typing import Any, Literal
@@ -19,7 +20,7 @@ from saga_dspy.agent.episode import Episode
 from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.final_query import StepOutcome
 from saga_dspy.agent.parsing import FENCE, MARKER, normalize_tool_name, parse_tool_args
-from saga_dspy.agent.trajectory import KEEP_FULL_STEPS, Step, one_line, render_trajectory
+from saga_dspy.agent.trajectory import KEEP_FULL_STEPS, NO_STEPS, Step, one_line, render_trajectory
 from saga_dspy.kg.flavours.wikidata_ids import DOUGLAS_ADAMS, PLACE_OF_BIRTH
 from saga_dspy.tools.specs import TOOL_NAMES, TOOL_SPECS
 
@@ -66,6 +67,30 @@ def _begun_reply(begun: str):
     return dspy.context(adapter=BegunReplyAdapter(begun, callbacks=callbacks, closing=closing))
 
 
+def _reads(inputs: list[str], state_in_steps: bool = False) -> str:
+    """What the controller reads at each step, as its instructions say it."""
+    if state_in_steps:
+        inputs = [k for k in inputs if k not in DYNAMIC_INPUTS]
+        seen = "thought, action, observation, and what the step added to the type context and knowledge log"
+    else:
+        seen = "thought, action, observation"
+    return f"read {', '.join(f'`{k}`' for k in inputs)} and the trajectory of your earlier steps ({seen})"
+
+
+@functools.lru_cache(maxsize=32)  # a predictor's signature (and its twin shown no demonstration)
+def state_in_steps(signature: Any) -> type[dspy.Signature]:
+    """`signature` without the per-step state fields, which the trajectory holds instead
+    (`Settings.state_in_trajectory`); its instructions say so where they name what the controller reads."""
+    dynamic = [k for k in DYNAMIC_INPUTS if k in signature.input_fields]
+    if not dynamic:
+        return signature
+    for name in dynamic:
+        signature = signature.delete(name)
+    inputs = [k for k in signature.input_fields if k != "trajectory"] + dynamic
+    instructions = signature.instructions.replace(_reads(inputs), _reads(inputs, state_in_steps=True))
+    return signature.with_instructions(instructions)
+
+
 def _tool_spec(name: str) -> dspy.Tool:
     _, arg, desc = TOOL_SPECS[name]
 
@@ -89,11 +114,10 @@ class SagaReAct(dspy.ReAct):
         self.signature = signature
         self.max_iters = max_iters
         self.tools = {name: _tool_spec(name) for name in TOOL_NAMES}
-        inputs = ", ".join(f"`{k}`" for k in signature.input_fields)
         instr = [signature.instructions.strip(), ""] if signature.instructions else []
         instr += [
-            f"You act in steps. At each step you read {inputs} and the trajectory of your earlier steps "
-            "(thought, action, observation), and you give `next_thought` (your reasoning about what to do next), "
+            f"You act in steps. At each step you {_reads(list(signature.input_fields))}, "
+            "and you give `next_thought` (your reasoning about what to do next), "
             "`next_tool_name` and `next_tool_args`. "
             "The tool's answer is added to the trajectory as the next observation.",
             "The tools are:",
@@ -144,6 +168,8 @@ class SagaReAct(dspy.ReAct):
         """The predictor's signature for this call: a controller turn shown no demonstration reads, after its
         instructions, the flavour's one-line example of the tool sequence."""
         signature = predictor.signature
+        if episode.settings.state_in_trajectory:
+            signature = state_in_steps(signature)
         if predictor is not self.react:
             return signature
         demos = episode.demos if episode.demos is not None else predictor.demos
@@ -204,6 +230,7 @@ class SagaReAct(dspy.ReAct):
                 keep_full=None
                 if episode.settings.stable_history and episode.variant.agent.stable_history
                 else KEEP_FULL_STEPS,
+                empty="" if episode.state_in_steps else NO_STEPS,  # the prompt only grows: no placeholder to replace
             )
             episode.last_trajectory_chars = len(trajectory)
             if tail:
