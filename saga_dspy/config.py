@@ -227,6 +227,11 @@ class Settings(BaseSettings):
         description="the line that ends each prompt, after the trajectory: DSPy's (the output fields with their "
         "markers and types, ~90 tokens a controller call) or short (their names, ~15)",
     )
+    compact_observations: bool = Field(
+        False,
+        description="the trajectory shows each observation without what repeats the instructions or a header "
+        "(agent.compact): shorter guidance lines, no empty sections; ids, labels and the schema annotations stay",
+    )
     final_extract: Literal["auto", "call", "prefill", "step", "none"] = Field(
         "auto",
         description="when the steps end without an answering query: DSPy ReAct's extract predictor (call: "

@@ -199,16 +199,19 @@ def _steps_of(record: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
     return steps
 
 
-def _with_state_lines(record: dict[str, Any], taken: list[tuple[Step, dict[str, Any]]]) -> list[tuple[Step, Any]]:
+def _with_state_lines(
+    record: dict[str, Any], taken: list[tuple[Step, dict[str, Any]]], compact: bool
+) -> list[tuple[Step, Any]]:
     """Each step with the lines it added to the recorded state (`agent.state_delta`), as a live question's
-    trajectory shows them where the state is written into it: the state after a step is the one before the next."""
-    lines = StateLines()
+    trajectory shows them where the state is written into it: the state after a step is the one before the next
+    (`compact`: without the lines its observation shows)."""
+    lines = StateLines(compact=compact)
     out = []
     for index, (step, raw) in enumerate(taken):
         after = taken[index + 1][1] if index + 1 < len(taken) else {}
         types = str(after.get("type_context") or record.get("type_context") or "")
         log = str(after.get("knowledge_log") or record.get("knowledge_log") or "")
-        out.append((dataclasses.replace(step, state=lines.added(types, log)), raw))
+        out.append((dataclasses.replace(step, state=lines.added(types, log, step.observation)), raw))
     return out
 
 
@@ -220,6 +223,7 @@ def record_to_example(
     observation_chars: int = DEMO_OBSERVATION_CHARS,
     steps: int = DEMO_STEPS,
     state_in_steps: bool = False,
+    compact: bool = False,
 ) -> dspy.Example | None:
     """One pool record as a demonstration of the controller's step predictor (None if unusable).
 
@@ -228,7 +232,8 @@ def record_to_example(
     execution (the query written from the evidence) as output; `output="lookup"`: the steps
     before the first lookup (the search) as input and that lookup as output. `steps`: the trajectory shows at most
     the last this many steps before it (the decisive ones). `state_in_steps`: each step shows the lines it added to
-    the type context and knowledge log (`Settings.state_in_trajectory`).
+    the type context and knowledge log (`Settings.state_in_trajectory`); `compact`: the observations in their compact
+    rendering (`Settings.compact_observations`).
     """
     question = str(record.get("question") or "").strip()
     if not question:
@@ -239,7 +244,7 @@ def record_to_example(
     if not taken:
         return None
     if state_in_steps and not spinach:
-        taken = _with_state_lines(record, taken)
+        taken = _with_state_lines(record, taken, compact)
     at = len(taken) - 1
     if output in OUTPUT_TOOLS:
         hits = [i for i, (st, _) in enumerate(taken) if st.tool_name == OUTPUT_TOOLS[output]]
@@ -266,6 +271,7 @@ def record_to_example(
         knowledge_log=str(knowledge_log),
         observation_chars=observation_chars,
         empty="" if state_in_steps else NO_STEPS,
+        compact=compact,
     )
 
 
@@ -282,12 +288,13 @@ def controller_example(
     knowledge_log: str,
     observation_chars: int = DEMO_OBSERVATION_CHARS,
     empty: str = NO_STEPS,
+    compact: bool = False,
 ) -> dspy.Example:
     """The one builder of a controller demonstration: the steps shown before as the trajectory, the target
     step as the output (used for the agent's pools and for the gold teacher's compiled demos); `empty`: the
-    trajectory's text when no step is shown."""
+    trajectory's text when no step is shown; `compact`: its observations in their compact rendering."""
     trajectory = render_trajectory(
-        shown, budget=None, observation_chars=observation_chars, first_index=first_index, empty=empty
+        shown, budget=None, observation_chars=observation_chars, first_index=first_index, empty=empty, compact=compact
     )
     outputs = {
         "next_thought": target.thought,
@@ -321,6 +328,7 @@ class DemoPool:
         observation_chars: int = DEMO_OBSERVATION_CHARS,
         steps: int = DEMO_STEPS,
         state_in_steps: bool = False,
+        compact: bool = False,
         exclude: Iterable[str] = (),
         name: str = "",
         path: str | Path | None = None,
@@ -328,7 +336,8 @@ class DemoPool:
         """`variant`: render each record as that variant's tools show it (agent.demo_views); `spinach`
         (or a variant without the schema controller) renders the SPINACH controller's inputs;
         `observation_chars`: each observation of a demo trajectory is clipped to this; `steps`: it shows at most its
-        last this many steps; `state_in_steps`: each step shows what it added to the state (`record_to_example`);
+        last this many steps; `state_in_steps`, `compact`: each step shows what it added to the state, its observation
+        is compact (`record_to_example`);
         `exclude`: benchmarks
         whose records (any of their `sources`) are left out; `name`, `path`: what `describe` says it is."""
         self.records: list[DemoRecord] = []
@@ -356,6 +365,7 @@ class DemoPool:
                     observation_chars=observation_chars,
                     steps=steps,
                     state_in_steps=state_in_steps,
+                    compact=compact,
                 )
                 example = render()
                 execute = render(output="execute") if example is not None else None

@@ -83,7 +83,10 @@ class Episode:
     stop_final: str | None = None  # the query the latest stop marked (the last successful execution)
     stopped_without_query: bool = False  # the episode ended on a stop with no query executed (`reject_no_query`)
     final: FinalQuery | None = None  # once decided (`final_query.decide`)
-    state_lines: StateLines = field(default_factory=StateLines)  # the state lines the trajectory has shown
+    state_lines: StateLines = field(init=False)  # the state lines the trajectory has shown
+
+    def __post_init__(self) -> None:
+        self.state_lines = StateLines(compact=self.settings.compact_observations)
 
     def trace_summary(self) -> dict[str, Any]:
         """What a trace span records for this episode (`agent.tool_spans.small_value`): plain values, no objects."""
@@ -132,6 +135,7 @@ class Episode:
             step.state = self.state_lines.added(
                 _rendered(self.ctx.type_context, "type_context"),
                 _rendered(self.ctx.knowledge_log, "knowledge_log"),
+                step.observation,
             )
         self.steps.append(step)
         self.emit("step", index=len(self.steps), step=step)

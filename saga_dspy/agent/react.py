@@ -231,6 +231,7 @@ class SagaReAct(dspy.ReAct):
                 if episode.settings.stable_history and episode.variant.agent.stable_history
                 else KEEP_FULL_STEPS,
                 empty="" if episode.state_in_steps else NO_STEPS,  # the prompt only grows: no placeholder to replace
+                compact=episode.settings.compact_observations,
             )
             episode.last_trajectory_chars = len(trajectory)
             if tail:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from saga_dspy.agent.compact import restates
 from saga_dspy.grounding.state import controller_state
 
 TYPES_HEADER = "Type context:"
@@ -24,18 +25,23 @@ NOT_KEPT = "(not kept in this configuration)"
 
 @dataclass
 class StateLines:
-    """The state lines one question's trajectory has shown so far."""
+    """The state lines one question's trajectory has shown so far; `compact`: a line the step's own observation
+    shows is not written again (`agent.compact.restates`)."""
 
+    compact: bool = False
     shown: set[str] = field(default_factory=set)
 
-    def added(self, type_context: str, knowledge_log: str) -> str:
+    def added(self, type_context: str, knowledge_log: str, observation: str = "") -> str:
         """The block of lines the state holds now that the trajectory has not shown ('' for none), marked shown;
-        `type_context` and `knowledge_log` as the program renders them (`controller_state` is applied here)."""
+        `type_context` and `knowledge_log` as the program renders them (`controller_state` is applied here), after
+        the step whose observation is `observation`."""
         types, log = controller_state(type_context, knowledge_log)
         parts = []
         for header, text in ((TYPES_HEADER, types), (LOG_HEADER, log)):
             new = [line for line in _lines(text) if line not in self.shown]
             self.shown.update(new)
+            if self.compact:
+                new = [line for line in new if not restates(line, observation)]
             if new:
                 parts.append("\n".join([header, *new]))
         return "\n".join(parts)
