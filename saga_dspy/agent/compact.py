@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from saga_dspy.proposer.candidate import ASK, COMPARATIVE, FURTHER, NARROWED, ONE_HOP, RELATION, SUPERLATIVE
 from saga_dspy.tools.lookup import NEXT_CANDIDATES
 
 SEARCH_ENTITIES = 3  # entity hits a compact search shows (and the one its Next: line names)
@@ -22,15 +23,17 @@ OTHER_PROPERTIES = 10  # names on a compact lookup's `Other properties` line
 
 _SEARCH_HEAD = re.compile(r'\ASearch results for ".*":\n')
 _NEXT_LOOKUP = re.compile(
-    r'^Next: (\w+\(\{"qid": "([^"]+)"\}\)) if \S+ \(.*\) is what the question means; else look up another hit or '
+    r'^Next: (\w+\(\{"qid": "[^"]+"\}\)) if \S+ \(.*\) is what the question means; else look up another hit or '
     r"search again\.$",
     re.M,
 )
+_NAMED_HIT = re.compile(r'^Next: \w+\(\{"qid": "([^"]+)"\}\) if ', re.M)  # the hit a search's Next: line names
 _OUTGOING = re.compile(r"^(Outgoing properties \(\d+), most relevant first\):$", re.M)
 _INCOMING = re.compile(r"^Incoming: (\S+ \S+ \S+), most relevant first:$", re.M)
 _OTHER = re.compile(r"^Other properties: (.*?)(?: \(\+(\d+) more\))?$", re.M)
 _OTHER_NAME = re.compile(r"(?<=\)), (?=\S)")  # between two `label (P123)` names (a label may hold a comma)
 _CANDIDATE = re.compile(r"^(\d+)\. \[([^\]\n]*)\] ", re.M)
+BUILT = frozenset({ONE_HOP, RELATION, NARROWED, FURTHER, COMPARATIVE, SUPERLATIVE, ASK})  # how a candidate was built
 CANDIDATES_HEAD = "Candidate queries (executed; run one as it is, edit one, or write your own):"
 NO_CONFLICTS = "Type filter: no property conflicts."
 SHORT_NEXT_CANDIDATES = 'Next: stop with {"candidate": N} if candidate N answers the question; else execute a query.'
@@ -47,8 +50,8 @@ def compact_observation(text: str, tool: str) -> str:
 
 def _search(text: str) -> str:
     text = _SEARCH_HEAD.sub("", text)
-    named = _NEXT_LOOKUP.search(text)
-    pick = named.group(2) if named else None
+    named = _NAMED_HIT.search(text)
+    pick = named.group(1) if named else None
     text = _NEXT_LOOKUP.sub(r"Next: \1 if it is what the question means; else another hit or a new search.", text)
     out: list[str] = []
     limit, kept, hidden = 0, 0, 0
@@ -82,7 +85,9 @@ def _lookup(text: str) -> str:
 
 def _candidate(match: re.Match[str]) -> str:
     """A candidate's bracket with the properties it uses, without how it was built ('one-hop + ...; ')."""
-    _built, sep, props = match.group(2).partition("; ")
+    built, sep, props = match.group(2).partition("; ")
+    if not set(built.split(" + ")) <= BUILT:  # no build steps: the bracket is left as it is
+        return match.group(0)
     return f"{match.group(1)}. [{props}] " if sep else f"{match.group(1)}. "
 
 
