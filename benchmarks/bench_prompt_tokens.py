@@ -17,7 +17,7 @@ change is measured on the same trajectories.
 from __future__ import annotations
 
 import argparse
-import functools
+import bisect
 import io
 import json
 import re
@@ -136,8 +136,21 @@ class Tokens:
 
         self.llama = Llama(model_path=str(model_path), vocab_only=True, verbose=False)
 
+        self.sizes: dict[int, int] = {}  # token id -> bytes of its text
+
     def __call__(self, text: str) -> list[int]:
         return self.llama.tokenize(text.encode(), add_bos=False, special=True)
+
+    def counter(self, text: str, ids: list[int]):
+        """For a char offset of `text`, how many of its tokens `ids` end at or before it (one tokenization of the
+        whole prompt, not one of each prefix: a region's tokens are those that end inside it)."""
+        ends, at = [], 0
+        for token in ids:
+            if token not in self.sizes:
+                self.sizes[token] = len(self.llama.detokenize([token], special=True))
+            at += self.sizes[token]
+            ends.append(at)
+        return lambda char: bisect.bisect_right(ends, len(text[:char].encode()))
 
 
 class PrefixCacheModel:
@@ -217,7 +230,7 @@ def measure(
             split["prompt"] += len(ids)
             split["evaluated"] += len(ids) - reused
             split["calls"] += 1
-            length = functools.lru_cache(maxsize=None)(lambda at: len(tokens(text[:at])))  # noqa: B023
+            length = tokens.counter(text, ids)
             for name, a, b in regions:  # the evaluated tokens that fall in this region
                 lo, hi = length(a), length(b)
                 evaluated = max(0, hi - max(lo, reused))
