@@ -17,6 +17,7 @@ change is measured on the same trajectories.
 from __future__ import annotations
 
 import argparse
+import bisect
 import io
 import json
 import re
@@ -78,7 +79,8 @@ def replay_lm(plans, answer_types, recorder: Recorder):
 def chat_text(messages: list[dict]) -> tuple[str, list[tuple[str, int, int]]]:
     """The Qwen chat-template text of `messages` (generation prompt included) and each region's char span:
     `system`, `demo:<field>` (the fields of all earlier user/assistant turns), then the last user message's
-    fields."""
+    fields, its closing line (`respond`) and, inside its trajectory, each step's `traj:step` (number, thought,
+    action), `traj:observation` and `traj:state` (the lines it added to the state, `--set state_in_trajectory=true`)."""
     text, regions = "", []
     begun = messages[-1]["content"] if messages and messages[-1]["role"] == "assistant" else None
     if begun is not None:  # a reply begun for the model (the prefill extract): it continues that message
@@ -92,11 +94,13 @@ def chat_text(messages: list[dict]) -> tuple[str, list[tuple[str, int, int]]]:
             regions.append(("system", 0, len(text)))
             continue
         demo = i < len(messages) - 1
-        marks = list(_HEADER.finditer(content))
-        edges = [start - len(head)] + [start + mk.start() for mk in marks[1:]] + [len(text)]
-        names = [mk.group(1) for mk in marks] or ["user"]
-        for name, a, b in zip(names, edges, edges[1:]):
-            name = "respond" if name in OUTPUT_FIELDS else name
+        marks = [(mk.group(1), mk.start()) for mk in _HEADER.finditer(content)] or [("user", 0)]
+        marks = [("respond" if name in OUTPUT_FIELDS else name, at) for name, at in marks]
+        if not demo:
+            marks += _inner_marks(content, marks)
+        marks.sort(key=lambda mark: mark[1])
+        edges = [start - len(head)] + [start + at for _name, at in marks[1:]] + [len(text)]
+        for (name, _at), a, b in zip(marks, edges, edges[1:]):
             regions.append((f"demo:{name}" if demo else name, a, b))
     text += "<|im_start|>assistant\n"
     if begun is not None:
@@ -105,14 +109,48 @@ def chat_text(messages: list[dict]) -> tuple[str, list[tuple[str, int, int]]]:
     return text, regions
 
 
+_CLOSING = re.compile(r"\n\nRespond with [^\n]*\Z")
+_STEP_PARTS = re.compile(r"^(Step \d+$|Observation: |Type context:$|Knowledge log:$)", re.M)
+
+
+def _inner_marks(content: str, marks: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The last user message's marks inside its fields: a closing line without field markers (the short one) and
+    the parts of each step of its trajectory."""
+    out = []
+    closing = _CLOSING.search(content)
+    if closing and all(at < closing.start() for _name, at in marks):
+        out.append(("respond", closing.start()))
+    starts = [at for name, at in marks if name == "trajectory"]
+    if starts:
+        end = min([at for _name, at in marks + out if at > starts[0]], default=len(content))
+        for mk in _STEP_PARTS.finditer(content, starts[0], end):
+            word = mk.group(1)
+            part = "step" if word.startswith("Step") else "observation" if word.startswith("Obs") else "state"
+            out.append((f"traj:{part}", mk.start()))
+    return out
+
+
 class Tokens:
     def __init__(self, model_path: Path):
         from llama_cpp import Llama
 
         self.llama = Llama(model_path=str(model_path), vocab_only=True, verbose=False)
 
+        self.sizes: dict[int, int] = {}  # token id -> bytes of its text
+
     def __call__(self, text: str) -> list[int]:
         return self.llama.tokenize(text.encode(), add_bos=False, special=True)
+
+    def counter(self, text: str, ids: list[int]):
+        """For a char offset of `text`, how many of its tokens `ids` end at or before it (one tokenization of the
+        whole prompt, not one of each prefix: a region's tokens are those that end inside it)."""
+        ends, at = [], 0
+        for token in ids:
+            if token not in self.sizes:
+                self.sizes[token] = len(self.llama.detokenize([token], special=True))
+            at += self.sizes[token]
+            ends.append(at)
+        return lambda char: bisect.bisect_right(ends, len(text[:char].encode()))
 
 
 class PrefixCacheModel:
@@ -192,8 +230,9 @@ def measure(
             split["prompt"] += len(ids)
             split["evaluated"] += len(ids) - reused
             split["calls"] += 1
+            length = tokens.counter(text, ids)
             for name, a, b in regions:  # the evaluated tokens that fall in this region
-                lo, hi = len(tokens(text[:a])), len(tokens(text[:b]))
+                lo, hi = length(a), length(b)
                 evaluated = max(0, hi - max(lo, reused))
                 split[f"eval:{name}"] += evaluated
                 if name.startswith("demo:"):
@@ -243,6 +282,12 @@ def main() -> int:
         default=True,
         help="Settings.stable_history of the replay (default: on, as the program's default)",
     )
+    parser.add_argument(
+        "--one-cache",
+        action="store_true",
+        help="one prefix cache across the runs, in the order given (one process over the whole slice); "
+        "default: a cold cache per run",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = parser.parse_args()
     args.cache_bytes = args.cache_bytes or None
@@ -250,10 +295,10 @@ def main() -> int:
 
     tokens = Tokens(local_model_path(Settings()))
     report = {}
+    cache = PrefixCacheModel(args.cache_bytes, args.state_fixed_bytes, KV_BYTES_PER_TOKEN)
     for run in args.runs:
-        cache = PrefixCacheModel(
-            args.cache_bytes, args.state_fixed_bytes, KV_BYTES_PER_TOKEN
-        )  # cold, as a fresh process
+        if not args.one_cache and run is not args.runs[0]:  # cold, as a fresh process
+            cache = PrefixCacheModel(args.cache_bytes, args.state_fixed_bytes, KV_BYTES_PER_TOKEN)
         settings: dict[str, object] = {"final_extract": args.final_extract, "stable_history": args.stable_history}
         if args.demo_anchors is not None:
             settings["demo_anchors"] = args.demo_anchors
@@ -275,6 +320,16 @@ def main() -> int:
         print(f"\n{run} ({variant}, {len(per_question)} questions): mean per question")
         for k in keys:
             print(f"  {k:28s} {means[k]:>9.1f}")
+    pooled = [q for run in report.values() for q in run["per_question"].values()]
+    if len(report) > 1 and pooled:  # every question of every run, one mean
+        keys = sorted({k for q in pooled for k in q})
+        report["all"] = {
+            "questions": len(pooled),
+            "mean": {k: round(statistics.mean(q.get(k, 0) for q in pooled), 1) for k in keys},
+        }
+        print(f"\nall runs ({len(pooled)} questions): mean per question")
+        for k in keys:
+            print(f"  {k:28s} {report['all']['mean'][k]:>9.1f}")
     if args.out:
         args.out.write_text(json.dumps(report, indent=1))
     return 0

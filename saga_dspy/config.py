@@ -216,6 +216,22 @@ class Settings(BaseSettings):
         "model's prefix cache keeps them (off: the paper's window, the last "
         "five steps whole, which re-writes an older step at every step)",
     )
+    state_in_trajectory: bool = Field(
+        False,
+        description="the type context and knowledge log are no input fields after the trajectory, read again at "
+        "every step: the lines a step added to them are written once, after its observation (the prompt of a "
+        "question only grows, so a local model's prefix cache evaluates each line once)",
+    )
+    closing_line: Literal["dspy", "short"] = Field(
+        "dspy",
+        description="the line that ends each prompt, after the trajectory: DSPy's (the output fields with their "
+        "markers and types, ~90 tokens a controller call) or short (their names, ~15)",
+    )
+    compact_observations: bool = Field(
+        False,
+        description="the trajectory shows each observation without what repeats the instructions or a header "
+        "(agent.compact): shorter guidance lines, no empty sections; ids, labels and the schema annotations stay",
+    )
     final_extract: Literal["auto", "call", "prefill", "step", "none"] = Field(
         "auto",
         description="when the steps end without an answering query: DSPy ReAct's extract predictor (call: "

@@ -18,8 +18,8 @@ from saga_dspy.agent.formatting import StringFieldsAdapter
 class BegunReplyAdapter(StringFieldsAdapter):
     """ChatAdapter whose reply starts with `begun` (the text of the reply's first fields)."""
 
-    def __init__(self, begun: str, callbacks: list[Any] | None = None):
-        super().__init__(callbacks=callbacks, use_json_adapter_fallback=False)
+    def __init__(self, begun: str, callbacks: list[Any] | None = None, closing: str = "dspy"):
+        super().__init__(callbacks=callbacks, use_json_adapter_fallback=False, closing=closing)
         self.begun = begun
 
     def format(self, signature: Any, demos: list[dict[str, Any]], inputs: dict[str, Any]) -> list[dict[str, Any]]:

@@ -86,7 +86,8 @@ class QuestionCalls(BaseCallback):
             yield
             return
         callbacks = list(getattr(adapter, "callbacks", None) or [])
-        single = StringFieldsAdapter(callbacks=callbacks, use_json_adapter_fallback=False)
+        closing = getattr(adapter, "closing", "dspy")  # the configured adapter's closing line, kept
+        single = StringFieldsAdapter(callbacks=callbacks, use_json_adapter_fallback=False, closing=closing)
         with dspy.context(adapter=single):
             yield
 

@@ -32,6 +32,7 @@ behind a test firewall (`DemoGuard`): a record it refuses is never shown, and co
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -46,7 +47,8 @@ from typing import Any, Protocol
 import dspy
 
 from saga_dspy.agent.demo_views import for_variant
-from saga_dspy.agent.trajectory import Step, render_trajectory
+from saga_dspy.agent.state_delta import StateLines
+from saga_dspy.agent.trajectory import NO_STEPS, Step, render_trajectory
 from saga_dspy.config import Settings
 from saga_dspy.grounding.state import controller_state
 from saga_dspy.input_files import read_input_bytes, reading
@@ -197,6 +199,22 @@ def _steps_of(record: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
     return steps
 
 
+def _with_state_lines(
+    record: dict[str, Any], taken: list[tuple[Step, dict[str, Any]]], compact: bool
+) -> list[tuple[Step, Any]]:
+    """Each step with the lines it added to the recorded state (`agent.state_delta`), as a live question's
+    trajectory shows them where the state is written into it: the state after a step is the one before the next
+    (`compact`: without the lines its observation shows)."""
+    lines = StateLines(compact=compact)
+    out = []
+    for index, (step, raw) in enumerate(taken):
+        after = taken[index + 1][1] if index + 1 < len(taken) else {}
+        types = str(after.get("type_context") or record.get("type_context") or "")
+        log = str(after.get("knowledge_log") or record.get("knowledge_log") or "")
+        out.append((dataclasses.replace(step, state=lines.added(types, log, step.observation)), raw))
+    return out
+
+
 def record_to_example(
     record: dict[str, Any],
     *,
@@ -204,6 +222,8 @@ def record_to_example(
     output: str = "stop",
     observation_chars: int = DEMO_OBSERVATION_CHARS,
     steps: int = DEMO_STEPS,
+    state_in_steps: bool = False,
+    compact: bool = False,
 ) -> dspy.Example | None:
     """One pool record as a demonstration of the controller's step predictor (None if unusable).
 
@@ -211,7 +231,9 @@ def record_to_example(
     question); `output="execute"`: the steps before the last execution as input and that
     execution (the query written from the evidence) as output; `output="lookup"`: the steps
     before the first lookup (the search) as input and that lookup as output. `steps`: the trajectory shows at most
-    the last this many steps before it (the decisive ones).
+    the last this many steps before it (the decisive ones). `state_in_steps`: each step shows the lines it added to
+    the type context and knowledge log (`Settings.state_in_trajectory`); `compact`: the observations in their compact
+    rendering (`Settings.compact_observations`).
     """
     question = str(record.get("question") or "").strip()
     if not question:
@@ -221,6 +243,8 @@ def record_to_example(
     taken = _steps_of(record)
     if not taken:
         return None
+    if state_in_steps and not spinach:
+        taken = _with_state_lines(record, taken, compact)
     at = len(taken) - 1
     if output in OUTPUT_TOOLS:
         hits = [i for i, (st, _) in enumerate(taken) if st.tool_name == OUTPUT_TOOLS[output]]
@@ -246,6 +270,8 @@ def record_to_example(
         type_context=str(type_context),
         knowledge_log=str(knowledge_log),
         observation_chars=observation_chars,
+        empty="" if state_in_steps else NO_STEPS,
+        compact=compact,
     )
 
 
@@ -261,10 +287,15 @@ def controller_example(
     type_context: str,
     knowledge_log: str,
     observation_chars: int = DEMO_OBSERVATION_CHARS,
+    empty: str = NO_STEPS,
+    compact: bool = False,
 ) -> dspy.Example:
     """The one builder of a controller demonstration: the steps shown before as the trajectory, the target
-    step as the output (used for the agent's pools and for the gold teacher's compiled demos)."""
-    trajectory = render_trajectory(shown, budget=None, observation_chars=observation_chars, first_index=first_index)
+    step as the output (used for the agent's pools and for the gold teacher's compiled demos); `empty`: the
+    trajectory's text when no step is shown; `compact`: its observations in their compact rendering."""
+    trajectory = render_trajectory(
+        shown, budget=None, observation_chars=observation_chars, first_index=first_index, empty=empty, compact=compact
+    )
     outputs = {
         "next_thought": target.thought,
         "next_tool_name": target.tool_name,
@@ -296,6 +327,8 @@ class DemoPool:
         variant: Variant | None = None,
         observation_chars: int = DEMO_OBSERVATION_CHARS,
         steps: int = DEMO_STEPS,
+        state_in_steps: bool = False,
+        compact: bool = False,
         exclude: Iterable[str] = (),
         name: str = "",
         path: str | Path | None = None,
@@ -303,7 +336,9 @@ class DemoPool:
         """`variant`: render each record as that variant's tools show it (agent.demo_views); `spinach`
         (or a variant without the schema controller) renders the SPINACH controller's inputs;
         `observation_chars`: each observation of a demo trajectory is clipped to this; `steps`: it shows at most its
-        last this many steps; `exclude`: benchmarks
+        last this many steps; `state_in_steps`, `compact`: each step shows what it added to the state, its observation
+        is compact (`record_to_example`);
+        `exclude`: benchmarks
         whose records (any of their `sources`) are left out; `name`, `path`: what `describe` says it is."""
         self.records: list[DemoRecord] = []
         spinach = spinach or (variant is not None and not variant.agent.schema_controller)
@@ -324,7 +359,13 @@ class DemoPool:
                 record = viewed
             try:
                 render = functools.partial(
-                    record_to_example, record, spinach=spinach, observation_chars=observation_chars, steps=steps
+                    record_to_example,
+                    record,
+                    spinach=spinach,
+                    observation_chars=observation_chars,
+                    steps=steps,
+                    state_in_steps=state_in_steps,
+                    compact=compact,
                 )
                 example = render()
                 execute = render(output="execute") if example is not None else None

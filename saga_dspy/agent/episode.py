@@ -17,8 +17,9 @@ from saga_dspy.agent.decisions import DecisionPrompt, decision_after
 from saga_dspy.agent.failures import InfrastructureError, is_infrastructure_error
 from saga_dspy.agent.final_query import FinalQuery, JudgeAsStop, ProgramStep, StepOutcome, Verdict
 from saga_dspy.agent.parsing import normalize_tool_name, params_of, parse_tool_args
+from saga_dspy.agent.state_delta import StateLines
 from saga_dspy.agent.tool_spans import tool_span
-from saga_dspy.agent.trajectory import KEEP_FULL_STEPS, Step, one_line, render_trajectory
+from saga_dspy.agent.trajectory import KEEP_FULL_STEPS, NO_STEPS, Step, one_line, render_trajectory
 from saga_dspy.config import Settings
 from saga_dspy.grounding.context import Execution, QuestionContext
 from saga_dspy.grounding.state import controller_state
@@ -85,6 +86,10 @@ class Episode:
     stop_final: str | None = None  # the query the latest stop marked (the last successful execution)
     stopped_without_query: bool = False  # the episode ended on a stop with no query executed (`reject_no_query`)
     final: FinalQuery | None = None  # once decided (`final_query.decide`)
+    state_lines: StateLines = field(init=False)  # the state lines the trajectory has shown
+
+    def __post_init__(self) -> None:
+        self.state_lines = StateLines(compact=self.settings.compact_observations)
 
     def trace_summary(self) -> dict[str, Any]:
         """What a trace span records for this episode (`agent.tool_spans.small_value`): plain values, no objects."""
@@ -93,22 +98,28 @@ class Episode:
     # -- what the controller reads at each step --------------------------------------------
 
     def inputs(self) -> dict[str, Any]:
+        """The controller's input fields but the trajectory (`state_in_trajectory`: the state is in it)."""
         if not self.variant.agent.schema_controller:
             return {"question": self.question}
-        kept = self.ctx.flags.type_state
-        type_context, knowledge_log = controller_state(
-            _rendered(self.ctx.type_context, "type_context"), _rendered(self.ctx.knowledge_log, "knowledge_log")
-        )
-        if not kept:
-            type_context = type_context or NO_TYPE_STATE_TEXT
-            knowledge_log = knowledge_log or NO_TYPE_STATE_TEXT
-        return {
+        fields = {
             "question": self.question,
             "answer_type": self.answer_type.render() if self.answer_type is not None else "unknown",
             "query_form": QUERY_FORM_GUIDE[self.imposed_form],
-            "type_context": type_context or "(none yet)",
-            "knowledge_log": knowledge_log or "(none yet)",
         }
+        if self.state_in_steps:
+            return fields
+        type_context, knowledge_log = controller_state(
+            _rendered(self.ctx.type_context, "type_context"), _rendered(self.ctx.knowledge_log, "knowledge_log")
+        )
+        if not self.ctx.flags.type_state:
+            type_context = type_context or NO_TYPE_STATE_TEXT
+            knowledge_log = knowledge_log or NO_TYPE_STATE_TEXT
+        return {**fields, "type_context": type_context or "(none yet)", "knowledge_log": knowledge_log or "(none yet)"}
+
+    @property
+    def state_in_steps(self) -> bool:
+        """The state's new lines go into the trajectory, after the step that brought them (not input fields)."""
+        return self.settings.state_in_trajectory and self.variant.agent.schema_controller
 
     def trajectory_text(self, budget: int | None = None) -> str:
         """The steps as the controller reads them, within `budget` characters (None: all of them)."""
@@ -118,6 +129,8 @@ class Episode:
             budget,
             observation_chars=self.settings.observation_chars,
             keep_full=None if stable else KEEP_FULL_STEPS,
+            empty="" if self.state_in_steps else NO_STEPS,  # the prompt only grows: no placeholder to replace
+            compact=self.settings.compact_observations,
         )
 
     def decision(self) -> str | None:
@@ -141,6 +154,12 @@ class Episode:
                 log.debug("on_event failed", exc_info=True)
 
     def add_step(self, step: Step) -> None:
+        if self.state_in_steps:  # what the step added to the state, written once after its observation
+            step.state = self.state_lines.added(
+                _rendered(self.ctx.type_context, "type_context"),
+                _rendered(self.ctx.knowledge_log, "knowledge_log"),
+                step.observation,
+            )
         self.steps.append(step)
         self.emit("step", index=len(self.steps), step=step)
 

@@ -20,6 +20,8 @@ from dspy.adapters.chat_adapter import ChatAdapter, FieldInfoWithName
 from dspy.adapters.utils import format_field_value as dspy_format_field_value
 from dspy.signatures.signature import Signature
 
+from saga_dspy.lm.markers import short_closing
+
 
 def format_field_value(field_info: Any, value: Any, assume_text: bool = True) -> str | dict:
     """DSPy's `format_field_value`, with a plain string returned as it is."""
@@ -48,7 +50,17 @@ _chat_parse = inspect.unwrap(ChatAdapter.parse)
 
 class StringFieldsAdapter(ChatAdapter):
     """ChatAdapter whose two field-formatting methods (DSPy's, line for line) use `format_field_value`, and whose
-    parse reads a `Literal` output field as text (`read_as_text`)."""
+    parse reads a `Literal` output field as text (`read_as_text`). `closing`: the line that ends the prompt, DSPy's
+    (`dspy`) or the output fields' names only (`short`, `Settings.closing_line`)."""
+
+    def __init__(self, *args: Any, closing: str = "dspy", **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.closing = closing
+
+    def user_message_output_requirements(self, signature: type[Signature]) -> str:
+        if self.closing == "short":
+            return short_closing(list(signature.output_fields))
+        return super().user_message_output_requirements(signature)
 
     def parse(self, signature: type[Signature], completion: str) -> dict[str, Any]:
         return _chat_parse(self, read_as_text(signature), completion)

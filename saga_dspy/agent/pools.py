@@ -103,6 +103,8 @@ def load_demo_pool(
     options: dict[str, Any] = {
         "observation_chars": settings.demo_observation_chars,
         "steps": settings.demo_steps,
+        "state_in_steps": settings.state_in_trajectory,
+        "compact": settings.compact_observations,
         "exclude": excluded_sources(settings),
     }
     if isinstance(pool, (str, Path)):

@@ -266,7 +266,7 @@ class SagaProgram(dspy.Module):
         if lm is not None:
             context["lm"] = lm
         if dspy.settings.adapter is None:  # DSPy's default, with plain strings written as they are
-            context["adapter"] = StringFieldsAdapter()
+            context["adapter"] = StringFieldsAdapter(closing=self.settings.closing_line)
         run = _Run()
         try:
             with dspy.context(**context), dspy.track_usage() as usage, run.catching(self._settle_failed):

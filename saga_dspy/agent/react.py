@@ -4,6 +4,7 @@ step."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import logging
 from typing import Any, Literal
@@ -61,8 +62,34 @@ def _begun_reply(begun: str):
     """The adapter context of a call whose reply is begun for the model (none when `begun` is empty)."""
     if not begun:
         return contextlib.nullcontext()
-    callbacks = list(getattr(dspy.settings.adapter, "callbacks", None) or [])
-    return dspy.context(adapter=BegunReplyAdapter(begun, callbacks=callbacks))
+    adapter = dspy.settings.adapter
+    callbacks = list(getattr(adapter, "callbacks", None) or [])
+    closing = getattr(adapter, "closing", "dspy")
+    return dspy.context(adapter=BegunReplyAdapter(begun, callbacks=callbacks, closing=closing))
+
+
+def _reads(inputs: list[str], state_in_steps: bool = False) -> str:
+    """What the controller reads at each step, as its instructions say it."""
+    if state_in_steps:
+        inputs = [k for k in inputs if k not in DYNAMIC_INPUTS]
+        seen = "thought, action, observation, and what the step added to the type context and knowledge log"
+    else:
+        seen = "thought, action, observation"
+    return f"read {', '.join(f'`{k}`' for k in inputs)} and the trajectory of your earlier steps ({seen})"
+
+
+@functools.lru_cache(maxsize=32)  # a predictor's signature (and its twin shown no demonstration)
+def state_in_steps(signature: Any) -> type[dspy.Signature]:
+    """`signature` without the per-step state fields, which the trajectory holds instead
+    (`Settings.state_in_trajectory`); its instructions say so where they name what the controller reads."""
+    dynamic = [k for k in DYNAMIC_INPUTS if k in signature.input_fields]
+    if not dynamic:
+        return signature
+    for name in dynamic:
+        signature = signature.delete(name)
+    inputs = [k for k in signature.input_fields if k != "trajectory"] + dynamic
+    instructions = signature.instructions.replace(_reads(inputs), _reads(inputs, state_in_steps=True))
+    return signature.with_instructions(instructions)
 
 
 def _tool_spec(name: str) -> dspy.Tool:
@@ -88,11 +115,10 @@ class SagaReAct(dspy.ReAct):
         self.signature = signature
         self.max_iters = max_iters
         self.tools = {name: _tool_spec(name) for name in TOOL_NAMES}
-        inputs = ", ".join(f"`{k}`" for k in signature.input_fields)
         instr = [signature.instructions.strip(), ""] if signature.instructions else []
         instr += [
-            f"You act in steps. At each step you read {inputs} and the trajectory of your earlier steps "
-            "(thought, action, observation), and you give `next_thought` (your reasoning about what to do next), "
+            f"You act in steps. At each step you {_reads(list(signature.input_fields))}, "
+            "and you give `next_thought` (your reasoning about what to do next), "
             "`next_tool_name` and `next_tool_args`. "
             "The tool's answer is added to the trajectory as the next observation.",
             "The tools are:",
@@ -143,12 +169,16 @@ class SagaReAct(dspy.ReAct):
         """(signature, demos) of this call. A controller turn reads the question's demos (else the predictor's own)
         and, shown none, the flavour's one-line example of the tool sequence after its instructions; a turn in the
         state of a compiled decision (`Episode.decision_prompt`) reads that decision's instructions and demos
-        (`agent.decisions.controller_prompt`). Another predictor: its own signature, and None (its own demos)."""
+        (`agent.decisions.controller_prompt`). Another predictor: its own signature, and None (its own demos). With
+        the state in the trajectory, no predictor reads the type context and log as input fields."""
+        signature = predictor.signature
+        if episode.settings.state_in_trajectory:
+            signature = state_in_steps(signature)
         if predictor is not self.react:
-            return predictor.signature, None
+            return signature, None
         own = episode.decision_prompt() if turn else None
         pool = episode.demos if episode.demos is not None else predictor.demos
-        return controller_prompt(predictor.signature, own, pool, episode.ctx.flavour.protocol_example)
+        return controller_prompt(signature, own, pool, episode.ctx.flavour.protocol_example)
 
     def _budget(
         self, episode: Episode, inputs: dict[str, Any], predictor: dspy.Predict, prompt: tuple[Any, Any], turn: bool

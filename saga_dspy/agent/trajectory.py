@@ -7,8 +7,11 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from saga_dspy.agent.compact import compact_observation
+
 KEEP_FULL_STEPS = 5  # the most recent steps keep their whole observation (the paper's action history)
 SUMMARY_CHARS = 160  # an older step's observation shrinks to one line of this length
+NO_STEPS = "(no steps yet)"  # the trajectory before the first step (where the layout shows a placeholder)
 
 
 @dataclass
@@ -20,9 +23,13 @@ class Step:
     tool_args: dict[str, Any]
     observation: str
     note: str = ""  # e.g. "unparsable", "rejected", "tool-error"
+    state: str = ""  # the lines the step added to the type context and log (`Settings.state_in_trajectory`)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.state:  # only where the layout writes the state into the trajectory
+            del out["state"]
+        return out
 
 
 def one_line(text: str, limit: int) -> str:
@@ -49,6 +56,8 @@ def render_trajectory(
     observation_chars: int | None = 3000,
     keep_full: int | None = KEEP_FULL_STEPS,
     first_index: int = 0,
+    empty: str = NO_STEPS,
+    compact: bool = False,
 ) -> str:
     """The trajectory as the controller reads it, within `budget` characters.
 
@@ -59,10 +68,11 @@ def render_trajectory(
     oldest steps are summarised KEEP_FULL_STEPS at a time (steps 1-5, then 1-10, ...), so the text of
     an earlier step changes only when a block is summarised, not at every step (a sliding window
     re-writes an old step at every step, and a local model's prefix cache then evaluates everything
-    after it again).
+    after it again). `empty`: the text of a trajectory with no step; `compact`: each observation in its compact
+    rendering (`agent.compact`).
     """
     if not steps:
-        return "(no steps yet)"
+        return empty
 
     def render(full_from: int, drop: int, obs_limit: int | None) -> str:
         parts = []
@@ -70,9 +80,12 @@ def render_trajectory(
             parts.append(f"(steps 1-{first_index + drop} left out to save space; the knowledge log summarises them)")
         for i, step in enumerate(steps[drop:], start=drop):
             number = first_index + i + 1
-            obs = clip(step.observation, obs_limit) if i >= full_from else one_line(step.observation, SUMMARY_CHARS)
+            shown = compact_observation(step.observation, step.tool_name) if compact else step.observation
+            obs = clip(shown, obs_limit) if i >= full_from else one_line(shown, SUMMARY_CHARS)
             thought = step.thought if i >= full_from else one_line(step.thought, SUMMARY_CHARS)
-            parts.append(f"Step {number}\nThought: {thought}\nAction: {_render_action(step)}\nObservation: {obs}")
+            state = f"\n{step.state}" if step.state else ""  # what the step added to the state, after its observation
+            action = _render_action(step)
+            parts.append(f"Step {number}\nThought: {thought}\nAction: {action}\nObservation: {obs}{state}")
         return "\n\n".join(parts)
 
     n = len(steps)

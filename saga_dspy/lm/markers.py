@@ -20,15 +20,25 @@ _ORDER = re.compile(
     re.S,
 )
 _FIELD = re.compile(r"`\[\[ ## (\w+) ## \]\]`")
+SHORT_CLOSING = "Respond with {fields}."  # the short closing line (`Settings.closing_line`): the fields' names only
+_SHORT_ORDER = re.compile(r"Respond with (\w+(?:, \w+)*)\.\s*\Z")
+
+
+def short_closing(fields: list[str]) -> str:
+    """The short closing line that asks for `fields` in order (~15 tokens where ChatAdapter's takes ~90)."""
+    return SHORT_CLOSING.format(fields=", ".join(fields))
 
 
 def reply_fields(messages: list[dict[str, str]]) -> list[str]:
-    """The output fields, in order, that the last user message asks for (ChatAdapter's closing instruction);
-    [] when it asks for none: such a prompt is generated as it is."""
+    """The output fields, in order, that the last user message asks for (ChatAdapter's closing instruction, or the
+    short one ending the message); [] when it asks for none: such a prompt is generated as it is."""
     for message in reversed(messages):
         if message["role"] == "user":
-            found = _ORDER.search(str(message.get("content") or ""))
-            return _FIELD.findall(found.group(1)) if found else []
+            content = str(message.get("content") or "")
+            if found := _ORDER.search(content):
+                return _FIELD.findall(found.group(1))
+            found = _SHORT_ORDER.search(content)
+            return found.group(1).split(", ") if found else []
     return []
 
 

@@ -24,6 +24,7 @@ from saga_dspy.lm import (
 )
 from saga_dspy.lm import llama as llama_mod
 from saga_dspy.lm import marked_reply as marked_reply_mod
+from saga_dspy.lm.markers import short_closing
 
 # --- llama-cpp-python missing --------------------------------------------------------------------
 
@@ -205,6 +206,15 @@ def test_the_engine_writes_the_field_markers_and_the_model_the_values():
     assert usage["completion_tokens"] == len(out[0]) + len("\n\n[[") and usage["prompt_tokens"] == len(
         llama.generations[0]["prompt"]
     ) - len("[[ ## next_thought ## ]]\n")
+
+
+def test_the_engine_writes_the_markers_the_short_closing_line_names():
+    llama = TokenLlama(STEP)
+    ask = short_closing(["next_thought", "next_tool_name", "next_tool_args"])  # `--closing-line short`
+    out = LocalLlamaLM(llama=llama, cache=False)(messages=[{"role": "user", "content": "Q\n\n" + ask}])
+    assert out == [STEP[: STEP.index("\n\n[[ ## completed")]]
+    written = [g["model"] for g in llama.generations]
+    assert written == ["Look it up.\n\n[[", "search_wikidata\n\n[[", '{"query": "x"}\n\n[[']
 
 
 def test_a_reply_is_parsed_by_chat_adapter_and_can_be_generated_whole():

@@ -46,6 +46,9 @@ FINGERPRINT_FIELDS = (
     "check_answer",
     "observation_chars",
     "context_window",
+    "state_in_trajectory",  # the prompt's layout: what the model reads
+    "closing_line",
+    "compact_observations",
 )
 
 
