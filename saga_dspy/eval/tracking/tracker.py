@@ -60,9 +60,7 @@ import pandas as pd
 
 from saga_dspy.agent.authorship import author_of_line
 from saga_dspy.config import Settings, apply_offline_env
-from saga_dspy.eval.tracking import (
-    trace_writer,  # stdlib only: mlflow is imported by its install(), when tracking is on
-)
+from saga_dspy.eval.tracking import trace_writer  # stdlib only: mlflow is imported by its install()
 from saga_dspy.eval.tracking.chart import comparison_chart
 from saga_dspy.eval.tracking.mlflow_values import (
     FINAL_CHARS,
