@@ -26,8 +26,6 @@ Writes to `--out`: `program.json` (the chosen program, best so far while running
 
 from __future__ import annotations
 
-import contextlib
-import datetime as _dt
 import json
 import math
 import random
@@ -42,11 +40,11 @@ import dspy
 
 from saga_dspy.agent.compiled_pool import GOLD, CompiledPool
 from saga_dspy.agent.program import SagaProgram
-from saga_dspy.config import Settings, redact_argv
+from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
 from saga_dspy.eval.files import write_file
 from saga_dspy.eval.loading.firewall import normalise_text
-from saga_dspy.eval.running.records import endpoint_record, fingerprint, lm_record, program_record, versions, write_json
+from saga_dspy.eval.running.records import fingerprint, program_record, write_json
 from saga_dspy.eval.running.rundir import locked_run_dir
 from saga_dspy.eval.running.runner import sigterm_as_interrupt
 from saga_dspy.eval.tracking.tracker import Tracker, run_name
@@ -64,6 +62,15 @@ from saga_dspy.optimize.candidates import (
     save_program,
 )
 from saga_dspy.optimize.comparison import compare_on_report
+from saga_dspy.optimize.compile_run import (
+    EstimateWords,
+    command_record,
+    estimate_line,
+    lm_context,
+    out_dir_of,
+    run_interruptible,
+    sets_record,
+)
 from saga_dspy.optimize.gold_teacher import gold_traces
 from saga_dspy.optimize.instructions import TunedProgram, check_available, run_gepa, run_mipro
 from saga_dspy.optimize.metric import feedback_metric, make_metric, to_examples
@@ -191,16 +198,11 @@ def run_seconds(options: OptimizeOptions, settings: Settings) -> tuple[float, st
     )
 
 
+_ESTIMATE_WORDS = EstimateWords("at most", "program runs", "run", "--seconds-per-question")
+
+
 def estimate_text(options: OptimizeOptions, runs: dict[str, int], settings: Settings) -> str:
-    total = sum(runs.values())
-    seconds, assumed = run_seconds(options, settings)
-    minutes = total * seconds / 60
-    parts = ", ".join(f"{k} {v}" for k, v in runs.items())
-    budget = f"; --budget-minutes {options.budget_minutes:g} bounds it" if options.budget_minutes else ""
-    return (
-        f"estimate: at most {total} program runs ({parts}), about {minutes:.0f} min at {seconds:.3g} s a run "
-        f"({assumed}; --seconds-per-question to set it); LM cache hits are free{budget}"
-    )
+    return estimate_line(runs, *run_seconds(options, settings), options.budget_minutes, _ESTIMATE_WORDS)
 
 
 # --------------------------------------------------------------------------- the compile
@@ -427,20 +429,18 @@ def optimize(
         progress=progress,
         stream=stream,
     )
-    out_dir = Path(out) if out is not None else Path(settings.out) if settings.out else _default_out(settings)
+    out_dir = out_dir_of(out, settings, f"optimize-{settings.dataset}")
     print(sets.describe(), file=stream)
     runs = estimate_runs(options, sets)
     print(estimate_text(options, runs, settings), file=stream)
     tracker = Tracker(
         settings, experiment or f"saga-optimize-{settings.dataset}", note=EXPERIMENT_NOTE, columns=VIEW_COLUMNS
     )
-    lm_ctx = dspy.context(lm=lm) if lm is not None else contextlib.nullcontext()
-    interrupted: str | None = None
     report: dict[str, Any] | None = None
     with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
         try:
             with (
-                lm_ctx,
+                lm_context(lm),
                 tracker.run(
                     run_name(
                         f"{options.optimizer} {settings.variant}", settings.dataset, sets.valset.split, settings.lm
@@ -451,12 +451,7 @@ def optimize(
             ):
                 job = _Compile(settings, options, sets, services, out_dir, tracker, lm, progress, stream, deadline)
                 job.prompt_lm, job.reflection_lm = prompt_lm, reflection_lm
-                try:
-                    job.run()
-                except (KeyboardInterrupt, Interrupted) as exc:
-                    interrupted = f"interrupted ({exc or 'Ctrl-C'})"
-                    if job.program is None:
-                        raise Interrupted(f"{interrupted} before any program was compiled") from None
+                interrupted = run_interruptible(job.run, lambda: job.program is None, "any program was compiled")
                 print(f"chosen: {job.chosen} (k={job.best.settings.demos})", file=stream)
                 compile_minutes = (time.monotonic() - started) / 60
                 if not interrupted and len(sets.report):
@@ -472,11 +467,6 @@ def optimize(
     if interrupted:
         raise Interrupted(f"{interrupted}; the best program so far is saved: {job.program_path}")
     return OptimizeResult(job.program, out_dir, job.program_path, metrics, config, job.scored)
-
-
-def _default_out(settings: Settings) -> Path:
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"optimize-{settings.dataset}-{stamp}"
 
 
 def _report(job: _Compile, settings, sets, services, lm, tracker, progress, stream) -> dict[str, Any]:
@@ -551,17 +541,12 @@ def _config(settings, options, sets: OptimizeSets, job: _Compile, endpoint) -> d
     """config.json of an optimize run (`eval --program` reads `kind` and `variant` from it)."""
     return {
         "kind": "optimize",
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "command": [sys.executable, "-m", "saga_dspy.optimize", *redact_argv(sys.argv[1:])],
+        **command_record(),
         "dataset": settings.dataset,
         "split": sets.train.split,
         "variant": settings.variant,
         "options": dict(vars(options)),
-        "sets": {name: {"name": s.name, "ids": [i.id for i in s.items]} for name, s in _named_sets(sets)},
-        "firewall": sets.firewall,
-        "lm": lm_record(settings),
-        "endpoint": endpoint_record(settings, endpoint),
-        "versions": versions(),
+        **sets_record(settings, _named_sets(sets), sets.firewall, endpoint),
         "prompts": program_record(job.best),
         "fingerprint": fingerprint(settings),
         "program": str(job.program_path),

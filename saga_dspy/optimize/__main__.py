@@ -11,10 +11,10 @@ from collections.abc import Sequence
 import dspy
 
 from saga_dspy.cli import ArgumentParser, append_help, run_main
-from saga_dspy.config import Settings, add_settings_args, apply_offline_env, run_flags, settings_from_args
+from saga_dspy.config import add_settings_args, apply_offline_env, run_flags, settings_from_args
 from saga_dspy.eval.loading.datasets import catalogue_text
 from saga_dspy.eval.running.run_inputs import check_file_inputs
-from saga_dspy.lm import build_lm, cli_lm, configure_lm_cache
+from saga_dspy.lm import cli_lm, configure_lm_cache
 from saga_dspy.optimize import (
     OPTIMIZERS,
     SECONDS_PER_RUN,
@@ -23,6 +23,7 @@ from saga_dspy.optimize import (
     OptimizeOptions,
     optimize,
 )
+from saga_dspy.optimize.compile_run import other_lm
 from saga_dspy.optimize.decision_cli import SUBCOMMANDS
 from saga_dspy.optimize.instructions import check_available
 from saga_dspy.optimize.sets import REST, parse_set, refuse_test_split
@@ -163,13 +164,6 @@ def options_from_args(args: argparse.Namespace) -> OptimizeOptions:
     )
 
 
-def _other_lm(settings: Settings, model: str | None) -> dspy.BaseLM | None:
-    """A served model for proposals / reflection (the task LM's server settings), or None: the task LM."""
-    if not model or model == settings.lm:
-        return None
-    return build_lm(settings.model_copy(update={"lm": model}))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     apply_offline_env()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -203,8 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         data_file=args.data_file,
         gold_file=args.gold_file,
         lm=lm,
-        prompt_lm=_other_lm(settings, args.prompt_model),
-        reflection_lm=_other_lm(settings, args.reflection_model),
+        prompt_lm=other_lm(settings, args.prompt_model),
+        reflection_lm=other_lm(settings, args.reflection_model),
         progress=not args.no_progress,
         experiment=args.experiment,
     )  # errors, Ctrl-C: cli.run_main (one line; 130 after an interrupt, the best program so far saved)

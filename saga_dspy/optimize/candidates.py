@@ -222,9 +222,14 @@ class Scorer:
                 },
             )
         print(
-            f"candidate {index} {candidate.name}: valset F1 {candidate.f1:.3f} on {len(self.valset)} questions"
-            + (f", {versus.describe()} against {self.scored[0].name}" if versus is not None else "")
-            + (" (best so far)" if better else ""),
+            candidate_line(
+                index,
+                candidate.name,
+                f"F1 {candidate.f1:.3f} on {len(self.valset)} questions",
+                versus,
+                self.scored[0].name,
+                better,
+            ),
             file=self.stream,
         )
         if better:
@@ -267,11 +272,24 @@ def save_program(program: SagaProgram, path: Path) -> Path:
         return write_file(path, saved.read_bytes())
 
 
+def candidate_line(
+    index: int, name: str, score: str, versus: PairedComparison | None, against: str, better: bool
+) -> str:
+    """The line printed for a scored candidate: its valset score, how it compares with the first one scored (the
+    default), whether it is the best so far."""
+    return (
+        f"candidate {index} {name}: valset {score}"
+        + (f", {versus.describe()} against {against}" if versus is not None else "")
+        + (" (best so far)" if better else "")
+    )
+
+
 __all__ = [
     "DEFAULT",
     "Candidate",
     "Scorer",
     "build_program",
+    "candidate_line",
     "chosen_of",
     "default_pool",
     "instructions_of",

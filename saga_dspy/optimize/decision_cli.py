@@ -16,7 +16,8 @@ from saga_dspy.cli import ArgumentParser, append_help
 from saga_dspy.config import Settings, add_settings_args, apply_offline_env, run_flags, settings_from_args
 from saga_dspy.eval.loading.datasets import catalogue_text
 from saga_dspy.eval.running.run_inputs import check_file_inputs
-from saga_dspy.lm import build_lm, cli_lm, configure_lm_cache
+from saga_dspy.lm import cli_lm, configure_lm_cache
+from saga_dspy.optimize.compile_run import other_lm
 from saga_dspy.optimize.decision_assemble import assemble
 from saga_dspy.optimize.decision_compile import (
     DECISION_OPTIMIZERS,
@@ -24,9 +25,10 @@ from saga_dspy.optimize.decision_compile import (
     DecisionOptions,
     check_decision_options,
     compile_decision,
+    decision_build_sets,
 )
 from saga_dspy.optimize.decision_sets import decision_sets
-from saga_dspy.optimize.sets import REST, build_sets, parse_set, refuse_test_split
+from saga_dspy.optimize.sets import parse_set, refuse_test_split
 from saga_dspy.services import KgServices
 
 # every run setting but the split and limit (--split names the valset) and the preflight (no run is made)
@@ -105,16 +107,7 @@ def decision_options(args: argparse.Namespace) -> DecisionOptions:
 def build_only(settings: Settings, options: DecisionOptions, progress: bool, stream=None) -> dict[str, dict[str, int]]:
     """Build (or read from the cache) the examples of the compile's sets, no LM; their sizes, printed."""
     stream = stream or sys.stdout
-    sets = build_sets(
-        settings,
-        train_split=options.train_split,
-        valset=options.valset,
-        report_set=REST,
-        valset_size=options.valset_size,
-        seed=options.seed,
-        progress=progress,
-        stream=stream,
-    )
+    sets = decision_build_sets(settings, options, progress, stream)
     with KgServices(settings) as services:
         program = SagaProgram(settings, endpoint=services.endpoint, search=services.search)
         data = decision_sets(program, sets, options.decision, use_cache=not options.rebuild, progress=progress)
@@ -123,12 +116,6 @@ def build_only(settings: Settings, options: DecisionOptions, progress: bool, str
         print(f"{name}: {built.sizes()} (skipped: {built.skipped}); cached in {built.cache_file}", file=stream)
     print(data.describe(), file=stream)
     return sizes
-
-
-def _other_lm(settings: Settings, model: str | None) -> dspy.BaseLM | None:
-    if not model or model == settings.lm:
-        return None
-    return build_lm(settings.model_copy(update={"lm": model}))
 
 
 def decisions_main(argv: Sequence[str]) -> int:
@@ -153,8 +140,8 @@ def decisions_main(argv: Sequence[str]) -> int:
         settings,
         options,
         lm=lm,
-        prompt_lm=_other_lm(settings, args.prompt_model),
-        reflection_lm=_other_lm(settings, args.reflection_model),
+        prompt_lm=other_lm(settings, args.prompt_model),
+        reflection_lm=other_lm(settings, args.reflection_model),
         progress=not args.no_progress,
         experiment=args.experiment,
     )  # errors, Ctrl-C: cli.run_main (one line; 130 after an interrupt, the best so far saved)

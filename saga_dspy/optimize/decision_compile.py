@@ -20,8 +20,6 @@ at once, so Ctrl-C leaves it. Writes to `--out`: `decision.json` (the compiled d
 
 from __future__ import annotations
 
-import contextlib
-import datetime as _dt
 import random
 import sys
 import time
@@ -33,19 +31,28 @@ import dspy
 
 from saga_dspy.agent.decisions import ANSWER_TYPE, CANDIDATE, DECISIONS, ENTITY, CompiledDecisions
 from saga_dspy.agent.program import SagaProgram
-from saga_dspy.config import Settings, redact_argv
+from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
-from saga_dspy.eval.running.records import endpoint_record, lm_record, versions, write_json
+from saga_dspy.eval.running.records import write_json
 from saga_dspy.eval.running.rundir import locked_run_dir
 from saga_dspy.eval.running.runner import sigterm_as_interrupt
 from saga_dspy.eval.scoring.significance import PairedComparison, paired_by_id
 from saga_dspy.eval.tracking.tracker import Tracker, run_name
-from saga_dspy.optimize.candidates import save_program
+from saga_dspy.optimize.candidates import candidate_line, save_program
+from saga_dspy.optimize.compile_run import (
+    EstimateWords,
+    command_record,
+    estimate_line,
+    lm_context,
+    out_dir_of,
+    run_interruptible,
+    sets_record,
+)
 from saga_dspy.optimize.decision_metric import decision_feedback_metric, make_decision_metric
 from saga_dspy.optimize.decision_modules import DecisionScore, compiled_decision, decision_module, score_decision
 from saga_dspy.optimize.decision_sets import DecisionSets, decision_sets
 from saga_dspy.optimize.instructions import check_available
-from saga_dspy.optimize.sets import REST, OptimizeError, build_sets
+from saga_dspy.optimize.sets import REST, OptimizeError, OptimizeSets, build_sets
 from saga_dspy.services import KgServices
 
 DECISION_OPTIMIZERS = ("random-search", "mipro", "gepa", "none")
@@ -166,15 +173,11 @@ def call_seconds(options: DecisionOptions, settings: Settings) -> tuple[float, s
     return SECONDS_PER_CALL_SERVED / threads, f"a served model, {threads} thread(s)"
 
 
+_ESTIMATE_WORDS = EstimateWords("about", "LM calls", "call", "--seconds-per-call")
+
+
 def estimate_text(options: DecisionOptions, calls: dict[str, int], settings: Settings) -> str:
-    seconds, assumed = call_seconds(options, settings)
-    total = sum(calls.values())
-    parts = ", ".join(f"{k} {v}" for k, v in calls.items())
-    budget = f"; --budget-minutes {options.budget_minutes:g} bounds it" if options.budget_minutes else ""
-    return (
-        f"estimate: about {total} LM calls ({parts}), about {total * seconds / 60:.0f} min at {seconds:.3g} s a call "
-        f"({assumed}; --seconds-per-call to set it); LM cache hits are free{budget}"
-    )
+    return estimate_line(calls, *call_seconds(options, settings), options.budget_minutes, _ESTIMATE_WORDS)
 
 
 # --------------------------------------------------------------------------- the compile
@@ -231,9 +234,9 @@ class _DecisionCompile:
         better = self.better(candidate)
         shown = candidate.versus_default
         print(
-            f"candidate {index} {name}: valset accuracy {score.accuracy:.3f} on {len(score)} decisions"
-            + (f", {shown.describe()} against the default" if shown is not None else "")
-            + (" (best so far)" if better else ""),
+            candidate_line(
+                index, name, f"accuracy {score.accuracy:.3f} on {len(score)} decisions", shown, "the default", better
+            ),
             file=self.stream,
         )
         if better:
@@ -354,6 +357,21 @@ class _DecisionCompile:
         self.score("gepa best", module)
 
 
+def decision_build_sets(settings: Settings, options: DecisionOptions, progress: bool, stream) -> OptimizeSets:
+    """The questions a decision compile draws on: the train split, the valset; the rest of the valset's split is the
+    report set, left for the whole-program comparison."""
+    return build_sets(
+        settings,
+        train_split=options.train_split,
+        valset=options.valset,
+        report_set=REST,
+        valset_size=options.valset_size,
+        seed=options.seed,
+        progress=progress,
+        stream=stream,
+    )
+
+
 def compile_decision(
     settings: Settings,
     options: DecisionOptions,
@@ -372,22 +390,11 @@ def compile_decision(
     stream = stream or sys.stdout
     check_decision_options(options)
     started = time.monotonic()
-    sets = build_sets(
-        settings,
-        train_split=options.train_split,
-        valset=options.valset,
-        report_set=REST,
-        valset_size=options.valset_size,
-        seed=options.seed,
-        progress=progress,
-        stream=stream,
-    )
-    out_dir = Path(out) if out is not None else Path(settings.out) if settings.out else _default_out(settings, options)
+    sets = decision_build_sets(settings, options, progress, stream)
+    out_dir = out_dir_of(out, settings, f"decision-{options.decision}-{settings.dataset}")
     tracker = Tracker(
         settings, experiment or f"saga-decisions-{settings.dataset}", note=EXPERIMENT_NOTE, columns=VIEW_COLUMNS
     )
-    lm_ctx = dspy.context(lm=lm) if lm is not None else contextlib.nullcontext()
-    interrupted: str | None = None
     with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
         base = SagaProgram(settings, endpoint=services.endpoint, search=services.search)
         data = decision_sets(
@@ -410,7 +417,7 @@ def compile_decision(
         )
         try:
             with (
-                lm_ctx,
+                lm_context(lm),
                 tracker.run(
                     run_name(
                         f"{options.decision} {options.optimizer}", settings.dataset, sets.valset.split, settings.lm
@@ -419,12 +426,7 @@ def compile_decision(
                     tags={"kind": "optimize-decision", "out_dir": str(out_dir)},
                 ),
             ):
-                try:
-                    job.run()
-                except (KeyboardInterrupt, Interrupted) as exc:
-                    interrupted = f"interrupted ({exc or 'Ctrl-C'})"
-                    if job.best is None:
-                        raise Interrupted(f"{interrupted} before the default was scored") from None
+                interrupted = run_interruptible(job.run, lambda: job.best is None, "the default was scored")
                 metrics = _finish(job, calls, (time.monotonic() - started) / 60, interrupted, services.endpoint)
         finally:
             tracker.close()
@@ -433,11 +435,6 @@ def compile_decision(
         raise Interrupted(f"{interrupted}; the best so far is saved: {out_dir / PROGRAM}")
     kept = job.best is not None and job.best is not job.scored[0]
     return DecisionResult(options.decision, out_dir, out_dir / PROGRAM, kept, metrics, job.scored)
-
-
-def _default_out(settings: Settings, options: DecisionOptions) -> Path:
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("runs") / f"decision-{options.decision}-{settings.dataset}-{stamp}"
 
 
 def _params(settings: Settings, options: DecisionOptions, data: DecisionSets) -> dict[str, Any]:
@@ -502,20 +499,14 @@ def _config(job: _DecisionCompile, endpoint) -> dict[str, Any]:
     return {
         "kind": "optimize",
         "compiled": "decision",
-        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "command": [sys.executable, "-m", "saga_dspy.optimize", *redact_argv(sys.argv[1:])],
+        **command_record(),
         "dataset": settings.dataset,
         "variant": settings.variant,
         "options": dict(vars(job.options)),
         "examples": job.data.record(),
-        "sets": {
-            name: {"name": s.name, "ids": [i.id for i in s.items]}
-            for name, s in (("train", sets.train), ("valset", sets.valset), ("report", sets.report))
-        },
-        "firewall": sets.firewall,
-        "lm": lm_record(settings),
-        "endpoint": endpoint_record(settings, endpoint),
-        "versions": versions(),
+        **sets_record(
+            settings, (("train", sets.train), ("valset", sets.valset), ("report", sets.report)), sets.firewall, endpoint
+        ),
         "program": str(job.out_dir / PROGRAM),
     }
 
@@ -528,6 +519,7 @@ __all__ = [
     "DecisionResult",
     "check_decision_options",
     "compile_decision",
+    "decision_build_sets",
     "estimate_calls",
     "estimate_text",
 ]

@@ -213,14 +213,13 @@ def test_a_decision_module_prompts_as_the_agents_turn_does(dec_settings, program
 @pytest.fixture
 def same_sets(sets, monkeypatch):
     """The compiles draw the module's sets (the same flags: valset_size 8, seed 0) instead of loading them again."""
-    from saga_dspy.optimize import decision_cli, decision_compile
+    from saga_dspy.optimize import decision_compile
 
     def build_sets(settings, **kwargs):
         assert kwargs.get("valset_size") == 8 and not kwargs.get("seed")
         return sets
 
-    monkeypatch.setattr(decision_compile, "build_sets", build_sets)
-    monkeypatch.setattr(decision_cli, "build_sets", build_sets)
+    monkeypatch.setattr(decision_compile, "build_sets", build_sets)  # `decisions --build-only` draws them there too
 
 
 def compile_(settings, tmp_path, lm, endpoint, search, *, reflection_lm=None, prompt_lm=None, **options):
