@@ -190,7 +190,7 @@ from helpers.scripted_lm import ScriptedLM
 from saga_dspy.cli import run_main
 from saga_dspy.eval import __main__ as eval_main
 plans = {{q: [tuple(a) for a in p] for q, p in json.load(open({plans!r})).items()}}
-eval_main.cli_lm = lambda settings: ScriptedLM(plans, delay=0.4)
+eval_main.cli_lm = lambda settings: ScriptedLM(plans, delay=1.0)  # questions left when the signal comes, under load too
 sys.exit(run_main(eval_main.main, {argv!r}))
 """
 
