@@ -256,7 +256,7 @@ def test_the_layout_settings_are_in_a_runs_fingerprint():
     try:  # the module's home since eval/ was cut into subpackages, and before
         from saga_dspy.eval.running.records import fingerprint
     except ImportError:
-        from saga_dspy.eval.records import fingerprint
+        from saga_dspy.eval.running.records import fingerprint
     changed = Settings(**LAYOUT)
     assert {k: fingerprint(changed)[k] for k in LAYOUT} == LAYOUT
     assert fingerprint(changed) != fingerprint(Settings())
