@@ -246,13 +246,14 @@ def test_a_compact_result_shows_its_first_ten_rows():
 
 
 def test_the_layout_settings_are_flags_of_the_run_commands():
+    from saga_dspy.ask import build_parser as ask_parser
     from saga_dspy.config import settings_from_args
     from saga_dspy.eval.__main__ import build_parser
     from saga_dspy.optimize.__main__ import build_parser as optimize_parser
 
     flags = ["--state-in-trajectory", "--closing-line", "short", "--compact-observations"]
-    for parser in (build_parser(), optimize_parser()):
-        settings = settings_from_args(parser.parse_args(flags))
+    for parser, more in ((build_parser(), []), (optimize_parser(), []), (ask_parser(), ["Who?"])):
+        settings = settings_from_args(parser.parse_args(flags + more))
         assert (settings.state_in_trajectory, settings.closing_line, settings.compact_observations) == (
             True,
             "short",
