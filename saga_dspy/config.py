@@ -229,8 +229,9 @@ class Settings(BaseSettings):
     )
     compact_observations: bool = Field(
         False,
-        description="the trajectory shows each observation without what repeats the instructions or a header "
-        "(agent.compact): shorter guidance lines, no empty sections; ids, labels and the schema annotations stay",
+        description="the trajectory shows each observation without what the controller was measured not to act on "
+        "(agent.compact): search hits past the third, result rows past the tenth, the property list past ten "
+        "names, wordy guidance; ids, labels, types and the schema annotations stay",
     )
     final_extract: Literal["auto", "call", "prefill", "step", "none"] = Field(
         "auto",

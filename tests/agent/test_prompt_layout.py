@@ -230,14 +230,30 @@ def test_a_compact_lookup_keeps_its_properties_annotations_and_candidates():
     assert compact_observation(text, "get_wikidata_entry") == text
 
 
+def test_a_compact_result_shows_its_first_ten_rows():
+    rows = [f"Q{i}" for i in range(1, 31)]
+    text = "\n".join(["[OK] 173 rows:", "?x", *rows, "[cut: 143 more rows not shown; 30 of 173 shown]", "Next: stop."])
+    compact = compact_observation(text, "execute_sparql").split("\n")
+    assert compact == [
+        "[OK] 173 rows:",
+        "?x",
+        *rows[:10],
+        "[cut: 163 more rows not shown; 10 of 173 shown]",
+        "Next: stop.",
+    ]
+    short = "\n".join(["[OK] 2 rows:", "?x", "Q1", "Q2", "Next: stop."])
+    assert compact_observation(short, "execute_sparql") == short
+
+
 def test_the_layout_settings_are_flags_of_the_run_commands():
+    from saga_dspy.ask import build_parser as ask_parser
     from saga_dspy.config import settings_from_args
     from saga_dspy.eval.__main__ import build_parser
     from saga_dspy.optimize.__main__ import build_parser as optimize_parser
 
     flags = ["--state-in-trajectory", "--closing-line", "short", "--compact-observations"]
-    for parser in (build_parser(), optimize_parser()):
-        settings = settings_from_args(parser.parse_args(flags))
+    for parser, more in ((build_parser(), []), (optimize_parser(), []), (ask_parser(), ["Who?"])):
+        settings = settings_from_args(parser.parse_args(flags + more))
         assert (settings.state_in_trajectory, settings.closing_line, settings.compact_observations) == (
             True,
             "short",
