@@ -184,7 +184,8 @@ def test_a_resume_that_names_its_run_starts_it_where_nothing_is_recorded(plans, 
 
 
 _CHILD = """
-import json, sys
+import json, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal, whatever the parent ignores
 sys.path.insert(0, {tests!r})
 from helpers.scripted_lm import ScriptedLM
 from saga_dspy.cli import run_main
