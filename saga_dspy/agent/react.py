@@ -79,7 +79,7 @@ def _reads(inputs: list[str], state_in_steps: bool = False) -> str:
 
 
 @functools.lru_cache(maxsize=32)  # a predictor's signature (and its twin shown no demonstration)
-def state_in_steps(signature: Any) -> type[dspy.Signature]:
+def without_state_fields(signature: Any) -> type[dspy.Signature]:
     """`signature` without the per-step state fields, which the trajectory holds instead
     (`Settings.state_in_trajectory`); its instructions say so where they name what the controller reads."""
     dynamic = [k for k in DYNAMIC_INPUTS if k in signature.input_fields]
@@ -173,7 +173,7 @@ class SagaReAct(dspy.ReAct):
         the state in the trajectory, no predictor reads the type context and log as input fields."""
         signature = predictor.signature
         if episode.settings.state_in_trajectory:
-            signature = state_in_steps(signature)
+            signature = without_state_fields(signature)
         if predictor is not self.react:
             return signature, None
         own = episode.decision_prompt() if turn else None

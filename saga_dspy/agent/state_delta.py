@@ -12,15 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from saga_dspy.agent.compact import restates
+from saga_dspy.agent.demo_views import NOT_KEPT
 from saga_dspy.grounding.state import controller_state
 
 TYPES_HEADER = "Type context:"
 LOG_HEADER = "Knowledge log:"
 # the state's own headers and placeholders: no information of their own
-_SILENT = frozenset(
-    {"Known entity types:", "Known entity types: (none yet)", "(none yet)", "(nothing yet)", "unknown", ""}
-)
-NOT_KEPT = "(not kept in this configuration)"
+_SILENT = frozenset({"Known entity types:", "Known entity types: (none yet)", "(none yet)", "(nothing yet)", NOT_KEPT})
 
 
 @dataclass
@@ -49,7 +47,7 @@ class StateLines:
 
 def _lines(text: str) -> list[str]:
     lines = [line.rstrip() for line in str(text or "").splitlines()]
-    return [line for line in lines if line.strip() not in _SILENT and line.strip() != NOT_KEPT]
+    return [line for line in lines if line.strip() and line.strip() not in _SILENT]
 
 
 __all__ = ["LOG_HEADER", "TYPES_HEADER", "StateLines"]

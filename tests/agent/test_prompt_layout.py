@@ -66,6 +66,8 @@ def test_a_questions_controller_prompts_only_grow(layout_settings, endpoint, sea
         assert reply_fields(current) == ["next_thought", "next_tool_name", "next_tool_args"]
     last = calls[-1][-1]["content"]
     assert "[[ ## type_context ## ]]" not in last and "[[ ## knowledge_log ## ]]" not in last
+    system = calls[-1][0]["content"]  # the instructions say where the state now is
+    assert "`type_context`" not in system and "what the step added to the type context and knowledge log" in system
     assert "Type context:\n" in last  # what the lookup and the execution added, after their observations
     assert "Type filter: no property conflicts." not in last and 'Search results for "' not in last
     # the layout as it was: the state after the trajectory is written again at every step
