@@ -28,6 +28,7 @@ import json
 import statistics
 import sys
 import time
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,10 @@ BEFORE: dict[str, Any] = {
     "thought_tokens": 0,
     "cut_invented_turns": False,
     "prompt_lookup": 0,
+    "state_in_trajectory": False,
+    "closing_line": "dspy",
+    "compact_observations": False,
+    "shown_candidates": 3,
 }
 COMMON: dict[str, Any] = {"split": "dev", "max_steps": 10, "lm_cache": False, "mlflow": False, "num_threads": 1}
 COUNTERS = ("lm_calls", "prompt_tokens", "prompt_tokens_evaluated", "prompt_tokens_reused", "completion_tokens")
@@ -117,6 +122,15 @@ def answer(settings: Settings, dataset: str, qid: str, lm: Any, cache: Any, out:
     return row
 
 
+def rest_of_dev(fixed: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    """The dev slice's other questions (data/slices/dev60/), one benchmark after another in turn."""
+    lists = []
+    for path in sorted((REPO / "data" / "slices" / "dev60").glob("*.ids")):
+        ids = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        lists.append([(path.stem, qid) for qid in ids if (path.stem, qid) not in fixed])
+    return [item for group in zip_longest(*lists) for item in group if item]
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     keys = ("seconds", *COUNTERS, *ENGINE, "steps", "f1")
     return {k: round(statistics.mean(r[k] for r in rows), 3) for k in keys} if rows else {}
@@ -145,6 +159,40 @@ def lookup_replay(lm_plain: Any, lm_draft: Any, calls: list[list[dict]], cache: 
     return out
 
 
+def build_report(
+    configs: dict[str, Settings],
+    overrides: dict[str, Any],
+    rows: dict[str, list[dict[str, Any]]],
+    fixed: tuple[tuple[str, str], ...],
+    started: float,
+) -> dict[str, Any]:
+    """The report so far: the fixed questions' means and F1 interval, and the same over every question answered."""
+    from saga_dspy.eval.scoring.significance import paired_by_id
+
+    def part(keep: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        chosen = {name: [r for r in rs if keep(r)] for name, rs in rows.items()}
+        f1 = {name: {f"{r['dataset']}/{r['id']}": r["f1"] for r in rs} for name, rs in chosen.items()}
+        return {name: summary(r) for name, r in chosen.items()}, paired_by_id(f1["before"], f1["after"]).as_dict()
+
+    fixed_set = set(fixed)
+    summary_fixed, f1_fixed = part(lambda r: (r["dataset"], r["id"]) in fixed_set)
+    summary_all, f1_all = part(lambda r: True)
+    return {
+        "questions": [f"{d}/{q}" for d, q in fixed],
+        "before": BEFORE,
+        "after": {k: configs["after"].model_dump(mode="json")[k] for k in BEFORE} | overrides,
+        "common": COMMON,
+        "wall_seconds": round(time.time() - started, 1),
+        "loadavg_end": Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else None,
+        "summary": summary_fixed,
+        "f1_after_minus_before": f1_fixed,
+        "answered": len(rows["before"]),
+        "summary_all": summary_all,
+        "f1_all_after_minus_before": f1_all,
+        "rows": rows,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=len(QUESTIONS), help="the first N of the fixed 20")
@@ -152,10 +200,10 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None, help="the report (default: results/question-cost/<time>)")
     parser.add_argument("--set", action="append", default=[], help="an after-setting, NAME=VALUE (JSON value)")
     parser.add_argument("--lookup-calls", type=int, default=0, help="replay this many of after's calls, drafts on/off")
+    parser.add_argument("--dev60", action="store_true", help="then the dev slice's other 42 questions (F1, costs)")
     parser.add_argument("--lookup-tokens", type=int, default=8, help="tokens drafted in that replay")
     args = parser.parse_args()
 
-    from saga_dspy.eval.scoring.significance import paired_by_id
     from saga_dspy.lm import configure_lm_cache, local_lm
     from saga_dspy.lm.llama import LOCAL_PREFIX_CACHE_BYTES
     from saga_dspy.lm.prefix_cache import PrefixStateCache
@@ -175,7 +223,11 @@ def main() -> int:
     out = args.out / stamp
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     started = time.time()
-    for dataset, qid in QUESTIONS[: args.questions]:
+    fixed = QUESTIONS[: args.questions]
+    todo = list(fixed) + (rest_of_dev(QUESTIONS) if args.dev60 else [])
+    path = args.json or REPO / "results" / "question-cost" / f"{stamp}.json"
+    report: dict[str, Any] = {}
+    for n, (dataset, qid) in enumerate(todo, 1):
         for name, settings in configs.items():
             row = answer(settings, dataset, qid, lms[name], caches[name], out / name)
             rows[name].append(row)
@@ -185,18 +237,9 @@ def main() -> int:
                 f"{row['sampled']} sampled, F1 {row['f1']:.2f}",
                 flush=True,
             )
-    report: dict[str, Any] = {
-        "questions": [f"{d}/{q}" for d, q in QUESTIONS[: args.questions]],
-        "before": BEFORE,
-        "after": {k: configs["after"].model_dump(mode="json")[k] for k in BEFORE} | overrides,
-        "common": COMMON,
-        "wall_seconds": round(time.time() - started, 1),
-        "loadavg_end": Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else None,
-        "summary": {name: summary(r) for name, r in rows.items()},
-        "rows": rows,
-    }
-    f1 = {name: {f"{r['dataset']}/{r['id']}": r["f1"] for r in rs} for name, rs in rows.items()}
-    report["f1_after_minus_before"] = paired_by_id(f1["before"], f1["after"]).as_dict()
+        report = build_report(configs, overrides, rows, fixed, started) | {"done": f"{n}/{len(todo)}"}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=1), encoding="utf-8")  # a stopped run keeps what it answered
     if args.lookup_calls:
         after = configs["after"]
         plain = local_lm(after.model_copy(update={"prompt_lookup": 0}))
@@ -205,11 +248,10 @@ def main() -> int:
         report["prompt_lookup"] = {"tokens": args.lookup_tokens} | lookup_replay(plain, draft, calls, caches["after"])
     for name, part in report["summary"].items():
         print(f"\n{name}: " + ", ".join(f"{k} {v}" for k, v in part.items()))
-    print("\nF1 after - before:", paired_by_id(f1["before"], f1["after"]).describe())
+    for key in ("f1_after_minus_before", "f1_all_after_minus_before"):
+        print(f"\n{key}:", json.dumps(report[key]))
     if "prompt_lookup" in report:
         print("prompt lookup:", json.dumps(report["prompt_lookup"]))
-    path = args.json or REPO / "results" / "question-cost" / f"{stamp}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=1), encoding="utf-8")
     print(f"\nwrote {path}")
     return 0
