@@ -5,7 +5,8 @@ demonstration chosen per question and shown whole, the thought uncapped, nothing
 (today's defaults), in one process, one thread, the LM cache off. Each configuration keeps its own prefix-state
 cache, and the model's live prefix is dropped between questions, so neither reuses what the other evaluated; a
 configuration's later questions reuse what its earlier ones did, as in an eval run. Each question is a real
-`saga_dspy.eval.running.runner.evaluate` call in its own run directory under `--out` (re-scorable).
+`saga_dspy.eval.running.runner.evaluate` call in its own run directory under `--out` (re-scorable), its row kept
+beside it (`row.json`): `--run-dir` continues a run, a configuration's answered questions are not run again.
 
 Reported per configuration, a question's mean: seconds (the prediction's clock: only comparable on one machine
 in one run, and meaningless on a loaded one), LM calls, prompt tokens, those evaluated and reused, completion tokens
@@ -96,12 +97,14 @@ def answer(settings: Settings, dataset: str, qid: str, lm: Any, cache: Any, out:
     """One question by one configuration: its prediction's counters, the engine's counts, F1, seconds."""
     from saga_dspy.eval.running.runner import evaluate
 
+    run_dir = out / dataset / qid
+    if (run_dir / "row.json").exists():  # answered by an earlier run of the same configuration: kept, not rerun
+        return dict(json.loads((run_dir / "row.json").read_text(encoding="utf-8")))
     llama = _llama(lm)
     llama.set_cache(cache)  # this configuration's evaluated prefixes only
     llama.reset()  # and none of the other's live KV prefix
     engine = lm.llama_engine
     before = dict(engine.totals)
-    run_dir = out / dataset / qid
     evaluate(
         settings.model_copy(update={"dataset": dataset}),
         [settings.variant],
@@ -119,6 +122,7 @@ def answer(settings: Settings, dataset: str, qid: str, lm: Any, cache: Any, out:
     row.update({k: int(counters.get(k) or 0) for k in COUNTERS})
     row.update({k: int(engine.totals.get(k, 0) - before.get(k, 0)) for k in ENGINE})
     row["steps"] = len(record.get("trajectory") or [])
+    (run_dir / "row.json").write_text(json.dumps(row), encoding="utf-8")
     return row
 
 
@@ -197,6 +201,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=len(QUESTIONS), help="the first N of the fixed 20")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "question-cost")
+    parser.add_argument("--run-dir", type=Path, default=None, help="continue this run directory (default: new)")
     parser.add_argument("--json", type=Path, default=None, help="the report (default: results/question-cost/<time>)")
     parser.add_argument("--set", action="append", default=[], help="an after-setting, NAME=VALUE (JSON value)")
     parser.add_argument("--lookup-calls", type=int, default=0, help="replay this many of after's calls, drafts on/off")
@@ -220,7 +225,7 @@ def main() -> int:
     lms = {name: local_lm(s) for name, s in configs.items()}
     caches = {name: PrefixStateCache(LOCAL_PREFIX_CACHE_BYTES) for name in configs}
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = args.out / stamp
+    out = args.run_dir or args.out / stamp
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     started = time.time()
     fixed = QUESTIONS[: args.questions]
