@@ -61,21 +61,32 @@ def _end_of_turn(llama: Any) -> Any:
     return lambda token: bool(native.llama_vocab_is_eog(vocab, token))
 
 
-LOOP_PERIODS = range(8, 65)  # token lengths of a block whose repetition is a degenerate loop
+LOOP_PERIODS = range(8, 129)  # token lengths of a block whose repetition is a degenerate loop
 LOOP_REPEATS = 3  # ... when it ends the reply this many times in a row
+LONG_LOOP = 32  # ... or twice, for a block this long or longer
+
+
+def repeats_for(period: int) -> int:
+    """How many times in a row a block of `period` tokens must end the reply to be a loop."""
+    return 2 if period >= LONG_LOOP else LOOP_REPEATS
 
 
 def looping(tokens: Sequence[int]) -> int:
-    """The period of a block that ends `tokens` LOOP_REPEATS times in a row (0: none).
+    """The period of a block that ends `tokens` as a loop: three times in a row, or twice when it is 32 tokens or
+    longer (0: none).
 
     A model greedy-decoding a long argument can fall into a loop and write the same nested pattern until the
-    cap; three exact repetitions of 8 or more tokens are never a query or a thought worth the rest of it."""
+    cap; three exact repetitions of 8 or more tokens, or two of 32 or more, are never a query or a thought worth
+    the rest of it."""
     n = len(tokens)
     for period in LOOP_PERIODS:
-        if n < period * LOOP_REPEATS:
-            break
+        repeats = repeats_for(period)
+        if n < period * repeats:
+            if n < period * 2:
+                break
+            continue
         block = tokens[n - period :]
-        if all(tokens[n - (i + 1) * period : n - i * period] == block for i in range(1, LOOP_REPEATS)):
+        if all(tokens[n - (i + 1) * period : n - i * period] == block for i in range(1, repeats)):
             return period
     return 0
 
@@ -188,7 +199,7 @@ def marked_reply(
                 break
             period = looping(added)
             if period:  # one copy of the block stays: the reply reads as cut at the cap, which it would reach
-                del added[len(added) - (LOOP_REPEATS - 1) * period :]
+                del added[len(added) - (repeats_for(period) - 1) * period :]
                 text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
                 break
     ended_at = time.perf_counter()

@@ -241,10 +241,14 @@ def test_a_reply_caught_in_a_loop_ends_after_its_third_repeat_with_one_copy_kept
     out = lm(messages=[{"role": "user", "content": ASKS}])[0]
     assert out == (start + loop).rstrip()  # stopped at the third copy, two of them taken back
     assert len(llama.generations[-1]["model"]) <= len('{"sparql": "SELECT ?x WHERE { ') + 3 * len(loop)  # not 600 more
-    # repetition short of a loop (under 8 tokens thrice, or 8+ tokens twice) is the model's to write
+    # repetition short of a loop (under 8 tokens thrice, or 8 to 31 tokens twice) is the model's to write
     looping = marked_reply_mod.looping
     assert looping([1, 2, 3] * 8) == 0 and looping(list(range(8)) * 2) == 0 and looping(list(range(8)) * 3) == 8
     assert looping([1, 2, 3] * 9) == 9  # a short block nine times is a 9-token block thrice
+    long_block = list(range(100, 140))  # 40 tokens: twice is a loop, once is not
+    assert looping([7] + long_block * 2) == 40 and looping([7] + long_block) == 0
+    assert looping(list(range(20)) * 2) == 0  # a 20-token block needs three
+    assert looping(list(range(120)) * 2) == 120 and looping(list(range(130)) * 2) == 0
 
 
 def test_a_marked_reply_keeps_the_cap_and_ends_at_the_end_of_turn():
