@@ -226,16 +226,10 @@ def check_types(
     mode: Mode = "closure",
     role: str = "domain",
     *,
-    pid: str | None = None,
-    usage: ClassUsage | None = None,
-    carried: bool = False,
     reading: PaperReading = PAPER_READING,
 ) -> Decision:
-    """Is an entity with these types compatible with this evidence? (`role` only words the reason.)
-
-    `pid` (the property) and `usage` (default: the hierarchy's) add usage evidence in the `calibrated`
-    mode, on the subject side only; without them the check is the type check alone. `carried`: the entity
-    has a statement with `pid` in the KG, which outweighs the calibrated mode's inferred conflicts."""
+    """Is an entity with these types compatible with this evidence? The type check alone, on either side
+    (`role` only words the reason); `check_domain` adds the subject side's usage evidence."""
     et = EntityTypes.of(entity_types)
     if evidence is None or not evidence.classes:
         return Decision(Outcome.UNKNOWN, f"no {role} known")
@@ -249,18 +243,7 @@ def check_types(
     if hierarchy is None:
         raise ValueError(f"the {mode} mode needs a ClassHierarchy")
     if mode == "calibrated":
-        decision = _calibrated(et, evidence, wanted, hierarchy, role)
-        if usage is None:
-            usage = hierarchy.usage
-        if pid is not None and usage is not None and role == "domain":
-            decision = _with_usage(decision, et, evidence, normalize_pid(pid), usage)
-        if carried and decision.inferred:
-            return Decision(
-                Outcome.UNKNOWN,
-                f"{decision.reason}; but the entity itself carries the property: "
-                "its own statement outweighs an inferred conflict",
-            )
-        return decision
+        return _calibrated(et, evidence, wanted, hierarchy, role)
     return _closure(et, evidence, wanted, hierarchy, role)
 
 
@@ -276,11 +259,23 @@ def check_domain(
     reading: PaperReading = PAPER_READING,
 ) -> Decision:
     """Subject-side check: may an entity with these types be the subject of a property with this domain?
-    Name the property (`pid`) for the calibrated mode's usage evidence, and say whether the entity carries it
-    (`carried`) where that is known (see the module docstring); `reading`: the `paper` mode's reading."""
-    return check_types(
-        entity_types, evidence, hierarchy, mode, "domain", pid=pid, usage=usage, carried=carried, reading=reading
-    )
+    Name the property (`pid`) for the calibrated mode's usage evidence (`usage`, default: the hierarchy's), and
+    say whether the entity carries it (`carried`) where that is known (see the module docstring); `reading`:
+    the `paper` mode's reading."""
+    decision = check_types(entity_types, evidence, hierarchy, mode, "domain", reading=reading)
+    if mode != "calibrated" or evidence is None or not evidence.classes:
+        return decision
+    if usage is None and hierarchy is not None:
+        usage = hierarchy.usage
+    if pid is not None and usage is not None:
+        decision = _with_usage(decision, EntityTypes.of(entity_types), evidence, normalize_pid(pid), usage)
+    if carried and decision.inferred:
+        return Decision(
+            Outcome.UNKNOWN,
+            f"{decision.reason}; but the entity itself carries the property: "
+            "its own statement outweighs an inferred conflict",
+        )
+    return decision
 
 
 def check_range(

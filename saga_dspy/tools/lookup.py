@@ -17,7 +17,7 @@ from saga_dspy.grounding.incoming import (
     incoming_block,
     rank_incoming,
 )
-from saga_dspy.grounding.lookup_view import WITH_DESCRIPTION, arrange, rest_block, tail_lines
+from saga_dspy.grounding.lookup_view import WITH_DESCRIPTION, Arrangement, arrange, rest_block, tail_lines
 from saga_dspy.grounding.neighbourhood import Neighbourhood, fetch_neighbourhood, type_filter
 from saga_dspy.grounding.ranking import id_order
 from saga_dspy.grounding.render import (
@@ -198,7 +198,7 @@ def do_lookup(ctx: QuestionContext, qid: str) -> LookupResult:
     arrangement, order, fits = _rank(ctx, eid, nb, selection.kept, prior)
     head = _head_lines(ctx, eid, nb, selection, fits, prior, arrangement)
     if not selection.all_pids:
-        incoming = _incoming(ctx, eid, nb, propose=True)
+        incoming = _incoming(ctx, eid, nb)
         block = incoming_block(ctx, eid, incoming)
         if block is None:
             head.append(
@@ -308,28 +308,21 @@ def _named_values(ctx: QuestionContext, nb: Neighbourhood, kept: list[str]) -> d
     return {pid: [v.label for v in nb.edges.get(pid, []) if v.id and v.label] for pid in kept}
 
 
-def _incoming(
-    ctx: QuestionContext,
-    eid: str,
-    nb: Neighbourhood,
-    *,
-    propose: bool,
-    fit_alone: bool = True,
-    only_if_relevant: bool = False,
-    outgoing_best: float = 0.0,
-) -> IncomingView:
-    """The properties pointing at the entity (a SAGA grounding flag; none for SPINACH). A proposal only when its
-    property matches the question better than the outgoing ones (`outgoing_best`: their top relevance), on type
-    fit alone only when no outgoing property fits the answer type or matches the question.
-    `only_if_relevant`: a section no property of which matches the question is not shown, so its examples
-    and subject types are not fetched either."""
+def _incoming(ctx: QuestionContext, eid: str, nb: Neighbourhood, outgoing: Arrangement | None = None) -> IncomingView:
+    """The properties pointing at the entity (a SAGA grounding flag; none for SPINACH), beside the `outgoing`
+    arrangement (None: no outgoing properties). A proposal only when the outgoing side makes none and its property
+    matches the question better than the outgoing ones, on type fit alone only when no outgoing property fits the
+    answer type or matches the question. When the outgoing side proposes, a section no property of which matches
+    the question is not shown, so its examples and subject types are not fetched either."""
     if not ctx.flags.incoming_edges:
         return IncomingView({})
+    scores = outgoing.scores if outgoing is not None else []
+    outgoing_proposal = outgoing is not None and outgoing.proposal is not None
     at = ctx.state.answer_type if _prior_active(ctx) else None
     qid = at.qid if at else None
     edges = fetch_incoming(ctx, eid)
     ranked = rank_incoming(ctx, nb.label, edges)
-    if only_if_relevant and not IncomingView(edges, scores=ranked).relevant_shown:
+    if outgoing_proposal and not IncomingView(edges, scores=ranked).relevant_shown:
         return IncomingView({})
     items = at.items if at else ""
     describe_incoming(ctx, eid, edges, subject_types=bool(qid or items))
@@ -339,10 +332,10 @@ def _incoming(
         nb.label,
         edges,
         qid,
-        propose=propose and ctx.flags.proposals,
-        fit_alone=fit_alone,
+        propose=not outgoing_proposal and ctx.flags.proposals,
+        fit_alone=not any(s.fits for s in scores),
         ranked=ranked,
-        outgoing_best=outgoing_best,
+        outgoing_best=max((s.relevance for s in scores), default=0.0),
         items=items,
     )
 
@@ -413,15 +406,7 @@ def _render(
             for i, pid in enumerate(arrangement.full)
         ]
         outgoing_proposal = arrangement.proposal is not None
-        incoming = _incoming(
-            ctx,
-            eid,
-            nb,
-            propose=not outgoing_proposal,
-            fit_alone=not any(s.fits for s in arrangement.scores),
-            only_if_relevant=outgoing_proposal,
-            outgoing_best=max((s.relevance for s in arrangement.scores), default=0.0),
-        )
+        incoming = _incoming(ctx, eid, nb, arrangement)
         blocks += (
             [b] if (b := incoming_block(ctx, eid, incoming, only_if_relevant=outgoing_proposal)) is not None else []
         )

@@ -128,36 +128,37 @@ def _ci_cells(comparison: PairedComparison | None) -> list[str]:
     ]
 
 
+def _cells(metrics: Mapping[str, Any], columns: Sequence[tuple[str, str, str]]) -> list[str]:
+    """One row's cells under these columns (header, metrics key, format; "kind": F1 of that answer kind)."""
+    return [_kind_cell(metrics, key) if fmt == "kind" else _cell(metrics.get(key), fmt) for _, key, fmt in columns]
+
+
+def _variant_rows(
+    results: Mapping[str, Mapping[str, Any]], columns: Sequence[tuple[str, str, str]]
+) -> tuple[list[str], list[list[str]]]:
+    """A table of one row per variant under these columns."""
+    header = ["variant", *[c[0] for c in columns]]
+    return header, [[name, *_cells(m, columns)] for name, m in results.items()]
+
+
 def score_rows(
     results: Mapping[str, Mapping[str, Any]], against: Mapping[str, PairedComparison] | None = None
 ) -> tuple[list[str], list[list[str]]]:
     """The score table's header and rows (the CI columns only when there is a comparison)."""
-    header = ["variant", *[c[0] for c in SCORE_COLUMNS]]
+    header, rows = _variant_rows(results, SCORE_COLUMNS)
     if against:
         header[3:3] = [CI_HEADER, WLT_HEADER]  # right after F1
-    rows = []
-    for name, m in results.items():
-        cells = [_cell(m.get(key), fmt) for _, key, fmt in SCORE_COLUMNS]
-        row = [name, *cells]
-        if against:
-            row[3:3] = _ci_cells(against.get(name))
-        rows.append(row)
+        for row in rows:
+            row[3:3] = _ci_cells(against.get(row[0]))
     return header, rows
 
 
 def kind_rows(results: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    header = ["variant", *[c[0] for c in KIND_COLUMNS]]
-    rows = [
-        [name, *[_kind_cell(m, key) if fmt == "kind" else _cell(m.get(key), fmt) for _, key, fmt in KIND_COLUMNS]]
-        for name, m in results.items()
-    ]
-    return header, rows
+    return _variant_rows(results, KIND_COLUMNS)
 
 
 def cost_rows(results: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    header = ["variant", *[c[0] for c in COST_COLUMNS]]
-    rows = [[name, *[_cell(m.get(key), fmt) for _, key, fmt in COST_COLUMNS]] for name, m in results.items()]
-    return header, rows
+    return _variant_rows(results, COST_COLUMNS)
 
 
 def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1) -> str:
@@ -297,16 +298,11 @@ def _cell_f1(metrics: Mapping[str, Any] | None) -> str:
     return f"{_cell(metrics.get('f1'), 'pct')} ({_cell(metrics.get('n'), 'int')})"
 
 
-RUN_COLUMNS = (("F1", "f1", "pct"), ("EM", "em", "pct"), ("empty", "empty_rate", "pct"), *SCORE_COLUMNS[4:])
 RUN_NAME_COLUMNS = 3  # benchmark, variant, LM
 
 
 def runs_rows(entries: Sequence[tuple[str, str, str, Mapping[str, Any]]]) -> tuple[list[str], list[list[str]]]:
     """One row per run: benchmark, variant, LM, questions, scores, seconds. `entries`: (benchmark, label, LM,
     metrics)."""
-    header = ["benchmark", "variant", "LM", "questions", *[c[0] for c in RUN_COLUMNS]]
-    rows = [
-        [bench, label, lm, _cell(m.get("n"), "int"), *[_cell(m.get(key), fmt) for _, key, fmt in RUN_COLUMNS]]
-        for bench, label, lm, m in entries
-    ]
-    return header, rows
+    header = ["benchmark", "variant", "LM", *[c[0] for c in SCORE_COLUMNS]]
+    return header, [[bench, label, lm, *_cells(m, SCORE_COLUMNS)] for bench, label, lm, m in entries]
