@@ -474,9 +474,10 @@ class DemoPool:
         the same query form (`form`: ASK | COUNT | SELECT): short demos of the question's form
         teach the tool protocol without ids and properties to copy (docs/DESIGN.md, demonstrations).
 
-        `anchors`: that many of the k are the same for every question (the pool's shortest solved
-        questions showing the whole protocol), shown first, the per-question ones after them. A local
-        model's prefix cache then evaluates the anchors once per run instead of once per question."""
+        `anchors`: that many of the k are the same for every question of the form (the pool's shortest
+        solved questions of that form showing the whole protocol), shown first, the per-question ones after
+        them. A local model's prefix cache then evaluates the anchors once per form in a run instead of once
+        per question; a count question is shown how a count is found, not only a list."""
         return self._render(*self._choose(question, k, form, anchors=anchors))
 
     def _choose(
@@ -487,7 +488,8 @@ class DemoPool:
         if k <= 0 or not self.records:
             return [], 0
         own = _norm_question(question)
-        fixed = self._fillers(own, min(anchors, k), None, exclude=set(), allow=allow) if anchors > 0 else []
+        # the anchors are the shortest of the question's form: the same for every question of that form
+        fixed = self._fillers(own, min(anchors, k), form, exclude=set(), allow=allow) if anchors > 0 else []
         want = k - len(fixed)
         ranked = [
             index

@@ -114,6 +114,26 @@ QUESTIONS = (
 )
 
 
+def test_anchor_demos_are_the_shortest_of_the_questions_form_the_same_for_every_question_of_it():
+    steps = [{"thought": "t", "tool_name": "search_wikidata", "tool_args": {"query": "x"}, "observation": "o"}]
+    count = "SELECT (COUNT(DISTINCT ?x) AS ?c) WHERE { ?x wdt:P1 wd:Q1 }"
+    records = [
+        {"question": f"list item {i}", "sparql": "SELECT ?x WHERE { wd:Q1 wdt:P1 ?x }", "steps": steps * (1 + i)}
+        for i in range(4)
+    ] + [{"question": f"how many things {i}", "sparql": count, "steps": steps * (2 + i)} for i in range(3)]
+    pool = DemoPool(records)
+    anchors = {
+        form: {tuple(d.question for d in pool.select(q, 3, form, anchors=2)[:2]) for q in ("how many a", "list b")}
+        for form in ("COUNT", "SELECT")
+    }
+    assert anchors == {
+        "COUNT": {("how many things 0", "how many things 1")},  # a count question is shown counts
+        "SELECT": {("list item 0", "list item 1")},
+    }
+    # no form known: the shortest of the pool, whatever their form
+    assert {d.question for d in pool.select("how many a", 3, anchors=2)[:2]} == {"list item 0", "list item 1"}
+
+
 def test_anchor_demos_are_the_same_for_every_question_and_come_first():
     pool = _pool(QUESTIONS)
     asked = ("who wrote othello", "who painted the night watch", "what is the capital of chile")
