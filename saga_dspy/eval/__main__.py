@@ -37,15 +37,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import dspy
 
-from saga_dspy.cli import ArgumentParser, append_help, one_line, run_main
-from saga_dspy.config import add_settings_args, apply_offline_env, run_flags, settings_from_args
+from saga_dspy.cli import ArgumentParser, append_help, dispatch, one_line, parse_logged, run_main
+from saga_dspy.config import add_settings_args, run_flags, settings_from_args
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.files import write_file
 from saga_dspy.eval.loading.answerability import describe_subset
@@ -303,15 +302,13 @@ SUBCOMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    apply_offline_env()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in SUBCOMMANDS:
-        return SUBCOMMANDS[argv[0]](argv[1:])
+    return dispatch(argv, SUBCOMMANDS, evaluate_main)
+
+
+def evaluate_main(argv: list[str]) -> int:
+    """The evaluation's command line (`main` without a sub-command)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    args = parse_logged(parser, argv)
     if args.retry_failed:
         args.resume = True
     if args.resume:  # the recorded run, whole: a bare `--resume --out DIR` continues it, a conflicting flag is refused

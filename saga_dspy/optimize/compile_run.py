@@ -3,6 +3,7 @@ the output directory, the LM context, the interrupt handling, the common part of
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime as _dt
 import sys
@@ -15,7 +16,7 @@ import dspy
 from saga_dspy.config import Settings, redact_argv
 from saga_dspy.errors import Interrupted
 from saga_dspy.eval.running.records import endpoint_record, lm_record, versions
-from saga_dspy.lm import build_lm
+from saga_dspy.lm import build_lm, cli_lm, configure_lm_cache
 
 
 def out_dir_of(out: str | Path | None, settings: Settings, default_name: str) -> Path:
@@ -97,9 +98,37 @@ def other_lm(settings: Settings, model: str | None) -> dspy.BaseLM | None:
     return build_lm(settings.model_copy(update={"lm": model}))
 
 
+def compile_with_lm(
+    compile_fn: Callable[..., Any], settings: Settings, options: Any, args: argparse.Namespace, no_lm: bool, **kwargs
+) -> int:
+    """A command line's compile: the task LM loaded and configured (`no_lm`: the LM cache alone), then `compile_fn`
+    with the flags' proposal and reflection models, progress and experiment; 2 when the LM cannot be loaded. Errors
+    and Ctrl-C: cli.run_main (one line; 130 after an interrupt, the best so far saved)."""
+    lm = None
+    if no_lm:
+        configure_lm_cache(settings)
+    else:
+        lm = cli_lm(settings)
+        if lm is None:
+            return 2
+        dspy.configure(lm=lm)
+    compile_fn(
+        settings,
+        options,
+        lm=lm,
+        prompt_lm=other_lm(settings, args.prompt_model),
+        reflection_lm=other_lm(settings, args.reflection_model),
+        progress=not args.no_progress,
+        experiment=args.experiment,
+        **kwargs,
+    )
+    return 0
+
+
 __all__ = [
     "EstimateWords",
     "command_record",
+    "compile_with_lm",
     "estimate_line",
     "lm_context",
     "other_lm",
