@@ -7,10 +7,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from saga_dspy.cli import ArgumentParser, append_help, dispatch, options_from, parse_logged, run_main
-from saga_dspy.config import add_settings_args, run_flags, settings_from_args
-from saga_dspy.eval.loading.datasets import catalogue_text
-from saga_dspy.eval.running.run_inputs import check_file_inputs
+from saga_dspy.cli import dispatch, options_from, parse_logged, run_main
+from saga_dspy.config import run_flags, settings_from_args
+from saga_dspy.eval.running.run_inputs import check_file_inputs, run_parser
 from saga_dspy.optimize import (
     OPTIMIZERS,
     SECONDS_PER_RUN,
@@ -34,7 +33,7 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
+    parser = run_parser(
         prog="python -m saga_dspy.optimize",
         description=(
             "Compile the SAGA program: demonstrations from the train split, candidates scored by answer F1 on a "
@@ -44,9 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="One decision at a time: `python -m saga_dspy.optimize decisions --help` (compile the answer type, "
         "the entity or the candidate decision on its own examples), `python -m saga_dspy.optimize assemble --help` "
         "(put compiled decisions into one program.json).",
+        flags=SETTINGS_FLAGS,
     )
-    add_settings_args(parser, SETTINGS_FLAGS)
-    append_help(parser, "dataset", catalogue_text())
     parser.add_argument(
         "--optimizer",
         choices=OPTIMIZERS,

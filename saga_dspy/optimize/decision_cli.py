@@ -10,10 +10,9 @@ from collections.abc import Sequence
 
 from saga_dspy.agent.decisions import DECISIONS
 from saga_dspy.agent.program import SagaProgram
-from saga_dspy.cli import ArgumentParser, append_help, options_from
+from saga_dspy.cli import ArgumentParser, options_from
 from saga_dspy.config import Settings, add_settings_args, apply_offline_env, run_flags, settings_from_args
-from saga_dspy.eval.loading.datasets import catalogue_text
-from saga_dspy.eval.running.run_inputs import check_file_inputs
+from saga_dspy.eval.running.run_inputs import check_file_inputs, run_parser
 from saga_dspy.lm import configure_lm_cache
 from saga_dspy.optimize.compile_run import compile_with_lm
 from saga_dspy.optimize.decision_assemble import assemble
@@ -34,7 +33,7 @@ DECISION_FLAGS = run_flags(own=("split", "limit", "preflight"))
 
 
 def build_decisions_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
+    parser = run_parser(
         prog="python -m saga_dspy.optimize decisions",
         description=(
             "Compile one decision of the program (the answer type, the entity to look up after a search, the "
@@ -42,9 +41,8 @@ def build_decisions_parser() -> argparse.ArgumentParser:
             "train split (firewalled), scored on a valset from the dev split (default: a seeded half; the other half "
             "is left for the whole-program comparison). --build-only builds and caches the examples, no LM."
         ),
+        flags=DECISION_FLAGS,
     )
-    add_settings_args(parser, DECISION_FLAGS)
-    append_help(parser, "dataset", catalogue_text())
     parser.add_argument("--decision", choices=DECISIONS, required=True, help="the decision to compile")
     parser.add_argument(
         "--optimizer",
