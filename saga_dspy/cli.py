@@ -12,10 +12,14 @@ hint: `--debug` (or SAGA_DEBUG=1) shows the traceback. Either names the input be
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
+from saga_dspy.config import apply_offline_env
 from saga_dspy.errors import Interrupted, SagaError
 from saga_dspy.input_files import reading_context
 
@@ -24,6 +28,7 @@ DEBUG_ENV = "SAGA_DEBUG"
 MAX_MESSAGE = 500
 # OSError: missing / unwritable / wrong-kind paths; ValueError: bad values, pydantic validation, JSON and UTF-8 decoding
 KNOWN_ERRORS: tuple[type[BaseException], ...] = (SagaError, OSError, ValueError)
+OptionsT = TypeVar("OptionsT")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -52,6 +57,37 @@ def append_help(parser: argparse.ArgumentParser, dest: str, text: str) -> None:
     for action in parser._actions:
         if action.dest == dest and action.help:
             action.help = f"{action.help}; {text}".replace("%", "%%").replace("%%(default)s", "%(default)s")
+
+
+def dispatch(
+    argv: Sequence[str] | None,
+    subcommands: Mapping[str, Callable[[list[str]], int]],
+    main: Callable[[list[str]], int],
+) -> int:
+    """A command line with sub-commands: the one `argv` names gets the rest of it, else `main` gets all of it (the
+    offline environment set first, `argv` None: sys.argv)."""
+    apply_offline_env()
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in subcommands:
+        return subcommands[args[0]](args[1:])
+    return main(args)
+
+
+def parse_logged(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """`argv` parsed; logging at INFO with --verbose, else at WARNING."""
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    return args
+
+
+def options_from(cls: type[OptionsT], args: argparse.Namespace, **values: Any) -> OptionsT:
+    """An options dataclass from parsed flags: each field from the flag of its name where the parser has one (the
+    field's default where not), but those given in `values`."""
+    flags = vars(args)
+    names = [f.name for f in dataclasses.fields(cls) if f.name in flags and f.name not in values]  # type: ignore[arg-type]
+    return cls(**{name: flags[name] for name in names}, **values)
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:

@@ -37,19 +37,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import dspy
 
-from saga_dspy.cli import ArgumentParser, append_help, one_line, run_main
-from saga_dspy.config import add_settings_args, apply_offline_env, run_flags, settings_from_args
+from saga_dspy.cli import ArgumentParser, dispatch, one_line, parse_logged, run_main
+from saga_dspy.config import add_settings_args, run_flags, settings_from_args
 from saga_dspy.eval.errors import EvalError
 from saga_dspy.eval.files import write_file
 from saga_dspy.eval.loading.answerability import describe_subset
-from saga_dspy.eval.loading.datasets import catalogue_text
 from saga_dspy.eval.loading.evalset import parse_ids
 from saga_dspy.eval.loading.gold import freeze
 from saga_dspy.eval.reports.compare import compare_markdown, compare_runs
@@ -62,6 +60,7 @@ from saga_dspy.eval.running.run_inputs import (
     check_file_inputs,
     out_dir_for,
     program_has_controller_demos,
+    run_parser,
 )
 from saga_dspy.eval.running.runner import evaluate
 from saga_dspy.eval.scoring.report import (
@@ -83,16 +82,15 @@ SETTINGS_FLAGS = run_flags(own=("variant", "schema_coverage"))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
+    parser = run_parser(
         prog="python -m saga_dspy.eval",
         description="Evaluate the SAGA agent on a benchmark split "
         "(sub-commands: freeze-gold, rescore, compare, export, report).",
         epilog="Run `python -m saga_dspy.eval freeze-gold -h` for freezing gold answers on a live endpoint, "
         "`rescore -h` for recomputing a run's metrics from its predictions, `compare -h` for two or more runs "
         "question by question, `export -h` for QALD-JSON, `report -h` for a table across benchmarks.",
+        flags=SETTINGS_FLAGS,
     )
-    add_settings_args(parser, SETTINGS_FLAGS)
-    append_help(parser, "dataset", catalogue_text())
     parser.add_argument(
         "--variant",
         dest="variants",
@@ -209,14 +207,21 @@ def rescore_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def runs_parser(name: str, description: str, runs_help: str) -> argparse.ArgumentParser:
+    """`python -m saga_dspy.eval NAME RUN_DIR...`: a sub-command that reads one or more run directories."""
+    parser = ArgumentParser(prog=f"python -m saga_dspy.eval {name}", description=description)
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help=runs_help)
+    return parser
+
+
 def build_compare_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
-        prog="python -m saga_dspy.eval compare",
-        description="Compare runs question by question: each run's F1 and final SPARQL, each later run's change "
-        "against the first (rows sorted by the second run's change, losses first) and its paired bootstrap 95% CI. "
-        "A directory with several variants stands for its variants.",
+    parser = runs_parser(
+        "compare",
+        "Compare runs question by question: each run's F1 and final SPARQL, each later run's change against the "
+        "first (rows sorted by the second run's change, losses first) and its paired bootstrap 95% CI. A directory "
+        "with several variants stands for its variants.",
+        "run directories (at least two runs in all)",
     )
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories (at least two runs in all)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     parser.add_argument("--out", help="also write the comparison to OUT.md and OUT.json")
     return parser
@@ -258,12 +263,12 @@ def export_main(argv: Sequence[str]) -> int:
 
 
 def build_report_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
-        prog="python -m saga_dspy.eval report",
-        description="One results table across benchmarks from run directories: a row per variant (and LM, when "
-        "the runs used several), a column per benchmark with F1 and its questions; then a row per run.",
+    parser = runs_parser(
+        "report",
+        "One results table across benchmarks from run directories: a row per variant (and LM, when the runs used "
+        "several), a column per benchmark with F1 and its questions; then a row per run.",
+        "run directories",
     )
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories")
     parser.add_argument("--markdown", action="store_true", help="markdown instead of text")
     return parser
 
@@ -303,15 +308,13 @@ SUBCOMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    apply_offline_env()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in SUBCOMMANDS:
-        return SUBCOMMANDS[argv[0]](argv[1:])
+    return dispatch(argv, SUBCOMMANDS, evaluate_main)
+
+
+def evaluate_main(argv: list[str]) -> int:
+    """The evaluation's command line (`main` without a sub-command)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    args = parse_logged(parser, argv)
     if args.retry_failed:
         args.resume = True
     if args.resume:  # the recorded run, whole: a bare `--resume --out DIR` continues it, a conflicting flag is refused

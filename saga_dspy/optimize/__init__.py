@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import dspy
 
@@ -45,8 +45,7 @@ from saga_dspy.errors import Interrupted
 from saga_dspy.eval.files import write_file
 from saga_dspy.eval.loading.firewall import normalise_text
 from saga_dspy.eval.running.records import fingerprint, program_record, write_json
-from saga_dspy.eval.running.rundir import locked_run_dir
-from saga_dspy.eval.running.runner import sigterm_as_interrupt
+from saga_dspy.eval.running.runner import attr_params
 from saga_dspy.eval.tracking.tracker import Tracker, run_name
 from saga_dspy.optimize.bootstrap import bootstrap_traces
 from saga_dspy.optimize.candidates import (
@@ -63,16 +62,21 @@ from saga_dspy.optimize.candidates import (
 )
 from saga_dspy.optimize.comparison import compare_on_report
 from saga_dspy.optimize.compile_run import (
+    CompileArgs,
+    CompileJob,
     EstimateWords,
+    check_compile_options,
     command_record,
+    compile_services,
     estimate_line,
-    lm_context,
+    eval_command,
     out_dir_of,
     run_interruptible,
     sets_record,
+    tracked_compile,
 )
 from saga_dspy.optimize.gold_teacher import gold_traces
-from saga_dspy.optimize.instructions import TunedProgram, check_available, run_gepa, run_mipro
+from saga_dspy.optimize.instructions import TunedProgram, run_gepa, run_mipro
 from saga_dspy.optimize.metric import feedback_metric, make_metric, to_examples
 from saga_dspy.optimize.sets import REST, OptimizeError, OptimizeSets, build_sets, refuse_test_split
 from saga_dspy.services import KgServices
@@ -138,13 +142,9 @@ class OptimizeResult:
 
 def check_options(options: OptimizeOptions) -> None:
     """An OptimizeError for options that do not go together (before anything is loaded)."""
-    if options.optimizer not in OPTIMIZERS:
-        raise OptimizeError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}")
-    if options.teacher not in TEACHERS:
-        raise OptimizeError(f"--teacher must be one of {', '.join(TEACHERS)}")
-    if options.num_candidates < 1 or any(k < 0 for k in options.k_choices) or not options.k_choices:
-        raise OptimizeError("--num-candidates must be >= 1 and --k-choices whole numbers >= 0")
-    check_available(options.optimizer)
+    counts_ok = options.num_candidates >= 1 and all(k >= 0 for k in options.k_choices) and bool(options.k_choices)
+    counts = "--num-candidates must be >= 1 and --k-choices whole numbers >= 0"
+    check_compile_options(options, {"optimizer": OPTIMIZERS, "teacher": TEACHERS}, counts_ok, counts)
 
 
 # --------------------------------------------------------------------------- the estimate
@@ -209,19 +209,11 @@ def estimate_text(options: OptimizeOptions, runs: dict[str, int], settings: Sett
 
 
 @dataclass(eq=False)
-class _Compile:
+class _Compile(CompileJob[OptimizeOptions]):
     """One compile's state: the services, the sets, the program saved so far (a usable one at every moment)."""
 
-    settings: Settings
-    options: OptimizeOptions
     sets: OptimizeSets
     services: KgServices
-    out_dir: Path
-    tracker: Tracker
-    lm: Any
-    progress: bool
-    stream: Any
-    deadline: float | None
     k: int = field(init=False)
     program_path: Path = field(init=False)
     program: SagaProgram | None = field(default=None, init=False)
@@ -231,8 +223,6 @@ class _Compile:
     bootstrap_counts: dict[str, int] = field(default_factory=dict, init=False)
     gold_skipped: dict[str, int] = field(default_factory=dict, init=False)
     scored: list[Candidate] = field(default_factory=list, init=False)
-    prompt_lm: Any = field(default=None, init=False)  # MIPROv2's proposals (default: the task LM)
-    reflection_lm: Any = field(default=None, init=False)  # GEPA's reflection (default: the task LM)
 
     def __post_init__(self) -> None:
         self.k = self.options.k if self.options.k is not None else self.settings.demos
@@ -338,7 +328,7 @@ class _Compile:
         scorer = self.scorer()
         self.scored = scorer.scored
         for candidate in candidates:
-            if self.deadline is not None and time.monotonic() > self.deadline:
+            if self.over_budget():
                 print(f"budget spent: {len(candidates) - len(scorer.scored)} candidates not scored", file=self.stream)
                 break
             scorer.score(candidate)
@@ -357,7 +347,7 @@ class _Compile:
                 auto=self.options.auto,
                 num_trials=self.options.num_trials,
                 num_candidates=self.options.num_candidates,
-                prompt_lm=self.prompt_lm,
+                prompt_lm=self.kwargs.get("prompt_lm"),
                 task_lm=self.lm,
                 **common,
             )
@@ -367,7 +357,7 @@ class _Compile:
                 trainset,
                 valset,
                 feedback_metric(self.settings.metric_mode),
-                reflection_lm=self.reflection_lm or self.lm or dspy.settings.lm,
+                reflection_lm=self.reflection_model(),
                 auto=self.options.auto,
                 max_metric_calls=self.options.max_metric_calls,
                 log_dir=str(self.out_dir / "gepa"),
@@ -399,20 +389,12 @@ def optimize(
     settings: Settings,
     options: OptimizeOptions,
     *,
-    out: str | Path | None = None,
     data_file: str | Path | None = None,
     gold_file: str | Path | None = None,
-    lm: dspy.BaseLM | None = None,
-    prompt_lm: dspy.BaseLM | None = None,
-    reflection_lm: dspy.BaseLM | None = None,
-    endpoint=None,
-    search=None,
-    progress: bool = True,
-    experiment: str | None = None,
-    stream=None,
+    **run: Unpack[CompileArgs],
 ) -> OptimizeResult:
     """Compile the program (see the module docstring); Ctrl-C leaves the best program so far in `--out`."""
-    stream = stream or sys.stdout
+    stream, progress, lm = run.get("stream") or sys.stdout, run.get("progress", True), run.get("lm")
     check_options(options)
     started = time.monotonic()
     deadline = started + 60 * options.budget_minutes if options.budget_minutes else None
@@ -429,38 +411,27 @@ def optimize(
         progress=progress,
         stream=stream,
     )
-    out_dir = out_dir_of(out, settings, f"optimize-{settings.dataset}")
+    out_dir = out_dir_of(run.get("out"), settings, f"optimize-{settings.dataset}")
     print(sets.describe(), file=stream)
     runs = estimate_runs(options, sets)
     print(estimate_text(options, runs, settings), file=stream)
-    tracker = Tracker(
-        settings, experiment or f"saga-optimize-{settings.dataset}", note=EXPERIMENT_NOTE, columns=VIEW_COLUMNS
-    )
+    experiment = run.get("experiment") or f"saga-optimize-{settings.dataset}"
+    tracker = Tracker(settings, experiment, note=EXPERIMENT_NOTE, columns=VIEW_COLUMNS)
     report: dict[str, Any] | None = None
-    with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
-        try:
-            with (
-                lm_context(lm),
-                tracker.run(
-                    run_name(
-                        f"{options.optimizer} {settings.variant}", settings.dataset, sets.valset.split, settings.lm
-                    ),
-                    params=_run_params(settings, options, sets),
-                    tags={"kind": "optimize", "out_dir": str(out_dir)},
-                ),
-            ):
-                job = _Compile(settings, options, sets, services, out_dir, tracker, lm, progress, stream, deadline)
-                job.prompt_lm, job.reflection_lm = prompt_lm, reflection_lm
-                interrupted = run_interruptible(job.run, lambda: job.program is None, "any program was compiled")
-                print(f"chosen: {job.chosen} (k={job.best.settings.demos})", file=stream)
-                compile_minutes = (time.monotonic() - started) / 60
-                if not interrupted and len(sets.report):
-                    report = _report(job, settings, sets, services, lm, tracker, progress, stream)
-                metrics = _metrics(job, sets, runs, compile_minutes, report, interrupted)
-                config = _config(settings, options, sets, job, services.endpoint)
-                _write_and_track(out_dir, tracker, metrics, config, job)
-        finally:
-            tracker.close()
+    name = run_name(f"{options.optimizer} {settings.variant}", settings.dataset, sets.valset.split, settings.lm)
+    with (
+        compile_services(settings, out_dir, run) as services,
+        tracked_compile(tracker, lm, name, _run_params(settings, options, sets), "optimize", out_dir),
+    ):
+        job = _Compile(settings, options, out_dir, tracker, deadline, run, sets, services)
+        interrupted = run_interruptible(job.run, lambda: job.program is None, "any program was compiled")
+        print(f"chosen: {job.chosen} (k={job.best.settings.demos})", file=stream)
+        compile_minutes = (time.monotonic() - started) / 60
+        if not interrupted and len(sets.report):
+            report = _report(job, settings, sets, services, lm, tracker, progress, stream)
+        metrics = _metrics(job, sets, runs, compile_minutes, report, interrupted)
+        config = _config(settings, options, sets, job, services.endpoint)
+        _write_and_track(out_dir, tracker, metrics, config, job)
     print(f"\nprogram: {job.program_path}\nuse it:  {config['use']}", file=stream)
     if tracker.enabled:  # where to click through to the compile run and its candidates
         print("\n" + tracker.ui_hint(), file=stream)
@@ -493,19 +464,10 @@ def _run_params(settings: Settings, options: OptimizeOptions, sets: OptimizeSets
         "split": sets.train.split,
         "valset": sets.valset.name,
         "report_set": sets.report.name,
-        "variant": settings.variant,
-        "lm": settings.lm,
-        "endpoint": settings.endpoint,
-        "filter_mode": settings.filter_mode,
-        "schema_coverage": settings.schema_coverage,
-        "metric_mode": settings.metric_mode,
-        "optimizer": options.optimizer,
-        "teacher": options.teacher,
-        "threshold": options.threshold,
-        "max_traces": options.max_traces,
+        **attr_params(settings, "variant", "lm", "endpoint", "filter_mode", "schema_coverage", "metric_mode"),
+        **attr_params(options, "optimizer", "teacher", "threshold", "max_traces"),
         "k": options.k if options.k is not None else settings.demos,
-        "num_candidates": options.num_candidates,
-        "auto": options.auto,
+        **attr_params(options, "num_candidates", "auto"),
         "n_train": len(sets.train),
         "n_valset": len(sets.valset),
         "n_report": len(sets.report),
@@ -550,8 +512,7 @@ def _config(settings, options, sets: OptimizeSets, job: _Compile, endpoint) -> d
         "prompts": program_record(job.best),
         "fingerprint": fingerprint(settings),
         "program": str(job.program_path),
-        "use": f"python -m saga_dspy.eval --program {job.program_path} --variant {settings.variant} "
-        f"--dataset {settings.dataset} --split dev",
+        "use": eval_command(job.program_path, settings),
     }
 
 

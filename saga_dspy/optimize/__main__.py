@@ -4,17 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 
-import dspy
-
-from saga_dspy.cli import ArgumentParser, append_help, run_main
-from saga_dspy.config import add_settings_args, apply_offline_env, run_flags, settings_from_args
-from saga_dspy.eval.loading.datasets import catalogue_text
-from saga_dspy.eval.running.run_inputs import check_file_inputs
-from saga_dspy.lm import cli_lm, configure_lm_cache
+from saga_dspy.cli import dispatch, options_from, parse_logged, run_main
+from saga_dspy.config import run_flags, settings_from_args
+from saga_dspy.eval.running.run_inputs import check_file_inputs, run_parser
 from saga_dspy.optimize import (
     OPTIMIZERS,
     SECONDS_PER_RUN,
@@ -23,7 +18,7 @@ from saga_dspy.optimize import (
     OptimizeOptions,
     optimize,
 )
-from saga_dspy.optimize.compile_run import other_lm
+from saga_dspy.optimize.compile_run import compile_with_lm
 from saga_dspy.optimize.decision_cli import SUBCOMMANDS
 from saga_dspy.optimize.instructions import check_available
 from saga_dspy.optimize.sets import REST, parse_set, refuse_test_split
@@ -38,7 +33,7 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
+    parser = run_parser(
         prog="python -m saga_dspy.optimize",
         description=(
             "Compile the SAGA program: demonstrations from the train split, candidates scored by answer F1 on a "
@@ -48,9 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="One decision at a time: `python -m saga_dspy.optimize decisions --help` (compile the answer type, "
         "the entity or the candidate decision on its own examples), `python -m saga_dspy.optimize assemble --help` "
         "(put compiled decisions into one program.json).",
+        flags=SETTINGS_FLAGS,
     )
-    add_settings_args(parser, SETTINGS_FLAGS)
-    append_help(parser, "dataset", catalogue_text())
     parser.add_argument(
         "--optimizer",
         choices=OPTIMIZERS,
@@ -139,41 +133,22 @@ def _add_budget_args(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> OptimizeOptions:
-    return OptimizeOptions(
-        optimizer=args.optimizer,
-        teacher=args.teacher,
-        threshold=args.threshold,
-        max_traces=args.max_traces,
-        k=args.k,
-        k_choices=args.k_choices,
-        num_candidates=args.num_candidates,
-        train_split=args.train_split,
-        valset=args.valset,
-        report_set=args.report_set,
-        valset_size=args.valset_size,
-        report_size=args.report_size,
-        train_size=args.train_size,
-        gold_pool=args.gold_pool,
+    return options_from(
+        OptimizeOptions,
+        args,
         seed=args.shuffle_seed,
-        auto=args.auto,
-        num_trials=args.num_trials,
-        max_metric_calls=args.max_metric_calls,
         tune=tuple(t.strip() for t in args.tune.split(",") if t.strip()),
-        budget_minutes=args.budget_minutes,
         seconds_per_run=args.seconds_per_question,
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    apply_offline_env()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in SUBCOMMANDS:
-        return SUBCOMMANDS[argv[0]](argv[1:])
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    return dispatch(argv, SUBCOMMANDS, compile_main)
+
+
+def compile_main(argv: list[str]) -> int:
+    """The whole-program compile's command line (`main` without a sub-command)."""
+    args = parse_logged(build_parser(), argv)
     settings = settings_from_args(args, split=args.train_split)
     options = options_from_args(args)
     # refuse bad requests before loading a model (OptimizeError: one line, exit 2, by cli.run_main)
@@ -183,26 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parse_set(options.report_set, settings.dataset)
     check_available(options.optimizer)
     check_file_inputs(settings, args.data_file)  # the program, the data file and the lexicon: one line each
-    lm = None
-    if options.optimizer == "none" and options.report_size == 0:  # the gold records alone: no LM call
-        configure_lm_cache(settings)
-    else:
-        lm = cli_lm(settings)
-        if lm is None:
-            return 2
-        dspy.configure(lm=lm)
-    optimize(
-        settings,
-        options,
-        data_file=args.data_file,
-        gold_file=args.gold_file,
-        lm=lm,
-        prompt_lm=other_lm(settings, args.prompt_model),
-        reflection_lm=other_lm(settings, args.reflection_model),
-        progress=not args.no_progress,
-        experiment=args.experiment,
-    )  # errors, Ctrl-C: cli.run_main (one line; 130 after an interrupt, the best program so far saved)
-    return 0
+    no_lm = options.optimizer == "none" and options.report_size == 0  # the gold records alone: no LM call
+    return compile_with_lm(optimize, settings, options, args, no_lm, data_file=args.data_file, gold_file=args.gold_file)
 
 
 def console_main() -> None:

@@ -1,21 +1,91 @@
 """What a whole-program compile (`optimize`) and a one-decision compile (`decision_compile`, `decision_cli`) share:
-the output directory, the LM context, the interrupt handling, the common part of config.json, the extra models."""
+their keyword arguments, the checks of their options, the state every compile job holds, the output directory, the
+run directory's lock and the MLflow run, the interrupt handling, the common part of config.json, the extra models."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime as _dt
 import sys
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypedDict, TypeVar
 
 import dspy
 
 from saga_dspy.config import Settings, redact_argv
 from saga_dspy.errors import Interrupted
 from saga_dspy.eval.running.records import endpoint_record, lm_record, versions
-from saga_dspy.lm import build_lm
+from saga_dspy.eval.running.rundir import locked_run_dir
+from saga_dspy.eval.running.runner import sigterm_as_interrupt
+from saga_dspy.eval.tracking.tracker import Tracker
+from saga_dspy.lm import build_lm, cli_lm, configure_lm_cache
+from saga_dspy.optimize.instructions import check_available
+from saga_dspy.optimize.sets import OptimizeError
+from saga_dspy.services import KgServices
+
+OptionsT = TypeVar("OptionsT")
+
+
+class CompileArgs(TypedDict, total=False):
+    """Every compile's keyword arguments: --out, the task LM and the proposal / reflection models (None: the task
+    LM), the KG services (None: from the settings), the progress bars, the MLflow experiment, where it prints."""
+
+    out: str | Path | None
+    lm: dspy.BaseLM | None
+    prompt_lm: dspy.BaseLM | None
+    reflection_lm: dspy.BaseLM | None
+    endpoint: Any
+    search: Any
+    progress: bool
+    experiment: str | None
+    stream: Any
+
+
+def check_compile_options(options: Any, choices: Mapping[str, Sequence[str]], counts_ok: bool, counts: str) -> None:
+    """An OptimizeError for options that do not go together (before anything is loaded): a flag's value not among its
+    `choices`, counts out of range (`counts` says what they must be), an optimizer whose package is missing."""
+    for flag, allowed in choices.items():
+        if getattr(options, flag) not in allowed:
+            raise OptimizeError(f"--{flag} must be one of {', '.join(allowed)}")
+    if not counts_ok:
+        raise OptimizeError(counts)
+    check_available(options.optimizer)
+
+
+@dataclass(eq=False)
+class CompileJob(Generic[OptionsT]):
+    """What every compile's state holds: its settings and options, where it writes and logs, its deadline
+    (--budget-minutes) and its keyword arguments (the models, where it prints, the progress bars)."""
+
+    settings: Settings
+    options: OptionsT
+    out_dir: Path
+    tracker: Tracker
+    deadline: float | None
+    kwargs: CompileArgs
+
+    @property
+    def lm(self) -> dspy.BaseLM | None:
+        return self.kwargs.get("lm")
+
+    @property
+    def stream(self) -> Any:
+        return self.kwargs.get("stream") or sys.stdout
+
+    @property
+    def progress(self) -> bool:
+        return self.kwargs.get("progress", True)
+
+    def over_budget(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def reflection_model(self) -> Any:
+        """GEPA's reflection model: the one given, else the task LM (the configured one when none was given)."""
+        return self.kwargs.get("reflection_lm") or self.lm or dspy.settings.lm
 
 
 def out_dir_of(out: str | Path | None, settings: Settings, default_name: str) -> Path:
@@ -33,6 +103,26 @@ def lm_context(lm: dspy.BaseLM | None) -> contextlib.AbstractContextManager[Any]
     return dspy.context(lm=lm) if lm is not None else contextlib.nullcontext()
 
 
+@contextlib.contextmanager
+def compile_services(settings: Settings, out_dir: Path, run: CompileArgs) -> Iterator[KgServices]:
+    """The compile's run directory locked, its KG services open (`run`'s, else the settings'), SIGTERM as Ctrl-C."""
+    with locked_run_dir(out_dir), KgServices(settings, run.get("endpoint"), run.get("search")) as services:
+        with sigterm_as_interrupt():
+            yield services
+
+
+@contextlib.contextmanager
+def tracked_compile(
+    tracker: Tracker, lm: dspy.BaseLM | None, name: str, params: dict[str, Any], kind: str, out_dir: Path
+) -> Iterator[None]:
+    """The compile's MLflow run, the task LM in context; the tracker closed after it, whatever happened."""
+    try:
+        with lm_context(lm), tracker.run(name, params=params, tags={"kind": kind, "out_dir": str(out_dir)}):
+            yield
+    finally:
+        tracker.close()
+
+
 def run_interruptible(run: Callable[[], None], nothing_kept: Callable[[], bool], before: str) -> str | None:
     """Run a compile; Ctrl-C (or SIGTERM) stops it and says so (None: it ran to the end). Interrupted with nothing
     kept yet (`nothing_kept()`) is an error: `... before <before>`."""
@@ -44,6 +134,14 @@ def run_interruptible(run: Callable[[], None], nothing_kept: Callable[[], bool],
             raise Interrupted(f"{interrupted} before {before}") from None
         return interrupted
     return None
+
+
+def eval_command(program: Path, settings: Settings) -> str:
+    """The command that evaluates a compiled program on the dev split (config.json's and metrics.json's `use`)."""
+    return (
+        f"python -m saga_dspy.eval --program {program} --variant {settings.variant} "
+        f"--dataset {settings.dataset} --split dev"
+    )
 
 
 def command_record() -> dict[str, Any]:
@@ -97,13 +195,47 @@ def other_lm(settings: Settings, model: str | None) -> dspy.BaseLM | None:
     return build_lm(settings.model_copy(update={"lm": model}))
 
 
+def compile_with_lm(
+    compile_fn: Callable[..., Any], settings: Settings, options: Any, args: argparse.Namespace, no_lm: bool, **kwargs
+) -> int:
+    """A command line's compile: the task LM loaded and configured (`no_lm`: the LM cache alone), then `compile_fn`
+    with the flags' proposal and reflection models, progress and experiment; 2 when the LM cannot be loaded. Errors
+    and Ctrl-C: cli.run_main (one line; 130 after an interrupt, the best so far saved)."""
+    lm = None
+    if no_lm:
+        configure_lm_cache(settings)
+    else:
+        lm = cli_lm(settings)
+        if lm is None:
+            return 2
+        dspy.configure(lm=lm)
+    compile_fn(
+        settings,
+        options,
+        lm=lm,
+        prompt_lm=other_lm(settings, args.prompt_model),
+        reflection_lm=other_lm(settings, args.reflection_model),
+        progress=not args.no_progress,
+        experiment=args.experiment,
+        **kwargs,
+    )
+    return 0
+
+
 __all__ = [
+    "CompileArgs",
+    "CompileJob",
     "EstimateWords",
+    "check_compile_options",
     "command_record",
+    "compile_services",
+    "compile_with_lm",
+    "eval_command",
     "estimate_line",
     "lm_context",
     "other_lm",
     "out_dir_of",
     "run_interruptible",
     "sets_record",
+    "tracked_compile",
 ]

@@ -8,16 +8,13 @@ import logging
 import sys
 from collections.abc import Sequence
 
-import dspy
-
 from saga_dspy.agent.decisions import DECISIONS
 from saga_dspy.agent.program import SagaProgram
-from saga_dspy.cli import ArgumentParser, append_help
+from saga_dspy.cli import ArgumentParser, options_from
 from saga_dspy.config import Settings, add_settings_args, apply_offline_env, run_flags, settings_from_args
-from saga_dspy.eval.loading.datasets import catalogue_text
-from saga_dspy.eval.running.run_inputs import check_file_inputs
-from saga_dspy.lm import cli_lm, configure_lm_cache
-from saga_dspy.optimize.compile_run import other_lm
+from saga_dspy.eval.running.run_inputs import check_file_inputs, run_parser
+from saga_dspy.lm import configure_lm_cache
+from saga_dspy.optimize.compile_run import compile_with_lm
 from saga_dspy.optimize.decision_assemble import assemble
 from saga_dspy.optimize.decision_compile import (
     DECISION_OPTIMIZERS,
@@ -36,7 +33,7 @@ DECISION_FLAGS = run_flags(own=("split", "limit", "preflight"))
 
 
 def build_decisions_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
+    parser = run_parser(
         prog="python -m saga_dspy.optimize decisions",
         description=(
             "Compile one decision of the program (the answer type, the entity to look up after a search, the "
@@ -44,9 +41,8 @@ def build_decisions_parser() -> argparse.ArgumentParser:
             "train split (firewalled), scored on a valset from the dev split (default: a seeded half; the other half "
             "is left for the whole-program comparison). --build-only builds and caches the examples, no LM."
         ),
+        flags=DECISION_FLAGS,
     )
-    add_settings_args(parser, DECISION_FLAGS)
-    append_help(parser, "dataset", catalogue_text())
     parser.add_argument("--decision", choices=DECISIONS, required=True, help="the decision to compile")
     parser.add_argument(
         "--optimizer",
@@ -84,24 +80,7 @@ def build_decisions_parser() -> argparse.ArgumentParser:
 
 
 def decision_options(args: argparse.Namespace) -> DecisionOptions:
-    return DecisionOptions(
-        decision=args.decision,
-        optimizer=args.optimizer,
-        train_split=args.train_split,
-        valset=args.valset,
-        valset_size=args.valset_size,
-        train_size=args.train_size,
-        max_demos=args.max_demos,
-        max_labeled=args.max_labeled,
-        num_candidates=args.num_candidates,
-        auto=args.auto,
-        num_trials=args.num_trials,
-        max_metric_calls=args.max_metric_calls,
-        seed=args.shuffle_seed,
-        budget_minutes=args.budget_minutes,
-        seconds_per_call=args.seconds_per_call,
-        rebuild=args.rebuild,
-    )
+    return options_from(DecisionOptions, args, seed=args.shuffle_seed)
 
 
 def build_only(settings: Settings, options: DecisionOptions, progress: bool, stream=None) -> dict[str, dict[str, int]]:
@@ -132,20 +111,7 @@ def decisions_main(argv: Sequence[str]) -> int:
         configure_lm_cache(settings)
         build_only(settings, options, progress=not args.no_progress)
         return 0
-    lm = cli_lm(settings)
-    if lm is None:
-        return 2
-    dspy.configure(lm=lm)
-    compile_decision(
-        settings,
-        options,
-        lm=lm,
-        prompt_lm=other_lm(settings, args.prompt_model),
-        reflection_lm=other_lm(settings, args.reflection_model),
-        progress=not args.no_progress,
-        experiment=args.experiment,
-    )  # errors, Ctrl-C: cli.run_main (one line; 130 after an interrupt, the best so far saved)
-    return 0
+    return compile_with_lm(compile_decision, settings, options, args, no_lm=False)
 
 
 def build_assemble_parser() -> argparse.ArgumentParser:

@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import dspy
 
@@ -34,32 +34,22 @@ from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
 from saga_dspy.eval.running.records import write_json
-from saga_dspy.eval.running.rundir import locked_run_dir
-from saga_dspy.eval.running.runner import sigterm_as_interrupt
+from saga_dspy.eval.running.runner import attr_params
 from saga_dspy.eval.scoring.significance import PairedComparison, paired_by_id
 from saga_dspy.eval.tracking.tracker import Tracker, run_name
+from saga_dspy.optimize import compile_run
 from saga_dspy.optimize.candidates import candidate_line, save_program
-from saga_dspy.optimize.compile_run import (
-    EstimateWords,
-    command_record,
-    estimate_line,
-    lm_context,
-    out_dir_of,
-    run_interruptible,
-    sets_record,
-)
 from saga_dspy.optimize.decision_metric import decision_feedback_metric, make_decision_metric
 from saga_dspy.optimize.decision_modules import DecisionScore, compiled_decision, decision_module, score_decision
 from saga_dspy.optimize.decision_sets import DecisionSets, decision_sets
-from saga_dspy.optimize.instructions import check_available
 from saga_dspy.optimize.sets import REST, OptimizeError, OptimizeSets, build_sets
-from saga_dspy.services import KgServices
 
 DECISION_OPTIMIZERS = ("random-search", "mipro", "gepa", "none")
 # the estimate's seconds per LM call, by decision, with the bundled model on 2 cores: a short answer-type prompt, a
 # controller turn with its demos and one or two steps of trajectory (a served model: SECONDS_PER_CALL_SERVED)
 SECONDS_PER_CALL = {ANSWER_TYPE: 3.0, ENTITY: 12.0, CANDIDATE: 12.0}
 SECONDS_PER_CALL_SERVED = 1.0
+ESTIMATE_WORDS = compile_run.EstimateWords("about", "LM calls", "call", "--seconds-per-call")
 DECISION_FILE = "decision.json"
 PROGRAM = "program.json"
 EXPERIMENT_NOTE = """Per-decision compiles of saga-dspy: one row per compile of one decision (answer type, entity,
@@ -102,12 +92,12 @@ class DecisionCandidate:
 
     name: str
     module: Any
-    score: DecisionScore | None = None
-    versus_default: PairedComparison | None = None
+    score: DecisionScore
+    versus_default: PairedComparison | None = None  # paired on the valset against the default (None: the default)
 
     @property
     def accuracy(self) -> float:
-        return self.score.accuracy if self.score is not None else 0.0
+        return self.score.accuracy
 
     def summary(self) -> dict[str, Any]:
         decision = compiled_decision(self.module)
@@ -132,13 +122,11 @@ class DecisionResult:
 
 def check_decision_options(options: DecisionOptions) -> None:
     """An OptimizeError for options that do not go together (before anything is loaded)."""
-    if options.decision not in DECISIONS:
-        raise OptimizeError(f"--decision must be one of {', '.join(DECISIONS)}")
-    if options.optimizer not in DECISION_OPTIMIZERS:
-        raise OptimizeError(f"--optimizer must be one of {', '.join(DECISION_OPTIMIZERS)}")
-    if options.num_candidates < 1 or options.max_demos < 0 or options.max_labeled < 0:
-        raise OptimizeError("--num-candidates must be >= 1, --max-demos and --max-labeled >= 0")
-    check_available(options.optimizer)
+    counts_ok = options.num_candidates >= 1 and options.max_demos >= 0 and options.max_labeled >= 0
+    counts = "--num-candidates must be >= 1, --max-demos and --max-labeled >= 0"
+    compile_run.check_compile_options(
+        options, {"decision": DECISIONS, "optimizer": DECISION_OPTIMIZERS}, counts_ok, counts
+    )
 
 
 # --------------------------------------------------------------------------- the estimate
@@ -173,31 +161,15 @@ def call_seconds(options: DecisionOptions, settings: Settings) -> tuple[float, s
     return SECONDS_PER_CALL_SERVED / threads, f"a served model, {threads} thread(s)"
 
 
-_ESTIMATE_WORDS = EstimateWords("about", "LM calls", "call", "--seconds-per-call")
-
-
-def estimate_text(options: DecisionOptions, calls: dict[str, int], settings: Settings) -> str:
-    return estimate_line(calls, *call_seconds(options, settings), options.budget_minutes, _ESTIMATE_WORDS)
-
-
 # --------------------------------------------------------------------------- the compile
 
 
 @dataclass(eq=False)
-class _DecisionCompile:
+class _DecisionCompile(compile_run.CompileJob[DecisionOptions]):
     """One compile's state: the base program, the examples, the candidates scored, the best kept so far."""
 
-    settings: Settings
-    options: DecisionOptions
     base: SagaProgram
     data: DecisionSets
-    out_dir: Path
-    tracker: Tracker
-    stream: Any
-    deadline: float | None
-    lm: Any = None
-    prompt_lm: Any = None
-    reflection_lm: Any = None
     scored: list[DecisionCandidate] = field(default_factory=list, init=False)
     best: DecisionCandidate | None = field(default=None, init=False)
 
@@ -215,20 +187,17 @@ class _DecisionCompile:
     def score(self, name: str, module: Any) -> DecisionCandidate:
         """Score a candidate on the valset: printed, a child run, kept (and saved) when it is the best so far."""
         index = len(self.scored)
-        candidate = DecisionCandidate(name, module)
         with self.tracker.run(f"candidate {index}: {name}", tags={"kind": "decision-candidate"}, nested=True) as child:
             score = score_decision(
                 module, self.data.val_examples(), self.metric(), num_threads=self.settings.num_threads
             )
-            candidate.score = score
             self.tracker.log_metrics({"accuracy": score.accuracy})
-            first = self.scored[0].score if self.scored else None
-            if first is not None:
-                versus = paired_by_id(first.per_example, score.per_example)
-                candidate.versus_default = versus
+            versus = paired_by_id(self.scored[0].score.per_example, score.per_example) if self.scored else None
+            if versus is not None:
                 self.tracker.log_metrics_to(
                     child, {"versus_default_delta": versus.delta, "versus_default_low": versus.low}
                 )
+        candidate = DecisionCandidate(name, module, score, versus)
         self.scored.append(candidate)
         self.tracker.log_metrics({"candidate_accuracy": candidate.accuracy}, step=index)
         better = self.better(candidate)
@@ -264,9 +233,6 @@ class _DecisionCompile:
             decisions = self.base.compiled_decisions or CompiledDecisions()
             program.use_decisions(decisions.with_decision(compiled_decision(candidate.module, info)))
         save_program(program, self.out_dir / PROGRAM)
-
-    def over_budget(self) -> bool:
-        return self.deadline is not None and time.monotonic() > self.deadline
 
     # -- the optimizers ------------------------------------------------------------------
 
@@ -308,7 +274,7 @@ class _DecisionCompile:
         auto = None if opts.auto in (None, "none") else opts.auto
         optimizer = dspy.MIPROv2(
             metric=self.metric(),
-            prompt_model=self.prompt_lm,
+            prompt_model=self.kwargs.get("prompt_lm"),
             task_model=self.lm,
             auto=auto,
             num_candidates=None if auto else 3,
@@ -344,7 +310,7 @@ class _DecisionCompile:
             gepa_kwargs["stop_callbacks"] = [TimeoutStopCondition(max(1.0, self.deadline - time.monotonic()))]
         optimizer = dspy.GEPA(
             metric=decision_feedback_metric(self.decision, self.settings.kg),
-            reflection_lm=self.reflection_lm or self.lm or dspy.settings.lm,
+            reflection_lm=self.reflection_model(),
             num_threads=self.settings.num_threads,
             seed=opts.seed,
             track_stats=True,
@@ -373,29 +339,17 @@ def decision_build_sets(settings: Settings, options: DecisionOptions, progress: 
 
 
 def compile_decision(
-    settings: Settings,
-    options: DecisionOptions,
-    *,
-    out: str | Path | None = None,
-    lm: dspy.BaseLM | None = None,
-    prompt_lm: dspy.BaseLM | None = None,
-    reflection_lm: dspy.BaseLM | None = None,
-    endpoint=None,
-    search=None,
-    progress: bool = True,
-    experiment: str | None = None,
-    stream=None,
+    settings: Settings, options: DecisionOptions, **run: Unpack[compile_run.CompileArgs]
 ) -> DecisionResult:
     """Compile one decision (see the module docstring); Ctrl-C leaves the best program so far in `--out`."""
-    stream = stream or sys.stdout
+    stream, progress = run.get("stream") or sys.stdout, run.get("progress", True)
     check_decision_options(options)
     started = time.monotonic()
     sets = decision_build_sets(settings, options, progress, stream)
-    out_dir = out_dir_of(out, settings, f"decision-{options.decision}-{settings.dataset}")
-    tracker = Tracker(
-        settings, experiment or f"saga-decisions-{settings.dataset}", note=EXPERIMENT_NOTE, columns=VIEW_COLUMNS
-    )
-    with locked_run_dir(out_dir), KgServices(settings, endpoint, search) as services, sigterm_as_interrupt():
+    out_dir = compile_run.out_dir_of(run.get("out"), settings, f"decision-{options.decision}-{settings.dataset}")
+    experiment = run.get("experiment") or f"saga-decisions-{settings.dataset}"
+    tracker = Tracker(settings, experiment, note=EXPERIMENT_NOTE, columns=VIEW_COLUMNS)
+    with compile_run.compile_services(settings, out_dir, run) as services:
         base = SagaProgram(settings, endpoint=services.endpoint, search=services.search)
         data = decision_sets(
             base,
@@ -410,26 +364,17 @@ def compile_decision(
         if not data.valset:
             raise OptimizeError(f"the valset {sets.valset.name} gives no {options.decision} decision")
         calls = estimate_calls(options, len(data.train), len(data.valset))
-        print(estimate_text(options, calls, settings), file=stream)
-        deadline = time.monotonic() + 60 * options.budget_minutes if options.budget_minutes else None
-        job = _DecisionCompile(
-            settings, options, base, data, out_dir, tracker, stream, deadline, lm, prompt_lm, reflection_lm
+        print(
+            compile_run.estimate_line(calls, *call_seconds(options, settings), options.budget_minutes, ESTIMATE_WORDS),
+            file=stream,
         )
-        try:
-            with (
-                lm_context(lm),
-                tracker.run(
-                    run_name(
-                        f"{options.decision} {options.optimizer}", settings.dataset, sets.valset.split, settings.lm
-                    ),
-                    params=_params(settings, options, data),
-                    tags={"kind": "optimize-decision", "out_dir": str(out_dir)},
-                ),
-            ):
-                interrupted = run_interruptible(job.run, lambda: job.best is None, "the default was scored")
-                metrics = _finish(job, calls, (time.monotonic() - started) / 60, interrupted, services.endpoint)
-        finally:
-            tracker.close()
+        deadline = time.monotonic() + 60 * options.budget_minutes if options.budget_minutes else None
+        job = _DecisionCompile(settings, options, out_dir, tracker, deadline, run, base, data)
+        name = run_name(f"{options.decision} {options.optimizer}", settings.dataset, sets.valset.split, settings.lm)
+        params = _params(settings, options, data)
+        with compile_run.tracked_compile(tracker, run.get("lm"), name, params, "optimize-decision", out_dir):
+            interrupted = compile_run.run_interruptible(job.run, lambda: job.best is None, "the default was scored")
+            metrics = _finish(job, calls, (time.monotonic() - started) / 60, interrupted, services.endpoint)
     print(f"\nprogram: {out_dir / PROGRAM}\nuse it:  {metrics['use']}", file=stream)
     if interrupted:
         raise Interrupted(f"{interrupted}; the best so far is saved: {out_dir / PROGRAM}")
@@ -440,17 +385,12 @@ def compile_decision(
 def _params(settings: Settings, options: DecisionOptions, data: DecisionSets) -> dict[str, Any]:
     return {
         "dataset": settings.dataset,
-        "decision": options.decision,
-        "optimizer": options.optimizer,
-        "variant": settings.variant,
-        "lm": settings.lm,
+        **attr_params(options, "decision", "optimizer"),
+        **attr_params(settings, "variant", "lm"),
         "valset": data.sets.valset.name,
         "n_train": len(data.train),
         "n_valset": len(data.valset),
-        "max_demos": options.max_demos,
-        "max_labeled": options.max_labeled,
-        "num_candidates": options.num_candidates,
-        "auto": options.auto,
+        **attr_params(options, "max_demos", "max_labeled", "num_candidates", "auto"),
     }
 
 
@@ -477,8 +417,7 @@ def _finish(job: _DecisionCompile, calls, minutes: float, interrupted: str | Non
         "compile_minutes": round(minutes, 2),
         "interrupted": interrupted,
         **{k: v for k, v in job.data.record().items() if not k.endswith("_ids")},
-        "use": f"python -m saga_dspy.eval --program {program} --variant {settings.variant} "
-        f"--dataset {settings.dataset} --split dev",
+        "use": compile_run.eval_command(program, settings),
     }
     decision = compiled_decision(best.module, {"optimizer": options.optimizer, "candidate": best.name})
     write_json(
@@ -499,12 +438,12 @@ def _config(job: _DecisionCompile, endpoint) -> dict[str, Any]:
     return {
         "kind": "optimize",
         "compiled": "decision",
-        **command_record(),
+        **compile_run.command_record(),
         "dataset": settings.dataset,
         "variant": settings.variant,
         "options": dict(vars(job.options)),
         "examples": job.data.record(),
-        **sets_record(
+        **compile_run.sets_record(
             settings, (("train", sets.train), ("valset", sets.valset), ("report", sets.report)), sets.firewall, endpoint
         ),
         "program": str(job.out_dir / PROGRAM),
@@ -521,5 +460,4 @@ __all__ = [
     "compile_decision",
     "decision_build_sets",
     "estimate_calls",
-    "estimate_text",
 ]

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from saga_dspy.cli import ArgumentParser, run_main
+from saga_dspy.cli import ArgumentParser, options_from, run_main
 
 from ..config import add_settings_args, apply_offline_env, settings_from_args
 from ..kg.endpoint import open_endpoint
@@ -143,16 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 def _build(args: argparse.Namespace) -> int:
     extra = {} if "row_cap" in vars(args) else {"row_cap": BUILD_ROW_CAP}
     settings = settings_from_args(args, **extra)
-    options = BuildOptions(
-        sample_pairs=args.sample_pairs,
-        min_share=args.min_share,
-        max_types=args.max_types,
-        max_empirical=args.max_empirical,
-        empirical=not args.no_empirical,
-        hierarchy=args.hierarchy,
-        usage=args.usage,
-        usage_min_instances=args.usage_min_instances,
-    )
+    options = options_from(BuildOptions, args, empirical=not args.no_empirical)
     out = args.out or cached_index_path(settings)
     started = time.monotonic()
     log = lambda msg: print(f"[{time.monotonic() - started:6.1f}s] {msg}", file=sys.stderr)  # noqa: E731

@@ -4,6 +4,7 @@ failure one EvalError line), and the warm-up of the services and the local model
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import logging
@@ -16,9 +17,10 @@ from typing import Any
 import dspy
 
 from saga_dspy.agent.failures import is_infrastructure_error
-from saga_dspy.config import DEFAULT_KG, Settings
+from saga_dspy.cli import ArgumentParser, append_help
+from saga_dspy.config import DEFAULT_KG, Settings, add_settings_args
 from saga_dspy.eval.errors import EvalError
-from saga_dspy.eval.loading.datasets import BENCHMARKS
+from saga_dspy.eval.loading.datasets import BENCHMARKS, catalogue_text
 from saga_dspy.eval.loading.evalset import EvalSet
 from saga_dspy.eval.running.predictions import PREDICTIONS, PredictionsFile, last_by_id
 from saga_dspy.eval.running.records import CONFIG, METRICS, fingerprint
@@ -244,3 +246,11 @@ def warm_up(program: Any, services: KgServices, lm: Any = None) -> float:
             raise
         log.warning("warm-up failed (%s: %s); the questions will say more", type(exc).__name__, exc)
     return time.monotonic() - started
+
+
+def run_parser(*, flags: Sequence[str], **kwargs: Any) -> argparse.ArgumentParser:
+    """A run's command line (eval, optimize): the settings flags `flags`, --dataset's help naming the datasets."""
+    parser = ArgumentParser(**kwargs)
+    add_settings_args(parser, flags)
+    append_help(parser, "dataset", catalogue_text())
+    return parser

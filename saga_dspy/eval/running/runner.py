@@ -270,26 +270,21 @@ class _null_context:
         return False
 
 
+def attr_params(obj: Any, *names: str) -> dict[str, Any]:
+    """The named attributes of `obj` (the settings, a compile's options) as MLflow params, under their own names."""
+    return {name: getattr(obj, name) for name in names}
+
+
 def run_params(settings: Settings, evalset: EvalSet, n: int) -> dict[str, Any]:
     return {
         "dataset": evalset.dataset,
         "split": evalset.split,
-        "variant": settings.variant,
-        "lm": settings.lm,
-        "endpoint": settings.endpoint,
-        "schema_coverage": settings.schema_coverage,
+        **attr_params(settings, "variant", "lm", "endpoint", "schema_coverage"),
         "program": str(settings.program) if settings.program else None,
         "metric_mode": settings.metric_mode,
         "n_questions": n,
-        "limit": settings.limit,
-        "num_threads": settings.num_threads,
-        "max_steps": settings.max_steps,
-        "demos": settings.demos,
-        "demo_anchors": settings.demo_anchors,
-        "filter_mode": settings.filter_mode,
-        "temperature": settings.temperature,
-        "seed": settings.seed,
-        "kg": settings.kg,
+        **attr_params(settings, "limit", "num_threads", "max_steps", "demos", "demo_anchors", "filter_mode"),
+        **attr_params(settings, "temperature", "seed", "kg"),
     }
 
 
