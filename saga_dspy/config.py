@@ -163,7 +163,7 @@ class Settings(BaseSettings):
     coverage_seed: int = Field(0, description="seed of the coverage mask")
     observation_chars: int = Field(3000, ge=1, description="character budget of one tool observation")
     shown_candidates: int = Field(
-        3,
+        1,
         ge=0,
         le=5,
         description="candidate queries the lookup shows, ranked and executed (saga_dspy.proposer); 0: none shown",
@@ -179,7 +179,7 @@ class Settings(BaseSettings):
         "question and a lookup step, 3 adds the query step)",
     )
     demo_anchors: int = Field(
-        0,
+        2,
         ge=0,
         description="of those demonstrations, this many are the same for every "
         "question and shown first (the pool's shortest solved "
@@ -217,18 +217,18 @@ class Settings(BaseSettings):
         "five steps whole, which re-writes an older step at every step)",
     )
     state_in_trajectory: bool = Field(
-        False,
+        True,
         description="the type context and knowledge log are no input fields after the trajectory, read again at "
         "every step: the lines a step added to them are written once, after its observation (the prompt of a "
         "question only grows, so a local model's prefix cache evaluates each line once)",
     )
     closing_line: Literal["dspy", "short"] = Field(
-        "dspy",
+        "short",
         description="the line that ends each prompt, after the trajectory: DSPy's (the output fields with their "
         "markers and types, ~90 tokens a controller call) or short (their names, ~15)",
     )
     compact_observations: bool = Field(
-        False,
+        True,
         description="the trajectory shows each observation without what the controller was measured not to act on "
         "(agent.compact): search hits past the third, result rows past the tenth, the property list past ten "
         "names, wordy guidance; ids, labels, types and the schema annotations stay",
@@ -259,7 +259,7 @@ class Settings(BaseSettings):
         "markers (fixed by the prompt) in a batch; the model writes the values",
     )
     thought_tokens: int = Field(
-        0,
+        24,
         ge=0,
         description="local model: a controller reply's next_thought ends after this many tokens (at its last "
         "sentence end before them) and the engine writes the next field's marker; 0: no cap",

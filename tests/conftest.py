@@ -21,8 +21,20 @@ REPO = Path(__file__).resolve().parents[1]
 TEST_CACHE = Path(os.environ.get("SAGA_TEST_CACHE_DIR", REPO / ".cache" / "test"))
 
 
+# the prompt layout before the cost defaults: the mechanism tests read DSPy's own layout (every field after the
+# trajectory, whole observations, three shown candidates); tests/agent/test_prompt_layout.py runs the defaults
+DSPY_LAYOUT = {
+    "demo_anchors": 0,
+    "state_in_trajectory": False,
+    "closing_line": "dspy",
+    "compact_observations": False,
+    "shown_candidates": 3,
+    "thought_tokens": 0,
+}
+
+
 def make_settings(**overrides) -> Settings:
-    base = {"cache_dir": TEST_CACHE, "result_cache": False, "query_timeout": 20.0}
+    base = {"cache_dir": TEST_CACHE, "result_cache": False, "query_timeout": 20.0, **DSPY_LAYOUT}
     base.update(overrides)
     return Settings(**base)
 

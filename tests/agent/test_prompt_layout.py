@@ -253,28 +253,27 @@ def test_the_layout_settings_are_flags_of_the_run_commands():
     from saga_dspy.eval.__main__ import build_parser
     from saga_dspy.optimize.__main__ import build_parser as optimize_parser
 
-    flags = ["--state-in-trajectory", "--closing-line", "short", "--compact-observations"]
+    flags = ["--no-state-in-trajectory", "--closing-line", "dspy", "--no-compact-observations"]
     for parser, more in ((build_parser(), []), (optimize_parser(), []), (ask_parser(), ["Who?"])):
         settings = settings_from_args(parser.parse_args(flags + more))
         assert (settings.state_in_trajectory, settings.closing_line, settings.compact_observations) == (
-            True,
-            "short",
-            True,
+            False,
+            "dspy",
+            False,
         )
-    defaults = Settings()
+    defaults = Settings()  # the layout the dev slice measured is the default
     assert (defaults.state_in_trajectory, defaults.closing_line, defaults.compact_observations) == (
-        False,
-        "dspy",
-        False,
+        True,
+        "short",
+        True,
     )
 
 
 def test_the_layout_settings_are_in_a_runs_fingerprint():
     """A run resumed with another layout would mix prompts the model read differently."""
-    try:  # the module's home since eval/ was cut into subpackages, and before
-        from saga_dspy.eval.running.records import fingerprint
-    except ImportError:
-        from saga_dspy.eval.running.records import fingerprint
+    from saga_dspy.eval.running.records import fingerprint
+
     changed = Settings(**LAYOUT)
     assert {k: fingerprint(changed)[k] for k in LAYOUT} == LAYOUT
-    assert fingerprint(changed) != fingerprint(Settings())
+    dspy_layout = Settings(state_in_trajectory=False, closing_line="dspy", compact_observations=False)
+    assert fingerprint(changed) != fingerprint(dspy_layout)

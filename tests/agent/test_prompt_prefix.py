@@ -1,6 +1,7 @@
 """The controller's prompt begins with what every question shares (instructions, tool specs, the fixed
-demonstrations), byte for byte, and what a question brings (its own demonstrations, the question, the trajectory)
-comes after: a local model's prefix cache then evaluates the shared part once per run."""
+demonstrations of the question's query form), byte for byte, and what a question brings (its own demonstrations,
+the question, the trajectory) comes after: a local model's prefix cache then evaluates the shared part once per
+form in a run."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from helpers.scripted_lm import ScriptedLM
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
 
-QUESTIONS = ("Who is the mayor of Berlin?", "How many children did Johann Sebastian Bach have?")
+# two questions of one query form: the fixed demonstrations are that form's
+QUESTIONS = ("Who is the mayor of Berlin?", "Which river flows through Vienna?")
 
 
 def controller_prompts(settings: Settings) -> list[list[dict]]:
