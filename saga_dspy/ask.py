@@ -18,7 +18,7 @@ from saga_dspy.agent.demos import describe_pool
 from saga_dspy.agent.pools import check_pool_choice
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.cli import ArgumentParser, append_help, run_main
-from saga_dspy.config import LM_FLAGS, add_settings_args, apply_offline_env, settings_from_args
+from saga_dspy.config import add_settings_args, apply_offline_env, run_flags, settings_from_args
 from saga_dspy.eval.loading.datasets import catalogue_text
 from saga_dspy.eval.preflight import preflight
 from saga_dspy.eval.running.run_inputs import check_file_inputs
@@ -28,39 +28,21 @@ from saga_dspy.lm import cli_lm
 from saga_dspy.services import KgServices
 from saga_dspy.terminal_text import EscapingWriter, escape_json_controls
 
-SETTINGS_FLAGS = (
-    "kg_preset",
-    "kg",
-    "endpoint",
-    "search",
-    "cache_dir",
-    "query_timeout",
-    "result_cache",
-    "preflight",
-    "schema_index",
-    "lexicon",
-    "filter_mode",
-    "schema_coverage",
-    "coverage_seed",
-    "observation_chars",
-    "shown_candidates",
-    "variant",
-    "max_steps",
-    "check_answer",
-    "demos",
-    "demo_anchors",
-    "demo_steps",
-    "demo_pool",
-    "demo_pool_exclude",
-    "demo_observation_chars",
-    "final_extract",
-    "stable_history",
-    "state_in_trajectory",
-    "closing_line",
-    "compact_observations",
-    "program",
-    "dataset",
-    *LM_FLAGS,
+# every run flag but those of a run over a benchmark's questions (its split, size, outputs and tracking)
+SETTINGS_FLAGS = run_flags(
+    own=(
+        "freeze_on_first_use",
+        "split",
+        "limit",
+        "num_threads",
+        "metric_mode",
+        "out",
+        "mlflow",
+        "mlflow_uri",
+        "trace",
+        "trace_writer",
+        "max_infra_failures",
+    )
 )
 OBSERVATION_LINES = 8
 OBSERVATION_CHARS = 600
