@@ -229,7 +229,7 @@ def main() -> int:
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     started = time.time()
     fixed = QUESTIONS[: args.questions]
-    todo = list(fixed) + (rest_of_dev(QUESTIONS) if args.dev60 else [])
+    todo = list(fixed) + (rest_of_dev(fixed) if args.dev60 else [])
     path = args.json or REPO / "results" / "question-cost" / f"{stamp}.json"
     report: dict[str, Any] = {}
     for n, (dataset, qid) in enumerate(todo, 1):

@@ -16,6 +16,17 @@ from dspy.utils.dummies import DummyLM
 _FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with |\Z)", re.S)
 
 
+# the output fields of DSPy's instruction proposers (MIPRO's, GEPA's): one scripted reply fills them all
+PROPOSAL_FIELDS = (
+    "proposed_instruction",
+    "new_instruction",
+    "observations",
+    "summary",
+    "program_description",
+    "module_description",
+)
+
+
 def prompt_fields(text: str) -> dict[str, str]:
     """The `[[ ## name ## ]]` fields of a ChatAdapter message."""
     return {m.group(1): m.group(2).strip() for m in _FIELD.finditer(text or "")}

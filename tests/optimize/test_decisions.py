@@ -13,7 +13,7 @@ from pathlib import Path
 import dspy
 import pytest
 from conftest import make_settings
-from helpers.scripted_lm import ScriptedLM
+from helpers.scripted_lm import PROPOSAL_FIELDS, ScriptedLM
 
 from saga_dspy.eval.loading.firewall import normalise_text
 
@@ -373,16 +373,6 @@ def test_ctrl_c_keeps_the_best_decision_so_far(dec_settings, endpoint, search, t
     assert saved["interrupted"] and saved["kept"] and saved["chosen"].startswith("labelled")
     loaded = SagaProgram(dec_settings.model_copy(update={"program": tmp_path / "o" / "program.json"}), endpoint, search)
     assert loaded.compiled_decisions.names() == ["entity"]
-
-
-PROPOSAL_FIELDS = (
-    "proposed_instruction",
-    "new_instruction",
-    "observations",
-    "summary",
-    "program_description",
-    "module_description",
-)
 
 
 # --- the command line ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import json
 import dspy
 import pytest
 from conftest import TEST_CACHE, make_settings
-from helpers.scripted_lm import ScriptedLM
+from helpers.scripted_lm import PROPOSAL_FIELDS, ScriptedLM
 
 from saga_dspy.eval.loading.firewall import normalise_text
 from saga_dspy.eval.tracking.mlflow_values import shown_metric
@@ -68,16 +68,6 @@ class InstructionLM(ScriptedLM):
         if "next_tool_name" in outputs and self.cue not in self.system_prompt:
             return {"next_thought": "I stop.", "next_tool_name": "stop", "next_tool_args": "{}"}
         return super().respond(outputs, fields)
-
-
-PROPOSAL_FIELDS = (
-    "proposed_instruction",
-    "new_instruction",
-    "observations",
-    "summary",
-    "program_description",
-    "module_description",
-)
 
 
 def text_lm(text: str) -> dspy.utils.DummyLM:
