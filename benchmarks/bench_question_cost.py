@@ -73,6 +73,7 @@ BEFORE: dict[str, Any] = {
     "thought_tokens": 0,
     "cut_invented_turns": False,
     "prompt_lookup": 0,
+    "write_choices": False,
     "state_in_trajectory": False,
     "closing_line": "dspy",
     "compact_observations": False,

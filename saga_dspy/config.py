@@ -203,6 +203,12 @@ class Settings(BaseSettings):
         description="the controller's demo pool: auto (the dataset's own where one is bundled, else shared), "
         "shared (every bundled Wikidata train pool), none, a bundled pool's name (qald10) or a JSONL file",
     )
+    demo_picks: bool = Field(
+        False,
+        description="for a variant that shows candidate queries: the pool recorded with them shown "
+        "(<name>.picks.jsonl), whose solved questions end by picking a shown candidate that answers as the gold "
+        'query does (stop {"candidate": N}) and by writing the query otherwise',
+    )
     demo_pool_exclude: str = Field(
         "",
         description="benchmarks whose records are left out of the demo pool, comma-separated: a record goes "
@@ -257,6 +263,11 @@ class Settings(BaseSettings):
         True,
         description="local model: the engine writes a chat-format reply's field "
         "markers (fixed by the prompt) in a batch; the model writes the values",
+    )
+    write_choices: bool = Field(
+        True,
+        description="local model: where the prompt lists a field's values (the tool's name), the engine writes the "
+        "rest of the one value the model's first tokens begin, and the next marker",
     )
     thought_tokens: int = Field(
         24,
@@ -406,6 +417,7 @@ LM_FLAGS = (
     "lm_cache",
     "context_window",
     "write_markers",
+    "write_choices",
     "thought_tokens",
     "cut_invented_turns",
     "prompt_lookup",

@@ -36,6 +36,11 @@ class GroundingFlags:
     # else the compact list, answer-type fits first (the paper's CompactFormat)
     proposals: bool = True  # the lookup proposes a next query (shown) and keeps a candidate; search names a next lookup
 
+    @property
+    def shows_candidates(self) -> bool:
+        """Whether the lookup ends with candidate queries (the question's view, the proposer on, no LM prune)."""
+        return self.proposals and self.question_view and not self.prune_all
+
     @classmethod
     def for_variant(cls, variant: str) -> GroundingFlags:
         return variant_of(variant).grounding

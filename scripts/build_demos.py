@@ -4,6 +4,7 @@
     python scripts/build_demos.py                      # all pools into data/demos/, then the shared pool
     python scripts/build_demos.py --datasets qald10 --limit 50 --out /tmp/demos
     python scripts/build_demos.py --shared-only        # the shared pool from the pools already built
+    python scripts/build_demos.py --picks              # <dataset>.picks.jsonl: a shown candidate picked
 
 For each dataset's train split (qald10 train = GRASP's QALD-10 train, qald7 train, qald9plus
 train, wwq train) the answerable questions (frozen gold on the embedded sample) are solved by
@@ -11,7 +12,9 @@ train, wwq train) the answerable questions (frozen gold on the embedded sample) 
 gold query, stop — with real observations from our tools. The records (the format of
 `saga_dspy.agent.demos`) go to `<out>/<dataset>.jsonl` (`--variant V`: `<dataset>.V.jsonl`,
 observations from that variant's own tools), in benchmark order; the agent picks its
-per-question demonstrations from them by BM25 (`--demos N`).
+per-question demonstrations from them by BM25 (`--demos N`). `--picks`: where the last lookup showed a
+candidate query whose answers are the gold answers, the question ends by picking it (`stop {"candidate": N}`)
+instead of writing the gold query (`<dataset>[.<variant>].picks.jsonl`, used with `--demo-picks`).
 
 A train question that collides (`saga_dspy.eval.loading.firewall`: same text, content-word Jaccard >= 0.8,
 the same normalised gold SPARQL up to pattern order, or the same query form and constants at Jaccard
@@ -49,12 +52,21 @@ POOLS = {"qald10": "train", "qald7": "train", "qald9plus": "train", "wwq": "trai
 
 
 def build_pool(
-    settings: Settings, dataset: str, split: str, endpoint, search, *, limit: int | None, variant: str, progress: bool
+    settings: Settings,
+    dataset: str,
+    split: str,
+    endpoint,
+    search,
+    *,
+    limit: int | None,
+    variant: str,
+    progress: bool,
+    picks: bool = False,
 ) -> tuple[list[dict], dict]:
     from saga_dspy.eval.loading.datasets import BENCHMARKS
     from saga_dspy.eval.loading.evalset import load_eval_set
     from saga_dspy.eval.loading.splits import held_out_firewall
-    from saga_dspy.optimize.gold_teacher import gold_traces
+    from saga_dspy.optimize.gold_teacher import TeacherConfig, gold_traces
 
     info = BENCHMARKS[dataset]
     resolved = info.resolve_split(split)
@@ -78,6 +90,7 @@ def build_pool(
         endpoint=endpoint,
         search=search,
         variant=variant,
+        config=TeacherConfig(picks=picks),
         progress=progress,
         extra={"dataset": dataset, "split": resolved},
     )
@@ -91,13 +104,19 @@ def build_pool(
         "records": len(records),
         "skipped": skipped,
         "forms": {f: sum(1 for r in records if r["query_form"] == f) for f in ("SELECT", "ASK", "COUNT")},
+        "picks": sum(1 for r in records if _picks(r)),
         "seconds": round(time.monotonic() - started, 1),
         "gold_file": _under(evalset.gold_file, Path(s.data_dir)),  # relative to the data directory
     }
     return records, stats
 
 
-def build_shared(settings: Settings, out: Path, variant: str) -> tuple[list[dict], dict]:
+def _picks(record: dict) -> bool:
+    """Whether a record ends by picking a shown candidate."""
+    return "candidate" in (record["steps"][-1].get("tool_args") or {})
+
+
+def build_shared(settings: Settings, out: Path, variant: str, picks: bool = False) -> tuple[list[dict], dict]:
     """The shared pool from the pools in `out` recorded by `variant`'s tools (see the module docstring)."""
     from collections import Counter
 
@@ -113,7 +132,7 @@ def build_shared(settings: Settings, out: Path, variant: str) -> tuple[list[dict
     merged: Counter[str] = Counter()
     built_from = []
     for dataset in POOLS:
-        path = out / pool_file_name(dataset, variant)
+        path = out / pool_file_name(dataset, variant, picks)
         if not path.is_file():
             continue
         built_from.append(path.name)
@@ -141,6 +160,7 @@ def build_shared(settings: Settings, out: Path, variant: str) -> tuple[list[dict
         "left_out_as_twins_of_earlier_records": dict(merged),
         "left_out_by_firewall": dict(sorted(leaked.items())),
         "forms": {f: sum(1 for r in records if r.get("query_form") == f) for f in ("SELECT", "ASK", "COUNT")},
+        "picks": sum(1 for r in records if _picks(r)),
     }
     return records, stats
 
@@ -178,6 +198,11 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--shared-only", action="store_true", help="only build the shared pool, from the pools already in --out"
     )
+    parser.add_argument(
+        "--picks",
+        action="store_true",
+        help="end a question by picking a shown candidate whose answers are the gold answers (<dataset>.picks.jsonl)",
+    )
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
@@ -208,8 +233,9 @@ def main(argv=None) -> int:
                 limit=args.limit,
                 variant=args.variant,
                 progress=not args.no_progress,
+                picks=args.picks,
             )
-            name = pool_file_name(dataset, args.variant)
+            name = pool_file_name(dataset, args.variant, args.picks)
             path = args.out / name
             write_pool(path, records)
             stats["file"] = name
@@ -221,8 +247,8 @@ def main(argv=None) -> int:
                 f"(skipped {stats['skipped'] or 'none'}; firewall left out {stats['left_out_by_firewall_total']}: "
                 f"{stats['left_out_by_firewall'] or 'none'}) -> {path}"
             )
-        name = pool_file_name(SHARED_POOL, args.variant)
-        records, stats = build_shared(settings, args.out, args.variant)
+        name = pool_file_name(SHARED_POOL, args.variant, args.picks)
+        records, stats = build_shared(settings, args.out, args.variant, args.picks)
         write_pool(args.out / name, records)
         manifest["pools"][name] = {**stats, "file": name, "bytes": (args.out / name).stat().st_size}
         print(
@@ -237,7 +263,7 @@ def main(argv=None) -> int:
         {
             "built": _dt.datetime.now(_dt.UTC).date().isoformat(),
             "teacher": "gold (saga_dspy.optimize.gold_teacher.gold_trace: search labels, look up entities, "
-            "execute the gold query, stop)",
+            "execute the gold query or, in a picks pool, pick a shown candidate that answers as it does; stop)",
             "endpoint": "embedded",
             "versions": {k: v for k, v in versions().items() if k in ("saga_dspy", "dspy", "pyoxigraph", "git")},
             "format": "saga_dspy.agent.demos "

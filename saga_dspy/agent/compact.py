@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from saga_dspy.proposer.candidate import ASK, COMPARATIVE, FURTHER, NARROWED, ONE_HOP, RELATION, SUPERLATIVE
-from saga_dspy.tools.lookup import NEXT_CANDIDATES
+from saga_dspy.tools.lookup import CANDIDATES_HEAD, NEXT_CANDIDATES
 
 SEARCH_ENTITIES = 3  # entity hits a compact search shows (and the one its Next: line names)
 SEARCH_PROPERTIES = 2  # property hits a compact search shows
@@ -36,7 +36,6 @@ _OTHER = re.compile(r"^Other properties: (.*?)(?: \(\+(\d+) more\))?$", re.M)
 _OTHER_NAME = re.compile(r"(?<=\)), (?=\S)")  # between two `label (P123)` names (a label may hold a comma)
 _CANDIDATE = re.compile(r"^(\d+)\. \[([^\]\n]*)\] ", re.M)
 BUILT = frozenset({ONE_HOP, RELATION, NARROWED, FURTHER, COMPARATIVE, SUPERLATIVE, ASK})  # how a candidate was built
-CANDIDATES_HEAD = "Candidate queries (executed; run one as it is, edit one, or write your own):"
 NO_CONFLICTS = "Type filter: no property conflicts."
 SHORT_NEXT_CANDIDATES = 'Next: stop with {"candidate": N} if candidate N answers the question; else execute a query.'
 

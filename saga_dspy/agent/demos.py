@@ -69,6 +69,7 @@ DEMO_OBSERVATION_CHARS: int = Settings.model_fields[
 ].default  # a demo observation is clipped to this
 OUTPUT_TOOLS = {"execute": "execute_sparql", "lookup": "get_wikidata_entry"}  # demo outputs besides stop
 PROTOCOL = frozenset({"search_wikidata", "get_wikidata_entry", "execute_sparql"})  # what a filler demo must show
+PICKED = frozenset({"search_wikidata", "get_wikidata_entry"})  # ... or these, ending by picking a shown candidate
 DEMO_STEPS: int = Settings.model_fields["demo_steps"].default  # at most this many steps of a demo trajectory
 FORM_WINDOW = 3  # of the k + FORM_WINDOW best matches, those of the question's query form are shown first
 FORMS = ("ASK", "COUNT", "SELECT")
@@ -120,7 +121,7 @@ class DemoRecord:
     form: str = "SELECT"  # ASK | COUNT | SELECT
     steps: int = 0
     query_chars: int = 0
-    complete: bool = False  # shows the whole protocol: search, lookup, execute, stop
+    complete: bool = False  # shows the whole protocol: search, lookup, execute (or a shown candidate picked), stop
     lookup: dspy.Example | None = field(default=None, compare=False)  # up to its first lookup
     sparql: str = ""  # its gold query (the test firewall compares it with the evaluated question's)
     source: str = ""  # the benchmark it comes from ('' when the record does not say)
@@ -375,7 +376,9 @@ class DemoPool:
                 continue
             if example is not None:
                 form = str(record.get("query_form") or _form_of(str(record.get("sparql") or ""))).upper()
-                tools = {str(st.get("tool_name")) for st in record.get("steps") or [] if isinstance(st, dict)}
+                raw = [st for st in record.get("steps") or [] if isinstance(st, dict)]
+                tools = {str(st.get("tool_name")) for st in raw}
+                picks = bool(raw) and "candidate" in (raw[-1].get("tool_args") or {})
                 self.records.append(
                     DemoRecord(
                         str(record["question"]),
@@ -385,7 +388,7 @@ class DemoPool:
                         form,
                         len(record.get("steps") or []),
                         len(str(record.get("sparql") or "")),
-                        PROTOCOL <= tools,
+                        PROTOCOL <= tools or (picks and PICKED <= tools),
                         lookup,
                         str(record.get("sparql") or ""),
                         str(record.get("dataset") or ""),

@@ -18,7 +18,7 @@ from typing import Any
 from saga_dspy.agent.demos import DemoPool
 from saga_dspy.config import Settings
 from saga_dspy.kg.flavours import flavour_for
-from saga_dspy.variants import Variant
+from saga_dspy.variants import Variant, variant_of
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +30,12 @@ SHARED_POOL_VARIANT = Settings.model_fields[
 ].default  # its pool is `<dataset>.jsonl`, every variant's fallback
 
 
-def pool_file_name(dataset: str, variant: str = SHARED_POOL_VARIANT) -> str:
+def pool_file_name(dataset: str, variant: str = SHARED_POOL_VARIANT, picks: bool = False) -> str:
     """`<dataset>.<variant>.jsonl`: demos recorded with that variant's own tools (SPINACH-mode
-    observations for `spinach`); the default variant's pool is plain `<dataset>.jsonl`."""
-    return f"{dataset}.jsonl" if variant == SHARED_POOL_VARIANT else f"{dataset}.{variant}.jsonl"
+    observations for `spinach`); the default variant's pool is plain `<dataset>.jsonl`. `picks`: the pool whose
+    questions end by picking a shown candidate where one answers (`<dataset>[.<variant>].picks.jsonl`)."""
+    name = dataset if variant == SHARED_POOL_VARIANT else f"{dataset}.{variant}"
+    return f"{name}.picks.jsonl" if picks else f"{name}.jsonl"
 
 
 def excluded_sources(settings: Settings) -> tuple[str, ...]:
@@ -59,7 +61,8 @@ def choose_pool(settings: Settings, variant: str | None = None) -> PoolChoice:
     """Which pool file the run uses: `auto` is the dataset's own pool where one is bundled, else the graph's
     shared one (`Flavour.shared_demo_pool`; none on a graph without); `shared`; `none`; a bundled pool's name
     (`qald10`); or a JSONL path. A bundled pool is the file the variant's own tools recorded where there is one
-    (`<name>.<variant>.jsonl`), else `<name>.jsonl`."""
+    (`<name>.<variant>.jsonl`), else `<name>.jsonl`; with `Settings.demo_picks`, for a variant that shows candidates,
+    the picks pool (`<name>[.<variant>].picks.jsonl`) in their place."""
     choice = settings.demo_pool.strip() or "auto"
     base = Path(settings.data_dir) / "demos"
     shared = flavour_for(settings.kg).shared_demo_pool
@@ -71,8 +74,22 @@ def choose_pool(settings: Settings, variant: str | None = None) -> PoolChoice:
         return PoolChoice(choice or SHARED_POOL, None)
     if not _is_pool_name(choice):
         return PoolChoice("file", Path(choice))
-    own = base / pool_file_name(choice, variant or settings.variant)
-    return PoolChoice(choice, own, own=True) if own.is_file() else PoolChoice(choice, base / pool_file_name(choice))
+    name = variant or settings.variant
+    picks = settings.demo_picks and shows_candidates(settings, name)
+    # the variant's own recordings first (its picks pool, then, for a variant other than the default, its plain one)
+    own = [pool_file_name(choice, name, True)] if picks else []
+    if name != SHARED_POOL_VARIANT or not picks:
+        own.append(pool_file_name(choice, name))
+    for file in own:
+        if (base / file).is_file():
+            return PoolChoice(choice, base / file, own=True)
+    return PoolChoice(choice, base / pool_file_name(choice, picks=picks))
+
+
+def shows_candidates(settings: Settings, variant: str) -> bool:
+    """Whether `variant`'s lookups show candidate queries on this graph (`Settings.shown_candidates` > 0)."""
+    flags = variant_of(variant).grounding
+    return flags.shows_candidates and flavour_for(settings.kg).proposes_queries and settings.shown_candidates > 0
 
 
 def check_pool_choice(settings: Settings) -> None:

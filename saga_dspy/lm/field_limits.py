@@ -1,5 +1,6 @@
-"""How a free-text field of a marked reply is kept short: a token cap, and an end where the model starts writing a
-turn of its own (`Action: …`, `Observation: …`), i.e. a tool result that never ran.
+"""How a field of a marked reply is kept short: a token cap, an end where the model starts writing a turn of its own
+(`Action: …`, `Observation: …`), i.e. a tool result that never ran, and a choice among the values the prompt lists
+(the tool's name) written out once its first tokens name one.
 
 A thought that runs on can write "Action: search(…) Observation: …" of its own and then act on an id it
 invented. The engine (`lm.marked_reply`)
@@ -9,25 +10,28 @@ action it meant."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 # a line (or sentence) that opens a ReAct turn: what the tools would write next, not the model
 INVENTED_TURN = re.compile(r"(?:^|\n|(?<=[.!?:]) )\s*(?:Action|Observation|Action Input|Tool result)\s*\d*\s*:", re.I)
 SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+ANY_FIELD = "*"  # the key of a limit for every field of a reply (where the field has none of its own)
 
 
 @dataclass(frozen=True)
 class FieldLimit:
     """`tokens`: the field ends after this many tokens of the model (0: no cap); `cut_invented`: it ends where it
-    starts an invented turn."""
+    starts an invented turn; `choice`: where the prompt lists the field's values, it is the one value the model's
+    first tokens begin (the engine writes the rest)."""
 
     tokens: int = 0
     cut_invented: bool = False
+    choice: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "cut_invented": self.cut_invented}
+        return {"tokens": self.tokens, "cut_invented": self.cut_invented, "choice": self.choice}
 
 
 def parse_limits(raw: Mapping[str, Any] | None) -> dict[str, FieldLimit]:
@@ -35,7 +39,7 @@ def parse_limits(raw: Mapping[str, Any] | None) -> dict[str, FieldLimit]:
     out = {}
     for name, spec in (raw or {}).items():
         limit = spec if isinstance(spec, FieldLimit) else FieldLimit(**dict(spec))
-        if limit.tokens > 0 or limit.cut_invented:
+        if limit.tokens > 0 or limit.cut_invented or limit.choice:
             out[str(name)] = limit
     return out
 
@@ -52,8 +56,18 @@ def capped(value: str) -> str:
     return value[: ends[-1]] if ends and ends[-1] >= len(value) // 2 else value
 
 
-def ended(value: str, limit: FieldLimit, tokens: int) -> str | None:
-    """The field's value as it ends now, by `limit`, after `tokens` of the model's tokens (None: it goes on)."""
+def chosen(value: str, choices: Sequence[str]) -> str | None:
+    """The one of `choices` that `value` (begun) is the start of; None while it begins none or several."""
+    begun = value.strip()
+    found = [choice for choice in choices if choice.startswith(begun)] if begun else []
+    return found[0] if len(found) == 1 else None
+
+
+def ended(value: str, limit: FieldLimit, tokens: int, choices: Sequence[str] = ()) -> str | None:
+    """The field's value as it ends now, by `limit`, after `tokens` of the model's tokens (None: it goes on);
+    `choices`: the values the prompt lists for the field."""
+    if limit.choice and (named := chosen(value, choices)) is not None:
+        return named
     if limit.cut_invented and (at := invented_at(value)) is not None:
         return value[:at].rstrip()
     if limit.tokens and tokens >= limit.tokens:
@@ -61,4 +75,4 @@ def ended(value: str, limit: FieldLimit, tokens: int) -> str | None:
     return None
 
 
-__all__ = ["FieldLimit", "capped", "ended", "invented_at", "parse_limits"]
+__all__ = ["ANY_FIELD", "FieldLimit", "capped", "chosen", "ended", "invented_at", "parse_limits"]

@@ -20,7 +20,7 @@ from typing import Any
 import dspy
 
 from saga_dspy.config import Settings
-from saga_dspy.lm.field_limits import FieldLimit, parse_limits
+from saga_dspy.lm.field_limits import ANY_FIELD, FieldLimit, parse_limits
 from saga_dspy.lm.marked_reply import marked_reply
 from saga_dspy.lm.markers import THOUGHT_FIELD, reply_fields
 from saga_dspy.lm.model_files import INSTALL_HINT, LOCAL_LM_MODEL, LocalModelError, ensure_local_model
@@ -442,16 +442,17 @@ def local_lm(settings: Settings, *, model_path: str | os.PathLike[str] | None = 
         max_tokens=settings.max_tokens,
         seed=settings.seed,
         write_markers=settings.write_markers,
-        field_limits=thought_limits(settings),
+        field_limits=reply_limits(settings),
         prompt_lookup=settings.prompt_lookup,
         cache=settings.lm_cache,
     )
 
 
-def thought_limits(settings: Settings) -> dict[str, FieldLimit]:
-    """The limits settings put on a controller reply's thought (`thought_tokens`, `cut_invented_turns`)."""
+def reply_limits(settings: Settings) -> dict[str, FieldLimit]:
+    """The limits settings put on a reply's fields: a controller reply's thought (`thought_tokens`,
+    `cut_invented_turns`), and every field whose values the prompt lists (`write_choices`)."""
     limit = FieldLimit(settings.thought_tokens, settings.cut_invented_turns)
-    return parse_limits({THOUGHT_FIELD: limit})
+    return parse_limits({THOUGHT_FIELD: limit, ANY_FIELD: FieldLimit(choice=settings.write_choices)})
 
 
 # --- served models -------------------------------------------------------------

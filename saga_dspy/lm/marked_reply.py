@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from saga_dspy.lm.field_limits import FieldLimit, ended
-from saga_dspy.lm.markers import OPENING, marker, next_field
+from saga_dspy.lm.field_limits import ANY_FIELD, FieldLimit, ended
+from saga_dspy.lm.markers import OPENING, field_choices, marker, next_field
 from saga_dspy.lm.prefix_cache import common_prefix
 
 
@@ -114,8 +114,9 @@ def marked_reply(
     marker that would close the reply (`[[ ## completed`) ends it. The model writes every value; where it
     would have written a marker itself, the text is the same. With no fields this is a plain continuation.
 
-    `limits` (`lm.field_limits`): a field they name ends where its limit says (a token cap, an invented turn),
-    and the engine writes the next field's marker, as if the model had. The reply's `timings` say how many
+    `limits` (`lm.field_limits`): a field they name (`ANY_FIELD`: every other) ends where its limit says (a token
+    cap, an invented turn, the one value of those the prompt lists that its first tokens begin), and the engine
+    writes the rest of that value and the next field's marker, as if the model had. The reply's `timings` say how many
     tokens the model sampled and the engine wrote, and the seconds to the first sampled token and after it."""
     begun = messages[-1]["content"] if messages and messages[-1]["role"] == "assistant" else ""
     prompt_text = chat_prompt(llama, messages[:-1] if begun else messages) + begun
@@ -148,6 +149,7 @@ def marked_reply(
     ends_turn = _end_of_turn(llama)
     llama.set_seed(int(kwargs.get("seed", 0)))
     limits = limits or {}
+    choices = field_choices(messages)
     added: list[int] = []  # after the head: the model's tokens and the markers written for it
     text, finish, running = "", "length", True
     field = _field_at(fields, begun + opened)  # the field being written, its value's start in added and text
@@ -179,8 +181,9 @@ def marked_reply(
                 field_from, field_chars, field_tokens = len(added), len(text), 0
                 running = True  # generate again: the marker is evaluated in one batch with the model's "[["
                 break
-            limit = limits.get(field) if field is not None else None
-            value = ended(text[field_chars:], limit, field_tokens) if limit is not None else None
+            limit = limits.get(field, limits.get(ANY_FIELD)) if field is not None else None
+            listed = choices.get(field or "", ())
+            value = ended(text[field_chars:], limit, field_tokens, listed) if limit is not None else None
             if value is not None and field is not None:  # the field ends here: the next marker is written for it
                 following = next_field(fields, begun + opened + text)
                 kept = llama.tokenize(value.encode("utf-8"), add_bos=False, special=True) if value else []

@@ -42,6 +42,20 @@ def reply_fields(messages: list[dict[str, str]]) -> list[str]:
     return []
 
 
+_CHOICES = re.compile(
+    r"^\[\[ ## (\w+) ## \]\]\n\{\1\} +# note: the value you produce "
+    r"(?:must exactly match \(no extra characters\) one of|must be one of): ([^\n]*)$",
+    re.M,
+)
+
+
+def field_choices(messages: list[dict[str, str]]) -> dict[str, tuple[str, ...]]:
+    """The values the prompt's field structure (ChatAdapter's system message) lists for an output field, by field:
+    a `Literal` or enum field such as the tool's name."""
+    system = next((str(m.get("content") or "") for m in messages if m["role"] == "system"), "")
+    return {name: tuple(v for v in values.split("; ") if v) for name, values in _CHOICES.findall(system)}
+
+
 def marker(field: str) -> str:
     """A field's marker line, as ChatAdapter writes it."""
     return f"[[ ## {field} ## ]]\n"

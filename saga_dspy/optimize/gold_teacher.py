@@ -39,13 +39,17 @@ from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.demos import STATE_KEYS
 from saga_dspy.agent.query_form import decide_query_form
 from saga_dspy.config import Settings
+from saga_dspy.eval.scoring.metrics import answer_f1
 from saga_dspy.grounding.context import Execution, QuestionContext
 from saga_dspy.kg.endpoint import Endpoint
 from saga_dspy.kg.prefixes import WD, WIKIDATA_PREFIXES
 from saga_dspy.kg.results import AskResult, SelectResult, parse_sparql_json
 from saga_dspy.kg.search import Search
+from saga_dspy.proposer.propose import Candidate
 from saga_dspy.schema import ClassHierarchy, SchemaIndex, load_hierarchy, load_schema_index
 from saga_dspy.tools import ToolOutput, make_tools, observation_of
+from saga_dspy.tools.lookup import CANDIDATES_HEAD
+from saga_dspy.tools.results import LookupResult
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +167,7 @@ class TeacherConfig:
     require_search_hit: bool = True
     lookups: bool = True
     observation_chars: int | None = POOL_OBSERVATION_CHARS  # clip stored observations (None: keep all)
+    picks: bool = False  # end with stop {"candidate": N} where the last lookup showed one answering as gold does
 
 
 def _clip(text: str, limit: int | None) -> str:
@@ -172,11 +177,14 @@ def _clip(text: str, limit: int | None) -> str:
     return text[: max(0, limit - 30)].rstrip() + f"\n… [{len(text) - limit + 30} more characters]"
 
 
-def focus_observation(text: str, keep: Sequence[str], limit: int | None, head: int = 3) -> str:
+def focus_observation(
+    text: str, keep: Sequence[str], limit: int | None, head: int = 3, whole: Sequence[str] = ()
+) -> str:
     """An observation shortened to `limit` characters that keeps what the demo is about: the first
     `head` blocks (entity header, types, filter note) and every block naming an id in `keep`
     (the gold entity in a search, the gold properties in an entry), then other blocks in order.
-    A block is a line and the indented lines under it. Says how much it left out."""
+    A block is a line and the indented lines under it; the `Next:` blocks and those beginning with a `whole`
+    prefix are kept as they are, at the end. Says how much it left out."""
     text = str(text)
     if limit is None or len(text) <= limit:
         return text
@@ -186,8 +194,9 @@ def focus_observation(text: str, keep: Sequence[str], limit: int | None, head: i
             blocks[-1] += "\n" + line
         else:
             blocks.append(line)
-    nxt = [b for b in blocks if b.startswith("Next:")]  # the tool's hint on the next move is always kept whole
-    blocks = [b for b in blocks if not b.startswith("Next:")]
+    kept_whole = [b.startswith(("Next:", *whole)) for b in blocks]  # the tool's hint on the next move, ...
+    nxt = [b for i, b in enumerate(blocks) if kept_whole[i]]
+    blocks = [b for i, b in enumerate(blocks) if not kept_whole[i]]
     patterns = [re.compile(rf"\b{re.escape(k)}\b") for k in keep if k]
     wanted = [i < head or any(p.search(b) for p in patterns) for i, b in enumerate(blocks)]
     chosen: set[int] = set()
@@ -275,9 +284,15 @@ def gold_trace(
     labels = ctx.labels(entities) if entities else {}
     props = property_constants(query)
     _find_entities(trace, entities, labels, props)
-    _find_missing_properties(trace, props)
-    last = _execute_gold(trace, query, form, entities, labels, props)
-    type_context, knowledge_log = _stop(trace, form, last)
+    after_lookup = bool(trace.steps) and trace.steps[-1]["tool_name"] == "get_wikidata_entry"
+    picked = _pick(trace, gold, settings) if config.picks and after_lookup else None
+    if picked is not None:
+        query = picked.sparql
+        type_context, knowledge_log = _stop_with_pick(trace, picked)
+    else:
+        _find_missing_properties(trace, props)
+        last = _execute_gold(trace, query, form, entities, labels, props)
+        type_context, knowledge_log = _stop(trace, form, last)
     _keep_changed_contexts(trace.steps)
     steps = trace.steps
     record: dict[str, Any] = {
@@ -309,12 +324,18 @@ class _Trace:
         self.tools = tools
         self.config = config
         self.steps: list[dict[str, Any]] = []
+        self.shown: tuple[Candidate, ...] = ()  # the candidates the latest lookup showed
+        self.raw: list[tuple[str, tuple[str, ...]]] = []  # each step's whole observation and the ids it keeps
 
     def run(self, thought: str, name: str, args: dict[str, Any], keep: Sequence[str] = ()) -> str:
         ctx, steps, tools, config = self.ctx, self.steps, self.tools, self.config
         before_types = str(ctx.type_context() or "")
         before_log = str(ctx.knowledge_log() or "")
-        observation = observation_of(tools[name](**args))
+        output = tools[name](**args)
+        if isinstance(output, LookupResult):
+            self.shown = output.shown
+        observation = observation_of(output)
+        self.raw.append((observation, tuple(keep)))
         steps.append(
             {
                 "thought": thought,
@@ -407,6 +428,41 @@ def _stop(trace: _Trace, form: str, last: Execution) -> tuple[str, str]:
     type_context = str(ctx.type_context() or "")
     knowledge_log = str(ctx.knowledge_log() or "")
     run(f"{why}, so it is the final query.", "stop", {})
+    return type_context, knowledge_log
+
+
+def _pick(trace: _Trace, gold: Any, settings: Settings) -> Candidate | None:
+    """The first candidate the latest lookup showed whose answers are the gold answers (F1 1), else None."""
+    for candidate in trace.shown:
+        try:
+            answers = trace.ctx.endpoint.query(candidate.sparql)
+        except Exception as exc:  # a candidate that fails here is no pick
+            log.debug("candidate %s failed: %s", candidate.rank, exc)
+            continue
+        if answer_f1(answers, gold, mode=settings.metric_mode) >= 1.0:
+            return candidate
+    return None
+
+
+def _stop_with_pick(trace: _Trace, picked: Candidate) -> tuple[str, str]:
+    """3-4. stop naming the picked candidate (the agent then runs it); returns the type context and knowledge log
+    the agent saw before it."""
+    ctx, lookup = trace.ctx, trace.steps[-1]
+    observation, keep = trace.raw[-1]  # the lookup that showed it, shortened again keeping the pick in view
+    whole = (CANDIDATES_HEAD, *(f"{candidate.rank}. [" for candidate in trace.shown))
+    lookup["observation"] = focus_observation(observation, keep, trace.config.observation_chars, whole=whole)
+    type_context, knowledge_log = str(ctx.type_context() or ""), str(ctx.knowledge_log() or "")
+    thought = f"Candidate {picked.rank} answers the question, so I stop with it."
+    trace.steps.append(
+        {
+            "thought": thought,
+            "tool_name": "stop",
+            "tool_args": {"candidate": picked.rank},
+            "observation": "",
+            "type_context": type_context,
+            "knowledge_log": knowledge_log,
+        }
+    )
     return type_context, knowledge_log
 
 

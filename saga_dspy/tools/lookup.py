@@ -49,6 +49,7 @@ TYPES_SHOWN = 4
 ANNOTATED_CLASSES = 3  # a domain or range of more classes is not annotated
 PID_IN_TEXT = re.compile(r"\b(P[1-9]\d*)\b")
 CANDIDATE_QUERY_CHARS = 240
+CANDIDATES_HEAD = "Candidate queries (executed; run one as it is, edit one, or write your own):"
 NEXT_CANDIDATES = (
     'Next: if candidate N answers the question, stop with {"candidate": N}; else execute one edited, or write your '
     "own query with the properties above."
@@ -438,7 +439,7 @@ def _render(
 def candidate_lines(ctx: QuestionContext, candidates: tuple[Candidate, ...]) -> list[str]:
     """The lookup's last section: its ranked candidate queries, each with how it was built, the properties it
     uses, its executed answers (and whether they fit the expected answer type), then the `Next:` line."""
-    lines = ["Candidate queries (executed; run one as it is, edit one, or write your own):"]
+    lines = [CANDIDATES_HEAD]
     for c in candidates:
         props = ", ".join(f"{clip(ctx.property_label(pid), 30)} ({pid})" for pid in body_pids(c.sparql)[:3])
         star = " (fit the answer type)" if c.fits else ""

@@ -43,6 +43,21 @@ def test_auto_is_the_datasets_own_pool_else_the_shared_one():
     assert (mine.name, str(mine.path)) == ("file", "/tmp/my-pool.jsonl")
 
 
+def test_demo_picks_choose_the_pools_recorded_with_candidates_shown(tmp_path):
+    settings = make_settings(data_dir=tmp_path, dataset="qald10", demo_picks=True, shown_candidates=1)
+    demos = tmp_path / "demos"
+    demos.mkdir()
+    for name in ("qald10.jsonl", "qald10.picks.jsonl", "qald10.spinach.jsonl", "shared.jsonl"):
+        (demos / name).write_text("")
+    assert choose_pool(settings).path == demos / "qald10.picks.jsonl"
+    assert choose_pool(settings, "no-type-filter").path == demos / "qald10.picks.jsonl"  # full's, rendered
+    assert choose_pool(settings, "paper").path == demos / "qald10.jsonl"  # it shows no candidates
+    assert choose_pool(settings, "spinach").path == demos / "qald10.spinach.jsonl"  # its own recording
+    assert choose_pool(settings.model_copy(update={"shown_candidates": 0})).path == demos / "qald10.jsonl"
+    with pytest.raises(ValueError, match=r"--demo-pool shared: no such bundled pool .*shared\.picks\.jsonl"):
+        check_pool_choice(settings.model_copy(update={"demo_pool": "shared"}))
+
+
 def test_a_pool_that_does_not_exist_is_one_clear_error(tmp_path):
     settings = make_settings(data_dir=REPO / "data")
     check_pool_choice(settings)

@@ -12,7 +12,7 @@ from helpers.dspy_cache import fresh_dspy_cache  # noqa: F401  (autouse: a memor
 from saga_dspy.config import Settings
 from saga_dspy.lm import LocalLlamaLM
 from saga_dspy.lm.field_limits import FieldLimit, capped, invented_at, parse_limits
-from saga_dspy.lm.llama import thought_limits
+from saga_dspy.lm.llama import reply_limits
 from saga_dspy.lm.prompt_lookup import DraftingEval, RecentLookup
 
 CHATML = (
@@ -109,14 +109,44 @@ def test_a_thought_is_capped_at_its_last_sentence_end_and_the_engine_writes_the_
 
 
 def test_the_settings_put_their_limits_on_the_thought_and_none_reproduces_the_old_reply():
-    old = Settings(thought_tokens=0, cut_invented_turns=False)
-    assert thought_limits(old) == {}
+    old = Settings(thought_tokens=0, cut_invented_turns=False, write_choices=False)
+    assert reply_limits(old) == {}
     new = Settings(thought_tokens=48, cut_invented_turns=True)
-    assert thought_limits(new) == {"next_thought": FieldLimit(48, True)}
+    assert reply_limits(new) == {"next_thought": FieldLimit(48, True), "*": FieldLimit(choice=True)}
     assert parse_limits({"x": {"tokens": 0, "cut_invented": False}}) == {}
-    lm = LocalLlamaLM(llama=FieldLlama({}), cache=False, field_limits=thought_limits(new))
+    lm = LocalLlamaLM(llama=FieldLlama({}), cache=False, field_limits=reply_limits(new))
     # the limits travel in every request's metadata, so DSPy's cache keys a reply by them
-    assert lm.kwargs["metadata"]["field_limits"] == {"next_thought": {"tokens": 48, "cut_invented": True}}
+    assert lm.kwargs["metadata"]["field_limits"] == {
+        "next_thought": {"tokens": 48, "cut_invented": True, "choice": False},
+        "*": {"tokens": 0, "cut_invented": False, "choice": True},
+    }
+
+
+TOOLS = ("search_wikidata", "get_wikidata_entry", "get_property_examples", "execute_sparql", "stop")
+STRUCTURE = (  # ChatAdapter's field structure in the system message: the values a Literal field may take
+    "[[ ## next_thought ## ]]\n{next_thought}\n\n[[ ## next_tool_name ## ]]\n{next_tool_name}        # note: the "
+    f"value you produce must exactly match (no extra characters) one of: {'; '.join(TOOLS)}\n\n"
+    "[[ ## next_tool_args ## ]]\n{next_tool_args}"
+)
+
+
+def test_the_engine_writes_the_rest_of_the_tool_name_the_first_tokens_begin():
+    from saga_dspy.lm.markers import field_choices
+
+    system = {"role": "system", "content": STRUCTURE}
+    assert field_choices([system]) == {"next_tool_name": TOOLS}
+    for name, begun in (("get_wikidata_entry", "get_w"), ("search_wikidata", "se"), ("stop", "st")):
+        values = {"next_thought": "Look.", "next_tool_name": name, "next_tool_args": "{}"}
+        llama = FieldLlama(values)
+        lm = LocalLlamaLM(llama=llama, cache=False, field_limits={"*": FieldLimit(choice=True)})
+        out = lm(messages=[system, {"role": "user", "content": "Q\n\n" + ASKS}])[0]
+        assert f"[[ ## next_tool_name ## ]]\n{name}\n\n[[ ## next_tool_args ## ]]\n{{}}" in out
+        assert llama.sampled["next_tool_name"] == begun  # the model chose; the engine wrote the rest and the marker
+        assert llama.sampled["next_tool_args"] == "{}\n\n[["  # a field listing no values is the model's own
+    # without the limit the model writes the whole name and the marker's opening
+    whole = FieldLlama({"next_thought": "Look.", "next_tool_name": "get_wikidata_entry", "next_tool_args": "{}"})
+    LocalLlamaLM(llama=whole, cache=False)(messages=[system, {"role": "user", "content": "Q\n\n" + ASKS}])
+    assert whole.sampled["next_tool_name"] == "get_wikidata_entry\n\n[["
 
 
 def test_recent_lookup_drafts_what_followed_the_latest_occurrence_of_the_last_tokens():

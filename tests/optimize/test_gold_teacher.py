@@ -29,15 +29,9 @@ def train_items(teach_settings):
 def _trace(item, settings, endpoint, search, **kwargs):
     from saga_dspy.optimize.gold_teacher import gold_trace
 
+    kwargs.setdefault("gold", json.loads(item.gold))
     return gold_trace(
-        item.question,
-        item.gold_sparql,
-        settings=settings,
-        endpoint=endpoint,
-        search=search,
-        gold=json.loads(item.gold),
-        id=item.id,
-        **kwargs,
+        item.question, item.gold_sparql, settings=settings, endpoint=endpoint, search=search, id=item.id, **kwargs
     )
 
 
@@ -229,3 +223,45 @@ def test_a_shortened_observation_keeps_the_next_move_whole():
     short = focus_observation(text, ["P6"], 300)
     assert len(short) <= 300 + 10 and short.splitlines()[0] == "Berlin (Q64): city"
     assert short.splitlines()[-1] == text.splitlines()[-1] and "more lines not shown" in short
+
+
+def test_a_shortened_observation_keeps_the_blocks_asked_for_whole():
+    from saga_dspy.optimize.gold_teacher import focus_observation
+    from saga_dspy.tools.lookup import CANDIDATES_HEAD
+
+    candidates = [
+        CANDIDATES_HEAD,
+        "1. [one-hop; capital (P36)] SELECT ?x WHERE { wd:Q183 wdt:P36 ?x }",
+        "   → 1 answer",
+    ]
+    text = "\n".join(
+        ["Germany (Q183): country", "Types: country (Q6256)"]
+        + [f"- prop {i} (P{i}) = value" * 3 for i in range(30)]
+        + [*candidates, 'Next: if candidate N answers the question, stop with {"candidate": N}.']
+    )
+    short = focus_observation(text, ["P6"], 400, whole=(CANDIDATES_HEAD, "1. [")).splitlines()
+    assert short[-4:] == text.splitlines()[-4:]  # the section and its Next: line, as the tool wrote them
+    assert "more lines not shown" in short[-5]
+    assert CANDIDATES_HEAD not in focus_observation(text, ["P6"], 400)  # else only its Next: line is sure to stay
+
+
+def test_a_picks_trace_ends_by_picking_the_candidate_that_answers(teach_settings, train_items, endpoint, search):
+    from saga_dspy.optimize.gold_teacher import TeacherConfig
+    from saga_dspy.tools.lookup import CANDIDATES_HEAD
+
+    item = _find(train_items, r"time zone of Salt Lake City")
+    rec = _trace(item, teach_settings, endpoint, search, config=TeacherConfig(picks=True))
+    steps = rec["steps"]
+    assert [s["tool_name"] for s in steps] == ["search_wikidata", "get_wikidata_entry", "stop"]
+    rank = steps[-1]["tool_args"]["candidate"]
+    assert steps[-1]["thought"] == f"Candidate {rank} answers the question, so I stop with it."
+    lookup = steps[1]["observation"]
+    assert CANDIDATES_HEAD in lookup and f"\n{rank}. [" in lookup
+    assert f"] {rec['sparql']}" in lookup  # the record's query is the picked candidate, as it was shown
+    assert set(endpoint.query(rec["sparql"]).values()) == set(endpoint.query(item.gold_sparql).values())
+    # where no shown candidate gives the gold answers, the query is written as before
+    other = json.loads(item.gold)
+    other["results"]["bindings"] = [{"x": {"type": "uri", "value": "http://www.wikidata.org/entity/Q1"}}]
+    written = _trace(item, teach_settings, endpoint, search, config=TeacherConfig(picks=True), gold=other)
+    assert [s["tool_name"] for s in written["steps"]][-2:] == ["execute_sparql", "stop"]
+    assert written["steps"][-1]["tool_args"] == {}

@@ -42,6 +42,7 @@ FINGERPRINT_FIELDS = (
     "max_steps",
     "demos",
     "demo_pool",
+    "demo_picks",
     "demo_pool_exclude",
     "check_answer",
     "observation_chars",
