@@ -204,7 +204,7 @@ class Settings(BaseSettings):
         "shared (every bundled Wikidata train pool), none, a bundled pool's name (qald10) or a JSONL file",
     )
     demo_picks: bool = Field(
-        False,
+        True,
         description="for a variant that shows candidate queries: the pool recorded with them shown "
         "(<name>.picks.jsonl), whose solved questions end by picking a shown candidate that answers as the gold "
         'query does (stop {"candidate": N}) and by writing the query otherwise',

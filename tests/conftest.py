@@ -22,8 +22,10 @@ TEST_CACHE = Path(os.environ.get("SAGA_TEST_CACHE_DIR", REPO / ".cache" / "test"
 
 
 # the prompt layout before the cost defaults: the mechanism tests read DSPy's own layout (every field after the
-# trajectory, whole observations, three shown candidates); tests/agent/test_prompt_layout.py runs the defaults
+# trajectory, whole observations, three shown candidates) and the plain pools; tests/agent/test_prompt_layout.py
+# runs the defaults
 DSPY_LAYOUT = {
+    "demo_picks": False,
     "demo_anchors": 0,
     "state_in_trajectory": False,
     "closing_line": "dspy",

@@ -231,7 +231,7 @@ def test_ask_says_which_pool_it_uses(monkeypatch, store_path, capsys):
     monkeypatch.setattr(lm_module, "configure_lm_cache", lambda settings: None)
     common = ["--cache-dir", str(TEST_CACHE), "--no-result-cache", "--max-steps", "2"]
     assert main(["Who painted the Mona Lisa?", *common]) == 0
-    assert "demo pool: shared (demos/shared.jsonl)" in capsys.readouterr().out  # a typed question: no benchmark's
+    assert "demo pool: shared (demos/shared.picks.jsonl)" in capsys.readouterr().out  # a typed question: no benchmark
     assert main(["Who painted the Mona Lisa?", "--json", "--dataset", "qald7", *common]) == 0
     assert json.loads(capsys.readouterr().out)["demo_pool"]["pool"] == "qald7"
     assert main(["Who painted the Mona Lisa?", "--demo-pool", "none", *common]) == 0
