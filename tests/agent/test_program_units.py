@@ -479,11 +479,17 @@ def test_a_variants_own_pool_file_is_preferred(tmp_path):
     }
     own = {**full, "question": "Who founded Carthage?", "steps": [{**full["steps"][0], "observation": "spinach tools"}]}
     (demos / "qald10.jsonl").write_text(json.dumps(full) + "\n")
-    settings = Settings(data_dir=tmp_path, dataset="qald10")
+    settings = Settings(data_dir=tmp_path, dataset="qald10", demo_picks=False)
     assert load_demo_pool(settings, variant=variant_of("spinach")).records[0].question == "Who founded Rome?"
     (demos / "qald10.spinach.jsonl").write_text(json.dumps(own) + "\n")
     assert load_demo_pool(settings, variant=variant_of("spinach")).records[0].question == "Who founded Carthage?"
     assert load_demo_pool(settings, variant=variant_of("full")).records[0].question == "Who founded Rome?"
+    # the default: full takes the pool recorded with the candidates shown; spinach, which shows none, its own
+    picks = {**full, "question": "Who founded Alexandria?"}
+    (demos / "qald10.picks.jsonl").write_text(json.dumps(picks) + "\n")
+    settings = settings.model_copy(update={"demo_picks": True})
+    assert load_demo_pool(settings, variant=variant_of("full")).records[0].question == "Who founded Alexandria?"
+    assert load_demo_pool(settings, variant=variant_of("spinach")).records[0].question == "Who founded Carthage?"
 
 
 def test_to_form_rewrites_only_a_query_of_another_form():
