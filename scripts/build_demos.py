@@ -94,6 +94,14 @@ def build_pool(
         progress=progress,
         extra={"dataset": dataset, "split": resolved},
     )
+    kept = []
+    for record in records:  # a picked candidate is the record's query: it must pass the firewall too
+        hits = firewall.collisions(record["question"], record["sparql"])
+        if hits:
+            leaked[hits[0].source] = leaked.get(hits[0].source, 0) + 1
+        else:
+            kept.append(record)
+    records = kept
     stats = {
         "split": resolved,
         "questions": (evalset.filter_report or {}).get("total"),
