@@ -44,6 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from saga_dspy.agent.demos import ends_with_pick  # noqa: E402
 from saga_dspy.agent.pools import SHARED_POOL, SHARED_POOL_VARIANT, pool_file_name  # noqa: E402
 from saga_dspy.config import Settings, apply_offline_env, default_data_dir  # noqa: E402
 from saga_dspy.variants import VARIANT_NAMES  # noqa: E402
@@ -112,16 +113,11 @@ def build_pool(
         "records": len(records),
         "skipped": skipped,
         "forms": {f: sum(1 for r in records if r["query_form"] == f) for f in ("SELECT", "ASK", "COUNT")},
-        "picks": sum(1 for r in records if _picks(r)),
+        "picks": sum(1 for r in records if ends_with_pick(r)),
         "seconds": round(time.monotonic() - started, 1),
         "gold_file": _under(evalset.gold_file, Path(s.data_dir)),  # relative to the data directory
     }
     return records, stats
-
-
-def _picks(record: dict) -> bool:
-    """Whether a record ends by picking a shown candidate."""
-    return "candidate" in (record["steps"][-1].get("tool_args") or {})
 
 
 def build_shared(settings: Settings, out: Path, variant: str, picks: bool = False) -> tuple[list[dict], dict]:
@@ -168,7 +164,7 @@ def build_shared(settings: Settings, out: Path, variant: str, picks: bool = Fals
         "left_out_as_twins_of_earlier_records": dict(merged),
         "left_out_by_firewall": dict(sorted(leaked.items())),
         "forms": {f: sum(1 for r in records if r.get("query_form") == f) for f in ("SELECT", "ASK", "COUNT")},
-        "picks": sum(1 for r in records if _picks(r)),
+        "picks": sum(1 for r in records if ends_with_pick(r)),
     }
     return records, stats
 

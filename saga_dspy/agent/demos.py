@@ -378,7 +378,7 @@ class DemoPool:
                 form = str(record.get("query_form") or _form_of(str(record.get("sparql") or ""))).upper()
                 raw = [st for st in record.get("steps") or [] if isinstance(st, dict)]
                 tools = {str(st.get("tool_name")) for st in raw}
-                picks = bool(raw) and "candidate" in (raw[-1].get("tool_args") or {})
+                picks = ends_with_pick(record)
                 self.records.append(
                     DemoRecord(
                         str(record["question"]),
@@ -519,6 +519,12 @@ class DemoPool:
             views.append((getattr(record, kind) or record.example).copy())
         split = len(views) - anchors
         return views[split:] + views[:split]
+
+
+def ends_with_pick(record: dict[str, Any]) -> bool:
+    """Whether a pool record ends by picking a shown candidate (`stop {"candidate": N}`)."""
+    steps = [st for st in record.get("steps") or [] if isinstance(st, dict)]
+    return bool(steps) and "candidate" in (steps[-1].get("tool_args") or {})
 
 
 def demo_kind(rank: int, count: int) -> str:

@@ -194,7 +194,7 @@ def focus_observation(
             blocks[-1] += "\n" + line
         else:
             blocks.append(line)
-    kept_whole = [b.startswith(("Next:", *whole)) for b in blocks]  # the tool's hint on the next move, ...
+    kept_whole = [b.startswith(("Next:", *whole)) for b in blocks]  # the tool's hint on the next move and `whole`
     nxt = [b for i, b in enumerate(blocks) if kept_whole[i]]
     blocks = [b for i, b in enumerate(blocks) if not kept_whole[i]]
     patterns = [re.compile(rf"\b{re.escape(k)}\b") for k in keep if k]
@@ -325,7 +325,7 @@ class _Trace:
         self.config = config
         self.steps: list[dict[str, Any]] = []
         self.shown: tuple[Candidate, ...] = ()  # the candidates the latest lookup showed
-        self.raw: list[tuple[str, tuple[str, ...]]] = []  # each step's whole observation and the ids it keeps
+        self.last_raw: tuple[str, tuple[str, ...]] = ("", ())  # the latest step's whole observation, the ids it keeps
 
     def run(self, thought: str, name: str, args: dict[str, Any], keep: Sequence[str] = ()) -> str:
         ctx, steps, tools, config = self.ctx, self.steps, self.tools, self.config
@@ -335,7 +335,7 @@ class _Trace:
         if isinstance(output, LookupResult):
             self.shown = output.shown
         observation = observation_of(output)
-        self.raw.append((observation, tuple(keep)))
+        self.last_raw = (observation, tuple(keep))
         steps.append(
             {
                 "thought": thought,
@@ -448,7 +448,7 @@ def _stop_with_pick(trace: _Trace, picked: Candidate) -> tuple[str, str]:
     """3-4. stop naming the picked candidate (the agent then runs it); returns the type context and knowledge log
     the agent saw before it."""
     ctx, lookup = trace.ctx, trace.steps[-1]
-    observation, keep = trace.raw[-1]  # the lookup that showed it, shortened again keeping the pick in view
+    observation, keep = trace.last_raw  # the lookup that showed it, shortened again keeping the pick in view
     whole = (CANDIDATES_HEAD, *(f"{candidate.rank}. [" for candidate in trace.shown))
     lookup["observation"] = focus_observation(observation, keep, trace.config.observation_chars, whole=whole)
     type_context, knowledge_log = str(ctx.type_context() or ""), str(ctx.knowledge_log() or "")
