@@ -271,10 +271,12 @@ class Episode:
             if (program_step := decide()) is not None:
                 self.take(thought, program_step)
         observation = self.call_tool("stop", {})
-        return self.settle(thought, final_query.judge_stop(self, observation))
+        given = parse_tool_args(raw_args, list(final_query.STOP_ARGUMENTS))
+        return self.settle(thought, final_query.judge_stop(self, observation), given)
 
-    def settle(self, thought: str, verdict: Verdict) -> StepOutcome:
-        """Apply the policy's verdict on a stop: the allowances it spends, the query it accepts, its step."""
+    def settle(self, thought: str, verdict: Verdict, given: dict[str, Any] | None = None) -> StepOutcome:
+        """Apply the policy's verdict on a stop: the allowances it spends, the query it accepts, its step (with the
+        arguments the model `given` stop, as it gave them)."""
         for spent in verdict.spends:
             if spent == "checked":
                 self.checked = True
@@ -288,7 +290,7 @@ class Episode:
             self.accepted_final = verdict.accepted
         elif verdict.outcome is StepOutcome.DONE:
             self.stopped_without_query = True
-        self.add_step(Step(thought, "stop", {}, verdict.observation, note=verdict.note))
+        self.add_step(Step(thought, "stop", given or {}, verdict.observation, note=verdict.note))
         return verdict.outcome
 
     def take(self, thought: str, program_step: ProgramStep) -> None:

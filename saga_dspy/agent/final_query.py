@@ -44,6 +44,8 @@ MAX_EMPTY_REJECTIONS = 1  # stop() on an empty / blocked final query is sent bac
 NO_RESULT = ("unparsable", "unknown-tool", "bad-args", "repeated")  # steps that did nothing
 ENDED = "The episode ended without an answer."  # the thought of the fallback run at the end
 
+STOP_ARGUMENTS = ("sparql", "candidate")  # what stop() may be given: a query, or a shown candidate's number
+
 
 class StepOutcome(Enum):
     """What one controller action did to the episode (`Episode.run_tool`)."""
@@ -141,7 +143,7 @@ def stop_argument(episode: EpisodeView, raw_args: Any) -> ProgramStep | None:
     """A query given to stop as its argument, not yet executed, is executed as a step of its own (the model wrote
     it: its note is `from-stop`); so is the shown candidate the model names by its number (`{"candidate": N}`):
     the model chose it, the program only runs it."""
-    args = parse_tool_args(raw_args, ["sparql", "candidate"])
+    args = parse_tool_args(raw_args, list(STOP_ARGUMENTS))
     given = chosen_candidate(episode, args.get("candidate", args.get("sparql")))
     given = given or args.get("sparql")
     if (

@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from saga_dspy.agent.answer_type import AnswerTypeInfo
 from saga_dspy.agent.demos import STATE_KEYS
-from saga_dspy.agent.query_form import decide_query_form
+from saga_dspy.agent.query_form import decide_query_form, to_form
 from saga_dspy.config import Settings
 from saga_dspy.eval.scoring.metrics import answer_f1
 from saga_dspy.grounding.context import Execution, QuestionContext
@@ -50,6 +50,7 @@ from saga_dspy.schema import ClassHierarchy, SchemaIndex, load_hierarchy, load_s
 from saga_dspy.tools import ToolOutput, make_tools, observation_of
 from saga_dspy.tools.lookup import CANDIDATES_HEAD
 from saga_dspy.tools.results import LookupResult
+from saga_dspy.variants import variant_of
 
 log = logging.getLogger(__name__)
 
@@ -285,10 +286,10 @@ def gold_trace(
     props = property_constants(query)
     _find_entities(trace, entities, labels, props)
     after_lookup = bool(trace.steps) and trace.steps[-1]["tool_name"] == "get_wikidata_entry"
-    picked = _pick(trace, gold, settings) if config.picks and after_lookup else None
+    picked = _pick(trace, gold, settings, form, variant) if config.picks and after_lookup else None
     if picked is not None:
-        query = picked.sparql
-        type_context, knowledge_log = _stop_with_pick(trace, picked)
+        query = picked[0].sparql
+        type_context, knowledge_log = _stop_with_pick(trace, *picked)
     else:
         _find_missing_properties(trace, props)
         last = _execute_gold(trace, query, form, entities, labels, props)
@@ -431,20 +432,26 @@ def _stop(trace: _Trace, form: str, last: Execution) -> tuple[str, str]:
     return type_context, knowledge_log
 
 
-def _pick(trace: _Trace, gold: Any, settings: Settings) -> Candidate | None:
-    """The first candidate the latest lookup showed whose answers are the gold answers (F1 1), else None."""
+def _pick(trace: _Trace, gold: Any, settings: Settings, form: str, variant: str) -> tuple[Candidate, bool] | None:
+    """The first candidate the latest lookup showed whose final query answers as gold (F1 1), and whether that
+    final query counts its answers; else None. The final query is the one the agent ends with after stop:
+    rewritten to a COUNT question's form where the variant rewrites the form (`final_query.rewrite_form`)."""
+    rewrites = form == "COUNT" and variant_of(variant).agent.form_rewrite
     for candidate in trace.shown:
         try:
             answers = trace.ctx.endpoint.query(candidate.sparql)
+            counted = to_form(form, candidate.sparql, answers) if rewrites else None
+            if counted:
+                answers = trace.ctx.endpoint.query(counted)
         except Exception as exc:  # a candidate that fails here is no pick
             log.debug("candidate %s failed: %s", candidate.rank, exc)
             continue
         if answer_f1(answers, gold, mode=settings.metric_mode) >= 1.0:
-            return candidate
+            return candidate, bool(counted)
     return None
 
 
-def _stop_with_pick(trace: _Trace, picked: Candidate) -> tuple[str, str]:
+def _stop_with_pick(trace: _Trace, picked: Candidate, counted: bool) -> tuple[str, str]:
     """3-4. stop naming the picked candidate (the agent then runs it); returns the type context and knowledge log
     the agent saw before it."""
     ctx, lookup = trace.ctx, trace.steps[-1]
@@ -452,7 +459,8 @@ def _stop_with_pick(trace: _Trace, picked: Candidate) -> tuple[str, str]:
     whole = (CANDIDATES_HEAD, *(f"{candidate.rank}. [" for candidate in trace.shown))
     lookup["observation"] = focus_observation(observation, keep, trace.config.observation_chars, whole=whole)
     type_context, knowledge_log = str(ctx.type_context() or ""), str(ctx.knowledge_log() or "")
-    thought = f"Candidate {picked.rank} answers the question, so I stop with it."
+    says = "lists what the question counts" if counted else "answers the question"
+    thought = f"Candidate {picked.rank} {says}, so I stop with it."
     trace.steps.append(
         {
             "thought": thought,

@@ -66,6 +66,7 @@ def test_a_stop_naming_a_candidate_by_number_answers_with_it_as_the_models_choic
         ("execute_sparql", "from-stop"),
         ("stop", ""),
     ]
+    assert pred.trajectory[-1]["tool_args"] == {"candidate": 2}  # the stop step records what the model gave it
     assert author(pred) == Author("model-candidate", rank=2, edited=False) and author(pred).by_model
     # a number no lookup showed is no choice: the program's fallback, recorded as the program's
     pred = run(settings, endpoint, search, [step("get_wikidata_entry", qid="Q1726"), step("stop", candidate=9)])
@@ -93,7 +94,7 @@ def test_a_stop_with_nothing_executed_ends_with_the_programs_fallback(settings, 
         ("execute_sparql", "from-candidate"),
         ("stop", ""),
     ]
-    assert pred.sparql == MUNICH_CANDIDATE and pred.final_status == "ok"
+    assert pred.sparql == MUNICH_CANDIDATE and pred.final_status == "ok" and pred.trajectory[-1]["tool_args"] == {}
     assert author(pred) == Author("program") and not author(pred).by_model
     assert model_steps(pred) == []
 

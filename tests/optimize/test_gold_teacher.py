@@ -265,3 +265,24 @@ def test_a_picks_trace_ends_by_picking_the_candidate_that_answers(teach_settings
     written = _trace(item, teach_settings, endpoint, search, config=TeacherConfig(picks=True), gold=other)
     assert [s["tool_name"] for s in written["steps"]][-2:] == ["execute_sparql", "stop"]
     assert written["steps"][-1]["tool_args"] == {}
+
+
+def test_a_count_question_picks_the_candidate_that_lists_what_it_counts(teach_settings, train_items, endpoint, search):
+    """A COUNT question's pick is judged by the final query the agent ends with: the candidate's count, where the
+    variant rewrites the form; without that rewrite the teacher writes the gold query."""
+    from saga_dspy.agent.query_form import rewrite_head
+    from saga_dspy.optimize.gold_teacher import TeacherConfig
+
+    item = _find(train_items, r"^How many awards has Bertrand Russell")
+    rec = _trace(item, teach_settings, endpoint, search, config=TeacherConfig(picks=True))
+    stop = rec["steps"][-1]
+    assert rec["query_form"] == "COUNT" and stop["tool_name"] == "stop"
+    assert (
+        stop["thought"]
+        == f"Candidate {stop['tool_args']['candidate']} lists what the question counts, so I stop with it."
+    )
+    assert rec["sparql"].startswith("SELECT DISTINCT ?x")  # the candidate as it was shown; its count is the answer
+    counted = endpoint.query(rewrite_head(rec["sparql"], "COUNT"))
+    assert counted.values() == endpoint.query(item.gold_sparql).values()
+    plain = _trace(item, teach_settings, endpoint, search, config=TeacherConfig(picks=True), variant="no-form-rewrite")
+    assert [s["tool_name"] for s in plain["steps"]][-2:] == ["execute_sparql", "stop"]
