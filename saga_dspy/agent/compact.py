@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from saga_dspy.proposer.candidate import ASK, COMPARATIVE, FURTHER, NARROWED, ONE_HOP, RELATION, SUPERLATIVE
-from saga_dspy.tools.lookup import CANDIDATES_HEAD, NEXT_CANDIDATES
+from saga_dspy.tools.lookup import CANDIDATES_HEAD, NEXT_OTHERWISE
 
 SEARCH_ENTITIES = 3  # entity hits a compact search shows (and the one its Next: line names)
 SEARCH_PROPERTIES = 2  # property hits a compact search shows
@@ -37,7 +37,8 @@ _OTHER_NAME = re.compile(r"(?<=\)), (?=\S)")  # between two `label (P123)` names
 _CANDIDATE = re.compile(r"^(\d+)\. \[([^\]\n]*)\] ", re.M)
 BUILT = frozenset({ONE_HOP, RELATION, NARROWED, FURTHER, COMPARATIVE, SUPERLATIVE, ASK})  # how a candidate was built
 NO_CONFLICTS = "Type filter: no property conflicts."
-SHORT_NEXT_CANDIDATES = 'Next: stop with {"candidate": N} if candidate N answers the question; else execute a query.'
+SHORT_OTHERWISE = "; else execute a query."  # the end of the candidates' Next: line, shortened
+_NEXT_CANDIDATES = re.compile(r'^(Next: stop with \{"candidate": .*)' + re.escape(NEXT_OTHERWISE) + "$", re.M)
 
 
 def compact_observation(text: str, tool: str) -> str:
@@ -79,7 +80,7 @@ def _search(text: str) -> str:
 def _lookup(text: str) -> str:
     lines = [line for line in text.split("\n") if line != NO_CONFLICTS]
     text = "\n".join(lines).replace(CANDIDATES_HEAD, "Candidate queries (executed):")
-    text = text.replace(NEXT_CANDIDATES, SHORT_NEXT_CANDIDATES)
+    text = _NEXT_CANDIDATES.sub(lambda m: m.group(1) + SHORT_OTHERWISE, text)
     text = _OUTGOING.sub(r"\1):", text)
     text = _INCOMING.sub(r"Incoming (\1):", text)
     text = _CANDIDATE.sub(_candidate, text)

@@ -5,6 +5,7 @@ annotated with [domain | range]; a proposed next query only when relevance and t
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from saga_dspy.grounding.answer_fit import fits_answer
@@ -50,10 +51,7 @@ ANNOTATED_CLASSES = 3  # a domain or range of more classes is not annotated
 PID_IN_TEXT = re.compile(r"\b(P[1-9]\d*)\b")
 CANDIDATE_QUERY_CHARS = 240
 CANDIDATES_HEAD = "Candidate queries (executed; run one as it is, edit one, or write your own):"
-NEXT_CANDIDATES = (
-    'Next: if candidate N answers the question, stop with {"candidate": N}; else execute one edited, or write your '
-    "own query with the properties above."
-)
+NEXT_OTHERWISE = "; else execute one edited, or write your own query with the properties above."
 
 
 # --- helpers ---------------------------------------------------------------------------------------------------------
@@ -447,7 +445,16 @@ def candidate_lines(ctx: QuestionContext, candidates: tuple[Candidate, ...]) -> 
             f"{c.rank}. [{' + '.join(c.built)}{'; ' + props if props else ''}] {clip(c.sparql, CANDIDATE_QUERY_CHARS)}"
             f"\n   → {c.preview.render() if c.preview else 'not executed'}{star}"
         )
-    return [*lines, NEXT_CANDIDATES]
+    return [*lines, next_candidates([c.rank for c in candidates])]
+
+
+def next_candidates(ranks: Sequence[int]) -> str:
+    """The candidates' `Next:` line, each way to pick written out as stop's argument (a model copies what it
+    reads; asked for `{"candidate": N}`, a small model wrote the count of a preview's answers as N)."""
+    picks = [f'{{"candidate": {rank}}}' for rank in ranks]
+    listed = picks[0] if len(picks) == 1 else f"{', '.join(picks[:-1])} or {picks[-1]}"
+    which = f"candidate {ranks[0]}" if len(ranks) == 1 else "that candidate"
+    return f"Next: stop with {listed} if {which} answers the question{NEXT_OTHERWISE}"
 
 
 # --- property examples ------------------------------------------------------------------------------------------------

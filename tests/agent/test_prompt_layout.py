@@ -15,7 +15,7 @@ from saga_dspy.agent.program import SagaProgram
 from saga_dspy.agent.state_delta import StateLines
 from saga_dspy.config import Settings
 from saga_dspy.lm.markers import reply_fields
-from saga_dspy.tools.lookup import NEXT_CANDIDATES
+from saga_dspy.tools.lookup import next_candidates
 
 POOL = str(REPO / "data" / "demos" / "qald10.jsonl")
 RIEMANN_Q = "After whom is the Riemannian geometry named?"
@@ -208,7 +208,7 @@ Candidate queries (executed; run one as it is, edit one, or write your own):
    → 3 answers: Riemannian geometry (Q761383) (fit the answer type)
 2. [one-hop] SELECT DISTINCT ?x WHERE {{ ?x wdt:P138 wd:Q42299 }}
    → 3 answers: a (Q1)
-{NEXT_CANDIDATES}"""
+{next_candidates([1, 2])}"""
 
 
 def test_a_compact_lookup_keeps_its_properties_annotations_and_candidates():
@@ -227,7 +227,8 @@ def test_a_compact_lookup_keeps_its_properties_annotations_and_candidates():
         "   → 3 answers: Riemannian geometry (Q761383) (fit the answer type)",
         "2. SELECT DISTINCT ?x WHERE { ?x wdt:P138 wd:Q42299 }",
         "   → 3 answers: a (Q1)",
-        'Next: stop with {"candidate": N} if candidate N answers the question; else execute a query.',
+        'Next: stop with {"candidate": 1} or {"candidate": 2} if that candidate answers the question; else execute a '
+        "query.",
     ]
     assert compact_observation(text, "get_wikidata_entry") == text
 

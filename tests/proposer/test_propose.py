@@ -20,7 +20,7 @@ def test_the_rules_candidate_first_then_the_query_it_was_built_from(ask):
     assert found.candidate == TRUMPET  # the program's fallback is the first shown
     assert f"1. [one-hop + narrowed by a named value; occupation (P106), instrument (P1303)] {TRUMPET}" in found.text
     assert "→ 14 answers: " in found.text
-    assert found.text.splitlines()[-1].startswith("Next: if candidate N answers the question")
+    assert found.text.splitlines()[-1].startswith('Next: stop with {"candidate": 1} or {"candidate": 2} if that')
 
 
 def test_answers_that_fit_the_answer_type_are_marked(ask):
