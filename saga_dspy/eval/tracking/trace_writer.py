@@ -241,9 +241,9 @@ def install(tracking_uri: str) -> TraceWriter:
         def _should_enable_async_logging(self) -> bool:
             return False  # the child process is the asynchrony
 
-        def _log_spans(self, experiment_id, spans, workspace=None) -> None:
-            if workspace:
-                return super()._log_spans(experiment_id, spans, workspace)
+        def _log_spans(self, experiment_id, spans, workspace=None, *args: Any, **kwargs: Any) -> None:
+            if workspace or args or kwargs.get("remote_trace_ids"):  # a workspace's, or a remote trace's (mlflow 3.18)
+                return super()._log_spans(experiment_id, spans, workspace, *args, **kwargs)
             # not span by span: the finished trace carries all its spans to the writer (fewer, larger writes;
             # a question cut off mid-way leaves no partial trace)
 
