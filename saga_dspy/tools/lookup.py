@@ -449,8 +449,8 @@ def candidate_lines(ctx: QuestionContext, candidates: tuple[Candidate, ...]) -> 
 
 
 def next_candidates(ranks: Sequence[int]) -> str:
-    """The candidates' `Next:` line, each way to pick written out as stop's argument (a model copies what it
-    reads; asked for `{"candidate": N}`, a small model wrote the count of a preview's answers as N)."""
+    """The candidates' `Next:` line, each way to pick written out as stop's argument (what the model copies is a
+    shown rank; docs/DESIGN.md, demonstrations that pick)."""
     picks = [f'{{"candidate": {rank}}}' for rank in ranks]
     listed = picks[0] if len(picks) == 1 else f"{', '.join(picks[:-1])} or {picks[-1]}"
     which = f"candidate {ranks[0]}" if len(ranks) == 1 else "that candidate"
