@@ -267,11 +267,11 @@ class Episode:
     def stop(self, thought: str, raw_args: Any) -> StepOutcome:
         """The controller stops: the policy's steps before the stop (a query given to it, the fallback), then its
         verdict on the stop."""
-        for decide in (lambda: final_query.stop_argument(self, raw_args), lambda: final_query.fallback_at_stop(self)):
+        given = parse_tool_args(raw_args, list(final_query.STOP_ARGUMENTS))
+        for decide in (lambda: final_query.stop_argument(self, given), lambda: final_query.fallback_at_stop(self)):
             if (program_step := decide()) is not None:
                 self.take(thought, program_step)
         observation = self.call_tool("stop", {})
-        given = parse_tool_args(raw_args, list(final_query.STOP_ARGUMENTS))
         return self.settle(thought, final_query.judge_stop(self, observation), given)
 
     def settle(self, thought: str, verdict: Verdict, given: dict[str, Any] | None = None) -> StepOutcome:

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
-from saga_dspy.agent.parsing import parse_tool_args
 from saga_dspy.agent.query_form import QUERY_FORMS, form_of, form_problem, keeps_the_question, to_form
 from saga_dspy.agent.trajectory import Step
 from saga_dspy.grounding.context import Execution, QuestionContext
@@ -139,11 +138,10 @@ class FinalQuery:
 # --- at stop ----------------------------------------------------------------------------------------------------
 
 
-def stop_argument(episode: EpisodeView, raw_args: Any) -> ProgramStep | None:
+def stop_argument(episode: EpisodeView, args: dict[str, Any]) -> ProgramStep | None:
     """A query given to stop as its argument, not yet executed, is executed as a step of its own (the model wrote
     it: its note is `from-stop`); so is the shown candidate the model names by its number (`{"candidate": N}`):
-    the model chose it, the program only runs it."""
-    args = parse_tool_args(raw_args, list(STOP_ARGUMENTS))
+    the model chose it, the program only runs it. `args`: stop's arguments as parsed (`STOP_ARGUMENTS`)."""
     given = chosen_candidate(episode, args.get("candidate", args.get("sparql")))
     given = given or args.get("sparql")
     if (
