@@ -2,12 +2,12 @@
 
 Three choices decide most questions, and each can be scored against train gold without running the agent: the
 answer type (the `answer_type` predictor), the entity a search's hits are looked up by (the controller's turn right
-after a search), the candidate a lookup showed that the model takes (its turn right after a lookup that showed
-candidates). A compiled decision is instructions and fixed demos for that one choice (`CompiledDecision`): the
-answer type's go to its predictor; a controller decision's are used for the controller's turns in that state only
-(`decision_after`, `controller_prompt`), every other turn keeps the per-question demos. They are saved in
-program.json under `STATE_KEY`, beside dspy's per-predictor state, so `eval --program` / `ask --program` run them
-as compiled; a program.json without that key loads as before.
+after a search), the candidate a lookup showed that the model takes, or none of them (its turn right after a lookup
+that showed candidates). A compiled decision is instructions and fixed demos for that one choice
+(`CompiledDecision`): the answer type's go to its predictor; a controller decision's are used for the controller's
+turns in that state only (`decision_after`, `controller_prompt`), every other turn keeps the per-question demos.
+They are saved in program.json under `STATE_KEY`, beside dspy's per-predictor state, so `eval --program` /
+`ask --program` run them as compiled; a program.json without that key loads as before.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ DECISIONS = (ANSWER_TYPE, ENTITY, CANDIDATE)
 CONTROLLER_DECISIONS = (ENTITY, CANDIDATE)
 SEARCH_TOOL = "search_wikidata"
 LOOKUP_TOOL = "get_wikidata_entry"
+EXECUTE_TOOL = "execute_sparql"
+# the candidate decision's choice where no shown candidate answers: take none (execute a query written instead)
+NO_CANDIDATE = "none"
 STATE_KEY = "saga_decisions"
 FORMAT = 1
 

@@ -62,6 +62,7 @@ from saga_dspy.optimize.candidates import (
 )
 from saga_dspy.optimize.comparison import compare_on_report
 from saga_dspy.optimize.compile_run import (
+    PROGRAM,
     CompileArgs,
     CompileJob,
     EstimateWords,
@@ -86,7 +87,6 @@ TEACHERS = ("pool", "gold")
 # the estimate's seconds per program run (one question), by the LM's kind, when --seconds-per-question is not given
 SECONDS_PER_RUN = 50.0  # the bundled local model on 2 idle cores (one question at a time, whatever the threads)
 SECONDS_PER_RUN_SERVED = 10.0  # a served model: ~6-8 calls of 1-2 s; its threads run questions side by side
-PROGRAM = "program.json"
 EXPERIMENT_NOTE = """Compiles of saga-dspy: one row per compile; expand it for a child run per candidate scored on the
 valset, with its f1 / em and its paired interval against the default program (versus_default_delta / _low /
 _high): a candidate replaces the default only when _low is above zero (random search). Scores and intervals are

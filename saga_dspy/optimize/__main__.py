@@ -1,5 +1,6 @@
-"""`python -m saga_dspy.optimize`: the command line of `saga_dspy.optimize.optimize`; `decisions` and `assemble`
-(`optimize.decision_cli`) compile the program's decisions one by one and put them into one program."""
+"""`python -m saga_dspy.optimize`: the command line of `saga_dspy.optimize.optimize`; `decisions`, `assemble` and
+`compare` (`optimize.decision_cli`) compile the program's decisions one by one, put them into one program and run it
+against the default on the compile's report set."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog="One decision at a time: `python -m saga_dspy.optimize decisions --help` (compile the answer type, "
         "the entity or the candidate decision on its own examples), `python -m saga_dspy.optimize assemble --help` "
-        "(put compiled decisions into one program.json).",
+        "(put compiled decisions into one program.json), `python -m saga_dspy.optimize compare --help` (the "
+        "compiled program against the default, interleaved, on the report set the compile left unseen).",
         flags=SETTINGS_FLAGS,
     )
     parser.add_argument(

@@ -2,29 +2,34 @@
 (question by question, the two programs alternating which goes first), so a drift of the machine or the server
 hits both alike. Each program's answers are a run directory of their own (`report/default`,
 `report/compiled`: re-scorable with `eval rescore`); the table gives F1 and EM of both and the paired bootstrap
-interval of the F1 difference (`eval.scoring.significance`).
+interval of the F1 difference (`eval.scoring.significance`). `resume` keeps the answers already written and runs
+the rest; `report_of` reads a compile's report set back from its config.json (`optimize compare`).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
 from saga_dspy.eval.files import write_file
 from saga_dspy.eval.loading.answerability import subset_record
-from saga_dspy.eval.loading.evalset import EvalSet
+from saga_dspy.eval.loading.evalset import EvalSet, load_eval_set
 from saga_dspy.eval.running.answering import run_questions
 from saga_dspy.eval.running.predictions import PREDICTIONS, PredictionsFile
 from saga_dspy.eval.running.records import CONFIG, METRICS, run_config, write_json
 from saga_dspy.eval.scoring.metrics import compute_metrics
 from saga_dspy.eval.scoring.report import markdown_table, summary_table
 from saga_dspy.eval.scoring.significance import PairedComparison, paired_by_id
-from saga_dspy.eval.tracking.tracker import Tracker
+from saga_dspy.eval.tracking.tracker import Tracker, run_name
+from saga_dspy.optimize.compile_run import PROGRAM, CompileArgs, compile_services, tracked_compile
+from saga_dspy.optimize.sets import OptimizeError
 
 ROLES = ("default", "compiled")
 REPORT_DIR = "report"
@@ -40,21 +45,33 @@ def compare_on_report(
     tracker: Tracker | None = None,
     progress: bool = False,
     stream=None,
+    resume: bool = False,
 ) -> dict[str, Any]:
-    """Run `programs` ({role: (program, its settings)}) interleaved on `report`; writes the runs and the table."""
+    """Run `programs` ({role: (program, its settings)}) interleaved on `report`; writes the runs and the table.
+    `resume`: a role's answers already written to its run (for a question of `report`) are kept, not run again."""
     stream = stream or sys.stdout
     roles = list(programs)
     base = out_dir / REPORT_DIR
     files: dict[str, PredictionsFile] = {}
+    lines: dict[str, list[dict[str, Any]]] = {role: [] for role in roles}
+    wanted = {item.id for item in report.items}
     for role in roles:
         (base / role).mkdir(parents=True, exist_ok=True)
-        (base / role / PREDICTIONS).unlink(missing_ok=True)
-        files[role] = PredictionsFile(base / role / PREDICTIONS)
-    lines: dict[str, list[dict[str, Any]]] = {role: [] for role in roles}
+        path = base / role / PREDICTIONS
+        if resume:
+            lines[role] = [line for line in PredictionsFile.read(path, repair=True) if line["id"] in wanted]
+        else:
+            path.unlink(missing_ok=True)
+        files[role] = PredictionsFile(path)
+    done = {role: {line["id"] for line in lines[role]} for role in roles}
+    if resume:
+        print(f"resuming: {', '.join(f'{r} {len(done[r])}' for r in roles)} of {len(report)} answered", file=stream)
     mode = programs[roles[0]][1].metric_mode
     try:
         for index, item in enumerate(tqdm(report.items, desc="report set", unit="q", disable=not progress)):
             for role in roles if index % 2 == 0 else roles[::-1]:
+                if item.id in done[role]:
+                    continue
                 program = programs[role][0]
                 new, interrupted, _ = run_questions(program, [item], files[role], mode=mode, lm=lm, progress=False)
                 if interrupted:
@@ -94,10 +111,69 @@ def compare_on_report(
     return result
 
 
+def report_of(compile_dir: Path) -> tuple[str, str, list[str]]:
+    """(benchmark, split, question ids) of the report set a compile recorded in its config.json: the questions
+    no choice of that compile saw."""
+    path = Path(compile_dir) / CONFIG
+    try:
+        record = json.loads(path.read_text())["sets"]["report"]
+        bench, split = str(record["name"]).split("/", 1)
+        ids = [str(i) for i in record["ids"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise OptimizeError(f"{path}: no report set recorded ({exc}); is it a compile's --out?") from None
+    if not ids:
+        raise OptimizeError(f"{path}: the compile's report set is empty")
+    return bench, split, ids
+
+
+def compare_compiled(
+    settings: Settings,
+    compile_dir: str | Path,
+    *,
+    lm: Any = None,
+    endpoint: Any = None,
+    search: Any = None,
+    resume: bool = False,
+    experiment: str | None = None,
+    progress: bool = False,
+    stream=None,
+) -> dict[str, Any]:
+    """`optimize compare`: the compiled program (`settings.program`, else the compile's program.json) against the
+    default (`settings` without a program) on the report set `compile_dir`'s compile recorded, written under it."""
+    out_dir = Path(compile_dir)
+    bench, split, ids = report_of(out_dir)
+    settings = settings.model_copy(update={"dataset": bench, "split": split})
+    compiled_path = Path(settings.program) if settings.program else out_dir / PROGRAM
+    if not compiled_path.is_file():
+        raise OptimizeError(f"no compiled program at {compiled_path}")
+    default_settings = settings.model_copy(update={"program": None})
+    compiled_settings = settings.model_copy(update={"program": str(compiled_path)})
+    report = load_eval_set(default_settings, ids=ids)
+    tracker = Tracker(settings, experiment or f"saga-decisions-{bench}")
+    name = run_name("compare compiled vs default", bench, split, settings.lm)
+    params = {"dataset": bench, "report_set": report.name, "n_report": len(report), "program": str(compiled_path)}
+    run: CompileArgs = {"endpoint": endpoint, "search": search}
+    with compile_services(settings, out_dir, run) as services:
+        default = SagaProgram(default_settings, endpoint=services.endpoint, search=services.search)
+        compiled = SagaProgram(compiled_settings, endpoint=services.endpoint, search=services.search)
+        with tracked_compile(tracker, lm, name, params, "optimize-compare", out_dir):
+            return compare_on_report(
+                report,
+                {"default": (default, default_settings), "compiled": (compiled, compiled_settings)},
+                out_dir,
+                endpoint=services.endpoint,
+                lm=lm,
+                tracker=tracker,
+                progress=progress,
+                stream=stream,
+                resume=resume,
+            )
+
+
 def comparison_text(report: EvalSet, metrics: dict[str, dict[str, Any]], paired: PairedComparison) -> str:
     roles = list(metrics)
     title = f"report set {report.name} ({len(report)} questions, never used for selection), percent"
     return summary_table(metrics, title) + f"\n{roles[1]} - {roles[0]} F1: {paired.describe()}"
 
 
-__all__ = ["REPORT_DIR", "ROLES", "compare_on_report", "comparison_text"]
+__all__ = ["REPORT_DIR", "ROLES", "compare_compiled", "compare_on_report", "comparison_text", "report_of"]

@@ -28,6 +28,7 @@ from saga_dspy.optimize.sets import OptimizeError
 from saga_dspy.services import KgServices
 
 OptionsT = TypeVar("OptionsT")
+PROGRAM = "program.json"  # the compiled program in a compile's --out
 
 
 class CompileArgs(TypedDict, total=False):
@@ -223,6 +224,7 @@ def compile_with_lm(
 
 
 __all__ = [
+    "PROGRAM",
     "CompileArgs",
     "CompileJob",
     "EstimateWords",

@@ -23,7 +23,8 @@ from saga_dspy.config import Settings
 from saga_dspy.eval.running.records import write_json
 from saga_dspy.eval.running.rundir import locked_run_dir
 from saga_dspy.optimize.candidates import save_program
-from saga_dspy.optimize.decision_compile import DECISION_FILE, PROGRAM
+from saga_dspy.optimize.compile_run import PROGRAM
+from saga_dspy.optimize.decision_compile import DECISION_FILE
 from saga_dspy.optimize.sets import OptimizeError
 
 

@@ -1,5 +1,6 @@
 """The command lines of the per-decision compile: `python -m saga_dspy.optimize decisions ...` (build a decision's
-dataset, compile it, or score a program's decision) and `python -m saga_dspy.optimize assemble DIR...`."""
+dataset, compile it, or score a program's decision), `python -m saga_dspy.optimize assemble DIR...` and
+`python -m saga_dspy.optimize compare DIR` (the compiled program against the default on the compile's report set)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+import dspy
 
 from saga_dspy.agent.decisions import DECISIONS
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.cli import ArgumentParser, options_from
 from saga_dspy.config import Settings, add_settings_args, apply_offline_env, run_flags, settings_from_args
 from saga_dspy.eval.running.run_inputs import check_file_inputs, run_parser
-from saga_dspy.lm import configure_lm_cache
+from saga_dspy.lm import cli_lm, configure_lm_cache
+from saga_dspy.optimize.comparison import compare_compiled, report_of
 from saga_dspy.optimize.compile_run import compile_with_lm
 from saga_dspy.optimize.decision_assemble import assemble
 from saga_dspy.optimize.decision_compile import (
@@ -136,6 +141,43 @@ def assemble_main(argv: Sequence[str]) -> int:
     return 0
 
 
-SUBCOMMANDS = {"decisions": decisions_main, "assemble": assemble_main}
+def build_compare_parser() -> argparse.ArgumentParser:
+    parser = run_parser(
+        prog="python -m saga_dspy.optimize compare",
+        description="The compiled program (--program, default DIR/program.json: a `decisions` compile's or an "
+        "`assemble`d one) against the default program, whole runs, interleaved question by question, on the report "
+        "set DIR's compile recorded (its questions no choice saw); writes DIR/report/{default,compiled} (re-scorable "
+        "with `eval rescore`) and the paired interval. The run flags must be the compile's.",
+        flags=DECISION_FLAGS,
+    )
+    parser.add_argument("compile_dir", metavar="DIR", help="a compile's --out (its config.json names the report set)")
+    parser.add_argument("--resume", action="store_true", help="keep the answers DIR/report holds, run the rest")
+    parser.add_argument("--experiment", help="MLflow experiment name (default: saga-decisions-<dataset>)")
+    parser.add_argument("--no-progress", action="store_true")
+    return parser
 
-__all__ = ["SUBCOMMANDS", "assemble_main", "build_only", "decisions_main"]
+
+def compare_main(argv: Sequence[str]) -> int:
+    apply_offline_env()
+    args = build_compare_parser().parse_args(argv)
+    bench, split, _ = report_of(Path(args.compile_dir))
+    settings = settings_from_args(args, dataset=bench, split=split)
+    check_file_inputs(settings, None)
+    lm = cli_lm(settings)
+    if lm is None:
+        return 2
+    dspy.configure(lm=lm)
+    compare_compiled(
+        settings,
+        args.compile_dir,
+        lm=lm,
+        resume=args.resume,
+        experiment=args.experiment,
+        progress=not args.no_progress,
+    )
+    return 0
+
+
+SUBCOMMANDS = {"decisions": decisions_main, "assemble": assemble_main, "compare": compare_main}
+
+__all__ = ["SUBCOMMANDS", "assemble_main", "build_only", "compare_main", "decisions_main"]

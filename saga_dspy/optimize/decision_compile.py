@@ -39,6 +39,7 @@ from saga_dspy.eval.scoring.significance import PairedComparison, paired_by_id
 from saga_dspy.eval.tracking.tracker import Tracker, run_name
 from saga_dspy.optimize import compile_run
 from saga_dspy.optimize.candidates import candidate_line, save_program
+from saga_dspy.optimize.compile_run import PROGRAM
 from saga_dspy.optimize.decision_metric import decision_feedback_metric, make_decision_metric
 from saga_dspy.optimize.decision_modules import DecisionScore, compiled_decision, decision_module, score_decision
 from saga_dspy.optimize.decision_sets import DecisionSets, decision_sets
@@ -51,7 +52,6 @@ SECONDS_PER_CALL = {ANSWER_TYPE: 3.0, ENTITY: 12.0, CANDIDATE: 12.0}
 SECONDS_PER_CALL_SERVED = 1.0
 ESTIMATE_WORDS = compile_run.EstimateWords("about", "LM calls", "call", "--seconds-per-call")
 DECISION_FILE = "decision.json"
-PROGRAM = "program.json"
 EXPERIMENT_NOTE = """Per-decision compiles of saga-dspy: one row per compile of one decision (answer type, entity,
 candidate); expand it for a child run per candidate with its valset accuracy (the share of decisions that made the
 gold choice) and its paired interval against the default (versus_default_delta / _low): a candidate replaces the

@@ -11,7 +11,9 @@ of example come out (`agent.decisions`):
 * `entity`: the controller's state right after the search -> the gold entity to look up; only where the search
   lists it (else the walk ends: no later state may show an id no search found).
 * `candidate`: the state right after a lookup that showed candidates -> the shown candidate whose answers score the
-  highest F1 against the gold answers (the first of a tie); only where one scores above zero.
+  highest F1 against the gold answers (the first of a tie); where none scores above zero and every gold entity has
+  been looked up, none of them (`NO_CANDIDATE`): the gold reply executes the gold query instead. Without these the
+  dataset could not teach, nor measure, when a shown candidate is to be left.
 
 The controller's states use the answer type it would see: the cue's where it decides, else the gold one. A dataset
 is built once for a set of questions and the settings that shape what the tools show, and cached as JSON under the
@@ -35,7 +37,16 @@ from tqdm import tqdm
 
 from saga_dspy.agent.answer_cues import decides
 from saga_dspy.agent.answer_type import AnswerTypeInfo
-from saga_dspy.agent.decisions import ANSWER_TYPE, CANDIDATE, DECISIONS, ENTITY, LOOKUP_TOOL, SEARCH_TOOL
+from saga_dspy.agent.decisions import (
+    ANSWER_TYPE,
+    CANDIDATE,
+    DECISIONS,
+    ENTITY,
+    EXECUTE_TOOL,
+    LOOKUP_TOOL,
+    NO_CANDIDATE,
+    SEARCH_TOOL,
+)
 from saga_dspy.agent.episode import Episode
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.config import Settings
@@ -47,7 +58,7 @@ from saga_dspy.optimize.gold_teacher import MAX_ENTITIES, compact_query, entity_
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2
 # the settings that shape what the walk's tools show (and so the states), beside the questions themselves
 STATE_SETTINGS = (
     "kg",
@@ -196,9 +207,10 @@ def _candidate_f1s(walk: _Walk, shown: Sequence[tuple[int, str]]) -> list[tuple[
     return out
 
 
-def _entity_step(walk: _Walk, episode: Episode, eid: str, name: str, first: bool) -> bool:
-    """Search the entity's label, then look it up: the entity example (and the candidate one); False where the
-    search does not list it (the walk ends)."""
+def _entity_step(walk: _Walk, episode: Episode, eid: str, name: str, first: bool, last: bool) -> bool:
+    """Search the entity's label, then look it up: the entity example (and the candidate one; `last`: every gold
+    entity has been looked up, so leaving the candidates for the gold query is a reply the state allows); False
+    where the search does not list it (the walk ends)."""
     thought = f'The question is about "{name}". I search for it.' if first else f'I also need "{name}". I search.'
     observation = _act(episode, thought, SEARCH_TOOL, {"query": name})
     hits = tuple(dict.fromkeys(_HIT.findall(observation)))
@@ -215,14 +227,20 @@ def _entity_step(walk: _Walk, episode: Episode, eid: str, name: str, first: bool
         return True
     scores = _candidate_f1s(walk, shown)
     rank, best = max(scores, key=lambda s: (s[1], -s[0]))
-    if best <= 0:
-        walk.skipped.append(f"{CANDIDATE}: no shown candidate answers")
+    options = tuple(str(r) for r, _ in scores)
+    if best <= 0 and not last:
+        walk.skipped.append(f"{CANDIDATE}: no shown candidate answers, an entity is still to find")
+    elif best <= 0:
+        why = "no shown candidate's answers score above zero against the gold answers; the gold query does"
+        thought = "No candidate answers the question. I write the query and execute it."
+        reply = _reply(thought, EXECUTE_TOOL, {"sparql": walk.query})
+        walk.example(CANDIDATE, _state(episode), NO_CANDIDATE, why, reply, options=options)
     else:
         others = ", ".join(f"{r}: {f:.2f}" for r, f in scores if r != rank) or "none"
         why = f"candidate {rank}'s answers score F1 {best:.2f} against the gold answers (the others: {others})"
         thought = f"Candidate {rank} answers the question, so I stop with it."
         reply = _reply(thought, "stop", {"candidate": rank})
-        walk.example(CANDIDATE, _state(episode), str(rank), why, reply, options=tuple(str(r) for r, _ in scores))
+        walk.example(CANDIDATE, _state(episode), str(rank), why, reply, options=options)
     return True
 
 
@@ -256,7 +274,7 @@ def question_examples(program: SagaProgram, item: EvalItem) -> tuple[list[Decisi
         name = (labels.get(eid) or "").strip()
         if not name:
             return walk.end("walk: an entity has no label")
-        if not _entity_step(walk, episode, eid, name, first=n == 0):
+        if not _entity_step(walk, episode, eid, name, first=n == 0, last=n == len(entities) - 1):
             return walk.end("walk: the search does not list the entity")
     return walk.examples, walk.skipped
 

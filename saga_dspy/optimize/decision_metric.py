@@ -2,8 +2,9 @@
 
 A reply's choice (`reply_choice`): for `answer-type` the class id it named (its kind for a scalar type), as the program
 keeps it; for `entity` the id in a `get_wikidata_entry` action's arguments; for `candidate` the number in a `stop`
-action's `{"candidate": N}`. It scores 1 when it is the example's `choice` or one of its `accepted`, else 0
-(`make_decision_metric`: dspy's `(example, prediction, trace=None)`, a pass while bootstrapping).
+action's `{"candidate": N}`, or `NO_CANDIDATE` for any other action (the candidates left; a bare `stop` makes no
+choice). It scores 1 when it is the example's `choice` or one of its `accepted`, else 0 (`make_decision_metric`:
+dspy's `(example, prediction, trace=None)`, a pass while bootstrapping).
 `decision_feedback_metric` is GEPA's five-argument metric: the score, and a text naming the gold choice, why it is
 the gold one (the example's `why`) and what the reply did instead.
 """
@@ -16,7 +17,7 @@ from typing import Any
 import dspy
 
 from saga_dspy.agent.answer_type import AnswerTypeInfo
-from saga_dspy.agent.decisions import ANSWER_TYPE, CANDIDATE, DECISIONS, ENTITY, LOOKUP_TOOL
+from saga_dspy.agent.decisions import ANSWER_TYPE, CANDIDATE, DECISIONS, ENTITY, LOOKUP_TOOL, NO_CANDIDATE
 from saga_dspy.agent.parsing import normalize_tool_name, parse_tool_args
 from saga_dspy.config import DEFAULT_KG
 from saga_dspy.kg.flavours import flavour_for
@@ -47,7 +48,11 @@ def reply_choice(decision: str, pred: Any, kg: str = DEFAULT_KG) -> str | None:
         return flavour_for(kg).normalise_entity(str(args.get("qid") or ""))
     if decision == CANDIDATE and name == "stop":  # read as the stop reads it (`final_query.stop_argument`)
         text = str(args.get("candidate", args.get("sparql", ""))).strip().strip("#.")
-        return str(int(text)) if text.isdigit() else None
+        if text.isdigit():
+            return str(int(text))
+        return NO_CANDIDATE if "candidate" not in args and text else None
+    if decision == CANDIDATE and name is not None:
+        return NO_CANDIDATE
     return None
 
 
@@ -89,7 +94,9 @@ def feedback_text(decision: str, example: Any, pred: Any, score: float, kg: str 
     wanted = {
         ANSWER_TYPE: f"the answer type {choice}",
         ENTITY: f'get_wikidata_entry with {{"qid": "{choice}"}}',
-        CANDIDATE: f'stop with {{"candidate": {choice}}}',
+        CANDIDATE: "to leave the shown candidates and execute a query written for the question"
+        if choice == NO_CANDIDATE
+        else f'stop with {{"candidate": {choice}}}',
     }[decision]
     return f"Wrong. The gold choice is {wanted}: {why}. {_what_it_did(decision, pred, kg)}"
 

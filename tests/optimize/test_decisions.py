@@ -117,7 +117,7 @@ def test_each_decision_gets_examples_from_gold(data):
         "knowledge_log",
         "trajectory",
     }
-    candidate = train.of("candidate")[0]
+    candidate = next(e for e in train.of("candidate") if e.choice != "none")
     assert "Candidate queries" in last_step(candidate.inputs["trajectory"]) and candidate.choice in candidate.options
     assert json.loads(candidate.output["next_tool_args"]) == {"candidate": int(candidate.choice)}
     assert f"candidate {candidate.choice}'s answers score F1" in candidate.why
@@ -125,6 +125,23 @@ def test_each_decision_gets_examples_from_gold(data):
     assert set(answer_type.inputs) == {"question"} and answer_type.choice in answer_type.accepted
     # why a question gave no example of a decision is counted, never silent
     assert train.skipped.get("answer-type: the cue decides", 0) > 0
+
+
+def test_where_no_shown_candidate_answers_the_gold_choice_is_none_of_them(program, data):
+    """Leaving the candidates is a choice the dataset teaches and scores: only once every gold entity was looked up
+    (else the gold reply would name an id no search found), its reply executing the gold query."""
+    from saga_dspy.optimize.gold_teacher import compact_query, entity_constants
+
+    train, _ = data
+    left = [e for e in train.of("candidate") if e.choice == "none"]
+    assert left, "no train question whose shown candidates all miss the gold answers"
+    for example in left:
+        assert example.output["next_tool_name"] == "execute_sparql"
+        assert json.loads(example.output["next_tool_args"]) == {"sparql": example.gold_sparql}
+        assert example.gold_sparql == compact_query(example.gold_sparql) and example.options
+        assert "Candidate queries" in last_step(example.inputs["trajectory"])
+        looked_up = re.findall(r'get_wikidata_entry\(\{"qid": "(\w+)"\}\)', example.inputs["trajectory"])
+        assert set(entity_constants(example.gold_sparql)) <= set(looked_up)
 
 
 def test_a_dataset_is_cached_and_read_back_without_building(program, sets, data, monkeypatch):
@@ -169,6 +186,16 @@ def test_the_metric_reads_each_decisions_choice():
     candidate = dspy.Example(choice="2", accepted=["2", "3"], why="best F1").with_inputs()
     for args, score in (({"candidate": 2}, 1.0), ({"candidate": "#3"}, 1.0), ({"sparql": "2"}, 1.0), ({}, 0.0)):
         assert choice_score("candidate", candidate, reply("stop", args)) == score
+    left = dspy.Example(choice="none", accepted=[], why="no candidate answers").with_inputs()
+    assert choice_score("candidate", left, reply("execute_sparql", {"sparql": WRONG})) == 1.0
+    assert choice_score("candidate", left, reply("stop", {"sparql": WRONG})) == 1.0  # its own query, not a candidate
+    assert choice_score("candidate", left, reply("stop", {"candidate": 1})) == 0.0
+    assert choice_score("candidate", left, reply("stop", {})) == 0.0  # no choice: the program would run candidate 1
+    assert choice_score("candidate", left, {"next_tool_name": "", "next_tool_args": "{}"}) == 0.0
+    assert (
+        "leave the shown candidates"
+        in decision_feedback_metric("candidate")(left, reply("stop", {"candidate": 1})).feedback
+    )
     typed = dspy.Example(choice="Q515", accepted=["Q515", "Q486972"], why="cities").with_inputs()
     assert choice_score("answer-type", typed, {"answer_type_label": "city", "answer_type_qid": "Q515"}) == 1.0
     assert choice_score("answer-type", typed, {"answer_type_label": "human settlement", "answer_type_qid": "Q486972"})
@@ -295,8 +322,43 @@ def test_random_search_compiles_the_entity_decision_and_eval_runs_the_assembled_
     assert {e.choice for e in examples} <= set(looked_up)
 
 
-def test_gepa_rewrites_the_candidate_decisions_instructions_on_its_feedback(
+def test_compare_runs_the_compiled_program_against_the_default_on_the_report_set_and_resumes(
     dec_settings, endpoint, search, tmp_path, same_sets
+):
+    from saga_dspy.optimize.comparison import compare_compiled
+
+    result, _ = compile_(
+        dec_settings, tmp_path, DecisionLM(), endpoint, search, decision="entity", num_candidates=2, max_labeled=2
+    )
+    assert result.kept
+    report_ids = json.loads((result.out_dir / "config.json").read_text())["sets"]["report"]["ids"][:4]
+    config = json.loads((result.out_dir / "config.json").read_text())
+    config["sets"]["report"]["ids"] = report_ids  # four report questions keep the test short
+    (result.out_dir / "config.json").write_text(json.dumps(config))
+    lm = DecisionLM()
+    out = compare_compiled(dec_settings, result.out_dir, lm=lm, endpoint=endpoint, search=search)
+    assert out["ids"] == report_ids and out["paired"]["n"] == len(report_ids)
+    base = result.out_dir / "report"
+    lines = {role: [json.loads(x) for x in (base / role / "predictions.jsonl").read_text().splitlines()]
+             for role in ("default", "compiled")}  # fmt: skip
+    assert all(sorted(line["id"] for line in lines[role]) == sorted(report_ids) for role in lines)
+
+    def lookups(role):  # the lookups the scripted LM chose (not a repeated search the program turned into one)
+        return [s for line in lines[role] for s in line["trajectory"] if s["thought"] == "I call get_wikidata_entry."]
+
+    # only the compiled program's turns after a search show the compiled demos: the scripted LM looks up then
+    assert lookups("compiled") and not lookups("default")
+    assert json.loads((base / "compiled" / "config.json").read_text())["settings"]["program"].endswith("program.json")
+    # resumed, nothing is run again and the table is the same
+    again_lm = DecisionLM()
+    again = compare_compiled(
+        dec_settings, result.out_dir, lm=again_lm, endpoint=endpoint, search=search, resume=True, stream=io.StringIO()
+    )
+    assert again_lm.turns == [] and again["metrics"] == out["metrics"]
+
+
+def test_gepa_rewrites_the_candidate_decisions_instructions_on_its_feedback(
+    dec_settings, data, endpoint, search, tmp_path, same_sets
 ):
     lm = DecisionLM(cue="GEPA TUNED")  # the default stays uninformed: no demos, no cue
     reflection = dspy.utils.DummyLM(
@@ -307,7 +369,11 @@ def test_gepa_rewrites_the_candidate_decisions_instructions_on_its_feedback(
         reflection_lm=reflection,
     )  # fmt: skip
     default, best = result.candidates
-    assert default.accuracy == 0.0 and best.accuracy > 0.5 and result.kept
+    valset = data[1].of("candidate")
+    left = sum(e.choice == "none" for e in valset) / len(valset)
+    taken = sum(e.choice == "1" or "1" in e.accepted for e in valset) / len(valset)
+    # uninformed, the LM leaves every candidate (right only where none answers); tuned, it stops with candidate 1
+    assert default.accuracy == pytest.approx(left) and best.accuracy == pytest.approx(taken) and result.kept
     reflected = json.dumps(reflection.history[0]["messages"])
     assert "The gold choice is stop with" in reflected  # the feedback names the gold choice and why
     saved = json.loads((result.out_dir / "decision.json").read_text())
