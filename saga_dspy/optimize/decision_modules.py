@@ -31,6 +31,7 @@ from saga_dspy.agent.decisions import (
 )
 from saga_dspy.agent.formatting import StringFieldsAdapter
 from saga_dspy.agent.program import ANSWER_TYPE_MAX_TOKENS, SagaProgram
+from saga_dspy.agent.react import without_state_fields
 from saga_dspy.eval.loading.firewall import QuestionGuard
 from saga_dspy.kg.flavours import flavour_for
 from saga_dspy.optimize.decision_metric import Metric
@@ -48,9 +49,11 @@ class _ProgramRef(SharedOnCopy):
         self.program = program
 
 
-def _adapter_context():
-    """The program's adapter where none is configured (`SagaProgram.forward` does the same)."""
-    return dspy.context(adapter=StringFieldsAdapter()) if dspy.settings.adapter is None else contextlib.nullcontext()
+def _adapter_context(program: SagaProgram):
+    """The program's adapter, its closing line, where none is configured (`SagaProgram.forward` does the same)."""
+    if dspy.settings.adapter is not None:
+        return contextlib.nullcontext()
+    return dspy.context(adapter=StringFieldsAdapter(closing=program.settings.closing_line))
 
 
 class AnswerTypeDecision(dspy.Module):
@@ -67,7 +70,7 @@ class AnswerTypeDecision(dspy.Module):
     def forward(self, question: str) -> dspy.Prediction:
         program = self._ref.program
         demos, _ = QuestionGuard(question).filter_demos(self.predict.demos)
-        with _adapter_context():
+        with _adapter_context(program):
             raw = self.predict(question=question, demos=demos, config={"max_tokens": ANSWER_TYPE_MAX_TOKENS})
         info = program.typed_answer(raw, program.answer_type_cue(question), question)
         return dspy.Prediction(answer_type_label=info.label, answer_type_qid=info.qid)
@@ -97,8 +100,11 @@ class ControllerDecision(dspy.Module):
         form = FORM_OF_GUIDE.get(str(inputs.get("query_form") or ""), "SELECT")
         pool, _ = program.question_demos(question, form, guard)
         protocol = flavour_for(program.settings.kg).protocol_example
-        signature, demos = controller_prompt(self.step.signature, DecisionPrompt(None, tuple(own)), pool, protocol)
-        with _adapter_context():
+        signature = self.step.signature
+        if program.settings.state_in_trajectory:  # as the agent's turn reads it (`SagaReAct._prompt`)
+            signature = without_state_fields(signature)
+        signature, demos = controller_prompt(signature, DecisionPrompt(None, tuple(own)), pool, protocol)
+        with _adapter_context(program):
             return self.step(**inputs, demos=demos, signature=signature)
 
 

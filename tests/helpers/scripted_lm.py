@@ -55,6 +55,7 @@ class _ScriptedEngine(DummyEngine):
         user = messages[-2 if begun else -1]["content"] if messages else ""
         owner.demos_shown = sum(m["role"] == "assistant" for m in messages) - bool(begun)  # demo turns of this call
         owner.system_prompt = system
+        owner.user_prompt = user
         outputs = owner.respond(output_fields(system), prompt_fields(user))
         with owner.lock:
             owner.calls += 1
@@ -101,6 +102,7 @@ class ScriptedLM(DummyLM):
         self.calls = 0
         self.demos_shown = 0  # demonstrations (user/assistant pairs) in the prompt of the latest call
         self.system_prompt = ""  # the system message (the instructions) of the latest call
+        self.user_prompt = ""  # the latest call's last user message (its input fields and closing line)
         self.lock = threading.Lock()
         self._engine_spec = _ScriptedEngine(self)
         self._async_engine_spec = AsyncDummyEngine(self._engine_spec)

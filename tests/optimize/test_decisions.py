@@ -76,7 +76,7 @@ class DecisionLM(ScriptedLM):
             return super().respond(outputs, fields)
         last = last_step(fields.get("trajectory", ""))
         state = "entity" if "Action: search_wikidata" in last else "candidate" if "Candidate queries" in last else "-"
-        self.turns.append((state, self.demos_shown, self.system_prompt))
+        self.turns.append((state, self.demos_shown, self.system_prompt, layout(self.user_prompt)))
         hit = NEXT_LOOKUP.search(last)
         if state == "entity":
             action = ("get_wikidata_entry", {"qid": hit.group(1)}) if self.informed() and hit else None
@@ -86,6 +86,11 @@ class DecisionLM(ScriptedLM):
         if "Action: execute_sparql" in last or "Action: stop" in last:
             return reply("stop", {})
         return reply("search_wikidata", {"query": self.searches.get(fields.get("question", ""), "x")})
+
+
+def layout(user: str) -> tuple[tuple[str, ...], str]:
+    """A prompt's input fields in order and its closing line: how a turn is laid out, whatever its values."""
+    return tuple(re.findall(r"\[\[ ## (\w+) ## \]\]", user)), user.strip().splitlines()[-1] if user.strip() else ""
 
 
 def reply(tool: str, args: dict) -> dict:
@@ -209,15 +214,30 @@ def test_the_metric_reads_each_decisions_choice():
 # --- the modules prompt as the agent does -------------------------------------------------------------------
 
 
-def test_a_decision_module_prompts_as_the_agents_turn_does(dec_settings, program, data, endpoint, search):
-    """The module's call on an entity example and the agent's own turn after that search: the same instructions
-    and demos, default or compiled."""
+@pytest.mark.parametrize("defaults", [False, True], ids=["dspy-layout", "default-layout"])
+def test_a_decision_module_prompts_as_the_agents_turn_does(dec_settings, data, sets, endpoint, search, defaults):
+    """The module's call on an entity example and the agent's own turn after that search: the same instructions,
+    demos, input fields and closing line, default or compiled; in DSPy's layout and in the program's default one
+    (the state in the trajectory, the short closing line)."""
     from saga_dspy.agent.decisions import CompiledDecision, CompiledDecisions
     from saga_dspy.agent.program import SagaProgram
+    from saga_dspy.config import Settings
+    from saga_dspy.optimize.decision_data import question_examples
     from saga_dspy.optimize.decision_modules import decision_module
 
     train, val = data
     example = val.of("entity")[0]
+    if defaults:
+        layout_fields = ("state_in_trajectory", "closing_line", "compact_observations", "shown_candidates")
+        dec_settings = dec_settings.model_copy(
+            update={k: Settings.model_fields[k].default for k in layout_fields}
+        )  # fmt: skip
+        assert dec_settings.state_in_trajectory and dec_settings.closing_line == "short"
+        walked = SagaProgram(dec_settings, endpoint=endpoint, search=search)
+        item = next(i for i in sets.valset.items if i.question == example.question)
+        example = next(e for e in question_examples(walked, item)[0] if e.decision == "entity")
+        assert "type_context" not in example.inputs
+    program = SagaProgram(dec_settings, endpoint=endpoint, search=search)
     compiled = SagaProgram(dec_settings, endpoint=endpoint, search=search)
     demos = tuple({**e.inputs, **e.output} for e in train.of("entity")[:2])
     compiled.use_decisions(CompiledDecisions((CompiledDecision("entity", "ENTITY INSTRUCTIONS", demos),)))
@@ -230,6 +250,7 @@ def test_a_decision_module_prompts_as_the_agents_turn_does(dec_settings, program
         agent_turn = next(t for t in lm.turns[1:] if t[0] == "entity")
         assert module_turn == agent_turn and module_turn[1] == shown
         assert ("ENTITY INSTRUCTIONS" in agent_turn[2]) is (prog is compiled)
+        assert ("type_context" in agent_turn[3][0]) is (not defaults)
         others = [t for t in lm.turns[1:] if t[0] != "entity"]
         assert others and all(t[1] == 0 and "ENTITY INSTRUCTIONS" not in t[2] for t in others)  # only its turns
 
