@@ -196,6 +196,14 @@ def other_lm(settings: Settings, model: str | None) -> dspy.BaseLM | None:
     return build_lm(settings.model_copy(update={"lm": model}))
 
 
+def configured_lm(settings: Settings) -> dspy.BaseLM | None:
+    """A command line's task LM, built and made dspy's; None (the error printed) when it cannot be built."""
+    lm = cli_lm(settings)
+    if lm is not None:
+        dspy.configure(lm=lm)
+    return lm
+
+
 def compile_with_lm(
     compile_fn: Callable[..., Any], settings: Settings, options: Any, args: argparse.Namespace, no_lm: bool, **kwargs
 ) -> int:
@@ -205,11 +213,8 @@ def compile_with_lm(
     lm = None
     if no_lm:
         configure_lm_cache(settings)
-    else:
-        lm = cli_lm(settings)
-        if lm is None:
-            return 2
-        dspy.configure(lm=lm)
+    elif (lm := configured_lm(settings)) is None:
+        return 2
     compile_fn(
         settings,
         options,
@@ -232,6 +237,7 @@ __all__ = [
     "command_record",
     "compile_services",
     "compile_with_lm",
+    "configured_lm",
     "eval_command",
     "estimate_line",
     "lm_context",

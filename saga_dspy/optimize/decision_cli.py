@@ -10,16 +10,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import dspy
-
 from saga_dspy.agent.decisions import DECISIONS
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.cli import ArgumentParser, options_from
 from saga_dspy.config import Settings, add_settings_args, apply_offline_env, run_flags, settings_from_args
 from saga_dspy.eval.running.run_inputs import check_file_inputs, run_parser
-from saga_dspy.lm import cli_lm, configure_lm_cache
+from saga_dspy.lm import configure_lm_cache
 from saga_dspy.optimize.comparison import compare_compiled, report_of
-from saga_dspy.optimize.compile_run import compile_with_lm
+from saga_dspy.optimize.compile_run import compile_with_lm, configured_lm
 from saga_dspy.optimize.decision_assemble import assemble
 from saga_dspy.optimize.decision_compile import (
     DECISION_OPTIMIZERS,
@@ -163,10 +161,8 @@ def compare_main(argv: Sequence[str]) -> int:
     bench, split, _ = report_of(Path(args.compile_dir))
     settings = settings_from_args(args, dataset=bench, split=split)
     check_file_inputs(settings, None)
-    lm = cli_lm(settings)
-    if lm is None:
+    if (lm := configured_lm(settings)) is None:
         return 2
-    dspy.configure(lm=lm)
     compare_compiled(
         settings,
         args.compile_dir,
