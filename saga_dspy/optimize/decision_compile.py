@@ -5,8 +5,9 @@ of its own (`optimize.decision_modules`) on examples built from gold without an 
 scored by whether the reply makes the gold choice (`optimize.decision_metric`): one LM call an example, no agent
 loop. The optimizers:
 
-* `random-search`: BootstrapFewShotWithRandomSearch's candidates, scored here one by one: the labelled demos alone,
-  the bootstrapped demos of the train examples in order, then seeded shuffles with a seeded number of demos;
+* `random-search`: BootstrapFewShotWithRandomSearch's candidates, scored here one by one: the labelled demos alone
+  (every kind of choice shown before any twice), the bootstrapped demos of the train examples in order, then seeded
+  shuffles with a seeded number of demos;
 * `mipro`: MIPROv2 over the decision's instructions and demos (its `--auto` preset, or `--num-trials`);
 * `gepa`: GEPA, reflecting on the feedback that names the gold choice and why;
 * `none`: no compile: the accuracy of the program's decision as it is (the default's, or `--program`'s).
@@ -41,7 +42,13 @@ from saga_dspy.optimize import compile_run
 from saga_dspy.optimize.candidates import candidate_line, save_program
 from saga_dspy.optimize.compile_run import PROGRAM
 from saga_dspy.optimize.decision_metric import decision_feedback_metric, make_decision_metric
-from saga_dspy.optimize.decision_modules import DecisionScore, compiled_decision, decision_module, score_decision
+from saga_dspy.optimize.decision_modules import (
+    DecisionScore,
+    compiled_decision,
+    decision_module,
+    module_predictor,
+    score_decision,
+)
 from saga_dspy.optimize.decision_sets import DecisionSets, decision_sets
 from saga_dspy.optimize.sets import REST, OptimizeError, OptimizeSets, build_sets
 
@@ -255,8 +262,9 @@ class _DecisionCompile(compile_run.CompileJob[DecisionOptions]):
                     file=self.stream,
                 )
                 break
-            if seed == -2:
-                module = dspy.LabeledFewShot(k=opts.max_labeled).compile(self.student(), trainset=trainset)
+            if seed == -2:  # LabeledFewShot's candidate, its demos showing every kind of choice
+                module = self.student()
+                module_predictor(module).demos = self.data.labelled(opts.max_labeled, opts.seed)
                 self.score(f"labelled k={opts.max_labeled}", module)
                 continue
             shuffled, size = list(trainset), opts.max_demos

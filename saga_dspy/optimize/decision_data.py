@@ -103,6 +103,14 @@ class DecisionExample:
             **{**data, "accepted": tuple(data.get("accepted") or ()), "options": tuple(data.get("options") or ())}
         )
 
+    @property
+    def kind(self) -> str:
+        """What kind of choice it is, for demos that show each kind: an entity's rank among the hits, a candidate's
+        number or none of them, the answer type's class."""
+        if self.decision == ENTITY and self.choice in self.options:
+            return f"hit {self.options.index(self.choice) + 1}"
+        return self.choice
+
     def example(self) -> dspy.Example:
         """The dspy example: the inputs, the gold reply (a labelled demo), the choice and why (for the metric)."""
         fields = {**self.inputs, **self.output}

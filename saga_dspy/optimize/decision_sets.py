@@ -35,6 +35,23 @@ class DecisionSets:
     def trainset(self) -> list[dspy.Example]:
         return [e.example() for e in self.train]
 
+    def labelled(self, k: int, seed: int) -> list[dspy.Example]:
+        """`k` train examples as labelled demos that show every kind of choice (`DecisionExample.kind`) before any
+        kind twice: the kinds in order of frequency, one example of each in turn, each kind's drawn seeded. A
+        random draw would show a rare choice (leaving the candidates) seldom, and a demo set without it teaches the
+        model never to make it."""
+        by_kind: dict[str, list[DecisionExample]] = {}
+        for example in self.train:
+            by_kind.setdefault(example.kind, []).append(example)
+        rng = random.Random(seed)
+        pools = [rng.sample(group, len(group)) for group in sorted(by_kind.values(), key=len, reverse=True)]
+        picked: list[DecisionExample] = []
+        while len(picked) < k and any(pools):
+            for pool in pools:
+                if pool and len(picked) < k:
+                    picked.append(pool.pop())
+        return [e.example() for e in picked]
+
     def val_examples(self) -> list[dspy.Example]:
         return [e.example() for e in self.valset]
 
