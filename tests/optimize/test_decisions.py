@@ -178,6 +178,23 @@ def test_no_dev_or_test_question_enters_a_dataset(program, sets, data):
     assert chosen.train == [] and chosen.firewall_dropped == len(chosen.valset) > 0
 
 
+def test_labelled_demos_show_every_kind_of_choice_before_any_twice(program, sets):
+    from collections import Counter
+
+    from saga_dspy.optimize.decision_sets import decision_sets
+
+    data = decision_sets(program, sets, "candidate")
+    kinds = Counter(e.kind for e in data.train)
+    assert "none" in kinds and len(kinds) >= 2 and max(kinds.values()) > min(kinds.values())
+    demos = data.labelled(len(kinds), seed=0)
+    assert sorted(d.choice for d in demos) == sorted(kinds)  # each kind once, the rare ones too
+    more = data.labelled(len(kinds) + 1, seed=0)
+    assert [d.choice for d in more].count(kinds.most_common(1)[0][0]) == 2  # then the most frequent kind again
+    assert [d.id for d in data.labelled(3, seed=0)] == [d.id for d in data.labelled(3, seed=0)]  # seeded
+    entity = decision_sets(program, sets, "entity").train
+    assert {e.kind for e in entity} <= {f"hit {n}" for n in range(1, 20)}  # an entity's kind is its hit's rank
+
+
 # --- the metric -----------------------------------------------------------------------------------------------
 
 
