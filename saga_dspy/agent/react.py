@@ -92,6 +92,11 @@ def without_state_fields(signature: Any) -> type[dspy.Signature]:
     return signature.with_instructions(instructions)
 
 
+def turn_signature(signature: Any, settings: Any) -> type[dspy.Signature]:
+    """The signature a predictor call is made with: without the state fields when the trajectory holds the state."""
+    return without_state_fields(signature) if settings.state_in_trajectory else signature
+
+
 def _tool_spec(name: str) -> dspy.Tool:
     _, arg, desc = TOOL_SPECS[name]
 
@@ -171,9 +176,7 @@ class SagaReAct(dspy.ReAct):
         state of a compiled decision (`Episode.decision_prompt`) reads that decision's instructions and demos
         (`agent.decisions.controller_prompt`). Another predictor: its own signature, and None (its own demos). With
         the state in the trajectory, no predictor reads the type context and log as input fields."""
-        signature = predictor.signature
-        if episode.settings.state_in_trajectory:
-            signature = without_state_fields(signature)
+        signature = turn_signature(predictor.signature, episode.settings)
         if predictor is not self.react:
             return signature, None
         own = episode.decision_prompt() if turn else None

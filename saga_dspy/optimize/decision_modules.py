@@ -31,7 +31,7 @@ from saga_dspy.agent.decisions import (
 )
 from saga_dspy.agent.formatting import StringFieldsAdapter
 from saga_dspy.agent.program import ANSWER_TYPE_MAX_TOKENS, SagaProgram
-from saga_dspy.agent.react import without_state_fields
+from saga_dspy.agent.react import turn_signature
 from saga_dspy.eval.loading.firewall import QuestionGuard
 from saga_dspy.kg.flavours import flavour_for
 from saga_dspy.optimize.decision_metric import Metric
@@ -100,9 +100,7 @@ class ControllerDecision(dspy.Module):
         form = FORM_OF_GUIDE.get(str(inputs.get("query_form") or ""), "SELECT")
         pool, _ = program.question_demos(question, form, guard)
         protocol = flavour_for(program.settings.kg).protocol_example
-        signature = self.step.signature
-        if program.settings.state_in_trajectory:  # as the agent's turn reads it (`SagaReAct._prompt`)
-            signature = without_state_fields(signature)
+        signature = turn_signature(self.step.signature, program.settings)  # as the agent's turn reads it
         signature, demos = controller_prompt(signature, DecisionPrompt(None, tuple(own)), pool, protocol)
         with _adapter_context(program):
             return self.step(**inputs, demos=demos, signature=signature)
