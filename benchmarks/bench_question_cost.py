@@ -19,6 +19,8 @@ are the same (greedy decoding: they should be).
 
     .venv/bin/python benchmarks/bench_question_cost.py                 # the 20 questions, before and after
     .venv/bin/python benchmarks/bench_question_cost.py --questions 5 --lookup-calls 20
+    .venv/bin/python benchmarks/bench_question_cost.py --dev60 --only before --run-dir runs/question-cost/R  # then
+    .venv/bin/python benchmarks/bench_question_cost.py --dev60 --only after --run-dir runs/question-cost/R   # after
 """
 
 from __future__ import annotations
@@ -209,6 +211,13 @@ def main() -> int:
     parser.add_argument("--lookup-calls", type=int, default=0, help="replay this many of after's calls, drafts on/off")
     parser.add_argument("--dev60", action="store_true", help="then the dev slice's other 42 questions (F1, costs)")
     parser.add_argument("--lookup-tokens", type=int, default=8, help="tokens drafted in that replay")
+    parser.add_argument(
+        "--only",
+        choices=("before", "after"),
+        default=None,
+        help="answer with this configuration alone (the other's "
+        "rows in --run-dir are read, not rerun): two processes one after the other, each prefix cache its own",
+    )
     args = parser.parse_args()
 
     from saga_dspy.lm import configure_lm_cache, local_lm
@@ -224,7 +233,7 @@ def main() -> int:
             overrides[name] = value
     configs = configurations(overrides)
     configure_lm_cache(configs["after"])
-    lms = {name: local_lm(s) for name, s in configs.items()}
+    lms = {name: local_lm(s) for name, s in configs.items() if args.only in (None, name)}
     caches = {name: PrefixStateCache(LOCAL_PREFIX_CACHE_BYTES) for name in configs}
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.run_dir or args.out / stamp
@@ -236,7 +245,13 @@ def main() -> int:
     report: dict[str, Any] = {}
     for n, (dataset, qid) in enumerate(todo, 1):
         for name, settings in configs.items():
-            row = answer(settings, dataset, qid, lms[name], caches[name], out / name)
+            if args.only and name != args.only:
+                done = out / name / dataset / qid / "row.json"
+                if not done.exists():
+                    continue
+                row = json.loads(done.read_text(encoding="utf-8"))
+            else:
+                row = answer(settings, dataset, qid, lms[name], caches[name], out / name)
             rows[name].append(row)
             print(
                 f"{name:6s} {dataset}/{qid}: {row['seconds']:.1f} s, {row['lm_calls']} calls, "
