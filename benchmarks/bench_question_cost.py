@@ -76,6 +76,7 @@ BEFORE: dict[str, Any] = {
     "cut_invented_turns": False,
     "prompt_lookup": 0,
     "write_choices": False,
+    "write_arguments": False,
     "demo_picks": False,
     "state_in_trajectory": False,
     "closing_line": "dspy",

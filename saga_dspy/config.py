@@ -269,6 +269,11 @@ class Settings(BaseSettings):
         description="local model: where the prompt lists a field's values (the tool's name), the engine writes the "
         "rest of the one value the model's first tokens begin, and the next marker",
     )
+    write_arguments: bool = Field(
+        True,
+        description="local model: a controller reply's tool arguments end where their JSON object closes, and the "
+        'engine writes the object\'s opening ({"query": ") where the tool named takes one argument',
+    )
     thought_tokens: int = Field(
         24,
         ge=0,
@@ -418,6 +423,7 @@ LM_FLAGS = (
     "context_window",
     "write_markers",
     "write_choices",
+    "write_arguments",
     "thought_tokens",
     "cut_invented_turns",
     "prompt_lookup",

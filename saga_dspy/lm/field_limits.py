@@ -1,6 +1,7 @@
 """How a field of a marked reply is kept short: a token cap, an end where the model starts writing a turn of its own
 (`Action: …`, `Observation: …`), i.e. a tool result that never ran, and a choice among the values the prompt lists
-(the tool's name) written out once its first tokens name one.
+(the tool's name) written out once its first tokens name one, and a JSON object (the tool's arguments) whose fixed
+opening the engine writes and which ends where the object closes.
 
 A thought that runs on can write "Action: search(…) Observation: …" of its own and then act on an id it
 invented. The engine (`lm.marked_reply`)
@@ -9,6 +10,7 @@ action it meant."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,14 +26,22 @@ ANY_FIELD = "*"  # the key of a limit for every field of a reply (where the fiel
 class FieldLimit:
     """`tokens`: the field ends after this many tokens of the model (0: no cap); `cut_invented`: it ends where it
     starts an invented turn; `choice`: where the prompt lists the field's values, it is the one value the model's
-    first tokens begin (the engine writes the rest)."""
+    first tokens begin (the engine writes the rest); `json_object`: the value is a JSON object, which ends where it
+    closes, and whose opening `{"arg": "` the engine writes where the reply named a tool the prompt lists with
+    one argument."""
 
     tokens: int = 0
     cut_invented: bool = False
     choice: bool = False
+    json_object: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "cut_invented": self.cut_invented, "choice": self.choice}
+        return {
+            "tokens": self.tokens,
+            "cut_invented": self.cut_invented,
+            "choice": self.choice,
+            "json_object": self.json_object,
+        }
 
 
 def parse_limits(raw: Mapping[str, Any] | None) -> dict[str, FieldLimit]:
@@ -39,7 +49,7 @@ def parse_limits(raw: Mapping[str, Any] | None) -> dict[str, FieldLimit]:
     out = {}
     for name, spec in (raw or {}).items():
         limit = spec if isinstance(spec, FieldLimit) else FieldLimit(**dict(spec))
-        if limit.tokens > 0 or limit.cut_invented or limit.choice:
+        if limit.tokens > 0 or limit.cut_invented or limit.choice or limit.json_object:
             out[str(name)] = limit
     return out
 
@@ -63,11 +73,32 @@ def chosen(value: str, choices: Sequence[str]) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+def closed_object(value: str) -> str | None:
+    """`value` up to the end of the JSON object it begins with, once that object is complete (None: not yet)."""
+    begun = value.lstrip()
+    if not begun.startswith("{"):
+        return None
+    try:
+        obj, end = json.JSONDecoder().raw_decode(begun)
+    except ValueError:
+        return None
+    return begun[:end] if isinstance(obj, dict) else None
+
+
+def json_opening(tool: str | None, arguments: Mapping[str, str]) -> str:
+    """The fixed start of a tool's arguments object: `{"arg": "` when the prompt lists `tool` with one argument
+    (a string), else nothing (the model writes it all)."""
+    argument = arguments.get((tool or "").strip())
+    return f'{{"{argument}": "' if argument else ""
+
+
 def ended(value: str, limit: FieldLimit, tokens: int, choices: Sequence[str] = ()) -> str | None:
     """The field's value as it ends now, by `limit`, after `tokens` of the model's tokens (None: it goes on);
     `choices`: the values the prompt lists for the field."""
     if limit.choice and (named := chosen(value, choices)) is not None:
         return named
+    if limit.json_object and (whole := closed_object(value)) is not None:
+        return whole
     if limit.cut_invented and (at := invented_at(value)) is not None:
         return value[:at].rstrip()
     if limit.tokens and tokens >= limit.tokens:
@@ -75,4 +106,14 @@ def ended(value: str, limit: FieldLimit, tokens: int, choices: Sequence[str] = (
     return None
 
 
-__all__ = ["ANY_FIELD", "FieldLimit", "capped", "chosen", "ended", "invented_at", "parse_limits"]
+__all__ = [
+    "ANY_FIELD",
+    "FieldLimit",
+    "capped",
+    "chosen",
+    "closed_object",
+    "ended",
+    "invented_at",
+    "json_opening",
+    "parse_limits",
+]

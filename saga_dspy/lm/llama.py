@@ -22,7 +22,7 @@ import dspy
 from saga_dspy.config import Settings
 from saga_dspy.lm.field_limits import ANY_FIELD, FieldLimit, parse_limits
 from saga_dspy.lm.marked_reply import marked_reply
-from saga_dspy.lm.markers import THOUGHT_FIELD, reply_fields
+from saga_dspy.lm.markers import ARGS_FIELD, THOUGHT_FIELD, reply_fields
 from saga_dspy.lm.model_files import INSTALL_HINT, LOCAL_LM_MODEL, LocalModelError, ensure_local_model
 from saga_dspy.lm.prefix_cache import PrefixStateCache, lean_load_state, lean_save_state
 from saga_dspy.lm.prompt_lookup import RecentLookup, install_drafting
@@ -450,9 +450,13 @@ def local_lm(settings: Settings, *, model_path: str | os.PathLike[str] | None = 
 
 def reply_limits(settings: Settings) -> dict[str, FieldLimit]:
     """The limits settings put on a reply's fields: a controller reply's thought (`thought_tokens`,
-    `cut_invented_turns`), and every field whose values the prompt lists (`write_choices`)."""
+    `cut_invented_turns`), its tool arguments (`write_arguments`), and every field whose values the prompt lists
+    (`write_choices`)."""
     limit = FieldLimit(settings.thought_tokens, settings.cut_invented_turns)
-    return parse_limits({THOUGHT_FIELD: limit, ANY_FIELD: FieldLimit(choice=settings.write_choices)})
+    arguments = FieldLimit(choice=settings.write_choices, json_object=settings.write_arguments)
+    return parse_limits(
+        {THOUGHT_FIELD: limit, ARGS_FIELD: arguments, ANY_FIELD: FieldLimit(choice=settings.write_choices)}
+    )
 
 
 # --- served models -------------------------------------------------------------

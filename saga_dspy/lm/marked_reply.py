@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from saga_dspy.lm.field_limits import ANY_FIELD, FieldLimit, ended
-from saga_dspy.lm.markers import OPENING, field_choices, marker, next_field
+from saga_dspy.lm.field_limits import ANY_FIELD, FieldLimit, ended, json_opening
+from saga_dspy.lm.markers import OPENING, field_choices, field_value, marker, next_field, tool_arguments
 from saga_dspy.lm.prefix_cache import common_prefix
 
 
@@ -115,9 +115,11 @@ def marked_reply(
     would have written a marker itself, the text is the same. With no fields this is a plain continuation.
 
     `limits` (`lm.field_limits`): a field they name (`ANY_FIELD`: every other) ends where its limit says (a token
-    cap, an invented turn, the one value of those the prompt lists that its first tokens begin), and the engine
-    writes the rest of that value and the next field's marker, as if the model had. The reply's `timings` say how many
-    tokens the model sampled and the engine wrote, and the seconds to the first sampled token and after it."""
+    cap, an invented turn, the one value of those the prompt lists that its first tokens begin, a JSON object
+    closed), and the engine writes the rest of that value and the next field's marker, as if the model had; a
+    tool's arguments object begins with the engine's `{"arg": "` where the prompt lists that tool's one argument.
+    The reply's `timings` say how many tokens the model sampled and the engine wrote, and the seconds to the first
+    sampled token and after it."""
     begun = messages[-1]["content"] if messages and messages[-1]["role"] == "assistant" else ""
     prompt_text = chat_prompt(llama, messages[:-1] if begun else messages) + begun
     opened = marker(fields[0]) if fields and not begun else ""
@@ -150,6 +152,17 @@ def marked_reply(
     llama.set_seed(int(kwargs.get("seed", 0)))
     limits = limits or {}
     choices = field_choices(messages)
+    arguments = tool_arguments(messages)
+
+    def opening(field: str, reply: str) -> list[int]:
+        """The fixed opening of `field`'s value the engine writes (a tool's arguments object), as tokens."""
+        limit = limits.get(field, limits.get(ANY_FIELD))
+        at = fields.index(field)
+        if limit is None or not limit.json_object or at == 0:
+            return []
+        text = json_opening(field_value(reply, fields[at - 1]), arguments)
+        return llama.tokenize(text.encode("utf-8"), add_bos=False, special=True) if text else []
+
     added: list[int] = []  # after the head: the model's tokens and the markers written for it
     text, finish, running = "", "length", True
     field = _field_at(fields, begun + opened)  # the field being written, its value's start in added and text
@@ -179,6 +192,8 @@ def marked_reply(
                 added += rest[: budget - len(added)]  # the cap counts the markers written too
                 text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
                 field_from, field_chars, field_tokens = len(added), len(text), 0
+                added += opening(field, begun + opened + text)[: budget - len(added)]
+                text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
                 running = True  # generate again: the marker is evaluated in one batch with the model's "[["
                 break
             limit = limits.get(field, limits.get(ANY_FIELD)) if field is not None else None
@@ -196,6 +211,8 @@ def marked_reply(
                 del added[budget:]
                 text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
                 field, field_from, field_chars, field_tokens = following, len(added), len(text), 0
+                added += opening(following, begun + opened + text)[: budget - len(added)]
+                text = llama.detokenize(added, prev_tokens=head).decode("utf-8", "ignore")
                 running = True
                 break
             if len(added) >= budget:

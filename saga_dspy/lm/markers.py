@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 THOUGHT_FIELD = "next_thought"  # dspy.ReAct's reasoning field: most of what a controller reply generates
+ARGS_FIELD = "next_tool_args"  # dspy.ReAct's arguments field: a JSON object, the last field of a controller reply
 OPENING = "\n\n[["  # how the model begins the next marker: the engine writes the rest of it
 _ORDER = re.compile(
     r"Respond with the corresponding output fields, starting with the field (.*?), and then ending "
@@ -67,3 +68,19 @@ def next_field(fields: list[str], reply: str) -> str | None:
     held = [i for i, field in enumerate(fields) if f"[[ ## {field} ## ]]" in reply]
     after = held[-1] + 1 if held else 0
     return fields[after] if after < len(fields) else None
+
+
+# the controller's tool list in its instructions, a line a tool: "(1) search_wikidata(query): …"
+_TOOL = re.compile(r"^[ \t]*\(\d+\) (\w+)\((\w*)\): ", re.M)
+
+
+def tool_arguments(messages: list[dict[str, str]]) -> dict[str, str]:
+    """The one argument of each tool the system message lists with one (`agent.react`'s instructions), by tool."""
+    system = next((str(m.get("content") or "") for m in messages if m["role"] == "system"), "")
+    return {name: argument for name, argument in _TOOL.findall(system) if argument}
+
+
+def field_value(reply: str, field: str) -> str | None:
+    """The value the reply holds for `field` (up to the next marker), None when it holds no marker of it."""
+    at = reply.rfind(marker(field))
+    return None if at < 0 else reply[at + len(marker(field)) :].split(OPENING, 1)[0].strip()

@@ -14,7 +14,7 @@ from saga_dspy.agent.demos import record_to_example
 from saga_dspy.agent.program import SagaProgram
 from saga_dspy.agent.state_delta import StateLines
 from saga_dspy.config import Settings
-from saga_dspy.lm.markers import reply_fields
+from saga_dspy.lm.markers import reply_fields, tool_arguments
 from saga_dspy.tools.lookup import next_candidates
 
 POOL = str(REPO / "data" / "demos" / "qald10.jsonl")
@@ -66,6 +66,13 @@ def test_a_questions_controller_prompts_only_grow(layout_settings, endpoint, sea
         assert reply_fields(current) == ["next_thought", "next_tool_name", "next_tool_args"]
     last = calls[-1][-1]["content"]
     assert "[[ ## type_context ## ]]" not in last and "[[ ## knowledge_log ## ]]" not in last
+    # the local engine reads each tool's one argument from the instructions and writes `{"query": "` itself
+    assert tool_arguments(calls[-1]) == {
+        "search_wikidata": "query",
+        "get_wikidata_entry": "qid",
+        "get_property_examples": "pid",
+        "execute_sparql": "sparql",
+    }
     system = calls[-1][0]["content"]  # the instructions say where the state now is
     assert "`type_context`" not in system and "what the step added to the type context and knowledge log" in system
     assert "Type context:\n" in last  # what the lookup and the execution added, after their observations

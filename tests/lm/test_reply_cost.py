@@ -109,16 +109,21 @@ def test_a_thought_is_capped_at_its_last_sentence_end_and_the_engine_writes_the_
 
 
 def test_the_settings_put_their_limits_on_the_thought_and_none_reproduces_the_old_reply():
-    old = Settings(thought_tokens=0, cut_invented_turns=False, write_choices=False)
+    old = Settings(thought_tokens=0, cut_invented_turns=False, write_choices=False, write_arguments=False)
     assert reply_limits(old) == {}
     new = Settings(thought_tokens=48, cut_invented_turns=True)
-    assert reply_limits(new) == {"next_thought": FieldLimit(48, True), "*": FieldLimit(choice=True)}
+    assert reply_limits(new) == {
+        "next_thought": FieldLimit(48, True),
+        "next_tool_args": FieldLimit(choice=True, json_object=True),
+        "*": FieldLimit(choice=True),
+    }
     assert parse_limits({"x": {"tokens": 0, "cut_invented": False}}) == {}
     lm = LocalLlamaLM(llama=FieldLlama({}), cache=False, field_limits=reply_limits(new))
     # the limits travel in every request's metadata, so DSPy's cache keys a reply by them
     assert lm.kwargs["metadata"]["field_limits"] == {
-        "next_thought": {"tokens": 48, "cut_invented": True, "choice": False},
-        "*": {"tokens": 0, "cut_invented": False, "choice": True},
+        "next_thought": {"tokens": 48, "cut_invented": True, "choice": False, "json_object": False},
+        "next_tool_args": {"tokens": 0, "cut_invented": False, "choice": True, "json_object": True},
+        "*": {"tokens": 0, "cut_invented": False, "choice": True, "json_object": False},
     }
 
 
@@ -147,6 +152,49 @@ def test_the_engine_writes_the_rest_of_the_tool_name_the_first_tokens_begin():
     whole = FieldLlama({"next_thought": "Look.", "next_tool_name": "get_wikidata_entry", "next_tool_args": "{}"})
     LocalLlamaLM(llama=whole, cache=False)(messages=[system, {"role": "user", "content": "Q\n\n" + ASKS}])
     assert whole.sampled["next_tool_name"] == "get_wikidata_entry\n\n[["
+
+
+TOOL_LIST = "".join(  # the controller's instructions list each tool with its one argument (agent.react)
+    f"({i}) {name}({arg}): what it does.\n"
+    for i, (name, arg) in enumerate(
+        (("search_wikidata", "query"), ("get_wikidata_entry", "qid"), ("execute_sparql", "sparql"), ("stop", "")), 1
+    )
+)
+
+
+def test_the_engine_writes_the_arguments_opening_and_ends_the_reply_where_the_object_closes():
+    from saga_dspy.lm.field_limits import closed_object, json_opening
+    from saga_dspy.lm.markers import tool_arguments
+
+    system = {"role": "system", "content": TOOL_LIST + STRUCTURE}
+    assert tool_arguments([system]) == {
+        "search_wikidata": "query",
+        "get_wikidata_entry": "qid",
+        "execute_sparql": "sparql",
+    }
+    limits = {"next_tool_args": FieldLimit(json_object=True), "*": FieldLimit(choice=True)}
+    sparql = '{"sparql": "SELECT ?x WHERE { wd:Q42 wdt:P19 ?x . }"}'
+    for name, args, opening in (
+        ("search_wikidata", '{"query": "Douglas Adams"}', '{"query": "'),
+        ("execute_sparql", sparql, '{"sparql": "'),
+        ("stop", '{"candidate": 1}', ""),  # no argument listed: the model writes the object whole
+    ):
+        llama = FieldLlama({"next_thought": "Look.", "next_tool_name": name, "next_tool_args": args})
+        lm = LocalLlamaLM(llama=llama, cache=False, field_limits=limits)
+        out = lm(messages=[system, {"role": "user", "content": "Q\n\n" + ASKS}])[0]
+        assert out.endswith(f"[[ ## next_tool_args ## ]]\n{args}"), out
+        # the model wrote what follows the engine's opening, up to the object's end: no closing marker's "\n\n[["
+        assert llama.sampled["next_tool_args"] == args[len(opening) :]
+    # a brace inside the query's string does not end the object; a closed one ends it, trailing text left out
+    assert closed_object('{"sparql": "SELECT ?x WHERE { ?x }') is None
+    assert closed_object('{"query": "a"}\n\n') == '{"query": "a"}' and closed_object('"a"') is None
+    assert json_opening("stop", {"stop": ""}) == "" and json_opening(None, {}) == ""
+    # without the limit the model writes the object and the closing marker's opening
+    whole = FieldLlama(
+        {"next_thought": "Look.", "next_tool_name": "search_wikidata", "next_tool_args": '{"query": "x"}'}
+    )
+    LocalLlamaLM(llama=whole, cache=False)(messages=[system, {"role": "user", "content": "Q\n\n" + ASKS}])
+    assert whole.sampled["next_tool_args"] == '{"query": "x"}\n\n[['
 
 
 def test_recent_lookup_drafts_what_followed_the_latest_occurrence_of_the_last_tokens():
