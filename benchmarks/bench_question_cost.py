@@ -7,6 +7,8 @@ cache, and the model's live prefix is dropped between questions, so neither reus
 configuration's later questions reuse what its earlier ones did, as in an eval run. Each question is a real
 `saga_dspy.eval.running.runner.evaluate` call in its own run directory under `--out` (re-scorable), its row kept
 beside it (`row.json`): `--run-dir` continues a run, a configuration's answered questions are not run again.
+`after` keeps the shared prompt prefixes it evaluates on disk in the run's own store (`<run>/prefix-states`), so
+a new run starts cold; `--set prefix_store=<an earlier run>/prefix-states` measures a later run's (warm) cost.
 
 Reported per configuration, a question's mean: seconds (the prediction's clock: only comparable on one machine
 in one run, and meaningless on a loaded one), LM calls, prompt tokens, those evaluated and reused, completion tokens
@@ -77,6 +79,7 @@ BEFORE: dict[str, Any] = {
     "prompt_lookup": 0,
     "write_choices": False,
     "write_arguments": False,
+    "prefix_store": "none",
     "demo_picks": False,
     "state_in_trajectory": False,
     "closing_line": "dspy",
@@ -85,7 +88,7 @@ BEFORE: dict[str, Any] = {
 }
 COMMON: dict[str, Any] = {"split": "dev", "max_steps": 10, "lm_cache": False, "mlflow": False, "num_threads": 1}
 COUNTERS = ("lm_calls", "prompt_tokens", "prompt_tokens_evaluated", "prompt_tokens_reused", "completion_tokens")
-ENGINE = ("sampled", "written", "prompt_ms", "reply_ms")
+ENGINE = ("sampled", "written", "restored", "prompt_ms", "reply_ms")
 
 
 def configurations(overrides: dict[str, Any]) -> dict[str, Settings]:
@@ -234,10 +237,12 @@ def main() -> int:
             overrides[name] = value
     configs = configurations(overrides)
     configure_lm_cache(configs["after"])
-    lms = {name: local_lm(s) for name, s in configs.items() if args.only in (None, name)}
-    caches = {name: PrefixStateCache(LOCAL_PREFIX_CACHE_BYTES) for name in configs}
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = args.run_dir or args.out / stamp
+    if "prefix_store" not in overrides:  # after's store of shared prefixes is the run's own: a new run starts cold
+        configs["after"] = configs["after"].model_copy(update={"prefix_store": str(out / "prefix-states")})
+    lms = {name: local_lm(s) for name, s in configs.items() if args.only in (None, name)}
+    caches = {name: PrefixStateCache(LOCAL_PREFIX_CACHE_BYTES) for name in configs}
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     started = time.time()
     fixed = QUESTIONS[: args.questions]

@@ -291,6 +291,12 @@ class Settings(BaseSettings):
         description="local model: prompt-lookup decoding drafts up to this many tokens copied from the prompt "
         "(ids, a shown query), checked in one batch; 0: off",
     )
+    prefix_store: str = Field(
+        "auto",
+        description="local model: where evaluated shared prompt prefixes (the instructions and fixed demonstrations "
+        "before a question's own message) are kept on disk, so later runs and `ask` restore them instead of "
+        "evaluating them again: auto (<cache-dir>/prefix-states), none, or a directory",
+    )
     lm_timeout: float = Field(120.0, gt=0, allow_inf_nan=False, description="deadline of one LM request, seconds")
     lm_retries: int = Field(1, ge=0, le=5, description="retries of a failed LM request (transport errors, 5xx)")
     question_budget: float | None = Field(
@@ -360,6 +366,16 @@ class Settings(BaseSettings):
         """`~/x` is the user's home, as a shell would expand it (a quoted `SAGA_CACHE_DIR='~/…'` is not)."""
         return value.expanduser() if value is not None else None
 
+    @field_validator("prefix_store")
+    @classmethod
+    def _store_is_a_directory(cls, value: str) -> str:
+        if value in ("auto", "none"):
+            return value
+        path = Path(value).expanduser()
+        if not value.strip() or (path.exists() and not path.is_dir()):
+            raise ValueError(f"prefix_store must be auto, none or a directory, not {value!r}")
+        return str(path)
+
     @field_validator("user_agent")
     @classmethod
     def _header_safe(cls, value: str) -> str:
@@ -427,6 +443,7 @@ LM_FLAGS = (
     "thought_tokens",
     "cut_invented_turns",
     "prompt_lookup",
+    "prefix_store",
     "lm_timeout",
     "lm_retries",
     "question_budget",

@@ -278,6 +278,7 @@ def test_a_local_models_runtime_is_kept_with_the_metrics(endpoint, tmp_path, mon
         "write_markers": False,
         "field_limits": {},
         "prompt_lookup": 0,
+        "prefix_store": False,
     }
     assert results["full"].metrics["lm_runtime"] == runtime and Engine.loads == 1  # loaded in the warm-up
     assert json.loads((tmp_path / "r" / "metrics.json").read_text())["lm_runtime"] == runtime

@@ -25,6 +25,7 @@ from saga_dspy.lm.marked_reply import marked_reply
 from saga_dspy.lm.markers import ARGS_FIELD, THOUGHT_FIELD, reply_fields
 from saga_dspy.lm.model_files import INSTALL_HINT, LOCAL_LM_MODEL, LocalModelError, ensure_local_model
 from saga_dspy.lm.prefix_cache import PrefixStateCache, lean_load_state, lean_save_state
+from saga_dspy.lm.prefix_store import PrefixStore, model_identity
 from saga_dspy.lm.prompt_lookup import RecentLookup, install_drafting
 from saga_dspy.lm.wire import TextEngine, capped_max_tokens, chat_messages, chat_response, stops_with_marker
 
@@ -212,6 +213,7 @@ class LlamaCppEngine(TextEngine):
         "write_markers",
         "field_limits",
         "prompt_lookup",
+        "prefix_store",
     )
 
     def __init__(
@@ -226,6 +228,7 @@ class LlamaCppEngine(TextEngine):
         write_markers: bool = True,
         field_limits: Mapping[str, FieldLimit | Mapping[str, Any]] | None = None,
         prompt_lookup: int = 0,
+        prefix_store: str | os.PathLike[str] | None = None,
         llama: Any = None,
     ):
         if model_path is None and llama is None:
@@ -241,6 +244,8 @@ class LlamaCppEngine(TextEngine):
         self.write_markers = bool(write_markers)
         self.field_limits = {k: v.to_dict() for k, v in parse_limits(field_limits).items()}
         self.prompt_lookup = int(prompt_lookup)
+        self.prefix_store = os.fspath(prefix_store) if prefix_store is not None else None
+        self._store: PrefixStore | None = None
         self.totals: Counter[str] = Counter()
         self._injected = _Loaded(llama, threading.Lock()) if llama is not None else None
 
@@ -269,14 +274,16 @@ class LlamaCppEngine(TextEngine):
                 write = bool(metadata.get("write_markers", self.write_markers))
                 fields = reply_fields(messages) if write and (begun or "response_format" not in kwargs) else []
                 if fields or begun:
-                    raw = marked_reply(loaded.llama, messages, kwargs, fields, limits)
+                    raw = marked_reply(loaded.llama, messages, kwargs, fields, limits, self._prefix_store())
                 else:
                     raw = loaded.llama.create_chat_completion(messages=messages, **kwargs)
             except ValueError as exc:
                 if "context window" in str(exc):
                     raise ContextLengthError(str(exc), provider="local") from exc
                 raise
-            evaluated = meter.sizes[0] if meter is not None and meter.sizes else None
+            # the prompt's first eval (a prefix stored before it: that eval and the next)
+            first = 2 if (raw.get("timings") or {}).get("stored") else 1
+            evaluated = sum(meter.sizes[:first]) if meter is not None and meter.sizes else None
         prompt_tokens = (raw.get("usage") or {}).get("prompt_tokens")
         # the prompt tokens llama.cpp did not evaluate: held in its KV prefix or restored from the state cache
         reused = max(0, int(prompt_tokens) - evaluated) if evaluated is not None and prompt_tokens else None
@@ -293,6 +300,7 @@ class LlamaCppEngine(TextEngine):
         totals["evaluated"] += int(evaluated or 0)
         totals["sampled"] += int(timings.get("sampled", usage.get("completion_tokens") or 0))
         totals["written"] += int(timings.get("written", 0))
+        totals["restored"] += int(timings.get("restored", 0))
         totals["prompt_ms"] += int(1000 * float(timings.get("prompt_seconds", 0.0)))
         totals["reply_ms"] += int(1000 * float(timings.get("reply_seconds", 0.0)))
 
@@ -323,6 +331,7 @@ class LlamaCppEngine(TextEngine):
             "write_markers": self.write_markers,
             "field_limits": self.field_limits,
             "prompt_lookup": self.prompt_lookup,
+            "prefix_store": self.prefix_store is not None,
         }
 
     # -- internals ------------------------------------------------------------------
@@ -332,6 +341,12 @@ class LlamaCppEngine(TextEngine):
             return self._injected
         assert self.model_path is not None
         return _load_llama(self.model_path, self.n_ctx, self.n_threads, self.seed)
+
+    def _prefix_store(self) -> PrefixStore | None:
+        """The on-disk store of shared prompt prefixes, for a model loaded from a file (None: none)."""
+        if self._store is None and self.prefix_store is not None and self.model_path is not None:
+            self._store = PrefixStore(self.prefix_store, model_identity(self.model_path, self.n_ctx))
+        return self._store
 
     def _generation_kwargs(self, config: Any) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -385,6 +400,7 @@ class LocalLlamaLM(dspy.LM):
         write_markers: bool | None = None,
         field_limits: Mapping[str, FieldLimit | Mapping[str, Any]] | None = None,
         prompt_lookup: int = 0,
+        prefix_store: str | os.PathLike[str] | None = None,
         cache: bool = True,
         num_retries: int = 0,
         engine: Any = None,
@@ -408,6 +424,7 @@ class LocalLlamaLM(dspy.LM):
                 write_markers=write_markers,
                 field_limits=limits,
                 prompt_lookup=prompt_lookup,
+                prefix_store=prefix_store,
             )
         kwargs.pop("async_engine", None)
         super().__init__(
@@ -444,8 +461,17 @@ def local_lm(settings: Settings, *, model_path: str | os.PathLike[str] | None = 
         write_markers=settings.write_markers,
         field_limits=reply_limits(settings),
         prompt_lookup=settings.prompt_lookup,
+        prefix_store=prefix_store_dir(settings),
         cache=settings.lm_cache,
     )
+
+
+def prefix_store_dir(settings: Settings) -> Path | None:
+    """Where the local model keeps evaluated shared prompt prefixes (`prefix_store`: auto is under the cache
+    directory; none: nowhere)."""
+    if settings.prefix_store == "none":
+        return None
+    return settings.cache_dir / "prefix-states" if settings.prefix_store == "auto" else Path(settings.prefix_store)
 
 
 def reply_limits(settings: Settings) -> dict[str, FieldLimit]:

@@ -14,6 +14,7 @@ from typing import Any
 from saga_dspy.lm.field_limits import ANY_FIELD, FieldLimit, ended, json_opening
 from saga_dspy.lm.markers import OPENING, field_choices, field_value, marker, next_field, tool_arguments
 from saga_dspy.lm.prefix_cache import common_prefix
+from saga_dspy.lm.prefix_store import MIN_PREFIX_TOKENS, PrefixStore
 
 
 def _token_text(llama: Any, token: int) -> str:
@@ -31,7 +32,7 @@ def _compiled_template(template: str) -> Any:
     )
 
 
-def chat_prompt(llama: Any, messages: list[dict[str, str]]) -> str:
+def chat_prompt(llama: Any, messages: list[dict[str, str]], generation_prompt: bool = True) -> str:
     """The text llama-cpp-python's `create_chat_completion` builds for `messages` with the model's own (GGUF) chat
     template and the generation prompt: a sandboxed Jinja render with its options and names (a real-model test
     compares the tokens)."""
@@ -43,7 +44,7 @@ def chat_prompt(llama: Any, messages: list[dict[str, str]]) -> str:
         messages=messages,
         eos_token=_token_text(llama, llama.token_eos()),
         bos_token=_token_text(llama, llama.token_bos()),
-        add_generation_prompt=True,
+        add_generation_prompt=generation_prompt,
         raise_exception=raise_exception,
         strftime_now=lambda f: time.strftime(f),
     )
@@ -97,12 +98,47 @@ def _field_at(fields: list[str], reply: str) -> str | None:
     return held[-1] if held else None
 
 
+def shared_prefix(llama: Any, messages: list[dict[str, str]], prompt_ids: list[int]) -> list[int]:
+    """The prompt's tokens before its last user message (the instructions and the demonstrations every question
+    of a form shares); [] when there are none or they do not tokenize as the prompt's first tokens."""
+    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=0)
+    if last_user == 0:
+        return []
+    text = chat_prompt(llama, messages[:last_user], generation_prompt=False)
+    ids = llama.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+    return ids if prompt_ids[: len(ids)] == ids else []
+
+
+def _restore_stored(llama: Any, store: PrefixStore, head: list[int]) -> int:
+    """Restores the longest prefix of `head` the store holds where it is longer than what the model holds now;
+    how many tokens it restored (0: none)."""
+    stored = store.longest(head)
+    if stored is None or stored.length <= common_prefix(llama._input_ids.tolist(), head):
+        return 0
+    state = store.load(stored, llama.n_ctx())
+    if state is None:
+        return 0
+    llama.load_state(state)
+    return stored.length
+
+
+def _store_prefix(llama: Any, store: PrefixStore, prefix: list[int]) -> int:
+    """Evaluates `prefix` alone (what the model holds of it is kept) and stores its state; the tokens evaluated.
+    Only called where the model holds no more of the prompt than `prefix`, so the prompt loses no reuse."""
+    held = common_prefix(llama._input_ids.tolist(), prefix)
+    llama.n_tokens = held
+    llama.eval(prefix[held:])  # drops the cells past `held` first
+    store.save(prefix, llama.save_state())
+    return len(prefix) - held
+
+
 def marked_reply(
     llama: Any,
     messages: list[dict[str, str]],
     kwargs: dict[str, Any],
     fields: list[str],
     limits: Mapping[str, FieldLimit] | None = None,
+    store: PrefixStore | None = None,
 ) -> dict[str, Any]:
     """A chat completion whose fixed text the engine writes: the reply a final assistant message began (the model
     continues it, and the completion is only what follows, as OpenAI-compatible servers return a continued
@@ -148,6 +184,16 @@ def marked_reply(
                 llama.load_state(saved)
         except KeyError:
             pass
+    restored, stored, stored_evaluated = 0, 0, 0
+    if store is not None and not begun:  # the instructions and fixed demonstrations, from an earlier process
+        restored = _restore_stored(llama, store, head)
+        prefix = shared_prefix(llama, messages, prompt_ids)
+        if (
+            len(prefix) >= MIN_PREFIX_TOKENS
+            and common_prefix(llama._input_ids.tolist(), head) <= len(prefix)
+            and not store.holds(prefix)
+        ):
+            stored, stored_evaluated = len(prefix), _store_prefix(llama, store, prefix)
     ends_turn = _end_of_turn(llama)
     llama.set_seed(int(kwargs.get("seed", 0)))
     limits = limits or {}
@@ -239,6 +285,9 @@ def marked_reply(
         "timings": {
             "sampled": sampled,
             "written": max(0, len(head) - n_prompt + len(added) - sampled),
+            "restored": restored,  # prompt tokens restored from the store
+            "stored": stored,  # the prefix stored (its tokens evaluated in an eval call of their own)
+            "stored_evaluated": stored_evaluated,
             "prompt_seconds": (first or ended_at) - started,
             "reply_seconds": ended_at - (first or ended_at),
         },
