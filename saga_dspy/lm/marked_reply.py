@@ -177,6 +177,7 @@ def marked_reply(
         "frequency_penalty": float(kwargs.get("frequency_penalty", 0.0)),
         "presence_penalty": float(kwargs.get("presence_penalty", 0.0)),
     }
+    started = time.perf_counter()  # the prompt's seconds count the restores and a stored prefix's evaluation
     if llama.cache:  # as create_completion: a longer evaluated prefix saved earlier is restored first
         try:
             saved = llama.cache[head]
@@ -213,7 +214,7 @@ def marked_reply(
     text, finish, running = "", "length", True
     field = _field_at(fields, begun + opened)  # the field being written, its value's start in added and text
     field_from, field_chars, field_tokens = 0, 0, 0
-    started, first, sampled = time.perf_counter(), None, 0
+    first, sampled = None, 0
     while running and len(added) < budget:
         running = False
         for token in llama.generate(head + added, **sampling):
