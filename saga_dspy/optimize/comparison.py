@@ -3,13 +3,16 @@
 hits both alike. Each program's answers are a run directory of their own (`report/default`,
 `report/compiled`: re-scorable with `eval rescore`); the table gives F1 and EM of both and the paired bootstrap
 interval of the F1 difference (`eval.scoring.significance`). `resume` keeps the answers already written and runs
-the rest; `report_of` reads a compile's report set back from its config.json (`optimize compare`).
+the rest; `report_of` reads a compile's report set back from its config.json (`optimize compare`). Other splits no
+choice of the compile saw (another benchmark's dev split on the same graph) can join the report set: each is
+compared in a directory of its own (`report-<benchmark>-<split>`), and the pooled interval covers them all.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,7 @@ from saga_dspy.config import Settings
 from saga_dspy.errors import Interrupted
 from saga_dspy.eval.files import write_file
 from saga_dspy.eval.loading.answerability import subset_record
+from saga_dspy.eval.loading.datasets import benchmark_info
 from saga_dspy.eval.loading.evalset import EvalSet, load_eval_set
 from saga_dspy.eval.running.answering import run_questions
 from saga_dspy.eval.running.predictions import PREDICTIONS, PredictionsFile
@@ -46,12 +50,14 @@ def compare_on_report(
     progress: bool = False,
     stream=None,
     resume: bool = False,
+    name: str = REPORT_DIR,
 ) -> dict[str, Any]:
-    """Run `programs` ({role: (program, its settings)}) interleaved on `report`; writes the runs and the table.
-    `resume`: a role's answers already written to its run (for a question of `report`) are kept, not run again."""
+    """Run `programs` ({role: (program, its settings)}) interleaved on `report`; writes the runs and the table
+    under `out_dir/name`. `resume`: a role's answers already written to its run (for a question of `report`) are
+    kept, not run again. The result's `f1` holds each role's F1 by question, for pooling."""
     stream = stream or sys.stdout
     roles = list(programs)
-    base = out_dir / REPORT_DIR
+    base = out_dir / name
     files: dict[str, PredictionsFile] = {}
     lines: dict[str, list[dict[str, Any]]] = {role: [] for role in roles}
     wanted = {item.id for item in report.items}
@@ -91,24 +97,26 @@ def compare_on_report(
         metrics[role] = compute_metrics(lines[role], total=len(report))
         metrics[role]["subset"] = subset_record(report.filter_report, len(report))
         write_json(base / role / METRICS, metrics[role])
-    paired = paired_by_id(*({line["id"]: float(line["f1"]) for line in lines[role]} for role in roles))
+    f1 = {role: {line["id"]: float(line["f1"]) for line in lines[role]} for role in roles}
+    paired = paired_by_id(*(f1[role] for role in roles))
     text = comparison_text(report, metrics, paired)
     print("\n" + text, file=stream)
     write_file(base / "report.md", markdown_table(metrics) + f"\n\n{roles[1]} - {roles[0]} F1: {paired.describe()}\n")
     result = {"set": report.name, "ids": [i.id for i in report.items], "metrics": metrics, "paired": paired.as_dict()}
     write_json(base / "report.json", result)
     if tracker is not None:
+        key = name.replace("-", "_")
         tracker.log_metrics(
             {
-                **{f"report_{role}_f1": metrics[role].get("f1") for role in roles},
-                **{f"report_{role}_em": metrics[role].get("em") for role in roles},
-                "report_delta_f1": paired.delta,
-                "report_ci_low": paired.low,
-                "report_ci_high": paired.high,
+                **{f"{key}_{role}_f1": metrics[role].get("f1") for role in roles},
+                **{f"{key}_{role}_em": metrics[role].get("em") for role in roles},
+                f"{key}_delta_f1": paired.delta,
+                f"{key}_ci_low": paired.low,
+                f"{key}_ci_high": paired.high,
             }
         )
-        tracker.log_artifacts([base / "report.md", base / "report.json"], artifact_path=REPORT_DIR)
-    return result
+        tracker.log_artifacts([base / "report.md", base / "report.json"], artifact_path=name)
+    return {**result, "f1": f1}
 
 
 def report_of(compile_dir: Path) -> tuple[str, str, list[str]]:
@@ -130,6 +138,7 @@ def compare_compiled(
     settings: Settings,
     compile_dir: str | Path,
     *,
+    also: Sequence[tuple[str, str]] = (),
     lm: Any = None,
     endpoint: Any = None,
     search: Any = None,
@@ -139,35 +148,101 @@ def compare_compiled(
     stream=None,
 ) -> dict[str, Any]:
     """`optimize compare`: the compiled program (`settings.program`, else the compile's program.json) against the
-    default (`settings` without a program) on the report set `compile_dir`'s compile recorded, written under it."""
+    default (`settings` without a program) on the report set `compile_dir`'s compile recorded, written under it;
+    then on each (benchmark, split) of `also` (all its answerable questions), and the pooled interval over all.
+    The result is the report set's comparison, with `sets` (each set's) and `pooled` where `also` is given."""
+    stream = stream or sys.stdout
     out_dir = Path(compile_dir)
     bench, split, ids = report_of(out_dir)
-    settings = settings.model_copy(update={"dataset": bench, "split": split})
+    sets: list[tuple[str, str, list[str] | None, str]] = [(bench, split, ids, REPORT_DIR)]
+    sets += [(b, s, None, f"{REPORT_DIR}-{b}-{s}") for b, s in also_checked(bench, also)]
     compiled_path = Path(settings.program) if settings.program else out_dir / PROGRAM
     if not compiled_path.is_file():
         raise OptimizeError(f"no compiled program at {compiled_path}")
-    default_settings = settings.model_copy(update={"program": None})
-    compiled_settings = settings.model_copy(update={"program": str(compiled_path)})
-    report = load_eval_set(default_settings, ids=ids)
     tracker = Tracker(settings, experiment or f"saga-decisions-{bench}")
     name = run_name("compare compiled vs default", bench, split, settings.lm)
-    params = {"dataset": bench, "report_set": report.name, "n_report": len(report), "program": str(compiled_path)}
+    params = {
+        "dataset": bench,
+        "report_set": f"{bench}/{split}",
+        "n_report": len(ids),
+        "also": ",".join(f"{b}/{s}" for b, s in also),
+        "program": str(compiled_path),
+    }
     run: CompileArgs = {"endpoint": endpoint, "search": search}
+    results: dict[str, dict[str, Any]] = {}
     with compile_services(settings, out_dir, run) as services:
-        default = SagaProgram(default_settings, endpoint=services.endpoint, search=services.search)
-        compiled = SagaProgram(compiled_settings, endpoint=services.endpoint, search=services.search)
         with tracked_compile(tracker, lm, name, params, "optimize-compare", out_dir):
-            return compare_on_report(
-                report,
-                {"default": (default, default_settings), "compiled": (compiled, compiled_settings)},
-                out_dir,
-                endpoint=services.endpoint,
-                lm=lm,
-                tracker=tracker,
-                progress=progress,
-                stream=stream,
-                resume=resume,
-            )
+            for set_bench, set_split, set_ids, set_name in sets:
+                on = settings.model_copy(update={"dataset": set_bench, "split": set_split})
+                default_settings = on.model_copy(update={"program": None})
+                compiled_settings = on.model_copy(update={"program": str(compiled_path)})
+                report = load_eval_set(default_settings, ids=set_ids)
+                default = SagaProgram(default_settings, endpoint=services.endpoint, search=services.search)
+                compiled = SagaProgram(compiled_settings, endpoint=services.endpoint, search=services.search)
+                results[set_name] = compare_on_report(
+                    report,
+                    {"default": (default, default_settings), "compiled": (compiled, compiled_settings)},
+                    out_dir,
+                    endpoint=services.endpoint,
+                    lm=lm,
+                    tracker=tracker,
+                    progress=progress,
+                    stream=stream,
+                    resume=resume,
+                    name=set_name,
+                )
+            result = results[REPORT_DIR]
+            if len(results) > 1:
+                pooled = pooled_comparison(results, out_dir, tracker=tracker, stream=stream)
+                result = {**result, "sets": results, "pooled": pooled}
+    return result
+
+
+def also_checked(bench: str, also: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The extra report splits, each checked: on the compile's graph, and not a split the compile chose on (its
+    benchmark's own train or dev split)."""
+    graph = benchmark_info(bench).kg
+    checked = []
+    for other, split in also:
+        try:
+            info = benchmark_info(other)
+            resolved = info.resolve_split(split)
+        except ValueError as exc:
+            raise OptimizeError(f"--also {other}/{split}: {exc}") from None
+        if info.kg != graph:
+            raise OptimizeError(f"--also {other}/{split}: {other} is on {info.kg}, the compile on {graph}")
+        if other == bench and resolved != info.test:
+            raise OptimizeError(f"--also {other}/{split}: the compile chose on {bench}'s train and dev questions")
+        if (other, resolved) in checked:
+            continue
+        checked.append((other, resolved))
+    return checked
+
+
+def pooled_comparison(
+    results: dict[str, dict[str, Any]], out_dir: Path, *, tracker: Tracker | None = None, stream=None
+) -> dict[str, Any]:
+    """The paired interval over every report set's questions together (ids qualified by their set); written to
+    `out_dir/report-pooled.json` and `.md`, printed, logged."""
+    stream = stream or sys.stdout
+    scores = {
+        role: {f"{res['set']}#{qid}": value for res in results.values() for qid, value in res["f1"][role].items()}
+        for role in ROLES
+    }
+    paired = paired_by_id(scores["default"], scores["compiled"])
+    sets = {result["set"]: result["paired"] for result in results.values()}
+    lines = [f"- {name}: compiled - default F1 {PairedComparison(**p).describe()}" for name, p in sets.items()]
+    text = f"pooled over {', '.join(sets)} ({paired.n} questions): compiled - default F1 {paired.describe()}"
+    print("\n" + text, file=stream)
+    write_file(out_dir / f"{REPORT_DIR}-pooled.md", "\n".join([text, "", *lines]) + "\n")
+    pooled = {"sets": sets, "paired": paired.as_dict()}
+    write_json(out_dir / f"{REPORT_DIR}-pooled.json", pooled)
+    if tracker is not None:
+        tracker.log_metrics(
+            {"pooled_delta_f1": paired.delta, "pooled_ci_low": paired.low, "pooled_ci_high": paired.high}
+        )
+        tracker.log_artifacts([out_dir / f"{REPORT_DIR}-pooled.md", out_dir / f"{REPORT_DIR}-pooled.json"])
+    return pooled
 
 
 def comparison_text(report: EvalSet, metrics: dict[str, dict[str, Any]], paired: PairedComparison) -> str:
@@ -176,4 +251,13 @@ def comparison_text(report: EvalSet, metrics: dict[str, dict[str, Any]], paired:
     return summary_table(metrics, title) + f"\n{roles[1]} - {roles[0]} F1: {paired.describe()}"
 
 
-__all__ = ["REPORT_DIR", "ROLES", "compare_compiled", "compare_on_report", "comparison_text", "report_of"]
+__all__ = [
+    "REPORT_DIR",
+    "ROLES",
+    "also_checked",
+    "compare_compiled",
+    "compare_on_report",
+    "comparison_text",
+    "pooled_comparison",
+    "report_of",
+]

@@ -16,7 +16,7 @@ from saga_dspy.cli import ArgumentParser, options_from
 from saga_dspy.config import Settings, add_settings_args, apply_offline_env, run_flags, settings_from_args
 from saga_dspy.eval.running.run_inputs import check_file_inputs, run_parser
 from saga_dspy.lm import configure_lm_cache
-from saga_dspy.optimize.comparison import compare_compiled, report_of
+from saga_dspy.optimize.comparison import also_checked, compare_compiled, report_of
 from saga_dspy.optimize.compile_run import compile_with_lm, configured_lm
 from saga_dspy.optimize.decision_assemble import assemble
 from saga_dspy.optimize.decision_compile import (
@@ -149,10 +149,27 @@ def build_compare_parser() -> argparse.ArgumentParser:
         flags=DECISION_FLAGS,
     )
     parser.add_argument("compile_dir", metavar="DIR", help="a compile's --out (its config.json names the report set)")
+    parser.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        type=bench_split,
+        metavar="BENCHMARK/SPLIT",
+        help="another split no choice saw, on the same graph (e.g. qald10/dev); repeatable: each is compared in "
+        "DIR/report-BENCHMARK-SPLIT, and DIR/report-pooled.{md,json} holds the interval over all the questions",
+    )
     parser.add_argument("--resume", action="store_true", help="keep the answers DIR/report holds, run the rest")
     parser.add_argument("--experiment", help="MLflow experiment name (default: saga-decisions-<dataset>)")
     parser.add_argument("--no-progress", action="store_true")
     return parser
+
+
+def bench_split(value: str) -> tuple[str, str]:
+    """`BENCHMARK/SPLIT` as a pair (argparse type)."""
+    bench, sep, split = value.partition("/")
+    if not (bench and sep and split):
+        raise argparse.ArgumentTypeError(f"{value!r}: expected BENCHMARK/SPLIT, e.g. qald10/dev")
+    return bench, split
 
 
 def compare_main(argv: Sequence[str]) -> int:
@@ -161,11 +178,13 @@ def compare_main(argv: Sequence[str]) -> int:
     bench, split, _ = report_of(Path(args.compile_dir))
     settings = settings_from_args(args, dataset=bench, split=split)
     check_file_inputs(settings, None)
+    also = also_checked(bench, args.also)
     if (lm := configured_lm(settings)) is None:
         return 2
     compare_compiled(
         settings,
         args.compile_dir,
+        also=also,
         lm=lm,
         resume=args.resume,
         experiment=args.experiment,

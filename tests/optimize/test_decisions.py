@@ -4,6 +4,7 @@ that changes the module, and the assembled program's save / load, run by eval wi
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import io
 import json
@@ -393,6 +394,61 @@ def test_compare_runs_the_compiled_program_against_the_default_on_the_report_set
         dec_settings, result.out_dir, lm=again_lm, endpoint=endpoint, search=search, resume=True, stream=io.StringIO()
     )
     assert again_lm.turns == [] and again["metrics"] == out["metrics"]
+
+
+def test_compare_joins_another_benchmarks_split_and_pools_the_interval(
+    dec_settings, endpoint, search, tmp_path, same_sets
+):
+    from saga_dspy.optimize.comparison import compare_compiled
+
+    result, _ = compile_(
+        dec_settings, tmp_path, DecisionLM(), endpoint, search, decision="entity", num_candidates=2, max_labeled=2
+    )
+    config = json.loads((result.out_dir / "config.json").read_text())
+    config["sets"]["report"]["ids"] = config["sets"]["report"]["ids"][:2]
+    (result.out_dir / "config.json").write_text(json.dumps(config))
+    settings = dec_settings.model_copy(update={"limit": 2})
+    out = compare_compiled(
+        settings, result.out_dir, also=[("qald7", "dev")], lm=DecisionLM(), endpoint=endpoint, search=search,
+        stream=io.StringIO(),
+    )  # fmt: skip
+    extra = result.out_dir / "report-qald7-dev"
+    lines = [json.loads(x) for x in (extra / "compiled" / "predictions.jsonl").read_text().splitlines()]
+    assert len(lines) == 2 and (extra / "default" / "predictions.jsonl").is_file()
+    assert json.loads((extra / "compiled" / "config.json").read_text())["settings"]["dataset"] == "qald7"
+    pooled = json.loads((result.out_dir / "report-pooled.json").read_text())
+    assert (
+        pooled == out["pooled"]
+        and pooled["paired"]["n"] == 4
+        and set(pooled["sets"])
+        == {
+            out["set"],
+            out["sets"]["report-qald7-dev"]["set"],
+        }
+    )
+    per_set = [out["sets"][name]["paired"] for name in ("report", "report-qald7-dev")]
+    assert pooled["paired"]["wins"] == sum(p["wins"] for p in per_set)
+
+
+@pytest.mark.parametrize(
+    ("also", "refused"),
+    [(("qald10", "dev"), "chose on"), (("qald10", "train"), "chose on"), (("cwq", "val"), "freebase"),
+     (("qald7", "nope"), "no split")],
+)  # fmt: skip
+def test_compare_refuses_a_split_the_compile_chose_on_or_another_graphs(also, refused):
+    from saga_dspy.optimize.comparison import also_checked
+    from saga_dspy.optimize.decision_cli import bench_split
+    from saga_dspy.optimize.sets import OptimizeError
+
+    with pytest.raises(OptimizeError, match=refused):
+        also_checked("qald10", [also])
+    with pytest.raises(argparse.ArgumentTypeError, match="BENCHMARK/SPLIT"):
+        bench_split("qald7")
+    assert bench_split("qald7/dev") == ("qald7", "dev")
+    assert also_checked("qald10", [("qald10", "test"), ("qald7", "dev"), ("qald7", "dev")]) == [
+        ("qald10", "test"),
+        ("qald7", "dev"),
+    ]
 
 
 def test_gepa_rewrites_the_candidate_decisions_instructions_on_its_feedback(
