@@ -28,6 +28,7 @@ from saga_dspy.eval.loading.evalset import EvalSet, load_eval_set
 from saga_dspy.eval.running.answering import run_questions
 from saga_dspy.eval.running.predictions import PREDICTIONS, PredictionsFile
 from saga_dspy.eval.running.records import CONFIG, METRICS, run_config, write_json
+from saga_dspy.eval.running.run_inputs import check_out_dir
 from saga_dspy.eval.scoring.metrics import compute_metrics
 from saga_dspy.eval.scoring.report import markdown_table, summary_table
 from saga_dspy.eval.scoring.significance import PairedComparison, paired_by_id
@@ -143,6 +144,7 @@ def compare_compiled(
     endpoint: Any = None,
     search: Any = None,
     resume: bool = False,
+    overwrite: bool = False,
     experiment: str | None = None,
     progress: bool = False,
     stream=None,
@@ -153,18 +155,15 @@ def compare_compiled(
     The result is the report set's comparison, with `sets` (each set's) and `pooled` where `also` is given."""
     stream = stream or sys.stdout
     out_dir = Path(compile_dir)
-    bench, split, ids = report_of(out_dir)
-    sets: list[tuple[str, str, list[str] | None, str]] = [(bench, split, ids, REPORT_DIR)]
-    sets += [(b, s, None, f"{REPORT_DIR}-{b}-{s}") for b, s in also_checked(bench, also)]
-    compiled_path = Path(settings.program) if settings.program else out_dir / PROGRAM
-    if not compiled_path.is_file():
-        raise OptimizeError(f"no compiled program at {compiled_path}")
+    sets = check_report_dirs(settings, out_dir, also, resume=resume, overwrite=overwrite)
+    bench, split, ids, _ = sets[0]
+    compiled_path = compiled_program(settings, out_dir)
     tracker = Tracker(settings, experiment or f"saga-decisions-{bench}")
     name = run_name("compare compiled vs default", bench, split, settings.lm)
     params = {
         "dataset": bench,
         "report_set": f"{bench}/{split}",
-        "n_report": len(ids),
+        "n_report": len(ids or ()),
         "also": ",".join(f"{b}/{s}" for b, s in also),
         "program": str(compiled_path),
     }
@@ -173,15 +172,15 @@ def compare_compiled(
     with compile_services(settings, out_dir, run) as services:
         with tracked_compile(tracker, lm, name, params, "optimize-compare", out_dir):
             for set_bench, set_split, set_ids, set_name in sets:
-                on = settings.model_copy(update={"dataset": set_bench, "split": set_split})
-                default_settings = on.model_copy(update={"program": None})
-                compiled_settings = on.model_copy(update={"program": str(compiled_path)})
-                report = load_eval_set(default_settings, ids=set_ids)
-                default = SagaProgram(default_settings, endpoint=services.endpoint, search=services.search)
-                compiled = SagaProgram(compiled_settings, endpoint=services.endpoint, search=services.search)
+                roles = role_settings(settings, set_bench, set_split, compiled_path)
+                report = load_eval_set(roles["default"], ids=set_ids)
+                programs = {
+                    role: (SagaProgram(on, endpoint=services.endpoint, search=services.search), on)
+                    for role, on in roles.items()
+                }
                 results[set_name] = compare_on_report(
                     report,
-                    {"default": (default, default_settings), "compiled": (compiled, compiled_settings)},
+                    programs,
                     out_dir,
                     endpoint=services.endpoint,
                     lm=lm,
@@ -196,6 +195,39 @@ def compare_compiled(
                 pooled = pooled_comparison(results, out_dir, tracker=tracker, stream=stream)
                 result = {**result, "sets": results, "pooled": pooled}
     return result
+
+
+def compiled_program(settings: Settings, out_dir: Path) -> Path:
+    """The compiled program compared: `settings.program`, else the compile's program.json."""
+    path = Path(settings.program) if settings.program else out_dir / PROGRAM
+    if not path.is_file():
+        raise OptimizeError(f"no compiled program at {path}")
+    return path
+
+
+def role_settings(settings: Settings, bench: str, split: str, compiled_path: Path) -> dict[str, Settings]:
+    """Each role's settings on one report set: the default without a program, the compiled with it."""
+    on = settings.model_copy(update={"dataset": bench, "split": split})
+    return {
+        "default": on.model_copy(update={"program": None}),
+        "compiled": on.model_copy(update={"program": str(compiled_path)}),
+    }
+
+
+def check_report_dirs(
+    settings: Settings, out_dir: Path, also: Sequence[tuple[str, str]], *, resume: bool, overwrite: bool
+) -> list[tuple[str, str, list[str] | None, str]]:
+    """The report sets, (benchmark, split, ids or None for all, directory name), once every role's run directory
+    can take them as `eval` decides (`check_out_dir`): answers there are kept with `resume` (the same settings),
+    replaced only with `overwrite`. Called before the model loads."""
+    bench, split, ids = report_of(out_dir)
+    sets: list[tuple[str, str, list[str] | None, str]] = [(bench, split, ids, REPORT_DIR)]
+    sets += [(b, s, None, f"{REPORT_DIR}-{b}-{s}") for b, s in also_checked(bench, also)]
+    compiled_path = compiled_program(settings, out_dir)
+    for set_bench, set_split, _, name in sets:
+        for role, on in role_settings(settings, set_bench, set_split, compiled_path).items():
+            check_out_dir(out_dir / name / role, on, resume=resume, overwrite=overwrite, elsewhere=None)
+    return sets
 
 
 def also_checked(bench: str, also: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -255,6 +287,7 @@ __all__ = [
     "REPORT_DIR",
     "ROLES",
     "also_checked",
+    "check_report_dirs",
     "compare_compiled",
     "compare_on_report",
     "comparison_text",

@@ -16,7 +16,7 @@ from saga_dspy.cli import ArgumentParser, options_from
 from saga_dspy.config import Settings, add_settings_args, apply_offline_env, run_flags, settings_from_args
 from saga_dspy.eval.running.run_inputs import check_file_inputs, run_parser
 from saga_dspy.lm import configure_lm_cache
-from saga_dspy.optimize.comparison import also_checked, compare_compiled, report_of
+from saga_dspy.optimize.comparison import also_checked, check_report_dirs, compare_compiled, report_of
 from saga_dspy.optimize.compile_run import compile_with_lm, configured_lm
 from saga_dspy.optimize.decision_assemble import assemble
 from saga_dspy.optimize.decision_compile import (
@@ -159,6 +159,7 @@ def build_compare_parser() -> argparse.ArgumentParser:
         "DIR/report-BENCHMARK-SPLIT, and DIR/report-pooled.{md,json} holds the interval over all the questions",
     )
     parser.add_argument("--resume", action="store_true", help="keep the answers DIR/report holds, run the rest")
+    parser.add_argument("--overwrite", action="store_true", help="start again where DIR/report holds answers")
     parser.add_argument("--experiment", help="MLflow experiment name (default: saga-decisions-<dataset>)")
     parser.add_argument("--no-progress", action="store_true")
     return parser
@@ -179,6 +180,7 @@ def compare_main(argv: Sequence[str]) -> int:
     settings = settings_from_args(args, dataset=bench, split=split)
     check_file_inputs(settings, None)
     also = also_checked(bench, args.also)
+    check_report_dirs(settings, Path(args.compile_dir), also, resume=args.resume, overwrite=args.overwrite)
     if (lm := configured_lm(settings)) is None:
         return 2
     compare_compiled(
@@ -187,6 +189,7 @@ def compare_main(argv: Sequence[str]) -> int:
         also=also,
         lm=lm,
         resume=args.resume,
+        overwrite=args.overwrite,
         experiment=args.experiment,
         progress=not args.no_progress,
     )

@@ -364,7 +364,8 @@ def test_random_search_compiles_the_entity_decision_and_eval_runs_the_assembled_
 def test_compare_runs_the_compiled_program_against_the_default_on_the_report_set_and_resumes(
     dec_settings, endpoint, search, tmp_path, same_sets
 ):
-    from saga_dspy.optimize.comparison import compare_compiled
+    from saga_dspy.eval.errors import EvalError
+    from saga_dspy.optimize.comparison import check_report_dirs, compare_compiled
 
     result, _ = compile_(
         dec_settings, tmp_path, DecisionLM(), endpoint, search, decision="entity", num_candidates=2, max_labeled=2
@@ -388,6 +389,12 @@ def test_compare_runs_the_compiled_program_against_the_default_on_the_report_set
     # only the compiled program's turns after a search show the compiled demos: the scripted LM looks up then
     assert lookups("compiled") and not lookups("default")
     assert json.loads((base / "compiled" / "config.json").read_text())["settings"]["program"].endswith("program.json")
+    # run again without --resume: refused before anything runs, the answers kept; --overwrite would start again
+    before = (base / "default" / "predictions.jsonl").read_bytes()
+    with pytest.raises(EvalError, match="--resume"):
+        compare_compiled(dec_settings, result.out_dir, lm=DecisionLM(), endpoint=endpoint, search=search)
+    assert (base / "default" / "predictions.jsonl").read_bytes() == before
+    assert check_report_dirs(dec_settings, result.out_dir, (), resume=False, overwrite=True)[0][2] == report_ids
     # resumed, nothing is run again and the table is the same
     again_lm = DecisionLM()
     again = compare_compiled(

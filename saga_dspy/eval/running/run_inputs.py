@@ -65,16 +65,19 @@ def prepare_out_dir(
     return list(latest.values())
 
 
-def check_out_dir(out_dir: Path, settings: Settings, *, resume: bool, overwrite: bool) -> None:
+def check_out_dir(
+    out_dir: Path, settings: Settings, *, resume: bool, overwrite: bool, elsewhere: str | None = "another --out"
+) -> None:
     """An EvalError when the run directory cannot take this run: finished predictions there without --resume or
-    --overwrite, or (--resume) a config.json that cannot be read or was written with other settings."""
+    --overwrite, or (--resume) a config.json that cannot be read or was written with other settings. `elsewhere`:
+    the other way out the messages name (None where the command has no --out)."""
     pred_path = out_dir / PREDICTIONS
     cfg_path = out_dir / CONFIG
     if not resume:
         if pred_path.exists() and pred_path.stat().st_size > 0 and not overwrite:
             raise EvalError(
                 f"{pred_path} already exists: pass --resume to continue that run, --overwrite to "
-                f"start it again, or another --out"
+                f"start it again" + (f", or {elsewhere}" if elsewhere else "")
             )
         return
     if cfg_path.exists():
@@ -83,7 +86,8 @@ def check_out_dir(out_dir: Path, settings: Settings, *, resume: bool, overwrite:
         diff = {k: (old.get(k), new.get(k)) for k in new if k in old and old.get(k) != new.get(k)}
         if diff:
             what = "; ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in ((k, *v) for k, v in diff.items()))
-            raise EvalError(f"--resume: {out_dir} was run with other settings ({what}); use another --out")
+            other = f"use {elsewhere}" if elsewhere else "start again with --overwrite"
+            raise EvalError(f"--resume: {out_dir} was run with other settings ({what}); {other}")
 
 
 def questions_left(out_dir: Path, evalset: EvalSet, *, resume: bool, retry_failed: bool) -> int:
