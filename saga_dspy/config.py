@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, get_args, get_origin
@@ -402,6 +403,12 @@ def secret_value(value: Any) -> str | None:
         return None
     getter = getattr(value, "get_secret_value", None)
     return getter() if callable(getter) else str(value)
+
+
+def recorded_command(module: str) -> list[str]:
+    """The command a run record keeps: `python -m module` and the argv, secrets redacted; the interpreter's path
+    (a machine's, not the run's) left out."""
+    return ["python", "-m", module, *redact_argv(sys.argv[1:])]
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any, Generic, NamedTuple, TypedDict, TypeVar
 
 import dspy
 
-from saga_dspy.config import Settings, redact_argv
+from saga_dspy.config import Settings, recorded_command
 from saga_dspy.errors import Interrupted
 from saga_dspy.eval.running.records import endpoint_record, lm_record, versions
 from saga_dspy.eval.running.rundir import locked_run_dir
@@ -149,7 +149,7 @@ def command_record() -> dict[str, Any]:
     """config.json's `created` and `command` (the argv redacted)."""
     return {
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "command": [sys.executable, "-m", "saga_dspy.optimize", *redact_argv(sys.argv[1:])],
+        "command": recorded_command("saga_dspy.optimize"),
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import dspy
@@ -73,12 +74,16 @@ class DecisionSets:
             "valset_sizes": self.val_data.sizes(),
             "train_skipped": self.train_data.skipped,
             "valset_skipped": self.val_data.skipped,
-            "train_cache": self.train_data.cache_file,
-            "valset_cache": self.val_data.cache_file,
+            "train_cache": _cache_name(self.train_data.cache_file),  # under the cache dir's decisions/
+            "valset_cache": _cache_name(self.val_data.cache_file),
             "firewall_dropped": self.firewall_dropped,
             "train_ids": [e.id for e in self.train],
             "valset_ids": [e.id for e in self.valset],
         }
+
+
+def _cache_name(path: str | None) -> str | None:
+    return Path(path).name if path else None
 
 
 def decision_sets(

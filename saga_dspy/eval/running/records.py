@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from saga_dspy import lm as lm_module
-from saga_dspy.config import PACKAGE_DIR, SECRET_FIELDS, Settings, redact_argv
+from saga_dspy.config import PACKAGE_DIR, SECRET_FIELDS, Settings, recorded_command
 from saga_dspy.eval.files import write_file
 from saga_dspy.eval.loading.evalset import EvalSet
 from saga_dspy.eval.scoring.metrics import METRIC_RULES
@@ -187,7 +187,7 @@ def run_config(
     cfg = {
         "kind": "eval",
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "command": [sys.executable, "-m", "saga_dspy.eval", *redact_argv(sys.argv[1:])] if sys.argv else None,
+        "command": recorded_command("saga_dspy.eval") if sys.argv else None,
         "dataset": evalset.dataset,
         "split": evalset.split,
         "variant": settings.variant,
