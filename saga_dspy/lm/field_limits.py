@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 # a line (or sentence) that opens a ReAct turn: what the tools would write next, not the model
@@ -36,12 +36,7 @@ class FieldLimit:
     json_object: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "tokens": self.tokens,
-            "cut_invented": self.cut_invented,
-            "choice": self.choice,
-            "json_object": self.json_object,
-        }
+        return asdict(self)
 
 
 def parse_limits(raw: Mapping[str, Any] | None) -> dict[str, FieldLimit]:

@@ -16,7 +16,7 @@ from saga_dspy.cli import ArgumentParser, options_from
 from saga_dspy.config import Settings, add_settings_args, apply_offline_env, run_flags, settings_from_args
 from saga_dspy.eval.running.run_inputs import check_file_inputs, run_parser
 from saga_dspy.lm import configure_lm_cache
-from saga_dspy.optimize.comparison import also_checked, check_report_dirs, compare_compiled, report_of
+from saga_dspy.optimize.comparison import check_report_dirs, compare_compiled, report_of
 from saga_dspy.optimize.compile_run import compile_with_lm, configured_lm
 from saga_dspy.optimize.decision_assemble import assemble
 from saga_dspy.optimize.decision_compile import (
@@ -179,14 +179,13 @@ def compare_main(argv: Sequence[str]) -> int:
     bench, split, _ = report_of(Path(args.compile_dir))
     settings = settings_from_args(args, dataset=bench, split=split)
     check_file_inputs(settings, None)
-    also = also_checked(bench, args.also)
-    check_report_dirs(settings, Path(args.compile_dir), also, resume=args.resume, overwrite=args.overwrite)
+    check_report_dirs(settings, Path(args.compile_dir), args.also, resume=args.resume, overwrite=args.overwrite)
     if (lm := configured_lm(settings)) is None:
         return 2
     compare_compiled(
         settings,
         args.compile_dir,
-        also=also,
+        also=args.also,
         lm=lm,
         resume=args.resume,
         overwrite=args.overwrite,
